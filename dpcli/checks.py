@@ -1,0 +1,142 @@
+"""Typed access to parsed YAML that fails with a message naming file and key.
+
+Every spec (and schema) error reads ``<file>: <key.path>: <what is wrong>``
+and is a :class:`~dpcli.errors.SpecError` (exit code 2).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from dpcli.errors import SpecError
+
+
+@dataclass(frozen=True)
+class Where:
+    """A position in a YAML document: the file and the dotted key path."""
+
+    file: Path
+    path: str = ""
+
+    def __truediv__(self, key: str | int) -> Where:
+        key = f"[{key}]" if isinstance(key, int) else str(key)
+        if not self.path:
+            return Where(self.file, key)
+        sep = "" if key.startswith("[") else "."
+        return Where(self.file, f"{self.path}{sep}{key}")
+
+    def error(self, message: str) -> SpecError:
+        where = f"{self.file}: {self.path}" if self.path else f"{self.file}"
+        return SpecError(f"{where}: {message}")
+
+
+def mapping(value: Any, where: Where, allowed: set[str] | None = None,
+            required: set[str] = frozenset()) -> Mapping[str, Any]:
+    """``value`` as a mapping with string keys; unknown or missing keys are errors."""
+    if not isinstance(value, Mapping):
+        raise where.error(f"must be a mapping, got {_kind(value)}")
+    for key in value:
+        if not isinstance(key, str):
+            raise where.error(f"keys must be strings, got {key!r}")
+        if allowed is not None and key not in allowed:
+            hint = ", ".join(sorted(allowed))
+            raise (where / key).error(f"unknown key (allowed here: {hint})")
+    for key in sorted(required):
+        if key not in value:
+            raise (where / key).error("is required")
+    return value
+
+
+def string(value: Any, where: Where) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise where.error(f"must be a non-empty string, got {_kind(value)}")
+    return value
+
+
+def number(value: Any, where: Where) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise where.error(f"must be a number, got {_kind(value)}")
+    if not math.isfinite(value):
+        raise where.error("must be finite")
+    return value
+
+
+def positive(value: Any, where: Where) -> float:
+    value = number(value, where)
+    if value <= 0:
+        raise where.error(f"must be positive, got {value}")
+    return value
+
+
+def integer(value: Any, where: Where, minimum: int | None = None) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise where.error(f"must be an integer, got {_kind(value)}")
+    if minimum is not None and value < minimum:
+        raise where.error(f"must be at least {minimum}, got {value}")
+    return value
+
+
+def boolean(value: Any, where: Where) -> bool:
+    if not isinstance(value, bool):
+        raise where.error(f"must be true or false, got {_kind(value)}")
+    return value
+
+
+def probability(value: Any, where: Where) -> float:
+    value = number(value, where)
+    if not 0 <= value < 1:
+        raise where.error(f"must be in [0, 1), got {value}")
+    return value
+
+
+def choice(value: Any, where: Where, options: tuple[str, ...]) -> str:
+    if value not in options:
+        raise where.error(f"must be one of {', '.join(options)}, got {value!r}")
+    return value
+
+
+def scalar_label(value: Any, where: Where) -> str:
+    """A category or class value; ints and strings are compared as text."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | str) and str(value) != "":
+        return str(value)
+    raise where.error(f"must be a string or an integer, got {_kind(value)}")
+
+
+def scalar_list(value: Any, where: Where, min_len: int = 1) -> tuple[str, ...]:
+    if not isinstance(value, list):
+        raise where.error(f"must be a list, got {_kind(value)}")
+    items = tuple(scalar_label(v, where / i) for i, v in enumerate(value))
+    if len(items) < min_len:
+        raise where.error(f"must list at least {min_len} value(s)")
+    seen: set[str] = set()
+    for i, item in enumerate(items):
+        if item in seen:
+            raise (where / i).error(f"duplicate value {item!r}")
+        seen.add(item)
+    return items
+
+
+def resolve_path(value: Any, where: Where) -> Path:
+    """A path from the spec, relative paths taken against the spec file's folder."""
+    text = string(value, where)
+    path = Path(text).expanduser()
+    return Path(os.path.normpath(path if path.is_absolute() else where.file.parent / path))
+
+
+def _kind(value: Any) -> str:
+    if value is None:
+        return "nothing"
+    if isinstance(value, bool):
+        return f"a boolean ({value})"
+    if isinstance(value, Mapping):
+        return "a mapping"
+    if isinstance(value, list):
+        return "a list"
+    return f"{type(value).__name__} {value!r}"

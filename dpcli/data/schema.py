@@ -1,0 +1,301 @@
+"""The public schema: declared domains of every column a run may read.
+
+Nothing here is ever read off the data (DESIGN.md rule 2). Numeric bounds,
+category sets, binary values, vocabularies and the label's classes come
+from the spec (or a schema file it names). Values outside a declared domain
+are clamped or mapped to an explicit ``other`` level by the data layer and
+counted in the run report.
+
+Missing values follow a declared policy: ``error`` (the default) or
+``impute`` (numeric and binary -> the declared ``fill``, categorical ->
+``other``, tokens -> no tokens). Rows are never dropped: dropping would make
+the number of records a run sees data-dependent and break the replace-one
+neighbouring relation that every sensitivity assumes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from dpcli import checks
+from dpcli.checks import Where
+
+MISSING_POLICIES = ("error", "impute")
+OTHER = "other"
+
+
+@dataclass(frozen=True)
+class NumericColumn:
+    """A real-valued column clamped into the declared ``[lower, upper]``."""
+
+    name: str
+    lower: float
+    upper: float
+    missing: str = "error"
+    fill: float | None = None
+    taxonomy: Any = None
+
+    kind = "numeric"
+
+    @property
+    def fill_value(self) -> float:
+        return (self.lower + self.upper) / 2 if self.fill is None else self.fill
+
+    @property
+    def width(self) -> float:
+        return self.upper - self.lower
+
+
+@dataclass(frozen=True)
+class CategoricalColumn:
+    """A column over declared categories; anything else maps to the ``other`` level.
+
+    Levels are ``categories + ("other",)``: code ``len(categories)`` is ``other``.
+    """
+
+    name: str
+    categories: tuple[str, ...]
+    missing: str = "error"
+    taxonomy: Any = None
+
+    kind = "categorical"
+
+    @property
+    def levels(self) -> tuple[str, ...]:
+        return (*self.categories, OTHER)
+
+
+@dataclass(frozen=True)
+class BinaryColumn:
+    """A two-valued column encoded 0 (``values[0]``) / 1 (``values[1]``).
+
+    A value outside the pair is mapped to ``values[0]`` and counted; a binary
+    column has no ``other`` level (declare it categorical if you need one).
+    """
+
+    name: str
+    values: tuple[str, str] = ("0", "1")
+    missing: str = "error"
+    fill: str | None = None
+
+    kind = "binary"
+
+    @property
+    def levels(self) -> tuple[str, ...]:
+        return self.values
+
+    @property
+    def fill_code(self) -> int:
+        return 0 if self.fill is None else self.values.index(self.fill)
+
+
+@dataclass(frozen=True)
+class TokensColumn:
+    """A list-of-strings column read against a declared public vocabulary.
+
+    Each row counts as the *set* of its in-vocabulary tokens; tokens outside
+    the vocabulary are dropped and counted. With ``max_per_row = r`` a row
+    with more than r distinct tokens keeps a uniformly random r of them, so
+    one record touches at most r vocabulary entries.
+    """
+
+    name: str
+    vocabulary: tuple[str, ...]
+    vocabulary_file: Path
+    max_per_row: int | None = None
+    missing: str = "error"
+
+    kind = "tokens"
+
+    @property
+    def levels(self) -> tuple[str, ...]:
+        return self.vocabulary
+
+
+Column = NumericColumn | CategoricalColumn | BinaryColumn | TokensColumn
+
+
+@dataclass(frozen=True)
+class Label:
+    """The label column and its declared classes (class code = index in ``classes``)."""
+
+    column: str
+    classes: tuple[str, ...]
+    positive: str | None = None
+
+    @property
+    def positive_index(self) -> int | None:
+        return None if self.positive is None else self.classes.index(self.positive)
+
+
+@dataclass(frozen=True)
+class Schema:
+    """Declared columns (in spec order) and the label."""
+
+    columns: tuple[Column, ...]
+    label: Label
+    source: Path | None = field(default=None, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_by_name", {c.name: c for c in self.columns})
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(c.name for c in self.columns)
+
+    def column(self, name: str) -> Column:
+        """The declared column ``name`` (KeyError if it is not declared)."""
+        return self._by_name[name]  # type: ignore[attr-defined]
+
+    def has(self, name: str) -> bool:
+        return name in self._by_name  # type: ignore[attr-defined]
+
+    @property
+    def n_classes(self) -> int:
+        return len(self.label.classes)
+
+
+_COLUMN_KEYS = {
+    "numeric": {"type", "bounds", "missing", "fill", "taxonomy"},
+    "categorical": {"type", "categories", "missing", "taxonomy"},
+    "binary": {"type", "values", "missing", "fill"},
+    "tokens": {"type", "vocabulary", "max_per_row", "missing"},
+}
+
+
+def parse_label(raw: Any, where: Where) -> Label:
+    raw = checks.mapping(raw, where, allowed={"column", "classes", "positive"},
+                         required={"column", "classes"})
+    column = checks.string(raw["column"], where / "column")
+    classes = checks.scalar_list(raw["classes"], where / "classes", min_len=2)
+    positive = None
+    if "positive" in raw:
+        positive = checks.scalar_label(raw["positive"], where / "positive")
+        if positive not in classes:
+            raise (where / "positive").error(
+                f"{positive!r} is not one of the declared classes {list(classes)}")
+    elif len(classes) == 2:
+        positive = classes[1]
+    return Label(column=column, classes=classes, positive=positive)
+
+
+def parse_schema(raw: Any, where: Where, label: Label) -> Schema:
+    """Parse a ``schema`` mapping, or load it from the file a string names."""
+    if isinstance(raw, str):
+        path = checks.resolve_path(raw, where)
+        if not path.is_file():
+            raise where.error(f"cannot read file {path}: no such file")
+        raw, where = _load_yaml_file(path), Where(path)
+    raw = checks.mapping(raw, where, allowed={"columns", "missing"}, required={"columns"})
+    default_missing = "error"
+    if "missing" in raw:
+        default_missing = checks.choice(raw["missing"], where / "missing", MISSING_POLICIES)
+    cols_where = where / "columns"
+    cols = checks.mapping(raw["columns"], cols_where)
+    if not cols:
+        raise cols_where.error("declares no columns")
+    columns = []
+    for name, spec in cols.items():
+        if name == label.column:
+            raise (cols_where / name).error(
+                "is the label column: declare it under 'label', not as a feature")
+        columns.append(_parse_column(name, spec, cols_where / name, default_missing))
+    return Schema(columns=tuple(columns), label=label, source=where.file)
+
+
+def _parse_column(name: str, raw: Any, where: Where, default_missing: str) -> Column:
+    raw = checks.mapping(raw, where)
+    if "type" not in raw:
+        raise (where / "type").error(f"is required (one of {', '.join(_COLUMN_KEYS)})")
+    kind = checks.choice(raw["type"], where / "type", tuple(_COLUMN_KEYS))
+    checks.mapping(raw, where, allowed=_COLUMN_KEYS[kind])
+    missing = default_missing
+    if "missing" in raw:
+        missing = checks.choice(raw["missing"], where / "missing", MISSING_POLICIES)
+    if kind == "numeric":
+        return _parse_numeric(name, raw, where, missing)
+    if kind == "categorical":
+        if "categories" not in raw:
+            raise (where / "categories").error("is required for a categorical column")
+        categories = checks.scalar_list(raw["categories"], where / "categories")
+        if OTHER in categories:
+            raise (where / "categories").error(
+                f"must not list {OTHER!r}: every categorical column has an implicit "
+                f"{OTHER!r} level for undeclared values")
+        return CategoricalColumn(name, categories, missing, raw.get("taxonomy"))
+    if kind == "binary":
+        values = ("0", "1")
+        if "values" in raw:
+            values = checks.scalar_list(raw["values"], where / "values", min_len=2)
+            if len(values) != 2:
+                raise (where / "values").error("must list exactly two values")
+        fill = None
+        if "fill" in raw:
+            fill = checks.scalar_label(raw["fill"], where / "fill")
+            if fill not in values:
+                raise (where / "fill").error(f"must be one of {list(values)}")
+        return BinaryColumn(name, (values[0], values[1]), missing, fill)
+    return _parse_tokens(name, raw, where, missing)
+
+
+def _parse_numeric(name: str, raw: Mapping[str, Any], where: Where, missing: str) -> NumericColumn:
+    if "bounds" not in raw:
+        raise (where / "bounds").error(
+            "is required: declare [lower, upper] from the domain, never from the data")
+    bounds = raw["bounds"]
+    if not isinstance(bounds, list) or len(bounds) != 2:
+        raise (where / "bounds").error("must be a list of two numbers [lower, upper]")
+    lower = checks.number(bounds[0], where / "bounds" / 0)
+    upper = checks.number(bounds[1], where / "bounds" / 1)
+    if not lower < upper:
+        raise (where / "bounds").error(f"lower bound {lower} must be below upper bound {upper}")
+    fill = None
+    if "fill" in raw:
+        fill = checks.number(raw["fill"], where / "fill")
+        if not lower <= fill <= upper:
+            raise (where / "fill").error(f"must lie within the bounds [{lower}, {upper}]")
+    return NumericColumn(name, float(lower), float(upper), missing,
+                         None if fill is None else float(fill), raw.get("taxonomy"))
+
+
+def _parse_tokens(name: str, raw: Mapping[str, Any], where: Where, missing: str) -> TokensColumn:
+    if "vocabulary" not in raw:
+        raise (where / "vocabulary").error(
+            "is required: a file of public words, one per line (never built from the data)")
+    path = checks.resolve_path(raw["vocabulary"], where / "vocabulary")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise (where / "vocabulary").error(
+            f"cannot read vocabulary file {path}: {exc.strerror}") from None
+    words: list[str] = []
+    seen: set[str] = set()
+    for line in text.splitlines():
+        word = line.strip()
+        if word and word not in seen:
+            seen.add(word)
+            words.append(word)
+    if not words:
+        raise (where / "vocabulary").error(f"vocabulary file {path} lists no words")
+    cap = None
+    if "max_per_row" in raw:
+        cap = checks.integer(raw["max_per_row"], where / "max_per_row", minimum=1)
+    return TokensColumn(name, tuple(words), path, cap, missing)
+
+
+def _load_yaml_file(path: Path) -> Any:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise Where(path).error(f"cannot read file: {exc.strerror}") from None
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        at = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
+        raise Where(path).error(f"is not valid YAML{at}") from None

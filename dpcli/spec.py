@@ -1,0 +1,180 @@
+"""The YAML spec: one private dataset, its public schema and the budget that protects it.
+
+A spec names the dataset (the ledger's key), its lifetime budget, the ledger
+path, the label, the schema (inline or a file) and one section per
+subcommand. It is parsed with ``yaml.safe_load`` into frozen dataclasses;
+every error names the file and the key path and exits with code 2, before
+anything is charged.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from dpcli import checks
+from dpcli.budget import Budget
+from dpcli.checks import Where
+from dpcli.data.schema import (
+    BinaryColumn,
+    CategoricalColumn,
+    NumericColumn,
+    Schema,
+    TokensColumn,
+    parse_label,
+    parse_schema,
+)
+from dpcli.errors import SpecError
+
+_DATASET_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
+
+
+@dataclass(frozen=True)
+class TabulateSection:
+    """``tabulate``: noisy per-class counts of declared columns."""
+
+    epsilon: float
+    columns: tuple[str, ...] = ()
+    bins: int = 10
+
+
+SECTIONS: dict[str, type] = {"tabulate": TabulateSection}
+_TOP_KEYS = {"dataset", "description", "budget", "ledger", "label", "schema", *SECTIONS}
+
+
+@dataclass(frozen=True)
+class Spec:
+    """A validated spec. ``digest`` covers the spec and every public file it read."""
+
+    path: Path
+    dataset: str
+    budget: Budget
+    ledger_path: Path
+    schema: Schema
+    digest: str
+    description: str = ""
+    sections: Mapping[str, Any] = field(default_factory=dict)
+
+    def section(self, name: str) -> Any:
+        """The parsed section for subcommand ``name``; a SpecError if the spec has none."""
+        if name not in self.sections:
+            raise Where(self.path, name).error(
+                f"is missing: add a '{name}:' section with at least 'epsilon', "
+                f"or pass the values on the command line")
+        return self.sections[name]
+
+
+def load_spec(path: Path | str) -> Spec:
+    """Read and validate the spec at ``path``; raise SpecError (exit 2) naming file and key."""
+    path = Path(path)
+    where = Where(path)
+    raw = _read_yaml(path)
+    if raw is None:
+        raise where.error("is empty")
+    raw = checks.mapping(raw, where, allowed=_TOP_KEYS,
+                         required={"dataset", "budget", "ledger", "label", "schema"})
+
+    dataset = checks.string(raw["dataset"], where / "dataset")
+    if not _DATASET_ID.match(dataset):
+        raise (where / "dataset").error(
+            "must be 1-100 letters, digits, '.', '_' or '-', starting with a letter or digit")
+    description = ""
+    if "description" in raw:
+        description = checks.string(raw["description"], where / "description")
+
+    bw = where / "budget"
+    budget_raw = checks.mapping(raw["budget"], bw, allowed={"epsilon", "delta"},
+                                required={"epsilon"})
+    epsilon = checks.positive(budget_raw["epsilon"], bw / "epsilon")
+    delta = checks.probability(budget_raw.get("delta", 0), bw / "delta")
+    budget = Budget(epsilon, delta)
+
+    ledger_path = checks.resolve_path(raw["ledger"], where / "ledger")
+    if ledger_path.exists() and ledger_path.is_dir():
+        raise (where / "ledger").error(f"{ledger_path} is a folder; name a .jsonl file")
+
+    label = parse_label(raw["label"], where / "label")
+    schema = parse_schema(raw["schema"], where / "schema", label)
+
+    sections = {name: _parse_section(name, raw[name], where / name, schema)
+                for name in SECTIONS if name in raw}
+    digest = _digest([path, *_public_files(raw, where, schema)])
+    return Spec(path=path, dataset=dataset, budget=budget, ledger_path=ledger_path,
+                schema=schema, digest=digest, description=description, sections=sections)
+
+
+def override(section: Any, **values: Any) -> Any:
+    """The section with command-line values (those not None) replacing the spec's for one run."""
+    changes = {k: v for k, v in values.items() if v is not None}
+    if "epsilon" in changes and not changes["epsilon"] > 0:
+        raise SpecError(f"--epsilon must be positive, got {changes['epsilon']}")
+    return replace(section, **changes)
+
+
+def _parse_section(name: str, raw: Any, where: Where, schema: Schema) -> Any:
+    if name == "tabulate":
+        raw = checks.mapping(raw, where, allowed={"epsilon", "columns", "bins"},
+                             required={"epsilon"})
+        epsilon = checks.positive(raw["epsilon"], where / "epsilon")
+        columns: tuple[str, ...] = ()
+        if "columns" in raw:
+            columns = checks.scalar_list(raw["columns"], where / "columns")
+            for i, col in enumerate(columns):
+                if not schema.has(col):
+                    raise (where / "columns" / i).error(
+                        f"column {col!r} is not declared in the schema")
+        bins = checks.integer(raw.get("bins", 10), where / "bins", minimum=1)
+        return TabulateSection(epsilon=epsilon, columns=columns, bins=bins)
+    raise where.error("unknown section")  # pragma: no cover - guarded by _TOP_KEYS
+
+
+def _public_files(raw: Mapping[str, Any], where: Where, schema: Schema) -> list[Path]:
+    files = []
+    if isinstance(raw["schema"], str):
+        files.append(checks.resolve_path(raw["schema"], where / "schema"))
+    files += [c.vocabulary_file for c in schema.columns if isinstance(c, TokensColumn)]
+    return files
+
+
+def _digest(files: list[Path]) -> str:
+    h = hashlib.sha256()
+    for f in files:
+        h.update(f.name.encode() + b"\0" + f.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
+def _read_yaml(path: Path) -> Any:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise SpecError(f"{path}: spec file not found") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SpecError(f"{path}: cannot read spec file ({exc})") from None
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        raise SpecError(f"{path}: not valid YAML{at}") from None
+
+
+def describe_column(column: NumericColumn | CategoricalColumn | BinaryColumn | TokensColumn) -> str:
+    """A one-line public description of a declared column (for inspect and --help output)."""
+    if isinstance(column, NumericColumn):
+        return f"numeric in [{_num(column.lower)}, {_num(column.upper)}]"
+    if isinstance(column, CategoricalColumn):
+        return f"categorical, {len(column.categories)} categories + other"
+    if isinstance(column, BinaryColumn):
+        return f"binary {column.values[0]}/{column.values[1]}"
+    cap = f", at most {column.max_per_row} per row" if column.max_per_row else ""
+    return f"tokens, vocabulary of {len(column.vocabulary)} words{cap}"
+
+
+def _num(value: float) -> str:
+    return f"{int(value):,}" if float(value).is_integer() else f"{value:,.6g}"

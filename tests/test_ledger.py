@@ -1,0 +1,440 @@
+"""Tests of the budget ledger: locking across processes, no refunds, tamper evidence."""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dpcli import NEIGHBOURING_RELATION, __version__
+from dpcli.budget import Budget
+from dpcli.errors import BudgetExhausted, LedgerError
+from dpcli.ledger import (
+    GENESIS,
+    Ledger,
+    Reservation,
+    entry_hash,
+    file_digest,
+    read_entries,
+    verify_file,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+WORKER = Path(__file__).with_name("ledger_worker.py")
+
+
+class FakePlan:
+    """A stand-in for composition.Plan: anything with .total and .to_json()."""
+
+    def __init__(self, epsilon: float | str | Fraction, delta: float | str = 0) -> None:
+        self.total = Budget(epsilon, delta)
+
+    def to_json(self) -> list[dict[str, Any]]:
+        return [{"name": "counts", "mechanism": "laplace", "epsilon": self.total.eps,
+                 "delta": self.total.dlt, "note": "ε for the histogram"}]
+
+
+def reserve(ledger: Ledger, epsilon: float | str | Fraction, delta: float | str = 0,
+            **arguments: Any) -> Reservation:
+    return ledger.reserve(FakePlan(epsilon, delta), command="train-nb", arguments=arguments,
+                          spec_digest="ab" * 32, input_file="data.csv",
+                          input_digest="cd" * 32, seeded=False)
+
+
+def start_worker(mode: str, path: Path, epsilon: str, total: str = "1.0") -> subprocess.Popen[str]:
+    env = os.environ | {"PYTHONPATH": str(ROOT)}
+    return subprocess.Popen(
+        [sys.executable, str(WORKER), mode, str(path), "uci-adult", total, epsilon],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env, cwd=ROOT)
+
+
+@pytest.fixture
+def path(tmp_path: Path) -> Path:
+    return tmp_path / "audit" / "ledger.jsonl"  # parent folder does not exist yet
+
+
+@pytest.fixture
+def small_ledger(path: Path, tmp_path: Path) -> Path:
+    """reserve, complete, reserve, failed -- with a non-ASCII reason."""
+    ledger = Ledger(path, "uci-adult", Budget(1))
+    output = tmp_path / "model.json"
+    output.write_text("{}")
+    first = reserve(ledger, 0.25, alpha=0.5)
+    ledger.complete(first, [output], {"accuracy_is_private": False})
+    second = reserve(ledger, 0.5, seed=None)
+    ledger.fail(second, "DataError: column 'âge' missing")
+    assert verify_file(path).ok
+    return path
+
+
+# -- concurrency and crashes ------------------------------------------------
+
+
+def test_eight_racing_processes_never_overspend(path: Path) -> None:
+    workers = [start_worker("race", path, "0.3") for _ in range(8)]
+    for worker in workers:  # every child has imported dpcli and is waiting
+        assert worker.stdout is not None
+        assert worker.stdout.readline().strip() == "ready"
+    for worker in workers:  # release them together
+        assert worker.stdin is not None
+        worker.stdin.write("go\n")
+        worker.stdin.close()
+    codes = sorted(worker.wait(timeout=60) for worker in workers)
+    for worker in workers:
+        assert worker.stdout is not None
+        worker.stdout.close()
+    assert codes == [0, 0, 0, 3, 3, 3, 3, 3]
+    assert verify_file(path).ok
+    summary = Ledger(path, "uci-adult", Budget(1)).summary()
+    assert summary.spent == Budget("0.9")
+    assert summary.spent.epsilon == Fraction(9, 10)
+    assert len(summary.runs) == 3
+
+
+def test_run_killed_after_reservation_keeps_its_charge(path: Path) -> None:
+    worker = start_worker("hold", path, "0.6")
+    assert worker.stdout is not None and worker.stdin is not None
+    line = worker.stdout.readline()
+    assert line.startswith("reserved ")
+    os.kill(worker.pid, signal.SIGKILL)
+    assert worker.wait(timeout=30) == -signal.SIGKILL
+    worker.stdout.close()
+    worker.stdin.close()
+
+    ledger = Ledger(path, "uci-adult", Budget("1.0"))
+    assert ledger.verify().ok
+    summary = ledger.summary()
+    assert [(r.run_id, r.status) for r in summary.runs] == [(line.split()[1], "interrupted")]
+    assert summary.spent == Budget("0.6")
+    with pytest.raises(BudgetExhausted):
+        reserve(ledger, 0.5)
+    later = reserve(ledger, 0.4)
+    assert later.remaining == Budget(0)
+    assert ledger.summary().spent == Budget(1)
+    assert ledger.verify().ok
+
+
+# -- tamper evidence --------------------------------------------------------
+
+
+def test_every_single_byte_edit_is_detected(small_ledger: Path) -> None:
+    original = small_ledger.read_bytes()
+    assert len(original) > 1000
+    for position in range(len(original)):
+        edited = bytearray(original)
+        edited[position] = ord("x") if original[position] != ord("x") else ord("y")
+        small_ledger.write_bytes(bytes(edited))
+        report = verify_file(small_ledger)
+        assert not report.ok, f"edit at byte {position} went undetected"
+        assert report.problems[0].startswith("line ")
+    small_ledger.write_bytes(original)
+    assert verify_file(small_ledger).ok
+
+
+@pytest.mark.parametrize("damage", ["delete middle", "swap", "truncate last", "drop newline",
+                                    "insert copy", "crlf", "reformat"])
+def test_structural_edits_are_detected(small_ledger: Path, damage: str) -> None:
+    lines = small_ledger.read_bytes().splitlines(keepends=True)
+    assert len(lines) == 4
+    if damage == "delete middle":
+        lines = [lines[0], lines[1], lines[3]]
+    elif damage == "swap":
+        lines = [lines[0], lines[2], lines[1], lines[3]]
+    elif damage == "truncate last":
+        lines[-1] = lines[-1][: len(lines[-1]) // 2]
+    elif damage == "drop newline":
+        lines[-1] = lines[-1][:-1]
+    elif damage == "insert copy":
+        lines.insert(2, lines[1])
+    elif damage == "reformat":  # same JSON value, different bytes
+        lines[0] = json.dumps(json.loads(lines[0]), ensure_ascii=False).encode() + b"\n"
+    else:
+        lines[0] = lines[0][:-1] + b"\r\n"
+    small_ledger.write_bytes(b"".join(lines))
+    report = verify_file(small_ledger)
+    assert not report.ok
+    assert all(problem.startswith("line ") for problem in report.problems)
+
+
+def test_torn_last_line_is_reported_with_its_line_number(small_ledger: Path) -> None:
+    data = small_ledger.read_bytes()
+    small_ledger.write_bytes(data[:-40])
+    report = verify_file(small_ledger)
+    assert not report.ok
+    assert report.entries == 4
+    assert report.problems[0] == "line 4: no final newline (a write torn by a crash?)"
+
+
+def rechain(path: Path, entries: list[dict[str, Any]], *, renumber: bool = True,
+            relink: bool = True) -> None:
+    """Rewrite a ledger with recomputed hashes (what a forger would do).
+
+    ``renumber`` rewrites seq to 0, 1, ...; ``relink`` rewrites prev to the chain.
+    """
+    prev, lines = GENESIS, []
+    for seq, entry in enumerate(entries):
+        if renumber:
+            entry["seq"] = seq
+        if relink:
+            entry["prev"] = prev
+        prev = entry_hash(entry)
+        lines.append(json.dumps({"entry": entry, "hash": prev}, sort_keys=True,
+                                separators=(",", ":"), ensure_ascii=False) + "\n")
+    path.write_text("".join(lines), encoding="utf-8")
+
+
+def test_consistent_rewrite_of_later_hashes_changes_the_head(small_ledger: Path) -> None:
+    """The documented limit: a full rewrite verifies, only the head hash gives it away."""
+    head = verify_file(small_ledger).head
+    entries = read_entries(small_ledger)
+    entries[1]["outputs"] = []
+    rechain(small_ledger, entries)
+    report = verify_file(small_ledger)
+    assert report.ok
+    assert report.head != head
+
+
+@pytest.mark.parametrize(("forgery", "problem"), [
+    ("orphan finish", "line 2: complete run .* has no earlier reserve"),
+    ("finish twice", "line 5: run .* is finished twice"),
+    ("finish other dataset", "line 2: complete run .* no earlier reserve for dataset 'bank'"),
+    ("changed total", "line 3: total of dataset 'uci-adult' differs"),
+    ("overspend", "line 3: dataset 'uci-adult' is overspent"),
+    ("missing field", "line 1: field 'epsilon' is missing"),
+    ("unknown kind", "line 4: field 'kind'"),
+    ("delete, keep seq", "line 2: seq is 2, expected 1"),
+    ("delete, keep prev", "line 2: prev does not match"),
+])
+def test_rechained_forgeries_that_break_the_rules_are_detected(
+        small_ledger: Path, forgery: str, problem: str) -> None:
+    entries = read_entries(small_ledger)
+    if forgery == "orphan finish":
+        entries[1]["run_id"] = "f" * 32
+    elif forgery == "finish twice":
+        entries.append(dict(entries[1]))
+    elif forgery == "finish other dataset":
+        entries[1]["dataset"] = "bank"
+    elif forgery == "changed total":
+        entries[2]["total_epsilon"] = 5.0
+    elif forgery == "overspend":
+        entries[2]["epsilon"] = 0.8
+    elif forgery == "missing field":
+        del entries[0]["epsilon"]
+    elif forgery == "unknown kind":
+        entries[3]["kind"] = "refund"
+    else:
+        del entries[1]
+    rechain(small_ledger, entries, renumber=forgery != "delete, keep seq",
+            relink=forgery != "delete, keep prev")
+    report = verify_file(small_ledger)
+    assert not report.ok
+    assert any(re.match(problem, p) for p in report.problems), report.problems
+
+
+def test_reserve_on_a_tampered_ledger_is_refused_and_writes_nothing(small_ledger: Path) -> None:
+    tampered = small_ledger.read_bytes().replace(b'"epsilon":0.5', b'"epsilon":0.1', 1)
+    small_ledger.write_bytes(tampered)
+    ledger = Ledger(small_ledger, "uci-adult", Budget(1))
+    with pytest.raises(LedgerError, match="refusing to charge against a ledger that fails "
+                                          r"verification: .*ledger\.jsonl: line 3"):
+        reserve(ledger, 0.1)
+    assert small_ledger.read_bytes() == tampered
+    with pytest.raises(LedgerError):
+        ledger.summary()
+
+
+def test_missing_ledger_is_empty_and_valid(path: Path) -> None:
+    report = verify_file(path)
+    assert (report.ok, report.entries, report.problems, report.head) == (True, 0, [], GENESIS)
+    assert read_entries(path) == []
+    summary = Ledger(path, "d", Budget(2)).summary()
+    assert (summary.spent, summary.remaining, summary.runs) == (Budget(0), Budget(2), [])
+    assert not path.exists()
+
+
+# -- accounting -------------------------------------------------------------
+
+
+def test_ten_tenths_fit_exactly_and_the_eleventh_is_refused(path: Path) -> None:
+    ledger = Ledger(path, "uci-adult", Budget(1.0))
+    for _ in range(10):
+        reserve(ledger, 0.1)
+    with pytest.raises(BudgetExhausted):
+        reserve(ledger, 0.1)
+    summary = ledger.summary()
+    assert summary.spent.epsilon == 1
+    assert summary.remaining.epsilon == 0
+    assert len(read_entries(path)) == 10
+
+
+def test_exhaustion_message_gives_need_remaining_and_spent(path: Path) -> None:
+    ledger = Ledger(path, "uci-adult", Budget(1))
+    for _ in range(3):
+        reserve(ledger, 0.3)
+    with pytest.raises(BudgetExhausted) as info:
+        reserve(ledger, 0.3)
+    assert str(info.value) == ("budget exhausted for dataset 'uci-adult': this run needs ε=0.3 "
+                               "but only ε=0.1 of ε=1 remains (spent ε=0.9)")
+    assert info.value.exit_code == 3
+
+
+def test_delta_is_accounted_too(path: Path) -> None:
+    ledger = Ledger(path, "d", Budget(1, "1e-6"))
+    reserve(ledger, 0.1, "6e-7")
+    with pytest.raises(BudgetExhausted, match="δ"):
+        reserve(ledger, 0.1, "6e-7")
+    assert ledger.summary().spent == Budget("0.1", "6e-7")
+    pure = Ledger(path, "pure", Budget(1))
+    with pytest.raises(BudgetExhausted):
+        reserve(pure, 0.1, "1e-9")
+
+
+def test_non_decimal_spend_is_rounded_up_never_down(path: Path) -> None:
+    ledger = Ledger(path, "d", Budget(1))
+    charged = reserve(ledger, Fraction(1, 3)).budget
+    assert charged.epsilon >= Fraction(1, 3)
+    assert charged.epsilon - Fraction(1, 3) < Fraction(1, 10**15)
+    assert ledger.summary().spent == charged
+
+
+def test_zero_epsilon_plan_is_rejected(path: Path) -> None:
+    with pytest.raises(ValueError, match="positive"):
+        reserve(Ledger(path, "d", Budget(1)), 0)
+    assert not path.exists()
+
+
+def test_changing_the_declared_total_is_refused(path: Path) -> None:
+    reserve(Ledger(path, "uci-adult", Budget(1)), 0.5)
+    before = path.read_bytes()
+    bigger = Ledger(path, "uci-adult", Budget(2))
+    with pytest.raises(LedgerError, match="cannot be changed after its first run"):
+        reserve(bigger, 0.1)
+    with pytest.raises(LedgerError):
+        bigger.summary()
+    assert path.read_bytes() == before
+    reserve(Ledger(path, "uci-adult", Budget("1.0")), 0.5)  # same total written differently
+
+
+def test_two_datasets_in_one_file_keep_separate_budgets(path: Path) -> None:
+    adult = Ledger(path, "uci-adult", Budget(1))
+    bank = Ledger(path, "bank", Budget(2))
+    reserve(adult, 1)
+    reserve(bank, 1.5)
+    with pytest.raises(BudgetExhausted):
+        reserve(adult, 0.1)
+    reserve(bank, 0.5)
+    assert adult.summary().spent == Budget(1)
+    assert bank.summary().spent == Budget(2)
+    assert [run.epsilon for run in bank.summary().runs] == [Fraction(3, 2), Fraction(1, 2)]
+    assert verify_file(path).ok
+
+
+# -- entries and statuses ---------------------------------------------------
+
+
+def test_entries_hold_the_audit_fields_and_statuses(small_ledger: Path, tmp_path: Path) -> None:
+    entries = read_entries(small_ledger)
+    assert [e["kind"] for e in entries] == ["reserve", "complete", "reserve", "failed"]
+    assert [e["seq"] for e in entries] == [0, 1, 2, 3]
+    assert entries[0]["prev"] == GENESIS
+    assert all(b["prev"] == entry_hash(a) for a, b in itertools.pairwise(entries))
+    first = entries[0]
+    assert first["neighbouring"] == NEIGHBOURING_RELATION
+    assert first["dpcli_version"] == __version__
+    assert first["time"].endswith("Z")
+    assert first["arguments"] == {"alpha": 0.5}
+    assert first["breakdown"][0]["mechanism"] == "laplace"
+    assert (first["epsilon"], first["total_epsilon"]) == (0.25, 1.0)
+    assert (entries[2]["spent_epsilon"], entries[2]["remaining_epsilon"]) == (0.75, 0.25)
+    assert entries[1]["outputs"] == [{"path": str(tmp_path / "model.json"),
+                                      "sha256": file_digest(tmp_path / "model.json")}]
+    assert entries[3]["reason"] == "DataError: column 'âge' missing"
+
+    ledger = Ledger(small_ledger, "uci-adult", Budget(1))
+    open_run = reserve(ledger, 0.125)
+    runs = ledger.summary().runs
+    assert [r.status for r in runs] == ["complete", "failed", "interrupted"]
+    assert runs[0].outputs == entries[1]["outputs"]
+    assert runs[2].run_id == open_run.run_id
+    assert ledger.summary().remaining == Budget("0.125")
+
+
+def test_a_run_can_be_finished_only_once(path: Path) -> None:
+    ledger = Ledger(path, "d", Budget(1))
+    reservation = reserve(ledger, 0.1)
+    ledger.fail(reservation, "interrupted by user")
+    with pytest.raises(LedgerError, match="already finished"):
+        ledger.complete(reservation, [])
+    with pytest.raises(LedgerError):
+        Ledger(path, "other", Budget(1)).fail(reservation, "x")
+    assert ledger.summary().spent == Budget("0.1")  # no refund for a failed run
+    assert ledger.verify().ok
+
+
+def test_line_separators_inside_strings_do_not_split_lines(path: Path) -> None:
+    ledger = Ledger(path, "d", Budget(1))
+    reservation = reserve(ledger, 0.1, note="a\u2028b\u0085c\nd\re")
+    ledger.fail(reservation, "x\u2029y")
+    assert ledger.verify().ok
+    assert read_entries(path)[0]["arguments"]["note"] == "a\u2028b\u0085c\nd\re"
+
+
+def test_unserialisable_arguments_write_nothing(path: Path) -> None:
+    with pytest.raises(TypeError, match="JSON"):
+        reserve(Ledger(path, "d", Budget(1)), 0.1, where=Path("x"))
+    assert verify_file(path).ok
+    assert read_entries(path) == []
+
+
+# -- digests ----------------------------------------------------------------
+
+
+def test_file_digest_of_a_file(tmp_path: Path) -> None:
+    target = tmp_path / "data.csv"
+    target.write_bytes(b"a,b\n1,2\n")
+    assert file_digest(target) == hashlib.sha256(b"a,b\n1,2\n").hexdigest()
+    big = tmp_path / "big.bin"
+    big.write_bytes(os.urandom(3 * (1 << 20) + 17))  # spans several 1 MiB chunks
+    assert file_digest(big) == hashlib.sha256(big.read_bytes()).hexdigest()
+
+
+def test_file_digest_of_a_directory_ignores_creation_order(tmp_path: Path) -> None:
+    contents = {"part-0.parquet": b"zero", "sub/part-1.parquet": b"one", ".meta": b"m",
+                "a/x.parquet": b"x", "b.parquet": b"b"}  # "a/x" sorts before "b"
+
+    def build(folder: Path, order: list[str]) -> str:
+        for name in order:
+            (folder / name).parent.mkdir(parents=True, exist_ok=True)
+            (folder / name).write_bytes(contents[name])
+        return file_digest(folder)
+
+    forward = build(tmp_path / "a", list(contents))
+    backward = build(tmp_path / "b", list(reversed(contents)))
+    assert forward == backward
+    manifest = "".join(f"{name}\0{hashlib.sha256(contents[name]).hexdigest()}\n"
+                       for name in sorted(contents))  # documented format, sorted by path
+    assert forward == hashlib.sha256(manifest.encode()).hexdigest()
+    (tmp_path / "b" / "sub" / "part-1.parquet").write_bytes(b"ONE")
+    assert file_digest(tmp_path / "b") != forward
+    (tmp_path / "a" / "sub" / "part-1.parquet").rename(tmp_path / "a" / "sub" / "part-2.parquet")
+    assert file_digest(tmp_path / "a") != forward
+
+
+def test_an_unusable_ledger_path_is_a_ledger_error(tmp_path: Path) -> None:
+    folder = tmp_path / "ledger.jsonl"
+    folder.mkdir()  # a directory where the ledger file should be
+    ledger = Ledger(folder, "d", Budget(1))
+    with pytest.raises(LedgerError, match=r"ledger\.jsonl: cannot use the ledger"):
+        reserve(ledger, 0.1)
+    with pytest.raises(LedgerError):
+        ledger.verify()

@@ -1,0 +1,52 @@
+"""Differentially private mechanisms: samplers, noise, selection, composition.
+
+Mechanisms see statistics and a numpy Generator, never files. Every
+noise-adding function states in its docstring what it releases, the
+sensitivity the caller must supply (under replace-one neighbours), the noise
+and its scale, and the ε (δ) it costs.
+"""
+
+from dpcli.mechanisms.composition import Plan, Step
+from dpcli.mechanisms.exponential import (
+    exponential_mechanism,
+    exponential_probabilities,
+    exponential_top_k,
+)
+from dpcli.mechanisms.laplace import (
+    discrete_laplace_cdf,
+    discrete_laplace_mechanism,
+    discrete_laplace_pmf,
+    laplace_cdf,
+    laplace_mechanism,
+)
+from dpcli.mechanisms.rng import make_rng
+from dpcli.mechanisms.smooth import (
+    heavy_tailed_cdf,
+    heavy_tailed_noise,
+    heavy_tailed_pdf,
+    smooth_beta,
+    smooth_noise_scale,
+    smooth_sensitivity,
+    smooth_sensitivity_mechanism,
+)
+
+__all__ = [
+    "Plan",
+    "Step",
+    "discrete_laplace_cdf",
+    "discrete_laplace_mechanism",
+    "discrete_laplace_pmf",
+    "exponential_mechanism",
+    "exponential_probabilities",
+    "exponential_top_k",
+    "heavy_tailed_cdf",
+    "heavy_tailed_noise",
+    "heavy_tailed_pdf",
+    "laplace_cdf",
+    "laplace_mechanism",
+    "make_rng",
+    "smooth_beta",
+    "smooth_noise_scale",
+    "smooth_sensitivity",
+    "smooth_sensitivity_mechanism",
+]

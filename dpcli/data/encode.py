@@ -1,0 +1,448 @@
+"""Arrow record batch → :class:`EncodedBatch` under the declared schema.
+
+Why a separate encoding step: every sensitivity in dpcli assumes that a
+record's contribution is bounded by the *declared* public domain (DESIGN.md
+rules 1 and 2). This module is where that becomes true: numeric values are
+clamped into ``[lower, upper]``, undeclared categories go to the explicit
+``other`` level, out-of-vocabulary tokens are dropped and a row keeps at most
+``max_per_row`` distinct tokens. Nothing here widens a domain from the data;
+every change is counted in the :class:`~dpcli.data.report.DataReport`.
+
+Missing values follow the column's declared policy (``error`` or
+``impute``); rows are never dropped, so the public size n stays the size of
+the file (replace-one neighbours). Everything is vectorised with
+``pyarrow.compute`` and numpy: no Python loop per row.
+
+Error messages name the file, the column and the data row (1-based, header
+not counted) but never quote a value: values are private.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from dpcli.data.report import ColumnCounts, DataReport
+from dpcli.data.schema import (
+    BinaryColumn,
+    CategoricalColumn,
+    Column,
+    Label,
+    NumericColumn,
+    Schema,
+    TokensColumn,
+)
+from dpcli.errors import DataError, UsageError
+
+#: codes returned by :func:`lookup_codes` besides the index of a declared value
+NOT_DECLARED = -1
+NULL = -2
+
+
+@dataclass
+class TokenSets:
+    """Per-row sets of vocabulary indices in CSR form.
+
+    Row ``i`` holds ``indices[offsets[i]:offsets[i + 1]]``: distinct,
+    increasing vocabulary indices (int32); ``offsets`` is int64 of length n+1.
+    """
+
+    offsets: np.ndarray
+    indices: np.ndarray
+
+    @property
+    def n(self) -> int:
+        return len(self.offsets) - 1
+
+    def lengths(self) -> np.ndarray:
+        return np.diff(self.offsets)
+
+    def row(self, i: int) -> np.ndarray:
+        return self.indices[self.offsets[i]:self.offsets[i + 1]]
+
+
+@dataclass
+class EncodedBatch:
+    """A batch of n records under the schema.
+
+    ``label``: int32 class codes (index in ``schema.label.classes``).
+    ``columns``: numeric → float64 clamped into the bounds; categorical →
+    int32 codes (``len(categories)`` is ``other``); binary → int8 0/1;
+    tokens → :class:`TokenSets`.
+    """
+
+    n: int
+    label: np.ndarray
+    columns: dict[str, np.ndarray | TokenSets]
+
+
+# --------------------------------------------------------------------- text
+
+
+_is_string_view = getattr(pa.types, "is_string_view", lambda t: False)  # pyarrow >= 16
+
+
+def is_text_type(t: pa.DataType) -> bool:
+    return pa.types.is_string(t) or pa.types.is_large_string(t) or _is_string_view(t)
+
+
+def is_text_like(t: pa.DataType) -> bool:
+    """Arrow types whose values can be compared as text with declared levels."""
+    if pa.types.is_dictionary(t):
+        return is_text_like(t.value_type)
+    return (is_text_type(t) or pa.types.is_integer(t) or pa.types.is_boolean(t)
+            or pa.types.is_floating(t) or pa.types.is_null(t))
+
+
+def to_text(arr: pa.Array) -> pa.Array:
+    """Values as text, the way declared levels are written in the spec.
+
+    Integers → decimal text (1 → "1"); booleans → "true"/"false"; floats
+    with an integral value → integer text (1.0 → "1"), other floats → Arrow's
+    shortest round-trip text; NaN counts as missing (null).
+    """
+    t = arr.type
+    if pa.types.is_dictionary(t):
+        arr = arr.cast(t.value_type)
+        t = arr.type
+    if pa.types.is_string(t) or pa.types.is_large_string(t):
+        return arr
+    if _is_string_view(t):
+        return arr.cast(pa.string())
+    if pa.types.is_null(t):
+        return pa.nulls(len(arr), pa.string())
+    if pa.types.is_integer(t) or pa.types.is_boolean(t):
+        return arr.cast(pa.string())
+    if pa.types.is_floating(t):
+        x = arr.cast(pa.float64())
+        values = x.to_numpy(zero_copy_only=False)
+        finite = np.isfinite(values)
+        integral = finite & (np.floor(values) == values) & (np.abs(values) < 2.0**63)
+        nan = np.isnan(values)
+        as_int = pa.array(np.where(integral, values, 0.0).astype(np.int64)).cast(pa.string())
+        as_float = x.cast(pa.string())
+        text = pc.if_else(pa.array(integral), as_int, as_float)
+        return pc.if_else(pa.array(nan), pa.nulls(len(x), pa.string()), text)
+    raise TypeError(f"cannot compare Arrow type {t} with declared values")
+
+
+def lookup_codes(arr: pa.Array, values: pa.Array) -> np.ndarray:
+    """int32 codes: index of each value in ``values``, NOT_DECLARED or NULL.
+
+    Dictionary arrays are looked up once per dictionary entry (fast for
+    Parquet columns read as dictionaries).
+    """
+    if pa.types.is_dictionary(arr.type):
+        inner = lookup_codes(arr.dictionary, values)
+        idx = pc.fill_null(arr.indices, 0).to_numpy(zero_copy_only=False)
+        codes = inner[idx] if len(inner) else np.full(len(arr), NULL, np.int32)
+        if arr.null_count:
+            codes[_null_mask(arr)] = NULL
+        return codes.astype(np.int32, copy=False)
+    text = to_text(arr)
+    vs = values if text.type == values.type else values.cast(text.type)
+    found = pc.index_in(text, value_set=vs)
+    codes = pc.fill_null(found, NOT_DECLARED).to_numpy(zero_copy_only=False).astype(np.int32)
+    if text.null_count:
+        codes[_null_mask(text)] = NULL
+    return codes
+
+
+def _null_mask(arr: pa.Array) -> np.ndarray:
+    return arr.is_null().to_numpy(zero_copy_only=False)
+
+
+def _first(mask: np.ndarray) -> int:
+    return int(np.flatnonzero(mask)[0])
+
+
+# ----------------------------------------------------------------- columns
+
+
+class RowPosition:
+    """File + row offset, for error messages that never quote a value."""
+
+    def __init__(self, file: Path | None, row_offset: int) -> None:
+        self.file = file
+        self.row_offset = row_offset
+
+    def error(self, column: str, i: int, what: str, hint: str = "") -> DataError:
+        prefix = f"{self.file}: " if self.file is not None else ""
+        row = self.row_offset + i + 1
+        return DataError(f"{prefix}column '{column}': {what} in data row {row:,} "
+                         f"(header not counted){hint}")
+
+
+_MISSING_HINT = " and its missing-value policy is 'error' (declare missing: impute to fill it)"
+
+
+def missing_error(where: RowPosition | None, name: str, i: int) -> DataError:
+    """The error for a missing value under policy ``error`` (row ``i`` of the batch)."""
+    return (where or RowPosition(None, 0)).error(name, i, "missing value", _MISSING_HINT)
+
+
+def encode_numeric(arr: pa.Array, col: NumericColumn, counts: ColumnCounts,
+                   where: RowPosition | None = None) -> np.ndarray:
+    """float64 clamped into ``[lower, upper]``; null/NaN → policy."""
+    t = arr.type
+    if not (pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t)
+            or pa.types.is_null(t)):
+        raise _type_error(where, col.name, t, "a number")
+    x = arr.cast(pa.float64()).to_numpy(zero_copy_only=False).astype(np.float64, copy=True)
+    missing = np.isnan(x)
+    if missing.any():
+        if col.missing != "impute":
+            raise missing_error(where, col.name, _first(missing))
+        x[missing] = col.fill_value
+        counts.imputed += int(missing.sum())
+    below = x < col.lower
+    above = x > col.upper
+    counts.clamped_below += int(below.sum())
+    counts.clamped_above += int(above.sum())
+    np.clip(x, col.lower, col.upper, out=x)
+    return x
+
+
+def encode_categorical(arr: pa.Array, col: CategoricalColumn, counts: ColumnCounts,
+                       where: RowPosition | None = None,
+                       values: pa.Array | None = None) -> np.ndarray:
+    """int32 codes; undeclared → ``other`` (= len(categories)); null → policy."""
+    if not is_text_like(arr.type):
+        raise _type_error(where, col.name, arr.type, "text, integers or booleans")
+    vs = pa.array(col.categories, pa.string()) if values is None else values
+    codes = lookup_codes(arr, vs)
+    other = len(col.categories)
+    undeclared = codes == NOT_DECLARED
+    null = codes == NULL
+    if null.any():
+        if col.missing != "impute":
+            raise missing_error(where, col.name, _first(null))
+        counts.imputed += int(null.sum())
+    counts.mapped_to_other += int(undeclared.sum())
+    codes[undeclared | null] = other
+    return codes
+
+
+def encode_binary(arr: pa.Array, col: BinaryColumn, counts: ColumnCounts,
+                  where: RowPosition | None = None) -> np.ndarray:
+    """int8 0/1 (``values[0]`` → 0); undeclared → 0 (counted); null → policy."""
+    if not is_text_like(arr.type):
+        raise _type_error(where, col.name, arr.type, "text, integers or booleans")
+    codes = lookup_codes(arr, pa.array(col.values, pa.string()))
+    undeclared = codes == NOT_DECLARED
+    null = codes == NULL
+    if null.any():
+        if col.missing != "impute":
+            raise missing_error(where, col.name, _first(null))
+        counts.imputed += int(null.sum())
+        codes[null] = col.fill_code
+    counts.mapped_to_other += int(undeclared.sum())
+    codes[undeclared] = 0
+    return codes.astype(np.int8)
+
+
+def encode_label(arr: pa.Array, label: Label, where: RowPosition | None = None,
+                 values: pa.Array | None = None) -> np.ndarray:
+    """int32 class codes; a null or undeclared label is a :class:`DataError`."""
+    if not is_text_like(arr.type):
+        raise _type_error(where, label.column, arr.type, "text, integers or booleans")
+    vs = pa.array(label.classes, pa.string()) if values is None else values
+    codes = lookup_codes(arr, vs)
+    bad = codes < 0
+    if bad.any():
+        i = _first(bad)
+        w = where or RowPosition(None, 0)
+        if codes[i] == NULL:
+            raise w.error(label.column, i, "missing label",
+                          " (the label can not be imputed)")
+        raise w.error(label.column, i, "label value outside the declared classes",
+                      f" (declared: {list(label.classes)})")
+    return codes
+
+
+def _splitmix64(x: np.ndarray) -> np.ndarray:
+    """SplitMix64 finaliser on uint64 arrays (wrapping arithmetic)."""
+    x = x + np.uint64(0x9E3779B97F4A7C15)
+    x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return x ^ (x >> np.uint64(31))
+
+
+def encode_tokens(arr: pa.Array, col: TokensColumn, counts: ColumnCounts,
+                  where: RowPosition | None = None, *, seed: int = 0,
+                  vocabulary: pa.Array | None = None,
+                  first_row: int | None = None) -> TokenSets:
+    """Per-row sets of in-vocabulary token indices, capped at ``max_per_row``.
+
+    ``arr`` is list<string> or a string of whitespace-separated tokens. Empty
+    tokens (from repeated whitespace) are ignored; other out-of-vocabulary
+    tokens (and null list elements) are dropped and counted. A null row
+    follows the missing policy (impute → no tokens).
+
+    The cap keeps, for each row with more than r distinct in-vocabulary
+    tokens, the r tokens with the smallest keys SplitMix64(SplitMix64(seed +
+    global row) + token index): a uniformly random r-subset per row whose
+    choice depends only on (seed, row position, the row's own tokens). So the
+    choice is reproducible under a seed, independent of how the file is split
+    into batches, and replacing one record changes no other record's
+    choice — the coupling behind the 2r sensitivity of token counts.
+    ``first_row`` is the position of ``arr[0]`` in the whole pass (default:
+    ``where.row_offset``, else 0).
+    """
+    n = len(arr)
+    t = arr.type
+    if pa.types.is_dictionary(t) or is_text_type(t):
+        arr = pc.utf8_split_whitespace(to_text(arr))
+        t = arr.type
+    elif pa.types.is_null(t):
+        arr = pa.nulls(n, pa.list_(pa.string()))
+        t = arr.type
+    if not (pa.types.is_list(t) or pa.types.is_large_list(t)) or not is_text_like(t.value_type):
+        raise _type_error(where, col.name, t, "a list of strings or a string")
+    row_null = _null_mask(arr) if arr.null_count else np.zeros(n, dtype=bool)
+    if row_null.any():
+        if col.missing != "impute":
+            raise missing_error(where, col.name, _first(row_null))
+        counts.imputed += int(row_null.sum())
+    offsets = arr.offsets.to_numpy().astype(np.int64)
+    start, stop = int(offsets[0]), int(offsets[-1])
+    values = arr.values.slice(start, stop - start)
+    raw_len = np.diff(offsets)
+    parent = np.repeat(np.arange(n, dtype=np.int64), raw_len)
+    vocab = pa.array(col.vocabulary, pa.string()) if vocabulary is None else vocabulary
+    if not pa.types.is_dictionary(values.type):
+        values = to_text(values)
+    codes = lookup_codes(values, vocab)
+    keep = ~row_null[parent] if row_null.any() else np.ones(len(parent), dtype=bool)
+    if len(values) and not pa.types.is_dictionary(values.type):
+        # "" is never a vocabulary word; splitting "a  b" yields one: not a token
+        empty = pc.fill_null(pc.equal(pc.binary_length(values), 0), False)
+        keep &= ~empty.to_numpy(zero_copy_only=False)
+    oov = keep & (codes < 0)
+    counts.tokens_out_of_vocabulary += int(oov.sum())
+    keep &= codes >= 0
+    v = max(len(col.vocabulary), 1)
+    key = np.sort(parent[keep] * v + codes[keep].astype(np.int64))
+    if len(key) > 1:  # distinct (row, token) pairs; np.unique is far slower than sort + mask
+        key = key[np.concatenate(([True], key[1:] != key[:-1]))]
+    row = key // v
+    idx = (key % v).astype(np.int32)
+    r = col.max_per_row
+    if r is not None and len(row):
+        per_row = np.bincount(row, minlength=n)
+        capped = per_row > r
+        if capped.any():
+            counts.rows_token_capped += int(capped.sum())
+            counts.token_cap = r
+            sel = np.flatnonzero(capped[row])  # pairs of capped rows, sorted by row
+            local = row[sel].astype(np.uint64)
+            if first_row is None:
+                first_row = where.row_offset if where else 0
+            global_row = local + np.uint64(first_row)
+            h = _splitmix64(_splitmix64(global_row + np.uint64(seed)) + idx[sel].astype(np.uint64))
+            # sort by (row, top 32 bits of the key); a batch has < 2**32 rows. (A 32-bit
+            # tie within a row, probability ~1e-7, is broken by token index.)
+            order = np.argsort((local << np.uint64(32)) | (h >> np.uint64(32)), kind="stable")
+            in_sel = np.where(capped, per_row, 0)
+            group_start = np.cumsum(in_sel) - in_sel
+            rank = np.arange(len(order)) - group_start[row[sel]]  # row[sel] is sorted
+            drop = sel[order[rank >= r]]
+            mask = np.ones(len(row), dtype=bool)
+            mask[drop] = False
+            row, idx = row[mask], idx[mask]
+    out_offsets = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(row, minlength=n), out=out_offsets[1:])
+    return TokenSets(offsets=out_offsets, indices=idx)
+
+
+def _type_error(where: RowPosition | None, name: str, t: pa.DataType, expected: str) -> DataError:
+    prefix = f"{where.file}: " if where is not None and where.file is not None else ""
+    return DataError(f"{prefix}column '{name}' has Arrow type {t}, expected {expected}")
+
+
+# ------------------------------------------------------------------ batches
+
+
+class BatchEncoder:
+    """Encodes successive record batches of one pass; counts into a DataReport.
+
+    ``rng`` draws one 64-bit seed per tokens column (for the per-row cap), so
+    the pass is reproducible under a seeded generator.
+    """
+
+    def __init__(self, schema: Schema, columns: Sequence[str], *, report: DataReport,
+                 rng: np.random.Generator, file: Path | None = None) -> None:
+        self.schema = schema
+        self.columns: tuple[Column, ...] = tuple(_declared(schema, c) for c in
+                                                 dict.fromkeys(columns)
+                                                 if c != schema.label.column)
+        self.report = report
+        self.file = file
+        self._rows = 0
+        self._file_start = 0
+        self._classes = pa.array(schema.label.classes, pa.string())
+        self._values: dict[str, pa.Array] = {}
+        self._seeds: dict[str, int] = {}
+        for col in self.columns:
+            report.column(col.name, col.kind)
+            if isinstance(col, CategoricalColumn):
+                self._values[col.name] = pa.array(col.categories, pa.string())
+            elif isinstance(col, TokensColumn):
+                self._values[col.name] = pa.array(col.vocabulary, pa.string())
+                self._seeds[col.name] = int(rng.integers(0, 2**63, dtype=np.int64))
+
+    def start_file(self, file: Path) -> None:
+        """The next batches come from ``file`` (of a multi-file source): error
+        messages name it and number rows from its start. The token cap keeps
+        numbering rows across the whole pass."""
+        self.file = file
+        self._file_start = self._rows
+
+    def encode(self, batch: pa.RecordBatch | pa.Table) -> EncodedBatch:
+        """Encode the next batch (rows are numbered continuing the previous batch)."""
+        where = RowPosition(self.file, self._rows - self._file_start)
+        n = batch.num_rows
+        label = encode_label(_column(batch, self.schema.label.column, where), self.schema.label,
+                             where, self._classes)
+        out: dict[str, np.ndarray | TokenSets] = {}
+        for col in self.columns:
+            arr = _column(batch, col.name, where)
+            counts = self.report.column(col.name, col.kind)
+            if isinstance(col, NumericColumn):
+                out[col.name] = encode_numeric(arr, col, counts, where)
+            elif isinstance(col, CategoricalColumn):
+                out[col.name] = encode_categorical(arr, col, counts, where,
+                                                   self._values[col.name])
+            elif isinstance(col, BinaryColumn):
+                out[col.name] = encode_binary(arr, col, counts, where)
+            else:
+                out[col.name] = encode_tokens(arr, col, counts, where,
+                                              seed=self._seeds[col.name],
+                                              vocabulary=self._values[col.name],
+                                              first_row=self._rows)
+        self._rows += n
+        self.report.rows += n
+        return EncodedBatch(n=n, label=label, columns=out)
+
+
+def _declared(schema: Schema, name: str) -> Column:
+    if not schema.has(name):
+        raise UsageError(f"column '{name}' is not declared in the schema "
+                         f"(declared: {', '.join(schema.names)})")
+    return schema.column(name)
+
+
+def _column(batch: pa.RecordBatch | pa.Table, name: str, where: RowPosition) -> pa.Array:
+    try:
+        arr = batch.column(name)
+    except KeyError:
+        prefix = f"{where.file}: " if where.file is not None else ""
+        raise DataError(f"{prefix}column '{name}' is missing") from None
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks() if arr.num_chunks != 1 else arr.chunk(0)
+    return arr

@@ -1,0 +1,652 @@
+"""Reading CSV and Parquet files in record batches under the declared schema.
+
+Why this shape: files can be far larger than memory, so values are only
+ever streamed in batches of ``batch_rows`` rows and only the columns a run
+needs (plus the label) are read. And DESIGN.md rule 5 (charge before
+release) splits reading into three steps that a command runs in order:
+
+1. :meth:`DataSource.check_structure` reads *no values*: the file exists and
+   opens, the needed columns are present and their Arrow types can hold the
+   declared column types (Parquet footer / CSV header only).
+2. :meth:`DataSource.check_values` is the pre-charge validation pass: it
+   finds what would otherwise make a run fail half-way *after* the ledger
+   charge — broken CSV rows, unparseable numbers, missing or undeclared
+   labels, missing values in columns whose policy is ``error``.
+3. :meth:`DataSource.batches` streams encoded batches
+   (:mod:`dpcli.data.encode`) for the statistics engine, counting clamps and
+   mappings into :attr:`DataSource.report` (custodian-only, stderr).
+
+Error messages name the file, the column and a row number but never quote a
+value, and never pass on a parser message that could quote one: values are
+private.
+
+Formats (by suffix, case-insensitive): ``.csv``, ``.csv.gz``, ``.tsv``,
+``.tsv.gz`` → CSV (tab-separated for .tsv); ``.parquet``, ``.pq`` or a
+directory of such files (searched recursively, names starting with ``.`` or
+``_`` ignored, read in sorted path order) → Parquet. Hive-style partition
+columns encoded only in directory names are not read.
+
+CSV conventions: every CSV column is read with the type the schema declares
+(numeric → float64, everything else → string); tokens are one field of
+whitespace-separated tokens (an empty field, or a null marker, is a row
+with no tokens — never a missing value); quoted fields may contain newlines. Missing
+values are empty fields and pyarrow's usual null markers ("NA", "NaN",
+"null", …) — except any marker that is itself a declared category, binary
+value or class, which then stays a value.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import re
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pacsv
+import pyarrow.parquet as pq
+
+from dpcli.data.encode import (
+    BatchEncoder,
+    EncodedBatch,
+    RowPosition,
+    encode_label,
+    is_text_like,
+    is_text_type,
+    missing_error,
+)
+from dpcli.data.report import DataReport
+from dpcli.data.schema import (
+    BinaryColumn,
+    CategoricalColumn,
+    Column,
+    NumericColumn,
+    Schema,
+    TokensColumn,
+)
+from dpcli.errors import DataError, UsageError
+
+CSV_SUFFIXES: dict[str, str] = {".csv": ",", ".csv.gz": ",", ".tsv": "\t", ".tsv.gz": "\t"}
+PARQUET_SUFFIXES: tuple[str, ...] = (".parquet", ".pq")
+_CSV_BLOCK_BYTES = 4 << 20
+_MAX_HEADER_BYTES = 16 << 20
+
+
+def detect_format(path: Path) -> str:
+    """``"csv"`` or ``"parquet"`` from the suffix (a directory is Parquet)."""
+    name = path.name.lower()
+    if path.is_dir() or name.endswith(PARQUET_SUFFIXES):
+        return "parquet"
+    if any(name.endswith(s) for s in CSV_SUFFIXES):
+        return "csv"
+    raise DataError(
+        f"{path}: unknown file format; dpcli reads CSV ({', '.join(CSV_SUFFIXES)}) and "
+        f"Parquet ({', '.join(PARQUET_SUFFIXES)} or a directory of Parquet files)")
+
+
+def _delimiter(path: Path) -> str:
+    name = path.name.lower()
+    return next(d for s, d in CSV_SUFFIXES.items() if name.endswith(s))
+
+
+# ------------------------------------------------------------------ reports
+
+
+@dataclass(frozen=True)
+class TypeMismatch:
+    """A needed column whose stored Arrow type can not hold its declared type."""
+
+    column: str
+    expected: str
+    found: str
+    file: Path | None = None
+
+
+@dataclass
+class StructureReport:
+    """What :meth:`DataSource.check_structure` found, without reading any value."""
+
+    path: Path
+    format: str
+    readable: bool = True
+    error: str | None = None
+    needed: tuple[str, ...] = ()
+    present: tuple[str, ...] = ()
+    missing: tuple[str, ...] = ()
+    extra: tuple[str, ...] = ()
+    mismatches: tuple[TypeMismatch, ...] = ()
+    duplicates: tuple[str, ...] = ()
+    num_rows: int | None = None
+    files: tuple[Path, ...] = ()
+    missing_in: dict[str, Path] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return (self.readable and not self.missing and not self.mismatches
+                and not self.duplicates)
+
+    def problems(self) -> list[str]:
+        """One sentence per problem (file named by the caller)."""
+        if not self.readable:
+            return [self.error or "cannot be read"]
+        out: list[str] = []
+        if self.missing:
+            cols = ", ".join(f"'{c}'" for c in self.missing)
+            where = [f"'{c}' in {self.missing_in[c]}" for c in self.missing
+                     if c in self.missing_in and self.missing_in[c] != self.path]
+            extra = f" ({'; '.join(where)})" if where else ""
+            out.append(f"missing column(s) {cols}{extra}")
+        for m in self.mismatches:
+            in_file = f" in {m.file}" if m.file is not None and m.file != self.path else ""
+            out.append(f"column '{m.column}' is stored as {m.found}{in_file}, "
+                       f"expected {m.expected}")
+        if self.duplicates:
+            out.append("column(s) " + ", ".join(f"'{c}'" for c in self.duplicates)
+                       + " appear more than once in the header")
+        return out
+
+    def lines(self) -> list[str]:
+        """Human-readable summary (no values: only names and types)."""
+        out = [f"{self.path}: {self.format}"
+               + (f", {len(self.files)} files" if len(self.files) > 1 else "")
+               + (f", {self.num_rows:,} rows" if self.num_rows is not None else "")]
+        if not self.readable:
+            out.append(f"  not readable: {self.error}")
+            return out
+        out.append("  needed columns present: " + (", ".join(self.present) or "none"))
+        if self.missing:
+            out.append("  needed columns MISSING: " + ", ".join(self.missing))
+        if self.extra:
+            out.append("  other columns (ignored): " + ", ".join(self.extra))
+        out += [f"  problem: {p}" for p in self.problems() if not p.startswith("missing")]
+        return out
+
+    def raise_for_problems(self) -> None:
+        """Raise a :class:`DataError` naming the file and the columns, if not ok."""
+        if not self.ok:
+            raise DataError(f"{self.path}: " + "; ".join(self.problems()))
+
+
+# ------------------------------------------------------------ type checks
+
+
+def _expected(col: Column | None) -> str:
+    if isinstance(col, NumericColumn):
+        return "a number (integer, floating point or decimal)"
+    if isinstance(col, TokensColumn):
+        return "list<string> or a string of whitespace-separated tokens"
+    return "text, integers or booleans"
+
+
+def _compatible(col: Column | None, t: pa.DataType) -> bool:
+    """Can Arrow type ``t`` hold the declared type (``None`` = the label)?"""
+    if pa.types.is_null(t):
+        return True
+    if isinstance(col, NumericColumn):
+        return pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t)
+    if isinstance(col, TokensColumn):
+        if pa.types.is_list(t) or pa.types.is_large_list(t):
+            vt = t.value_type
+            if pa.types.is_dictionary(vt):
+                vt = vt.value_type
+            return is_text_type(vt)
+        if pa.types.is_dictionary(t):
+            t = t.value_type
+        return is_text_type(t)
+    return is_text_like(t)
+
+
+def _missing_mask(arr: pa.Array) -> np.ndarray:
+    """Null, or NaN in a floating-point column: both are missing values."""
+    mask = arr.is_null().to_numpy(zero_copy_only=False)
+    if pa.types.is_floating(arr.type):
+        mask |= pc.fill_null(pc.is_nan(arr), False).to_numpy(zero_copy_only=False)
+    return mask
+
+
+# --------------------------------------------------------------- the source
+
+
+class DataSource:
+    """One CSV/Parquet file (or Parquet directory) read under a :class:`Schema`.
+
+    :attr:`report` holds the counters of the latest :meth:`batches` pass
+    (reset when a pass starts). It is private, unnoised information for the
+    custodian's stderr only — never for outputs.
+    """
+
+    def __init__(self, path: Path | str, schema: Schema, *, batch_rows: int = 65_536) -> None:
+        if batch_rows < 1:
+            raise UsageError(f"batch_rows must be at least 1, got {batch_rows}")
+        self.path = Path(path)
+        self.schema = schema
+        self.batch_rows = int(batch_rows)
+        self.format = detect_format(self.path)
+        self.report = DataReport(file=self.path)
+
+    def __repr__(self) -> str:
+        return f"DataSource({str(self.path)!r}, format={self.format!r})"
+
+    # ---------------------------------------------------------- columns
+
+    def needed_columns(self, columns: Sequence[str]) -> tuple[str, ...]:
+        """The label, then ``columns`` deduplicated; undeclared → UsageError."""
+        label = self.schema.label.column
+        out = [label]
+        for name in columns:
+            if name == label or name in out:
+                continue
+            if not self.schema.has(name):
+                raise UsageError(f"column '{name}' is not declared in the schema "
+                                 f"(declared: {', '.join(self.schema.names)})")
+            out.append(name)
+        return tuple(out)
+
+    def _declared(self, name: str) -> Column | None:
+        return None if name == self.schema.label.column else self.schema.column(name)
+
+    # -------------------------------------------------------- structure
+
+    def parquet_files(self) -> list[Path]:
+        """The Parquet file(s) of this source, in reading order."""
+        if not self.path.is_dir():
+            return [self.path]
+        return sorted(p for p in self.path.rglob("*")
+                      if p.is_file() and p.name.lower().endswith(PARQUET_SUFFIXES)
+                      and not any(part.startswith((".", "_"))
+                                  for part in p.relative_to(self.path).parts))
+
+    def check_structure(self, columns: Sequence[str], *,
+                        raise_errors: bool = True) -> StructureReport:
+        """Check file, format, needed columns and their types, reading no values.
+
+        With ``raise_errors`` (the default) any problem raises a
+        :class:`DataError` naming the file and the columns; otherwise the
+        problems are only reported (``dpcli inspect``).
+        """
+        needed = self.needed_columns(columns)
+        rep = StructureReport(path=self.path, format=self.format, needed=needed)
+        try:
+            if self.format == "csv":
+                self._structure_csv(rep)
+            else:
+                self._structure_parquet(rep)
+        except DataError as exc:
+            rep.readable = False
+            rep.error = str(exc).removeprefix(f"{self.path}: ")
+        if raise_errors:
+            rep.raise_for_problems()
+        return rep
+
+    def _structure_csv(self, rep: StructureReport) -> None:
+        names = self._csv_header()
+        rep.files = (self.path,)
+        rep.present = tuple(c for c in rep.needed if c in names)
+        rep.missing = tuple(c for c in rep.needed if c not in names)
+        rep.extra = tuple(dict.fromkeys(c for c in names if c not in rep.needed))
+        rep.duplicates = tuple(c for c in rep.needed if names.count(c) > 1)
+
+    def _structure_parquet(self, rep: StructureReport) -> None:
+        files = self._check_readable_parquet()
+        rep.files = tuple(files)
+        present: dict[str, None] = {}
+        missing: dict[str, None] = {}
+        extra: dict[str, None] = {}
+        mismatches: list[TypeMismatch] = []
+        total = 0
+        for f in files:
+            pf = _open_parquet(f)
+            total += pf.metadata.num_rows
+            schema = pf.schema_arrow
+            for name in rep.needed:
+                if schema.get_field_index(name) < 0:
+                    missing[name] = None
+                    rep.missing_in.setdefault(name, f)
+                    continue
+                present[name] = None
+                t = schema.field(name).type
+                col = self._declared(name)
+                if not _compatible(col, t):
+                    mismatches.append(TypeMismatch(name, _expected(col), str(t), f))
+            for name in schema.names:
+                if name not in rep.needed:
+                    extra[name] = None
+        rep.present = tuple(c for c in present if c not in missing)
+        rep.missing = tuple(missing)
+        rep.extra = tuple(extra)
+        rep.mismatches = tuple(mismatches)
+        rep.num_rows = total
+
+    def _check_readable_parquet(self) -> list[Path]:
+        if not self.path.exists():
+            raise DataError(f"{self.path}: file not found")
+        files = self.parquet_files()
+        if not files:
+            raise DataError(f"{self.path}: directory holds no Parquet files "
+                            f"({', '.join(PARQUET_SUFFIXES)})")
+        return files
+
+    def num_rows_hint(self) -> int | None:
+        """Parquet: the row count in the footers; CSV: None (unknown without a pass)."""
+        if self.format != "parquet":
+            return None
+        try:
+            return sum(_open_parquet(f).metadata.num_rows for f in self._check_readable_parquet())
+        except DataError:
+            return None
+
+    # ----------------------------------------------------------- values
+
+    def check_values(self, columns: Sequence[str]) -> None:
+        """Pre-charge validation pass over the needed columns (see module docstring).
+
+        CSV: a full streaming parse of the needed columns with their declared
+        types. Parquet: the label column is streamed; other columns whose
+        missing policy is ``error`` are checked from the footer's null counts,
+        and read only where statistics are absent, a null count is non-zero
+        (to find the row), the column is floating point (NaN is missing but
+        not counted as null in Parquet statistics) or nested (tokens lists).
+        Raises :class:`DataError` naming file, column and data row (never a value).
+        """
+        self.check_structure(columns)
+        needed = self.needed_columns(columns)
+        if self.format == "csv":
+            strict = [c for c in needed[1:] if self.schema.column(c).missing == "error"]
+            rows = 0
+            classes = pa.array(self.schema.label.classes, pa.string())
+            for batch in self._csv_batches(needed):
+                where = RowPosition(self.path, rows)
+                encode_label(batch.column(0), self.schema.label, where, classes)
+                for name in strict:
+                    _raise_missing(batch.column(name), name, where)
+                rows += batch.num_rows
+        else:
+            self._check_parquet_values(needed)
+
+    def _check_parquet_values(self, needed: tuple[str, ...]) -> None:
+        label = self.schema.label
+        classes = pa.array(label.classes, pa.string())
+        strict = [c for c in needed[1:] if self.schema.column(c).missing == "error"]
+        for f in self._check_readable_parquet():  # rows are numbered within each file
+            pf = _open_parquet(f)
+            rows = 0
+            for batch in _iter_parquet(pf, f, [label.column], self.batch_rows):
+                encode_label(batch.column(0), label, RowPosition(f, rows), classes)
+                rows += batch.num_rows
+            leaf = {pf.metadata.schema.column(j).path: j
+                    for j in range(pf.metadata.num_columns)}
+            to_read = []
+            for name in strict:
+                t = pf.schema_arrow.field(name).type
+                j = leaf.get(name)
+                if (j is None or pa.types.is_floating(t) or pa.types.is_nested(t)
+                        or pa.types.is_dictionary(t)):
+                    to_read.append(name)
+                    continue
+                start = 0
+                for g in range(pf.metadata.num_row_groups):
+                    rg = pf.metadata.row_group(g)
+                    stats = rg.column(j).statistics
+                    if stats is None or not stats.has_null_count or stats.null_count > 0:
+                        table = _read_row_group(pf, f, g, name)
+                        _raise_missing(table.column(0), name, RowPosition(f, start))
+                    start += rg.num_rows
+            if to_read:
+                rows = 0
+                for batch in _iter_parquet(pf, f, to_read, self.batch_rows):
+                    for name in to_read:
+                        _raise_missing(batch.column(name), name, RowPosition(f, rows))
+                    rows += batch.num_rows
+
+    # ---------------------------------------------------------- batches
+
+    def batches(self, columns: Sequence[str], *,
+                rng: np.random.Generator) -> Iterator[EncodedBatch]:
+        """Encoded batches of at most ``batch_rows`` rows of the needed columns + label.
+
+        Starts a fresh :attr:`report` and counts into it. ``rng`` seeds the
+        per-row token cap (reproducible under a seeded generator).
+        """
+        needed = self.needed_columns(columns)
+        self.check_structure(columns)
+        self.report = DataReport(file=self.path)
+        encoder = BatchEncoder(self.schema, needed, report=self.report, rng=rng,
+                               file=self.path)
+        if self.format == "csv":
+            source: Iterator[pa.RecordBatch] = self._csv_batches(needed)
+        else:
+            source = self._parquet_batches(needed, encoder)
+        step = self.batch_rows
+        for rb in source:
+            if rb.num_rows <= step:
+                if rb.num_rows:
+                    yield encoder.encode(rb)
+                continue
+            for start in range(0, rb.num_rows, step):
+                yield encoder.encode(rb.slice(start, step))
+
+    def _parquet_batches(self, needed: tuple[str, ...],
+                         encoder: BatchEncoder) -> Iterator[pa.RecordBatch]:
+        for f in self._check_readable_parquet():
+            encoder.start_file(f)  # error messages name the file and its own row numbers
+            schema = _open_parquet(f).schema_arrow
+            as_dict = [c for c in needed
+                       if not isinstance(self._declared(c), NumericColumn | TokensColumn)
+                       and pa.types.is_string(schema.field(c).type)]
+            pf = _open_parquet(f, read_dictionary=as_dict)
+            yield from _iter_parquet(pf, f, list(needed), self.batch_rows)
+
+    # -------------------------------------------------------------- CSV
+
+    def _csv_header(self) -> list[str]:
+        """Column names from the first CSV record (reads no data row)."""
+        path = self.path
+        if not path.exists():
+            raise DataError(f"{path}: file not found")
+        if path.is_dir():
+            raise DataError(f"{path}: is a directory, not a CSV file")
+        data = b""
+        try:
+            with pa.input_stream(str(path), compression="detect") as stream:
+                while True:
+                    chunk = stream.read(1 << 16)
+                    data += chunk
+                    end = _end_of_first_record(data)
+                    if end is not None or not chunk:
+                        break
+                    if len(data) > _MAX_HEADER_BYTES:
+                        raise DataError(f"{path}: header row is longer than "
+                                        f"{_MAX_HEADER_BYTES >> 20} MiB")
+        except OSError as exc:
+            raise DataError(f"{path}: cannot read file ({_os_reason(exc)})") from None
+        except pa.ArrowException:
+            raise DataError(f"{path}: cannot read file (corrupt or not the "
+                            "compression its suffix says)") from None
+        end = _end_of_first_record(data)
+        head = data if end is None else data[:end]
+        try:
+            text = head.decode("utf-8-sig")
+        except UnicodeDecodeError:
+            raise DataError(f"{path}: header row is not UTF-8 text") from None
+        rows = list(csv.reader(io.StringIO(text), delimiter=_delimiter(path)))
+        if not rows or not rows[0]:
+            raise DataError(f"{path}: file is empty (no header row)")
+        return rows[0]
+
+    def _null_values(self) -> list[str]:
+        declared: set[str] = set(self.schema.label.classes)
+        for col in self.schema.columns:
+            if isinstance(col, CategoricalColumn):
+                declared.update(col.categories)
+            elif isinstance(col, BinaryColumn):
+                declared.update(col.values)
+        return [v for v in pacsv.ConvertOptions().null_values if v not in declared]
+
+    def _csv_batches(self, needed: tuple[str, ...]) -> Iterator[pa.RecordBatch]:
+        """Raw record batches of the needed columns (label first), typed as declared."""
+        header = self._csv_header()
+        types = {name: (pa.float64() if isinstance(self._declared(name), NumericColumn)
+                        else pa.string()) for name in needed}
+        bad_rows: list[tuple[int | None, int, int]] = []
+
+        def on_invalid(row: Any) -> str:
+            bad_rows.append((row.number, row.expected_columns, row.actual_columns))
+            return "error"
+
+        rows = 0
+        try:
+            reader = pacsv.open_csv(
+                self.path,
+                read_options=pacsv.ReadOptions(use_threads=False, block_size=_CSV_BLOCK_BYTES),
+                parse_options=pacsv.ParseOptions(delimiter=_delimiter(self.path),
+                                                 newlines_in_values=True,
+                                                 invalid_row_handler=on_invalid),
+                convert_options=pacsv.ConvertOptions(
+                    column_types=types, include_columns=list(needed),
+                    null_values=self._null_values(), strings_can_be_null=True,
+                    quoted_strings_can_be_null=True))
+            tokens = [i for i, name in enumerate(needed)
+                      if isinstance(self._declared(name), TokensColumn)]
+            for batch in reader:
+                rows += batch.num_rows
+                if tokens:
+                    # CSV can not tell "no tokens" from "missing": an empty field is no tokens
+                    arrays = [pc.fill_null(a, "") if i in tokens else a
+                              for i, a in enumerate(batch.columns)]
+                    batch = pa.RecordBatch.from_arrays(arrays, names=list(needed))
+                yield batch
+        except pa.ArrowInvalid as exc:
+            raise self._csv_error(str(exc), header, bad_rows, rows) from None
+        except OSError as exc:
+            raise DataError(f"{self.path}: cannot read file ({_os_reason(exc)})") from None
+
+    def _csv_error(self, message: str, header: list[str],
+                   bad_rows: list[tuple[int | None, int, int]], rows_done: int) -> DataError:
+        """A DataError for a pyarrow CSV failure — never quoting pyarrow's text (values)."""
+        path = self.path
+        if bad_rows:
+            number, expected, actual = bad_rows[0]
+            at = ("" if number is None else
+                  f"row {number:,} of the file (counting the header as row 1, "
+                  f"i.e. data row {number - 1:,}) ")
+            return DataError(f"{path}: broken CSV: {at}has {actual} fields, "
+                             f"expected {expected} as in the header")
+        m = re.search(r"CSV column #(\d+)", message)
+        name = header[int(m.group(1))] if m and int(m.group(1)) < len(header) else None
+        col = f"column '{name}'" if name else "a column"
+        if "to double" in message and name:
+            row = self._locate_unparseable(name)
+            at = f" in data row {row:,} (header not counted)" if row else ""
+            return DataError(f"{path}: {col}: a value is not a number{at}; the column is "
+                             "declared numeric")
+        if "UTF8" in message or "utf8" in message.lower():
+            after = f" (after data row {rows_done:,})" if rows_done else ""
+            return DataError(f"{path}: {col} contains bytes that are not valid UTF-8 text{after}")
+        if "Empty CSV file" in message:
+            return DataError(f"{path}: file is empty (no header row)")
+        return DataError(f"{path}: not a valid CSV file under the declared schema, near "
+                         f"data row {rows_done + 1:,} (the parser's message is withheld "
+                         "because it may quote private values)")
+
+    def _locate_unparseable(self, name: str) -> int | None:
+        """The 1-based data row of the first value of ``name`` not parseable as a number."""
+        rows = 0
+        try:
+            reader = pacsv.open_csv(
+                self.path,
+                read_options=pacsv.ReadOptions(use_threads=False, block_size=_CSV_BLOCK_BYTES),
+                parse_options=pacsv.ParseOptions(delimiter=_delimiter(self.path),
+                                                 newlines_in_values=True),
+                convert_options=pacsv.ConvertOptions(
+                    column_types={name: pa.string()}, include_columns=[name],
+                    null_values=self._null_values(), strings_can_be_null=True))
+            for batch in reader:
+                i = _first_unparseable(batch.column(0))
+                if i is not None:
+                    return rows + i + 1
+                rows += batch.num_rows
+        except (pa.ArrowException, OSError):
+            return None
+        return None
+
+
+# ------------------------------------------------------------------ helpers
+
+
+def _end_of_first_record(data: bytes) -> int | None:
+    """Index of the newline ending the first CSV record (quotes respected)."""
+    start = 0
+    while True:
+        pos = data.find(b"\n", start)
+        if pos < 0:
+            return None
+        if data.count(b'"', 0, pos) % 2 == 0:
+            return pos
+        start = pos + 1
+
+
+def _first_unparseable(arr: pa.Array) -> int | None:
+    """Index of the first non-null string that does not cast to float64 (bisection)."""
+    try:
+        arr.cast(pa.float64())
+        return None
+    except pa.ArrowInvalid:
+        pass
+    lo, hi = 0, len(arr)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        try:
+            arr.slice(lo, mid - lo).cast(pa.float64())
+            lo = mid
+        except pa.ArrowInvalid:
+            hi = mid
+    return lo
+
+
+def _raise_missing(arr: pa.Array | pa.ChunkedArray, name: str, where: RowPosition) -> None:
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks()
+    if arr.null_count == 0 and not pa.types.is_floating(arr.type):
+        return
+    mask = _missing_mask(arr)
+    if mask.any():
+        raise missing_error(where, name, int(np.flatnonzero(mask)[0]))
+
+
+def _os_reason(exc: OSError) -> str:
+    return exc.strerror or type(exc).__name__
+
+
+def _open_parquet(path: Path, read_dictionary: Sequence[str] | None = None) -> pq.ParquetFile:
+    try:
+        return pq.ParquetFile(path, read_dictionary=read_dictionary or None)
+    except FileNotFoundError:
+        raise DataError(f"{path}: file not found") from None
+    except OSError as exc:
+        if isinstance(exc, pa.ArrowException):
+            raise DataError(f"{path}: not a readable Parquet file ({exc})") from None
+        raise DataError(f"{path}: cannot read file ({_os_reason(exc)})") from None
+    except pa.ArrowException as exc:
+        raise DataError(f"{path}: not a readable Parquet file ({exc})") from None
+
+
+def _iter_parquet(pf: pq.ParquetFile, path: Path, columns: list[str],
+                  batch_rows: int) -> Iterator[pa.RecordBatch]:
+    try:
+        yield from pf.iter_batches(batch_size=batch_rows, columns=columns)
+    except (pa.ArrowException, OSError):
+        raise DataError(f"{path}: Parquet data of column(s) {', '.join(columns)} "
+                        "could not be decoded (corrupt file?)") from None
+
+
+def _read_row_group(pf: pq.ParquetFile, path: Path, group: int, name: str) -> pa.Table:
+    try:
+        return pf.read_row_group(group, columns=[name])
+    except (pa.ArrowException, OSError):
+        raise DataError(f"{path}: Parquet column '{name}' (row group {group}) could not "
+                        "be decoded (corrupt file?)") from None

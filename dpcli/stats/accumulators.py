@@ -1,0 +1,333 @@
+"""Mergeable accumulators for the sufficient statistics of one pass.
+
+Why accumulators: a pass is a fold over batches, and a distributed engine
+folds partitions independently and combines the partial results. Each
+accumulator therefore has ``update(batch)`` (fold one
+:class:`~dpcli.data.encode.EncodedBatch`), ``merge(other)`` (combine two
+partial results, associative and commutative up to floating-point rounding)
+and ``result()``. They hold only numpy arrays, so they pickle.
+
+Counting uses ``np.bincount`` over the combined key ``class * n_levels +
+code``: one vectorised pass per column and batch.
+
+Sensitivities (DESIGN.md rules 1 and 4): every accumulator that produces a
+releasable statistic states its L1 sensitivity under *replace-one*
+neighbours (same n, one record replaced by any other record of the declared
+domain — the replacement may change the class). They are asserted by
+brute-force neighbour tests in ``tests/stats/test_sensitivity.py``.
+"""
+
+from __future__ import annotations
+
+import abc
+from typing import Any
+
+import numpy as np
+
+from dpcli.data.encode import EncodedBatch, TokenSets
+from dpcli.data.report import DataReport
+from dpcli.data.schema import (
+    BinaryColumn,
+    CategoricalColumn,
+    Column,
+    NumericColumn,
+    Schema,
+    TokensColumn,
+)
+from dpcli.stats.engine import Moments, Stats, StatsRequest
+
+
+def n_levels(col: Column) -> int:
+    """Number of contingency levels: categories + other, 2, or the vocabulary size."""
+    if isinstance(col, CategoricalColumn):
+        return len(col.categories) + 1
+    if isinstance(col, BinaryColumn):
+        return 2
+    if isinstance(col, TokensColumn):
+        return len(col.vocabulary)
+    raise TypeError(f"column '{col.name}' is {col.kind}: it has no levels")
+
+
+def histogram_edges(col: NumericColumn, bins: int) -> np.ndarray:
+    """``bins + 1`` equal-width edges from ``lower`` to ``upper`` (both exact)."""
+    return np.linspace(col.lower, col.upper, bins + 1)
+
+
+class Accumulator(abc.ABC):
+    """Fold of one statistic over batches (update), combinable across partitions (merge)."""
+
+    @abc.abstractmethod
+    def update(self, batch: EncodedBatch) -> None: ...
+
+    @abc.abstractmethod
+    def merge(self, other: Any) -> None: ...
+
+    @abc.abstractmethod
+    def result(self) -> Any: ...
+
+
+class ClassCountAccumulator(Accumulator):
+    """Rows per class, int64 (n_classes,).
+
+    Sensitivity (replace-one): L1 ≤ 2. Replacing one record moves at most one
+    unit from its old class to its new class: −1 in one entry, +1 in another.
+    """
+
+    l1_sensitivity = 2.0
+
+    def __init__(self, n_classes: int) -> None:
+        self.n_classes = n_classes
+        self.counts = np.zeros(n_classes, dtype=np.int64)
+
+    def update(self, batch: EncodedBatch) -> None:
+        self.counts += np.bincount(batch.label, minlength=self.n_classes).astype(np.int64)
+
+    def merge(self, other: ClassCountAccumulator) -> None:
+        self.counts += other.counts
+
+    def result(self) -> np.ndarray:
+        return self.counts.copy()
+
+
+class ContingencyAccumulator(Accumulator):
+    """Counts per (class, level) of a categorical/binary/tokens column, int64.
+
+    Sensitivity (replace-one), L1 of the whole (n_classes × n_levels) table:
+
+    - categorical / binary: ≤ 2. Each record is counted in exactly one cell
+      (undeclared values in ``other``, missing values imputed — rows are never
+      dropped); replacing it moves one unit between two cells.
+    - tokens with cap r: ≤ 2r. A record adds 1 to each of its at most r
+      distinct kept tokens in its class row; replacing it removes ≤ r units and
+      adds ≤ r units. (The kept subset of every *other* record is unchanged,
+      see :func:`dpcli.data.encode.encode_tokens`.)
+    - tokens without a cap: ≤ 2·|vocabulary| (a record may hold every word) —
+      declare ``max_per_row`` to get a useful bound.
+    """
+
+    def __init__(self, column: Column, n_classes: int) -> None:
+        self.column = column
+        self.n_classes = n_classes
+        self.n_levels = n_levels(column)
+        self.table = np.zeros((n_classes, self.n_levels), dtype=np.int64)
+
+    @property
+    def l1_sensitivity(self) -> float:
+        if isinstance(self.column, TokensColumn):
+            r = self.column.max_per_row
+            return 2.0 * (self.n_levels if r is None else min(r, self.n_levels))
+        return 2.0
+
+    def update(self, batch: EncodedBatch) -> None:
+        codes = batch.columns[self.column.name]
+        size = self.n_classes * self.n_levels
+        if isinstance(codes, TokenSets):
+            label = np.repeat(batch.label.astype(np.int64), np.diff(codes.offsets))
+            key = label * self.n_levels + codes.indices
+        else:
+            key = batch.label.astype(np.int64) * self.n_levels + codes
+        counts = np.bincount(key, minlength=size)
+        self.table += counts.reshape(self.n_classes, self.n_levels)
+
+    def merge(self, other: ContingencyAccumulator) -> None:
+        self.table += other.table
+
+    def result(self) -> np.ndarray:
+        return self.table.copy()
+
+
+class HistogramAccumulator(Accumulator):
+    """Counts per (class, bin) of a numeric column, int64 (n_classes, bins).
+
+    Bins are ``histogram_edges(column, bins)``; bin k holds values in
+    [edge_k, edge_{k+1}); ``upper`` goes to the last bin. Values are clamped
+    before binning, so every record falls in exactly one bin.
+
+    Sensitivity (replace-one): L1 ≤ 2 (one unit moves between two cells).
+    """
+
+    l1_sensitivity = 2.0
+
+    def __init__(self, column: NumericColumn, bins: int, n_classes: int) -> None:
+        self.column = column
+        self.bins = int(bins)
+        self.n_classes = n_classes
+        self.edges = histogram_edges(column, self.bins)
+        self.table = np.zeros((n_classes, self.bins), dtype=np.int64)
+
+    def update(self, batch: EncodedBatch) -> None:
+        x = batch.columns[self.column.name]
+        assert isinstance(x, np.ndarray)
+        b = np.searchsorted(self.edges, x, side="right") - 1
+        np.clip(b, 0, self.bins - 1, out=b)
+        key = batch.label.astype(np.int64) * self.bins + b
+        counts = np.bincount(key, minlength=self.n_classes * self.bins)
+        self.table += counts.reshape(self.n_classes, self.bins)
+
+    def merge(self, other: HistogramAccumulator) -> None:
+        self.table += other.table
+
+    def result(self) -> np.ndarray:
+        return self.table.copy()
+
+
+def _combine(count_a: np.ndarray, mean_a: np.ndarray, m2_a: np.ndarray,
+             count_b: np.ndarray, mean_b: np.ndarray,
+             m2_b: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Chan, Golub & LeVeque's pairwise update of (count, mean, M2), per class."""
+    count = count_a + count_b
+    safe = np.maximum(count, 1).astype(np.float64)
+    delta = mean_b - mean_a
+    mean = mean_a + delta * (count_b / safe)
+    m2 = m2_a + m2_b + delta * delta * (count_a * (count_b / safe))
+    empty = count == 0
+    mean[empty] = 0.0
+    m2[empty] = 0.0
+    return count, mean, m2
+
+
+class MomentsAccumulator(Accumulator):
+    """Per-class count, mean and M2 of a clamped numeric column.
+
+    Each batch's moments are computed two-pass (mean, then squared
+    deviations) and merged with Chan et al.'s parallel formula, which is
+    numerically stable for long streams.
+
+    Sensitivities (replace-one), with l, u the declared bounds and
+    M = max(|l|, |u|), per-class vectors over all classes:
+
+    - counts: L1 ≤ 2 (as class counts);
+    - sums: L1 ≤ 2·M. Record (c, x) → (c', x') with x, x' ∈ [l, u]: if
+      c = c' only sum_c changes, by |x' − x| ≤ u − l ≤ 2·M; if c ≠ c',
+      sum_c changes by |x| ≤ M and sum_c' by |x'| ≤ M. (Replacements that
+      keep the class change the sums by at most u − l.)
+    - sums of squares: L1 ≤ 2·M² by the same argument with x².
+
+    Means and variances are ratios: they have no useful global sensitivity
+    and are released by algorithms through the counts and sums, or through
+    smooth sensitivity.
+    """
+
+    def __init__(self, column: NumericColumn, n_classes: int) -> None:
+        self.column = column
+        self.n_classes = n_classes
+        self.count = np.zeros(n_classes, dtype=np.int64)
+        self.mean = np.zeros(n_classes, dtype=np.float64)
+        self.m2 = np.zeros(n_classes, dtype=np.float64)
+
+    @property
+    def l1_sensitivity(self) -> dict[str, float]:
+        m = max(abs(self.column.lower), abs(self.column.upper))
+        return {"count": 2.0, "sum": 2.0 * m, "sum_squares": 2.0 * m * m,
+                "sum_same_class": self.column.upper - self.column.lower}
+
+    def update(self, batch: EncodedBatch) -> None:
+        x = batch.columns[self.column.name]
+        assert isinstance(x, np.ndarray)
+        k = self.n_classes
+        count = np.bincount(batch.label, minlength=k).astype(np.int64)
+        total = np.bincount(batch.label, weights=x, minlength=k)
+        mean = total / np.maximum(count, 1)
+        dev = x - mean[batch.label]
+        m2 = np.bincount(batch.label, weights=dev * dev, minlength=k)
+        self.count, self.mean, self.m2 = _combine(self.count, self.mean, self.m2,
+                                                  count, mean, m2)
+
+    def merge(self, other: MomentsAccumulator) -> None:
+        self.count, self.mean, self.m2 = _combine(self.count, self.mean, self.m2,
+                                                  other.count, other.mean, other.m2)
+
+    def result(self) -> Moments:
+        return Moments(count=self.count.copy(), mean=self.mean.copy(), m2=self.m2.copy())
+
+
+class ValuesAccumulator(Accumulator):
+    """Keeps the clamped values of a numeric column per class; result sorted.
+
+    For order statistics (medians, quantile thresholds). Memory grows
+    linearly with the number of rows (8 bytes per row). No global
+    sensitivity is claimed: order statistics are released through
+    mechanisms with their own analysis (e.g. smooth sensitivity).
+    """
+
+    def __init__(self, column: NumericColumn, n_classes: int) -> None:
+        self.column = column
+        self.n_classes = n_classes
+        self.parts: list[list[np.ndarray]] = [[] for _ in range(n_classes)]
+
+    def update(self, batch: EncodedBatch) -> None:
+        x = batch.columns[self.column.name]
+        assert isinstance(x, np.ndarray)
+        order = np.argsort(batch.label, kind="stable")
+        counts = np.bincount(batch.label, minlength=self.n_classes)
+        for k, part in enumerate(np.split(x[order], np.cumsum(counts)[:-1])):
+            if len(part):
+                self.parts[k].append(part)
+
+    def merge(self, other: ValuesAccumulator) -> None:
+        for mine, theirs in zip(self.parts, other.parts, strict=True):
+            mine.extend(theirs)
+
+    def result(self) -> list[np.ndarray]:
+        out = []
+        for parts in self.parts:
+            values = np.concatenate(parts) if parts else np.empty(0, dtype=np.float64)
+            values.sort()
+            out.append(values)
+        return out
+
+
+class StatsAccumulator(Accumulator):
+    """All accumulators of one :class:`StatsRequest`; result is a :class:`Stats`.
+
+    The request must have been validated against the schema.
+    """
+
+    def __init__(self, schema: Schema, request: StatsRequest) -> None:
+        k = schema.n_classes
+        self.n = 0
+        self.classes = ClassCountAccumulator(k)
+        self.contingency = {c: ContingencyAccumulator(schema.column(c), k)
+                            for c in request.contingency}
+        self.histograms = {c: HistogramAccumulator(_numeric(schema, c), b, k)
+                           for c, b in request.histograms}
+        self.moments = {c: MomentsAccumulator(_numeric(schema, c), k) for c in request.moments}
+        self.values = {c: ValuesAccumulator(_numeric(schema, c), k)
+                       for c in request.keep_values}
+
+    def _all(self) -> list[tuple[str, Accumulator]]:
+        out: list[tuple[str, Accumulator]] = [("", self.classes)]
+        for group, accs in (("c", self.contingency), ("h", self.histograms),
+                            ("m", self.moments), ("v", self.values)):
+            out += [(f"{group}:{name}", acc) for name, acc in accs.items()]
+        return out
+
+    def update(self, batch: EncodedBatch) -> None:
+        self.n += batch.n
+        for _, acc in self._all():
+            acc.update(batch)
+
+    def merge(self, other: StatsAccumulator) -> None:
+        self.n += other.n
+        theirs = dict(other._all())
+        for key, acc in self._all():
+            acc.merge(theirs[key])
+
+    def result(self, report: DataReport | None = None) -> Stats:
+        return Stats(
+            n=self.n,
+            class_counts=self.classes.result(),
+            contingency={c: a.result() for c, a in self.contingency.items()},
+            histograms={c: a.result() for c, a in self.histograms.items()},
+            moments={c: a.result() for c, a in self.moments.items()},
+            values={c: a.result() for c, a in self.values.items()},
+            report=report if report is not None else DataReport(rows=self.n),
+            edges={c: a.edges.copy() for c, a in self.histograms.items()},
+        )
+
+
+def _numeric(schema: Schema, name: str) -> NumericColumn:
+    col = schema.column(name)
+    if not isinstance(col, NumericColumn):
+        raise TypeError(f"column '{name}' is not numeric")
+    return col

@@ -1,0 +1,3 @@
+from dpcli.cli.app import main
+
+main()

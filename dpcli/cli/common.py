@@ -1,0 +1,64 @@
+"""Options shared by commands, and the one place where errors become exit codes."""
+
+from __future__ import annotations
+
+import functools
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
+
+import typer
+
+from dpcli.cli.ui import UI
+from dpcli.errors import DpcliError
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+SpecOpt = Annotated[Path, typer.Option(
+    "--spec", "-s", help="YAML spec of the dataset: schema, budget, ledger, command sections.",
+    dir_okay=False)]
+EpsilonOpt = Annotated[float | None, typer.Option(
+    "--epsilon", "-e", help="ε this run spends (overrides the spec's section for this run).")]
+SeedOpt = Annotated[int | None, typer.Option(
+    "--seed", help="Seed the noise for a reproducible test or benchmark; the run is marked "
+    "'seeded' in the ledger. Omit it for real releases (OS randomness).")]
+DryRunOpt = Annotated[bool, typer.Option(
+    "--dry-run", help="Validate spec, options and file, show the planned spend; charge nothing.")]
+JsonOpt = Annotated[bool, typer.Option(
+    "--json", help="Print a machine-readable summary on stdout.")]
+QuietOpt = Annotated[bool, typer.Option(
+    "--quiet", "-q", help="No talk on stderr, only errors.")]
+VerboseOpt = Annotated[bool, typer.Option(
+    "--verbose", "-v", help="Tracebacks for unexpected errors.")]
+DataArg = Annotated[Path, typer.Argument(
+    help="Private data: a CSV or Parquet file (or a folder of Parquet files).")]
+
+
+def handle_errors(fn: F) -> F:
+    """Turn dpcli errors into a one-line message and their exit code (2 input, 3 budget).
+
+    Unexpected errors exit 1 with the exception type only: a traceback's
+    text or locals could echo private rows, so it is shown only with -v.
+    """
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        ui = UI(quiet=bool(kwargs.get("quiet")), verbose=bool(kwargs.get("verbose")))
+        try:
+            return fn(*args, **kwargs)
+        except typer.Exit:
+            raise
+        except DpcliError as exc:
+            ui.error(str(exc))
+            raise typer.Exit(exc.exit_code) from None
+        except KeyboardInterrupt:
+            ui.error("interrupted")
+            raise typer.Exit(130) from None
+        except Exception as exc:
+            if ui.verbose:
+                ui.err.print(traceback.format_exc(), markup=False)
+            ui.error(f"unexpected {type(exc).__name__}; rerun with -v for a traceback")
+            raise typer.Exit(1) from None
+
+    return wrapper  # type: ignore[return-value]

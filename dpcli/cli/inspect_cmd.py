@@ -1,0 +1,94 @@
+"""``dpcli inspect``: check a data file against the declared schema, spending nothing."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from dpcli.cli.common import DataArg, JsonOpt, QuietOpt, SpecOpt, VerboseOpt, handle_errors
+from dpcli.cli.ui import UI
+
+
+@handle_errors
+def inspect(
+    data: DataArg,
+    spec: SpecOpt,
+    structure_only: Annotated[bool, typer.Option(
+        "--structure-only", help="Read no values at all: only the header / footer.")] = False,
+    json: JsonOpt = False,
+    quiet: QuietOpt = False,
+    verbose: VerboseOpt = False,
+) -> None:
+    """Check a file against the spec's schema; no budget spent, no value printed.
+
+    Reports which declared columns are present, missing or stored with an
+    incompatible type, and which extra columns will be ignored. Unless
+    --structure-only, it also runs the pre-charge validation pass every
+    spending command runs (every row parses, labels are declared classes,
+    no missing values where the schema says 'missing: error'), naming the
+    column and row of the first problem but never its value. Exit code 2 if
+    anything would stop a run.
+
+    Example:
+
+        dpcli inspect sample_data/adult_train.parquet --spec configs/adult.yaml
+    """
+    from rich.table import Table
+
+    from dpcli.data import DataSource
+    from dpcli.errors import DataError
+    from dpcli.spec import describe_column, load_spec
+
+    ui = UI(quiet=quiet, json=json)
+    s = load_spec(spec)
+    source = DataSource(data, s.schema)
+    report = source.check_structure(s.schema.names, raise_errors=False)
+    values_problem: str | None = None
+    values_checked = False
+    if report.ok and not structure_only:
+        try:
+            source.check_values(s.schema.names)
+            values_checked = True
+        except DataError as exc:
+            values_problem = str(exc)
+    ok = report.ok and values_problem is None
+
+    mismatched = {m.column: m for m in report.mismatches}
+    status = {}
+    for name in (*s.schema.names, s.schema.label.column):
+        if name in report.missing:
+            status[name] = "missing"
+        elif name in mismatched:
+            m = mismatched[name]
+            status[name] = f"stored as {m.found}, expected {m.expected}"
+        else:
+            status[name] = "ok"
+    if json:
+        ui.emit_json({"file": str(data), "format": report.format, "rows": report.num_rows,
+                      "ok": ok, "columns": status, "extra_columns": list(report.extra),
+                      "problems": report.problems() + ([values_problem] if values_problem else []),
+                      "values_checked": values_checked})
+    else:
+        rows = f", {report.num_rows:,} rows" if report.num_rows is not None else ""
+        table = Table(title=f"{data} ({report.format}{rows}) against {s.path}",
+                      title_justify="left")
+        for col in ("column", "declared", "status"):
+            table.add_column(col)
+        for c in s.schema.columns:
+            table.add_row(c.name, describe_column(c), status[c.name])
+        label = s.schema.label
+        table.add_row(label.column, f"label, classes {', '.join(label.classes)}",
+                      status[label.column])
+        ui.show(table)
+        if report.extra:
+            ui.say("ignored (not declared): " + ", ".join(report.extra), markup=False)
+        if values_checked:
+            ui.say("validation pass: every row parses, every label is a declared class, "
+                   "no missing value where the schema forbids one")
+    if not report.readable:
+        raise DataError(f"{data}: {report.problems()[0]}")
+    if not ok:
+        problems = report.problems() + ([values_problem] if values_problem else [])
+        raise DataError(f"{data}: " + "; ".join(problems))
+    ui.say(f"ok: {data} matches the schema of {s.path} (nothing was charged)")

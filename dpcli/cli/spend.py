@@ -1,0 +1,54 @@
+"""Steps every spending command shares: show the noise plan, answer --dry-run."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import typer
+
+from dpcli.cli.ui import UI
+from dpcli.mechanisms import Plan
+from dpcli.spec import Spec
+
+
+def show_plan(ui: UI, spec: Spec, plan: Plan) -> None:
+    """Print the planned steps (mechanism, ε share, sensitivity and scale) before anything runs."""
+    from rich.table import Table
+
+    from dpcli.budget import format_amount
+
+    table = Table(title=f"privacy plan for dataset {spec.dataset} (replace-one neighbours)",
+                  title_justify="left")
+    for col in ("step", "mechanism", "ε", "δ", "calibration"):
+        table.add_column(col, justify="right" if col in ("ε", "δ") else "left")
+    for step in plan:
+        table.add_row(step.name, step.mechanism, format_amount(step.budget.epsilon),
+                      format_amount(step.budget.delta), step.note)
+    ui.show(table)
+    ui.say("Δ: L1 sensitivity under replace-one; scale = Δ / ε of the step; total "
+           f"{plan.total}")
+
+
+def dry_run(ui: UI, spec: Spec, plan: Plan, extra: dict[str, Any] | None = None) -> None:
+    """Report what the run would spend and whether it fits; exit 0 if it does, 3 if not."""
+    from dpcli.run import open_ledger
+
+    summary = open_ledger(spec).summary()
+    fits = plan.total.fits_in(summary.remaining)
+    if ui.json:
+        ui.emit_json({"dry_run": True, "dataset": spec.dataset, "planned": plan.total.to_json(),
+                      "breakdown": plan.to_json(), "remaining": summary.remaining.to_json(),
+                      "fits": fits, **(extra or {})})
+    verdict = "fits" if fits else "does NOT fit"
+    ui.say(f"dry run: this run would spend {plan.total}; remaining {summary.remaining} "
+           f"of {summary.total} — it {verdict}. Nothing was charged.")
+    raise typer.Exit(0 if fits else 3)
+
+
+def report_data(ui: UI, report: Any) -> None:
+    """What the data layer clamped, mapped or imputed: for the custodian, on stderr only."""
+    lines = report.lines()
+    if lines:
+        ui.say("data report (for the custodian; not part of any output):")
+        for line in lines:
+            ui.say(f"  {line}", markup=False)

@@ -1,0 +1,76 @@
+"""The life of a spending run: validate, charge, release, record (DESIGN.md rule 5).
+
+1. Everything that needs no private value is checked first: spec, options,
+   output paths, file readable, columns present with compatible types.
+2. A pre-charge validation pass reads the label column (and, for CSV, parses
+   every row) so that a broken file fails with exit code 2 and no charge.
+   It releases nothing but pass/fail to the operator on stderr.
+3. The run's whole planned budget is reserved in the ledger under a lock.
+4. Only then are values read and statistics computed; noise is added.
+5. Outputs are committed together and the ledger entry is completed. A
+   failure after the charge records a ``failed`` entry; nothing is refunded.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from dpcli.errors import DpcliError
+from dpcli.ledger import Ledger, Reservation, file_digest
+from dpcli.mechanisms import Plan
+from dpcli.spec import Spec
+
+
+@dataclass
+class Charge:
+    """A reservation in progress: outputs and a public summary to record on completion."""
+
+    reservation: Reservation
+    outputs: list[Path] = field(default_factory=list)
+    summary: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def run_id(self) -> str:
+        return self.reservation.run_id
+
+
+def open_ledger(spec: Spec) -> Ledger:
+    return Ledger(spec.ledger_path, spec.dataset, spec.budget)
+
+
+def prepare_source(spec: Spec, data: Path, columns: Sequence[str], *, batch_rows: int = 65_536):
+    """Open ``data`` under the spec's schema and run every pre-charge check on it."""
+    from dpcli.data import DataSource
+
+    source = DataSource(Path(data), spec.schema, batch_rows=batch_rows)
+    source.check_structure(columns)
+    source.check_values(columns)
+    return source
+
+
+@contextmanager
+def charged(spec: Spec, plan: Plan, *, command: str, arguments: dict[str, Any],
+            input_path: Path, seeded: bool) -> Iterator[Charge]:
+    """Reserve ``plan.total`` in the ledger, then run the body; record how it ended.
+
+    Raises BudgetExhausted (exit 3) before the body runs when the plan does
+    not fit in what remains. If the body raises, a ``failed`` entry is
+    appended (with the error's public message, or only its type for
+    unexpected errors, whose text could echo data) and the charge stays.
+    """
+    ledger = open_ledger(spec)
+    reservation = ledger.reserve(
+        plan, command=command, arguments=arguments, spec_digest=spec.digest,
+        input_file=str(input_path), input_digest=file_digest(input_path), seeded=seeded)
+    charge = Charge(reservation)
+    try:
+        yield charge
+    except BaseException as exc:
+        reason = str(exc) if isinstance(exc, DpcliError) else type(exc).__name__
+        ledger.fail(reservation, reason or type(exc).__name__)
+        raise
+    ledger.complete(reservation, charge.outputs, charge.summary)

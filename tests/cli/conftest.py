@@ -1,0 +1,94 @@
+"""A small project on disk (data, vocabulary, spec) and a runner for the real CLI."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from dpcli.cli.app import app
+
+SCHEMA = {
+    "columns": {
+        "age": {"type": "numeric", "bounds": [17, 90]},
+        "color": {"type": "categorical", "categories": ["red", "green", "blue"]},
+        "member": {"type": "binary", "values": ["no", "yes"]},
+        "words": {"type": "tokens", "vocabulary": "vocab.txt", "max_per_row": 3},
+    }
+}
+
+
+@dataclass
+class Project:
+    root: Path
+    spec: Path
+    data: Path
+    csv: Path
+    ledger: Path
+
+    def write_spec(self, mutate=None) -> Path:
+        spec = base_spec()
+        if mutate is not None:
+            mutate(spec)
+        self.spec.write_text(yaml.safe_dump(spec, sort_keys=False))
+        return self.spec
+
+
+@dataclass
+class Result:
+    exit_code: int
+    stdout: str
+    stderr: str
+
+
+def base_spec() -> dict:
+    return {
+        "dataset": "toy",
+        "budget": {"epsilon": 1.0},
+        "ledger": "ledger.jsonl",
+        "label": {"column": "label", "classes": [0, 1], "positive": 1},
+        "schema": yaml.safe_load(yaml.safe_dump(SCHEMA)),
+        "tabulate": {"epsilon": 0.3, "columns": ["color", "member", "age"], "bins": 4},
+    }
+
+
+def toy_frame(n: int = 400, seed: int = 0) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    vocab = ["alpha", "beta", "gamma", "delta", "omega"]
+    return pd.DataFrame({
+        "age": rng.integers(10, 100, n),
+        "color": rng.choice(["red", "green", "blue", "pink"], n),
+        "member": rng.choice(["no", "yes"], n),
+        "words": [list(rng.choice([*vocab, "zzz"], rng.integers(0, 6), replace=False))
+                  for _ in range(n)],
+        "label": rng.integers(0, 2, n),
+    })
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Project:
+    (tmp_path / "vocab.txt").write_text("alpha\nbeta\ngamma\ndelta\nomega\n")
+    frame = toy_frame()
+    data = tmp_path / "toy.parquet"
+    frame.to_parquet(data, index=False)
+    csv = tmp_path / "toy.csv"
+    frame.assign(words=frame["words"].map(" ".join)).to_csv(csv, index=False)
+    p = Project(tmp_path, tmp_path / "spec.yaml", data, csv, tmp_path / "ledger.jsonl")
+    p.write_spec()
+    return p
+
+
+@pytest.fixture
+def cli():
+    runner = CliRunner()
+
+    def run(*args: object) -> Result:
+        r = runner.invoke(app, [str(a) for a in args])
+        return Result(r.exit_code, r.stdout, r.stderr)
+
+    return run

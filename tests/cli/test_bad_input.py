@@ -1,0 +1,163 @@
+"""Malformed specs and data files: a specific message, exit code 2, no ledger change.
+
+Each case mutates a valid toy spec (or data file) and runs the real
+``dpcli tabulate`` entry point; the ledger file must not even be created.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.cli.conftest import Project, toy_frame
+
+
+def _set(path: str, value):
+    def mutate(spec: dict) -> None:
+        *parents, last = path.split(".")
+        node = spec
+        for key in parents:
+            node = node[key]
+        node[last] = value
+    return mutate
+
+
+def _drop(path: str):
+    def mutate(spec: dict) -> None:
+        *parents, last = path.split(".")
+        node = spec
+        for key in parents:
+            node = node[key]
+        del node[last]
+    return mutate
+
+
+SPEC_CASES = [
+    ("unknown top-level key", _set("epsilon", 1.0), "epsilon: unknown key"),
+    ("missing dataset", _drop("dataset"), "dataset: is required"),
+    ("bad dataset id", _set("dataset", "a b/c"), "dataset: must be 1-100 letters"),
+    ("negative total epsilon", _set("budget.epsilon", -1), "budget.epsilon: must be positive"),
+    ("zero total epsilon", _set("budget.epsilon", 0), "budget.epsilon: must be positive"),
+    ("epsilon as text", _set("budget.epsilon", "lots"), "budget.epsilon: must be a number"),
+    ("delta out of range", _set("budget.delta", 1.5), "budget.delta: must be in [0, 1)"),
+    ("positive class not declared", _set("label.positive", 7),
+     "label.positive: '7' is not one of the declared classes"),
+    ("single class", _set("label.classes", [1]), "label.classes: must list at least 2"),
+    ("numeric without bounds", _drop("schema.columns.age.bounds"),
+     "schema.columns.age.bounds: is required"),
+    ("reversed bounds", _set("schema.columns.age.bounds", [90, 17]),
+     "schema.columns.age.bounds: lower bound 90 must be below upper bound 17"),
+    ("other listed as category", _set("schema.columns.color.categories", ["red", "other"]),
+     "schema.columns.color.categories: must not list 'other'"),
+    ("duplicate category", _set("schema.columns.color.categories", ["red", "red"]),
+     "schema.columns.color.categories[1]: duplicate value 'red'"),
+    ("unknown column type", _set("schema.columns.color.type", "colour"),
+     "schema.columns.color.type: must be one of numeric, categorical, binary, tokens"),
+    ("unknown column key", _set("schema.columns.age.range", [1, 2]),
+     "schema.columns.age.range: unknown key"),
+    ("missing vocabulary file", _set("schema.columns.words.vocabulary", "nope.txt"),
+     "schema.columns.words.vocabulary: cannot read vocabulary file"),
+    ("label declared as a column", _set("schema.columns.label", {"type": "binary"}),
+     "schema.columns.label: is the label column"),
+    ("undeclared column in section", _set("tabulate.columns", ["color", "shoe_size"]),
+     "tabulate.columns[1]: column 'shoe_size' is not declared"),
+    ("section without epsilon", _drop("tabulate.epsilon"), "tabulate.epsilon: is required"),
+    ("negative section epsilon", _set("tabulate.epsilon", -0.5),
+     "tabulate.epsilon: must be positive"),
+    ("bins not an integer", _set("tabulate.bins", 2.5), "tabulate.bins: must be an integer"),
+    ("schema file missing", _set("schema", "missing.schema.yaml"), "cannot read file"),
+    ("invalid missing policy", _set("schema.missing", "ignore"),
+     "schema.missing: must be one of error, impute"),
+]
+
+
+@pytest.mark.parametrize(("name", "mutate", "message"), SPEC_CASES, ids=[c[0] for c in SPEC_CASES])
+def test_malformed_spec(project: Project, cli, name: str, mutate, message: str) -> None:
+    project.write_spec(mutate)
+    r = cli("tabulate", project.data, "--spec", project.spec, "--out", project.root / "o.csv")
+    assert r.exit_code == 2, r.stderr
+    assert message in r.stderr
+    assert str(project.spec) in r.stderr
+    assert not project.ledger.exists()
+    assert not (project.root / "o.csv").exists()
+
+
+def test_invalid_yaml(project: Project, cli) -> None:
+    project.spec.write_text("dataset: toy\nbudget: {epsilon: 1\n")
+    r = cli("tabulate", project.data, "--spec", project.spec, "--out", project.root / "o.csv")
+    assert r.exit_code == 2
+    assert f"{project.spec}: not valid YAML at line" in r.stderr
+    assert not project.ledger.exists()
+
+
+def _write_csv(project: Project, text: str):
+    path = project.root / "bad.csv"
+    path.write_text(text)
+    return path
+
+
+HEADER = "age,color,member,words,label\n"
+
+
+def _csv_rows(project: Project, bad_row: str):
+    """A CSV whose second data row is ``bad_row``."""
+    return _write_csv(project, HEADER + "30,red,no,alpha,0\n" + bad_row + "\n")
+
+DATA_CASES = [
+    ("missing column", lambda p: _frame_without(p, "color"), "color"),
+    ("label outside classes", lambda p: _csv_rows(p, "40,blue,yes,beta,7"), "label"),
+    ("null label", lambda p: _csv_rows(p, "40,blue,yes,beta,"), "label"),
+    ("broken csv row", lambda p: _csv_rows(p, "40,blue"), "bad.csv"),
+    ("text in numeric column", lambda p: _csv_rows(p, "old,red,no,beta,1"), "age"),
+    ("null in a missing: error column", lambda p: _csv_rows(p, "30,,no,alpha,0"), "color"),
+    ("file not found", lambda p: p.root / "absent.parquet", "absent.parquet"),
+    ("unknown format", lambda p: _write_csv(p, "").rename(p.root / "data.xlsx"), "data.xlsx"),
+]
+
+
+def _frame_without(project: Project, column: str):
+    path = project.root / "partial.parquet"
+    toy_frame().drop(columns=[column]).to_parquet(path, index=False)
+    return path
+
+
+@pytest.mark.parametrize(("name", "make", "needle"), DATA_CASES, ids=[c[0] for c in DATA_CASES])
+def test_bad_data_file(project: Project, cli, name: str, make, needle: str) -> None:
+    data = make(project)
+    r = cli("tabulate", data, "--spec", project.spec, "--out", project.root / "o.csv")
+    assert r.exit_code == 2, r.stderr
+    assert needle in r.stderr
+    assert not project.ledger.exists()
+    assert not (project.root / "o.csv").exists()
+
+
+def test_private_value_not_echoed(project: Project, cli) -> None:
+    data = _write_csv(project, HEADER + "30,red,no,alpha,0\n40,blue,yes,beta,SECRET42\n")
+    r = cli("tabulate", data, "--spec", project.spec, "--out", project.root / "o.csv")
+    assert r.exit_code == 2
+    assert "SECRET42" not in r.stderr + r.stdout
+
+
+@pytest.mark.parametrize(("args", "needle"), [
+    (["--epsilon", "-1"], "--epsilon must be positive"),
+    (["--columns", "color,shoe_size"], "'shoe_size' is not declared"),
+    (["--columns", "words", "--epsilon", "0.1"], None),  # valid: checks the happy path of overrides
+])
+def test_bad_options(project: Project, cli, args, needle) -> None:
+    r = cli("tabulate", project.data, "--spec", project.spec, "--out", project.root / "o.csv",
+            "--seed", 1, *args)
+    if needle is None:
+        assert r.exit_code == 0, r.stderr
+        assert project.ledger.exists()
+        return
+    assert r.exit_code == 2
+    assert needle in r.stderr
+    assert not project.ledger.exists()
+
+
+def test_unwritable_output_fails_before_charge(project: Project, cli) -> None:
+    (project.root / "taken").write_text("a file, not a folder")
+    r = cli("tabulate", project.data, "--spec", project.spec, "--out",
+            project.root / "taken" / "o.csv")
+    assert r.exit_code == 2
+    assert "taken" in r.stderr
+    assert not project.ledger.exists()

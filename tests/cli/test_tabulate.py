@@ -1,0 +1,143 @@
+"""End-to-end: tabulate through the real entry point, its outputs and its ledger entries."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+
+from dpcli.ledger import read_entries
+from tests.cli.conftest import Project
+
+
+def _run(cli, project: Project, *extra: object, data=None, out="counts.csv"):
+    return cli("tabulate", data or project.data, "--spec", project.spec,
+               "--out", project.root / out, *extra)
+
+
+def test_release_writes_table_record_and_ledger(project: Project, cli) -> None:
+    r = _run(cli, project, "--seed", 7, "--json")
+    assert r.exit_code == 0, r.stderr
+    summary = json.loads(r.stdout)
+    assert summary["spent"] == {"epsilon": 0.3, "delta": 0.0}
+
+    table = pd.read_csv(project.root / "counts.csv")
+    assert set(table["table"]) == {"label", "color", "member", "age"}
+    assert (table["count"] >= 0).all()
+    # categorical levels include the explicit 'other' bucket; numeric bins use the declared range
+    assert set(table.loc[table["table"] == "color", "level"]) == {"red", "green", "blue", "other"}
+    assert "[17, 35.25)" in set(table.loc[table["table"] == "age", "level"])
+    # noisy class counts stay near the truth: scale 2/0.075 ≈ 27, |noise| < 400 w.p. > 1 - 1e-6
+    truth = pd.read_parquet(project.data)["label"].value_counts()
+    labels = table[table["table"] == "label"].set_index("class")["count"]
+    assert abs(labels[1] - truth[1]) < 400
+
+    record = json.loads((project.root / "counts.json").read_text())
+    assert record["format"] == "dpcli" and record["kind"] == "tabulate"
+    assert record["epsilon"] == 0.3 and record["seeded"] is True
+    assert record["ledger_run_id"] == summary["run_id"]
+
+    entries = read_entries(project.ledger)
+    assert [e["kind"] for e in entries] == ["reserve", "complete"]
+    reserve = entries[0]
+    assert reserve["neighbouring"] == "replace-one"
+    assert reserve["seeded"] is True
+    assert sum(step["epsilon"] for step in reserve["breakdown"]) == 0.3
+    assert {s["step"] for s in reserve["breakdown"]} == {
+        "class_counts", "counts:color", "counts:member", "counts:age"}
+    outputs = {o["path"] for o in entries[1]["outputs"]}
+    assert any(p.endswith("counts.csv") for p in outputs)
+
+
+def test_seed_reproduces_and_csv_matches_parquet(project: Project, cli) -> None:
+    assert _run(cli, project, "--seed", 3, out="a.csv").exit_code == 0
+    assert _run(cli, project, "--seed", 3, out="b.csv", data=project.csv).exit_code == 0
+    a = pd.read_csv(project.root / "a.csv")
+    b = pd.read_csv(project.root / "b.csv")
+    pd.testing.assert_frame_equal(a, b)
+
+
+def test_unseeded_runs_differ_and_are_marked(project: Project, cli) -> None:
+    assert _run(cli, project, out="a.csv").exit_code == 0
+    assert _run(cli, project, out="b.csv").exit_code == 0
+    a = pd.read_csv(project.root / "a.csv")["count"]
+    b = pd.read_csv(project.root / "b.csv")["count"]
+    assert not a.equals(b)  # 2 * 32 noisy counts at scale ~27: identical w.p. < 1e-30
+    reserves = [e for e in read_entries(project.ledger) if e["kind"] == "reserve"]
+    assert [e["seeded"] for e in reserves] == [False, False]
+
+
+def test_budget_exhaustion_exits_3_with_remaining(project: Project, cli) -> None:
+    for i in range(3):
+        assert _run(cli, project, out=f"r{i}.csv").exit_code == 0
+    r = _run(cli, project, out="r3.csv")
+    assert r.exit_code == 3
+    assert "remains" in r.stderr and "0.1" in r.stderr
+    assert not (project.root / "r3.csv").exists()
+    assert len(read_entries(project.ledger)) == 6
+
+
+def test_dry_run_charges_nothing(project: Project, cli) -> None:
+    r = _run(cli, project, "--dry-run", "--json")
+    assert r.exit_code == 0, r.stderr
+    plan = json.loads(r.stdout)
+    assert plan["dry_run"] is True and plan["fits"] is True
+    assert plan["planned"]["epsilon"] == 0.3
+    assert not project.ledger.exists()
+    assert not (project.root / "counts.csv").exists()
+    r = _run(cli, project, "--dry-run", "--epsilon", "5")
+    assert r.exit_code == 3
+    assert "does NOT fit" in r.stderr
+
+
+def test_tokens_column(project: Project, cli) -> None:
+    r = _run(cli, project, "--columns", "words", "--seed", 1)
+    assert r.exit_code == 0, r.stderr
+    table = pd.read_csv(project.root / "counts.csv")
+    assert set(table.loc[table["table"] == "words", "level"]) == {
+        "alpha", "beta", "gamma", "delta", "omega"}
+    breakdown = read_entries(project.ledger)[0]["breakdown"]
+    note = next(s["note"] for s in breakdown if s["step"] == "counts:words")
+    assert note.startswith("Δ=6,")  # 2 * max_per_row (3)
+
+
+def test_quiet_prints_nothing_on_success(project: Project, cli) -> None:
+    r = _run(cli, project, "--quiet")
+    assert r.exit_code == 0
+    assert r.stderr == "" and r.stdout == ""
+
+
+def test_ledger_show_and_verify(project: Project, cli) -> None:
+    assert _run(cli, project, "--seed", 1).exit_code == 0
+    r = cli("ledger", "show", "--spec", project.spec, "--json")
+    assert r.exit_code == 0, r.stderr
+    shown = json.loads(r.stdout)
+    assert shown["spent"]["epsilon"] == 0.3
+    assert shown["remaining"]["epsilon"] == 0.7
+    assert [run["status"] for run in shown["runs"]] == ["complete"]
+    r = cli("ledger", "show", "--spec", project.spec)
+    assert r.exit_code == 0 and "tabulate" in r.stderr and "remaining ε=0.7" in r.stderr
+
+    r = cli("ledger", "verify", "--spec", project.spec)
+    assert r.exit_code == 0 and "hash chain intact" in r.stderr
+
+    text = project.ledger.read_text()
+    project.ledger.write_text(text.replace('"epsilon":0.3', '"epsilon":0.1', 1))
+    r = cli("ledger", "verify", "--spec", project.spec)
+    assert r.exit_code == 2
+    assert "verification failed" in r.stderr
+    # and no further charge is accepted against a tampered log
+    r = _run(cli, project, out="after.csv")
+    assert r.exit_code == 2
+    assert not (project.root / "after.csv").exists()
+
+
+def test_lifetime_budget_cannot_be_raised_in_the_spec(project: Project, cli) -> None:
+    assert _run(cli, project).exit_code == 0
+
+    def bigger(spec: dict) -> None:
+        spec["budget"]["epsilon"] = 100.0
+    project.write_spec(bigger)
+    r = _run(cli, project, out="more.csv")
+    assert r.exit_code == 2
+    assert "toy" in r.stderr

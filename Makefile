@@ -1,0 +1,39 @@
+# dpcli — two commands from a fresh clone:  `make demo`  and  `make test`.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+DPCLI  := $(BIN)/dpcli
+
+.PHONY: demo test lint bench clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+
+$(VENV)/.installed: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e '.[test]'
+	touch $@
+
+# A real end-to-end run on the shipped sample (its own demo budget, started afresh each time).
+demo: $(VENV)/.installed
+	rm -rf demo
+	$(DPCLI) inspect sample_data/adult_train.parquet --spec configs/demo.yaml
+	$(DPCLI) tabulate sample_data/adult_train.parquet --spec configs/demo.yaml --dry-run
+	$(DPCLI) tabulate sample_data/adult_train.parquet --spec configs/demo.yaml --out demo/adult_counts.csv
+	$(DPCLI) tabulate sample_data/adult_train.csv --spec configs/demo.yaml --out demo/adult_sex_race.csv \
+		--columns sex,race --epsilon 0.25
+	$(DPCLI) ledger show --spec configs/demo.yaml
+	$(DPCLI) ledger verify --spec configs/demo.yaml
+	@echo "demo outputs are in demo/ — e.g. head demo/adult_counts.csv"
+
+test: $(VENV)/.installed
+	$(BIN)/ruff check dpcli tests benchmarks
+	$(BIN)/python -m pytest -q
+
+# DuckDB is a baseline for the benchmarks only, not a dpcli dependency.
+bench: $(VENV)/.installed
+	$(BIN)/python -m pip install --quiet duckdb || echo "duckdb unavailable: its baseline is skipped"
+	$(BIN)/python benchmarks/run_all.py
+
+clean:
+	rm -rf $(VENV) demo .pytest_cache .ruff_cache *.egg-info

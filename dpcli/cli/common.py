@@ -32,7 +32,7 @@ QuietOpt = Annotated[bool, typer.Option(
 VerboseOpt = Annotated[bool, typer.Option(
     "--verbose", "-v", help="Tracebacks for unexpected errors.")]
 DataArg = Annotated[Path, typer.Argument(
-    help="Private data: a CSV or Parquet file (or a folder of Parquet files).")]
+    metavar="DATA", help="Private data: a CSV or Parquet file (or a folder of Parquet files).")]
 
 
 def handle_errors(fn: F) -> F:

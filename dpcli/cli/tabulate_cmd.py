@@ -25,8 +25,9 @@ from dpcli.cli.ui import UI
 def tabulate(
     data: DataArg,
     spec: SpecOpt,
-    out: Annotated[Path, typer.Option("--out", "-o", help="CSV of noisy counts; a JSON "
-                                      "record of the release is written beside it.")],
+    out: Annotated[Path | None, typer.Option(
+        "--out", "-o", help="CSV of noisy counts (required unless --dry-run); a JSON record "
+        "of the release is written beside it.")] = None,
     columns: Annotated[str | None, typer.Option(
         help="Comma-separated declared columns (default: the spec's 'tabulate.columns', "
         "else every non-numeric column).")] = None,
@@ -79,13 +80,17 @@ def tabulate(
         raise UsageError("no columns to tabulate: pass --columns")
     plan = algo.plan(s.schema, chosen, Budget(section.epsilon))
 
-    meta = out.with_suffix(".json")
+    if out is None and not dry_run:
+        raise UsageError("--out is required (or pass --dry-run to only see the plan)")
     outputs = Outputs()
-    outputs.check_writable(out, meta)
+    if out is not None:
+        outputs.check_writable(out, out.with_suffix(".json"))
     source = prepare_source(s, data, chosen)
     show_plan(ui, s, plan)
-    if dry_run:
-        answer_dry_run(ui, s, plan)
+    if dry_run or out is None:
+        answer_dry_run(ui, s, plan)  # exits: 0 if the plan fits, 3 if not
+        return
+    meta = out.with_suffix(".json")
 
     rng = make_rng(seed)
     arguments = {"data": str(data), "out": str(out), "columns": list(chosen),

@@ -52,9 +52,12 @@ def show(spec: SpecOpt, json: JsonOpt = False, quiet: QuietOpt = False,
         table.add_row(when, r.run_id[:8], r.command, format_amount(r.epsilon),
                       *([format_amount(r.delta)] if use_delta else []), r.status,
                       "yes" if r.seeded else "")
-    ui.err.print(table)
-    ui.err.print(f"total {summary.total}   spent {summary.spent}   "
-                 f"remaining {summary.remaining}   runs {len(summary.runs)}")
+    if summary.runs:
+        ui.show(table)
+    else:
+        ui.say(f"dataset {s.dataset}: no runs recorded yet in {s.ledger_path}", markup=False)
+    ui.show(f"total {summary.total}   spent {summary.spent}   "
+            f"remaining {summary.remaining}   runs {len(summary.runs)}")
 
 
 @app.command("verify")

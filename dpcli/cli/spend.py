@@ -52,3 +52,25 @@ def report_data(ui: UI, report: Any) -> None:
         ui.say("data report (for the custodian; not part of any output):")
         for line in lines:
             ui.say(f"  {line}", markup=False)
+
+
+def resolve_section(spec: Spec, name: str, default: type, epsilon: float | None,
+                    columns: str | None = None, **overrides: Any) -> Any:
+    """The spec's section for ``name`` with command-line overrides for this run.
+
+    Without a section in the spec, ``--epsilon`` is enough to run with the
+    defaults. ``--columns`` (comma-separated) must name declared columns.
+    """
+    from dpcli.errors import UsageError
+    from dpcli.spec import override
+
+    base = spec.sections.get(name)
+    if base is None:
+        if epsilon is None:
+            spec.section(name)  # raises: names the missing section and the file
+        base = default(epsilon=epsilon)
+    cols = tuple(c.strip() for c in columns.split(",") if c.strip()) if columns else None
+    for c in cols or ():
+        if not spec.schema.has(c):
+            raise UsageError(f"--columns: {c!r} is not declared in the schema of {spec.path}")
+    return override(base, epsilon=epsilon, columns=cols, **overrides)

@@ -55,26 +55,17 @@ def tabulate(
     from dpcli.algorithms import tabulate as algo
     from dpcli.budget import Budget
     from dpcli.cli.spend import dry_run as answer_dry_run
-    from dpcli.cli.spend import report_data, show_plan
+    from dpcli.cli.spend import report_data, resolve_section, show_plan
     from dpcli.errors import UsageError
     from dpcli.io import Outputs, dumps_json, envelope
     from dpcli.mechanisms import make_rng
     from dpcli.run import charged, prepare_source
-    from dpcli.spec import TabulateSection, load_spec, override
+    from dpcli.spec import TabulateSection, load_spec
     from dpcli.stats import get_engine
 
     ui = UI(quiet=quiet, json=json)
     s = load_spec(spec)
-    base = s.sections.get("tabulate")
-    if base is None:
-        if epsilon is None:
-            s.section("tabulate")  # raises: names the missing section
-        base = TabulateSection(epsilon=epsilon)
-    cols = tuple(c.strip() for c in columns.split(",") if c.strip()) if columns else None
-    section = override(base, epsilon=epsilon, columns=cols, bins=bins)
-    for c in section.columns:
-        if not s.schema.has(c):
-            raise UsageError(f"--columns: {c!r} is not declared in the schema of {s.path}")
+    section = resolve_section(s, "tabulate", TabulateSection, epsilon, columns, bins=bins)
     chosen = section.columns or algo.default_columns(s.schema)
     if not chosen:
         raise UsageError("no columns to tabulate: pass --columns")

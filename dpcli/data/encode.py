@@ -376,8 +376,10 @@ class BatchEncoder:
     """
 
     def __init__(self, schema: Schema, columns: Sequence[str], *, report: DataReport,
-                 rng: np.random.Generator, file: Path | None = None) -> None:
+                 rng: np.random.Generator, file: Path | None = None,
+                 with_label: bool = True) -> None:
         self.schema = schema
+        self.with_label = with_label
         self.columns: tuple[Column, ...] = tuple(_declared(schema, c) for c in
                                                  dict.fromkeys(columns)
                                                  if c != schema.label.column)
@@ -407,8 +409,11 @@ class BatchEncoder:
         """Encode the next batch (rows are numbered continuing the previous batch)."""
         where = RowPosition(self.file, self._rows - self._file_start)
         n = batch.num_rows
-        label = encode_label(_column(batch, self.schema.label.column, where), self.schema.label,
-                             where, self._classes)
+        if self.with_label:
+            label = encode_label(_column(batch, self.schema.label.column, where),
+                                 self.schema.label, where, self._classes)
+        else:  # prediction on unlabelled rows: no class code
+            label = np.full(n, -1, dtype=np.int32)
         out: dict[str, np.ndarray | TokenSets] = {}
         for col in self.columns:
             arr = _column(batch, col.name, where)

@@ -220,11 +220,13 @@ class DataSource:
     custodian's stderr only — never for outputs.
     """
 
-    def __init__(self, path: Path | str, schema: Schema, *, batch_rows: int = 65_536) -> None:
+    def __init__(self, path: Path | str, schema: Schema, *, batch_rows: int = 65_536,
+                 label: bool = True) -> None:
         if batch_rows < 1:
             raise UsageError(f"batch_rows must be at least 1, got {batch_rows}")
         self.path = Path(path)
         self.schema = schema
+        self.label = label  # False: the file need not hold the label (prediction)
         self.batch_rows = int(batch_rows)
         self.format = detect_format(self.path)
         self.report = DataReport(file=self.path)
@@ -235,9 +237,10 @@ class DataSource:
     # ---------------------------------------------------------- columns
 
     def needed_columns(self, columns: Sequence[str]) -> tuple[str, ...]:
-        """The label, then ``columns`` deduplicated; undeclared → UsageError."""
+        """The label (unless the source was opened with ``label=False``), then
+        ``columns`` deduplicated; undeclared → UsageError."""
         label = self.schema.label.column
-        out = [label]
+        out = [label] if self.label else []
         for name in columns:
             if name == label or name in out:
                 continue
@@ -416,7 +419,7 @@ class DataSource:
         self.check_structure(columns)
         self.report = DataReport(file=self.path)
         encoder = BatchEncoder(self.schema, needed, report=self.report, rng=rng,
-                               file=self.path)
+                               file=self.path, with_label=self.label)
         if self.format == "csv":
             source: Iterator[pa.RecordBatch] = self._csv_batches(needed)
         else:
@@ -429,6 +432,35 @@ class DataSource:
                 continue
             for start in range(0, rb.num_rows, step):
                 yield encoder.encode(rb.slice(start, step))
+
+    def prediction_batches(self, columns: Sequence[str], *, rng: np.random.Generator
+                           ) -> Iterator[tuple[pa.RecordBatch, EncodedBatch]]:
+        """Every column of the file as read, with ``columns`` encoded beside it.
+
+        For ``predict``: the raw batch is passed through to the output
+        (undeclared CSV columns are read as text, so nothing is re-typed by
+        guesswork), the declared feature columns are encoded under the schema.
+        The label is encoded only if this source requires it.
+        """
+        needed = self.needed_columns(columns)
+        self.check_structure(columns)
+        self.report = DataReport(file=self.path)
+        encoder = BatchEncoder(self.schema, needed, report=self.report, rng=rng,
+                               file=self.path, with_label=self.label)
+        if self.format == "csv":
+            source: Iterator[pa.RecordBatch] = self._csv_batches(self._csv_header())
+        else:
+            source = self._parquet_all_columns(encoder)
+        for rb in source:
+            for start in range(0, rb.num_rows, self.batch_rows):
+                raw = rb.slice(start, self.batch_rows)
+                yield raw, encoder.encode(raw)
+
+    def _parquet_all_columns(self, encoder: BatchEncoder) -> Iterator[pa.RecordBatch]:
+        for f in self._check_readable_parquet():
+            encoder.start_file(f)
+            pf = _open_parquet(f)
+            yield from _iter_parquet(pf, f, pf.schema_arrow.names, self.batch_rows)
 
     def _parquet_batches(self, needed: tuple[str, ...],
                          encoder: BatchEncoder) -> Iterator[pa.RecordBatch]:
@@ -487,10 +519,11 @@ class DataSource:
                 declared.update(col.values)
         return [v for v in pacsv.ConvertOptions().null_values if v not in declared]
 
-    def _csv_batches(self, needed: tuple[str, ...]) -> Iterator[pa.RecordBatch]:
-        """Raw record batches of the needed columns (label first), typed as declared."""
+    def _csv_batches(self, needed: Sequence[str]) -> Iterator[pa.RecordBatch]:
+        """Raw record batches of the ``needed`` columns, typed as declared (others as text)."""
         header = self._csv_header()
-        types = {name: (pa.float64() if isinstance(self._declared(name), NumericColumn)
+        types = {name: (pa.float64() if name in self.schema.names
+                        and isinstance(self._declared(name), NumericColumn)
                         else pa.string()) for name in needed}
         bad_rows: list[tuple[int | None, int, int]] = []
 
@@ -510,8 +543,8 @@ class DataSource:
                     column_types=types, include_columns=list(needed),
                     null_values=self._null_values(), strings_can_be_null=True,
                     quoted_strings_can_be_null=True))
-            tokens = [i for i, name in enumerate(needed)
-                      if isinstance(self._declared(name), TokensColumn)]
+            tokens = [i for i, name in enumerate(needed) if name in self.schema.names
+                      and isinstance(self._declared(name), TokensColumn)]
             for batch in reader:
                 rows += batch.num_rows
                 if tokens:

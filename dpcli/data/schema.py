@@ -106,7 +106,7 @@ class TokensColumn:
 
     name: str
     vocabulary: tuple[str, ...]
-    vocabulary_file: Path
+    vocabulary_file: Path = field(compare=False)
     max_per_row: int | None = None
     missing: str = "error"
 
@@ -299,3 +299,58 @@ def _load_yaml_file(path: Path) -> Any:
         mark = getattr(exc, "problem_mark", None)
         at = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
         raise Where(path).error(f"is not valid YAML{at}") from None
+
+
+def schema_to_dict(schema: Schema) -> dict[str, Any]:
+    """The public schema as plain JSON data (models carry it so predict needs no spec).
+
+    Vocabularies are embedded as word lists: they are public by declaration.
+    """
+    cols: dict[str, Any] = {}
+    for c in schema.columns:
+        if isinstance(c, NumericColumn):
+            cols[c.name] = {"type": "numeric", "bounds": [c.lower, c.upper], "missing": c.missing,
+                            "fill": c.fill}
+        elif isinstance(c, CategoricalColumn):
+            cols[c.name] = {"type": "categorical", "categories": list(c.categories),
+                            "missing": c.missing}
+        elif isinstance(c, BinaryColumn):
+            cols[c.name] = {"type": "binary", "values": list(c.values), "missing": c.missing,
+                            "fill": c.fill}
+        else:
+            cols[c.name] = {"type": "tokens", "vocabulary": list(c.vocabulary),
+                            "vocabulary_file": c.vocabulary_file.name,
+                            "max_per_row": c.max_per_row, "missing": c.missing}
+    label = schema.label
+    return {"label": {"column": label.column, "classes": list(label.classes),
+                      "positive": label.positive},
+            "columns": cols}
+
+
+def schema_from_dict(data: Any, source: Path) -> Schema:
+    """Inverse of :func:`schema_to_dict`; a SpecError naming ``source`` if malformed."""
+    where = Where(source, "payload.schema")
+    try:
+        lab = data["label"]
+        label = Label(str(lab["column"]), tuple(str(c) for c in lab["classes"]),
+                      None if lab["positive"] is None else str(lab["positive"]))
+        columns: list[Column] = []
+        for name, c in data["columns"].items():
+            kind = c["type"]
+            if kind == "numeric":
+                columns.append(NumericColumn(name, float(c["bounds"][0]), float(c["bounds"][1]),
+                                             c["missing"], c["fill"]))
+            elif kind == "categorical":
+                columns.append(CategoricalColumn(name, tuple(c["categories"]), c["missing"]))
+            elif kind == "binary":
+                columns.append(BinaryColumn(name, (c["values"][0], c["values"][1]),
+                                            c["missing"], c["fill"]))
+            elif kind == "tokens":
+                columns.append(TokensColumn(name, tuple(c["vocabulary"]),
+                                            Path(c["vocabulary_file"]), c["max_per_row"],
+                                            c["missing"]))
+            else:
+                raise where.error(f"column {name!r} has unknown type {kind!r}")
+    except (KeyError, TypeError, IndexError, AttributeError) as exc:
+        raise where.error(f"malformed schema in model file ({type(exc).__name__}: {exc})") from None
+    return Schema(columns=tuple(columns), label=label, source=source)

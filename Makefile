@@ -17,6 +17,7 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/python
 # A real end-to-end run on the shipped sample (its own demo budget, started afresh each time).
 demo: $(VENV)/.installed
 	rm -rf demo
+	$(DPCLI) ledger init --spec configs/demo.yaml
 	$(DPCLI) inspect sample_data/adult_train.parquet --spec configs/demo.yaml
 	$(DPCLI) tabulate sample_data/adult_train.parquet --spec configs/demo.yaml --dry-run
 	$(DPCLI) tabulate sample_data/adult_train.parquet --spec configs/demo.yaml --out demo/adult_counts.csv

@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import yaml
 
 from dpcli.errors import SpecError
 
@@ -73,17 +76,22 @@ def positive(value: Any, where: Where) -> float:
     return value
 
 
+MIN_RUN_EPSILON = 1e-6
+
+
+def epsilon(value: Any, where: Where) -> float:
+    """A run's ε: finite and at least 1e-6 (smaller budgets give noise beyond any use)."""
+    value = positive(value, where)
+    if value < MIN_RUN_EPSILON:
+        raise where.error(f"must be at least {MIN_RUN_EPSILON:g}, got {value}")
+    return value
+
+
 def integer(value: Any, where: Where, minimum: int | None = None) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise where.error(f"must be an integer, got {_kind(value)}")
     if minimum is not None and value < minimum:
         raise where.error(f"must be at least {minimum}, got {value}")
-    return value
-
-
-def boolean(value: Any, where: Where) -> bool:
-    if not isinstance(value, bool):
-        raise where.error(f"must be true or false, got {_kind(value)}")
     return value
 
 
@@ -140,3 +148,50 @@ def _kind(value: Any) -> str:
     if isinstance(value, list):
         return "a list"
     return f"{type(value).__name__} {value!r}"
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """yaml.SafeLoader that refuses duplicate keys and reads 1e-3 as a number.
+
+    A duplicated ``budget:`` or ``epsilon:`` would otherwise silently let the
+    last one win; and YAML 1.1 reads exponent notation without a dot as text.
+    """
+
+
+def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode,
+                       deep: bool = False) -> dict[Any, Any]:
+    seen: dict[Any, int] = {}
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=deep)
+        if key in seen:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"duplicate key {key!r} (first at line {seen[key] + 1})",
+                key_node.start_mark)
+        seen[key] = key_node.start_mark.line
+    return loader.construct_mapping(node, deep=deep)
+
+
+_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG,
+                              _construct_mapping)
+_StrictLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?(?:[0-9][0-9_]*)(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"),
+    list("-+0123456789"))
+
+
+def load_yaml(path: Path) -> Any:
+    """Parse the YAML file at ``path``; SpecError naming the file (and line) on failure."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise SpecError(f"{path}: file not found") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SpecError(f"{path}: cannot read file ({exc})") from None
+    try:
+        return yaml.load(text, Loader=_StrictLoader)  # a SafeLoader subclass: no objects
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None)
+        detail = f": {problem}" if problem and "duplicate key" in problem else ""
+        raise SpecError(f"{path}: not valid YAML{at}{detail}") from None

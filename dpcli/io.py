@@ -10,8 +10,6 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -35,28 +33,10 @@ def _fsync_dir(folder: Path) -> None:
         os.close(fd)
 
 
-@contextmanager
-def atomic_path(path: Path) -> Iterator[Path]:
-    """Yield a temporary path beside ``path``; on success fsync it and rename it into place."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    tmp = Path(tmp_name)
-    try:
-        yield tmp
-        with open(tmp, "rb+") as fh:
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-        _fsync_dir(path.parent)
-    finally:
-        tmp.unlink(missing_ok=True)
-
-
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` atomically (temp file in the same folder, fsync, rename)."""
-    with atomic_path(path) as tmp:
-        tmp.write_bytes(data)
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def dumps_json(obj: Any) -> str:
@@ -72,7 +52,6 @@ class Outputs:
     manager it discards on error.
     """
 
-    overwrite: bool = True
     _staged: dict[Path, Path] = field(default_factory=dict)
 
     def check_writable(self, *paths: Path) -> None:
@@ -86,11 +65,11 @@ class Outputs:
                 parent = parent.parent
             if not parent.is_dir() or not os.access(parent, os.W_OK):
                 raise UsageError(f"{path}: cannot write here ({parent} is not a writable folder)")
-            if path.exists() and not self.overwrite:
-                raise UsageError(f"{path}: exists (use --force to overwrite)")
 
     def stage(self, path: Path) -> Path:
         path = Path(path)
+        if path in self._staged:
+            raise UsageError(f"{path}: two outputs of this run would have the same name")
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
         os.close(fd)
@@ -103,12 +82,10 @@ class Outputs:
     def write_text(self, path: Path, text: str) -> None:
         self.write_bytes(path, text.encode("utf-8"))
 
-    @property
-    def paths(self) -> list[Path]:
-        return list(self._staged)
-
     def commit(self) -> list[Path]:
+        mode = 0o666 & ~_umask()  # mkstemp makes 0600 files; outputs follow the user's umask
         for tmp in self._staged.values():
+            os.chmod(tmp, mode)
             with open(tmp, "rb+") as fh:
                 os.fsync(fh.fileno())
         for final, tmp in self._staged.items():

@@ -50,9 +50,11 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import hmac
 import json
 import math
 import os
+import secrets
 import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
@@ -166,6 +168,64 @@ def file_digest(path: Path) -> str:
     return digest.hexdigest()
 
 
+def key_path(path: Path) -> Path:
+    """Where the secret key of a ledger's input digests lives (beside the ledger, mode 0600)."""
+    path = Path(path)
+    return path.with_name(path.name + ".key")
+
+
+def init_ledger(path: Path) -> bool:
+    """Create an empty ledger and its digest key; False (nothing changed) if it exists.
+
+    Spending runs refuse a missing ledger rather than start one, so that a
+    moved spec or a deleted file can never silently reset a dataset's budget.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.exists():
+        return False
+    key = key_path(path)
+    if not key.exists():
+        _create_exclusive(key, secrets.token_hex(32).encode(), 0o600)
+    try:
+        _create_exclusive(path, b"", 0o644)
+    except FileExistsError:  # another process initialised it first
+        return False
+    return True
+
+
+def _create_exclusive(path: Path, data: bytes, mode: int) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+    try:
+        os.write(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    with suppress(OSError):
+        dir_fd = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+
+
+def input_digest(ledger_path: Path, data: Path) -> str:
+    """Keyed digest (HMAC-SHA-256) of a private input file, for the audit log.
+
+    A plain hash of private data lets anyone who knows all records but one
+    test guesses of that record against the log; the key, kept beside the
+    ledger and readable only by the custodian, prevents it.
+    """
+    key_file = key_path(ledger_path)
+    try:
+        key = key_file.read_bytes().strip()
+    except OSError:
+        raise LedgerError(f"{key_file}: the ledger's digest key is missing or unreadable; "
+                          "restore it from the custodian's backup") from None
+    mac = hmac.new(key, file_digest(data).encode(), hashlib.sha256).hexdigest()
+    return f"hmac-sha256:{mac}"
+
+
 def read_entries(path: Path) -> list[dict[str, Any]]:
     """The entries of a ledger file in order ([] when the file does not exist).
 
@@ -229,6 +289,7 @@ class Ledger:
         file fails verification or the spec's total differs from the recorded
         one, ValueError when the planned ε is not positive.
         """
+        self.require_initialised()
         planned = plan.total
         if planned.epsilon <= 0:
             raise ValueError("a run's planned ε must be positive")
@@ -297,9 +358,7 @@ class Ledger:
         Raises LedgerError when the file fails verification or the spec's
         total differs from the recorded one.
         """
-        if not self.path.exists():
-            return LedgerSummary(self.dataset, self._recorded_total, ZERO,
-                                 self._recorded_total, [])
+        self.require_initialised()
         with _locked(self.path, exclusive=False):
             entries, _head = self._read_verified("refusing to report a budget from")
         total, spent = self._account(entries)
@@ -319,7 +378,16 @@ class Ledger:
 
     def verify(self) -> VerifyReport:
         """Check the whole file (every dataset in it); see ``verify_file``."""
+        self.require_initialised()
         return verify_file(self.path)
+
+    def require_initialised(self) -> None:
+        """LedgerError unless the ledger file exists (see :func:`init_ledger`)."""
+        if not self.path.exists():
+            raise LedgerError(
+                f"{self.path}: no ledger here. If dataset {self.dataset!r} has never been "
+                "released, create it with `dpcli ledger init --spec SPEC`; if it has, the "
+                "ledger was moved or deleted: restore it before spending anything")
 
     # -- internals ---------------------------------------------------------
 

@@ -17,12 +17,15 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from dpcli.errors import DpcliError
-from dpcli.ledger import Ledger, Reservation, file_digest
+from dpcli.errors import BudgetExhausted, DpcliError
+from dpcli.ledger import Ledger, Reservation, input_digest
 from dpcli.mechanisms import Plan
 from dpcli.spec import Spec
+
+if TYPE_CHECKING:
+    from dpcli.data import DataSource
 
 
 @dataclass
@@ -42,12 +45,24 @@ def open_ledger(spec: Spec) -> Ledger:
     return Ledger(spec.ledger_path, spec.dataset, spec.budget)
 
 
-def prepare_source(spec: Spec, data: Path, columns: Sequence[str], *, batch_rows: int = 65_536):
-    """Open ``data`` under the spec's schema and run every pre-charge check on it."""
+def prepare_source(spec: Spec, data: Path, columns: Sequence[str], plan: Plan, *,
+                   dry_run: bool = False, batch_rows: int = 65_536) -> DataSource:
+    """Open ``data`` under the spec's schema and run every pre-charge check on it.
+
+    Order matters: the file's structure (no values), then the budget (an
+    unlocked look at the ledger, so that a run that cannot fit exits 3 before
+    any value is read; the locked check at reservation is the binding one),
+    then the validation pass that reads values. A dry run skips the budget
+    look: it reports whether the plan fits once everything else is checked.
+    """
     from dpcli.data import DataSource
 
     source = DataSource(Path(data), spec.schema, batch_rows=batch_rows)
     source.check_structure(columns)
+    remaining = open_ledger(spec).summary().remaining
+    if not dry_run and not plan.total.fits_in(remaining):
+        raise BudgetExhausted(f"budget exhausted for dataset {spec.dataset!r}: this run needs "
+                              f"{plan.total} but only {remaining} remains")
     source.check_values(columns)
     return source
 
@@ -65,7 +80,8 @@ def charged(spec: Spec, plan: Plan, *, command: str, arguments: dict[str, Any],
     ledger = open_ledger(spec)
     reservation = ledger.reserve(
         plan, command=command, arguments=arguments, spec_digest=spec.digest,
-        input_file=str(input_path), input_digest=file_digest(input_path), seeded=seeded)
+        input_file=str(Path(input_path).resolve()),
+        input_digest=input_digest(spec.ledger_path, input_path), seeded=seeded)
     charge = Charge(reservation)
     try:
         yield charge

@@ -10,13 +10,12 @@ anything is charged.
 from __future__ import annotations
 
 import hashlib
+import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
-
-import yaml
 
 from dpcli import checks
 from dpcli.budget import Budget
@@ -32,6 +31,7 @@ from dpcli.data.schema import (
 )
 from dpcli.errors import SpecError
 
+MAX_BINS = 10_000
 _DATASET_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 
 
@@ -44,7 +44,21 @@ class TabulateSection:
     bins: int = 10
 
 
-SECTIONS: dict[str, type] = {"tabulate": TabulateSection}
+@dataclass(frozen=True)
+class TrainNBSection:
+    """``train-nb``: differentially private naive Bayes."""
+
+    epsilon: float
+    method: str = "smooth"
+    columns: tuple[str, ...] = ()
+    trim: float = 0.05
+    distribution: str = "truncated"
+    smoothing: float = 1.0
+    split: tuple[tuple[str, float], ...] = (
+        ("prior", 1.0), ("categorical", 1.0), ("mean", 1.0), ("variance", 1.0))
+
+
+SECTIONS: dict[str, type] = {"tabulate": TabulateSection, "train-nb": TrainNBSection}
 _TOP_KEYS = {"dataset", "description", "budget", "ledger", "label", "schema", *SECTIONS}
 
 
@@ -74,7 +88,7 @@ def load_spec(path: Path | str) -> Spec:
     """Read and validate the spec at ``path``; raise SpecError (exit 2) naming file and key."""
     path = Path(path)
     where = Where(path)
-    raw = _read_yaml(path)
+    raw = checks.load_yaml(path)
     if raw is None:
         raise where.error("is empty")
     raw = checks.mapping(raw, where, allowed=_TOP_KEYS,
@@ -112,24 +126,62 @@ def load_spec(path: Path | str) -> Spec:
 def override(section: Any, **values: Any) -> Any:
     """The section with command-line values (those not None) replacing the spec's for one run."""
     changes = {k: v for k, v in values.items() if v is not None}
-    if "epsilon" in changes and not changes["epsilon"] > 0:
-        raise SpecError(f"--epsilon must be positive, got {changes['epsilon']}")
+    if "epsilon" in changes:
+        eps = changes["epsilon"]
+        if not (math.isfinite(eps) and eps >= checks.MIN_RUN_EPSILON):
+            raise SpecError(f"--epsilon must be a finite number of at least "
+                            f"{checks.MIN_RUN_EPSILON:g}, got {eps}")
     return replace(section, **changes)
 
 
+def _columns(raw: Any, where: Where, schema: Schema) -> tuple[str, ...]:
+    columns = checks.scalar_list(raw, where)
+    for i, col in enumerate(columns):
+        if not schema.has(col):
+            raise (where / i).error(f"column {col!r} is not declared in the schema")
+    return columns
+
+
+def _parse_train_nb(raw: Any, where: Where, schema: Schema) -> TrainNBSection:
+    keys = {"epsilon", "method", "columns", "trim", "distribution", "smoothing", "split"}
+    raw = checks.mapping(raw, where, allowed=keys, required={"epsilon"})
+    out: dict[str, Any] = {"epsilon": checks.epsilon(raw["epsilon"], where / "epsilon")}
+    if "method" in raw:
+        out["method"] = checks.choice(raw["method"], where / "method", ("smooth", "global"))
+    if "columns" in raw:
+        out["columns"] = _columns(raw["columns"], where / "columns", schema)
+    if "trim" in raw:
+        trim = checks.number(raw["trim"], where / "trim")
+        if not 0 <= trim < 0.5:
+            raise (where / "trim").error(f"must be in [0, 0.5), got {trim}")
+        out["trim"] = float(trim)
+    if "distribution" in raw:
+        out["distribution"] = checks.choice(raw["distribution"], where / "distribution",
+                                            ("truncated", "gaussian"))
+    if "smoothing" in raw:
+        out["smoothing"] = float(checks.positive(raw["smoothing"], where / "smoothing"))
+    if "split" in raw:
+        parts = ("prior", "categorical", "mean", "variance")
+        split = checks.mapping(raw["split"], where / "split", allowed=set(parts))
+        defaults = dict(TrainNBSection.split)
+        out["split"] = tuple((k, float(checks.positive(split[k], where / "split" / k))
+                              if k in split else defaults[k]) for k in parts)
+    return TrainNBSection(**out)
+
+
 def _parse_section(name: str, raw: Any, where: Where, schema: Schema) -> Any:
+    if name == "train-nb":
+        return _parse_train_nb(raw, where, schema)
     if name == "tabulate":
         raw = checks.mapping(raw, where, allowed={"epsilon", "columns", "bins"},
                              required={"epsilon"})
-        epsilon = checks.positive(raw["epsilon"], where / "epsilon")
+        epsilon = checks.epsilon(raw["epsilon"], where / "epsilon")
         columns: tuple[str, ...] = ()
         if "columns" in raw:
-            columns = checks.scalar_list(raw["columns"], where / "columns")
-            for i, col in enumerate(columns):
-                if not schema.has(col):
-                    raise (where / "columns" / i).error(
-                        f"column {col!r} is not declared in the schema")
+            columns = _columns(raw["columns"], where / "columns", schema)
         bins = checks.integer(raw.get("bins", 10), where / "bins", minimum=1)
+        if bins > MAX_BINS:
+            raise (where / "bins").error(f"must be at most {MAX_BINS:,}, got {bins:,}")
         return TabulateSection(epsilon=epsilon, columns=columns, bins=bins)
     raise where.error("unknown section")  # pragma: no cover - guarded by _TOP_KEYS
 
@@ -147,21 +199,6 @@ def _digest(files: list[Path]) -> str:
     for f in files:
         h.update(f.name.encode() + b"\0" + f.read_bytes() + b"\0")
     return h.hexdigest()
-
-
-def _read_yaml(path: Path) -> Any:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise SpecError(f"{path}: spec file not found") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise SpecError(f"{path}: cannot read spec file ({exc})") from None
-    try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        raise SpecError(f"{path}: not valid YAML{at}") from None
 
 
 def describe_column(column: NumericColumn | CategoricalColumn | BinaryColumn | TokensColumn) -> str:

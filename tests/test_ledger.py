@@ -25,6 +25,9 @@ from dpcli.ledger import (
     Reservation,
     entry_hash,
     file_digest,
+    init_ledger,
+    input_digest,
+    key_path,
     read_entries,
     verify_file,
 )
@@ -60,7 +63,9 @@ def start_worker(mode: str, path: Path, epsilon: str, total: str = "1.0") -> sub
 
 @pytest.fixture
 def path(tmp_path: Path) -> Path:
-    return tmp_path / "audit" / "ledger.jsonl"  # parent folder does not exist yet
+    p = tmp_path / "audit" / "ledger.jsonl"  # parent folder does not exist yet
+    assert init_ledger(p)
+    return p
 
 
 @pytest.fixture
@@ -253,13 +258,36 @@ def test_reserve_on_a_tampered_ledger_is_refused_and_writes_nothing(small_ledger
         ledger.summary()
 
 
-def test_missing_ledger_is_empty_and_valid(path: Path) -> None:
+def test_new_ledger_is_empty_and_valid(path: Path) -> None:
     report = verify_file(path)
     assert (report.ok, report.entries, report.problems, report.head) == (True, 0, [], GENESIS)
     assert read_entries(path) == []
     summary = Ledger(path, "d", Budget(2)).summary()
     assert (summary.spent, summary.remaining, summary.runs) == (Budget(0), Budget(2), [])
+    assert key_path(path).stat().st_mode & 0o777 == 0o600
+    assert not init_ledger(path)  # a second init changes nothing
+
+
+def test_missing_ledger_is_refused_not_reset(tmp_path: Path) -> None:
+    """A deleted or moved ledger must never read as a fresh, full budget."""
+    path = tmp_path / "nowhere.jsonl"
+    ledger = Ledger(path, "d", Budget(1))
+    for action in (ledger.summary, ledger.verify, lambda: reserve(ledger, 0.1)):
+        with pytest.raises(LedgerError, match="ledger init"):
+            action()
     assert not path.exists()
+
+
+def test_input_digest_is_keyed(path: Path, tmp_path: Path) -> None:
+    data = tmp_path / "data.csv"
+    data.write_text("a,b\n1,2\n")
+    keyed = input_digest(path, data)
+    assert keyed.startswith("hmac-sha256:")
+    assert file_digest(data) not in keyed  # the plain hash of private data is never logged
+    assert keyed == input_digest(path, data)
+    key_path(path).unlink()
+    with pytest.raises(LedgerError, match="digest key"):
+        input_digest(path, data)
 
 
 # -- accounting -------------------------------------------------------------
@@ -310,7 +338,7 @@ def test_non_decimal_spend_is_rounded_up_never_down(path: Path) -> None:
 def test_zero_epsilon_plan_is_rejected(path: Path) -> None:
     with pytest.raises(ValueError, match="positive"):
         reserve(Ledger(path, "d", Budget(1)), 0)
-    assert not path.exists()
+    assert path.read_bytes() == b""  # nothing written
 
 
 def test_changing_the_declared_total_is_refused(path: Path) -> None:

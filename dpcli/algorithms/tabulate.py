@@ -21,9 +21,9 @@ from itertools import pairwise
 
 import numpy as np
 
+from dpcli.algorithms.common import table_sensitivity
 from dpcli.budget import Budget
-from dpcli.data.schema import NumericColumn, Schema, TokensColumn
-from dpcli.errors import UsageError
+from dpcli.data.schema import NumericColumn, Schema
 from dpcli.mechanisms import Plan, discrete_laplace_mechanism
 from dpcli.stats import Stats, StatsRequest
 
@@ -35,25 +35,13 @@ def default_columns(schema: Schema) -> tuple[str, ...]:
     return tuple(c.name for c in schema.columns if not isinstance(c, NumericColumn))
 
 
-def sensitivity(schema: Schema, column: str) -> int:
-    """L1 sensitivity under replace-one of ``column``'s per-class count table."""
-    col = schema.column(column)
-    if isinstance(col, TokensColumn):
-        if col.max_per_row is None:
-            raise UsageError(
-                f"column {column!r}: a tokens column needs 'max_per_row' in the schema so that "
-                f"one record's contribution (and the noise) stays bounded")
-        return 2 * col.max_per_row
-    return 2
-
-
 def plan(schema: Schema, columns: Sequence[str], total: Budget) -> Plan:
     """Split ``total`` equally between the class counts and each column's table."""
     shares = {CLASS_STEP: ("discrete_laplace", Fraction(1))}
     for name in columns:
         shares[f"counts:{name}"] = ("discrete_laplace", Fraction(1))
     p = Plan.split(total, shares)
-    sens = {CLASS_STEP: 2, **{f"counts:{c}": sensitivity(schema, c) for c in columns}}
+    sens = {CLASS_STEP: 2, **{f"counts:{c}": table_sensitivity(schema, c) for c in columns}}
     notes = {step.name: f"Δ={sens[step.name]}, scale {sens[step.name] / step.budget.eps:.4g}"
              for step in p}
     return p.with_notes(notes)
@@ -87,7 +75,7 @@ def release(stats: Stats, p: Plan, schema: Schema, columns: Sequence[str], bins:
 
     def emit(table: str, levels: list[str], counts: np.ndarray, step: str) -> None:
         eps = p.step(step).budget.eps
-        sens = 2 if step == CLASS_STEP else sensitivity(schema, step.split(":", 1)[1])
+        sens = 2 if step == CLASS_STEP else table_sensitivity(schema, step.split(":", 1)[1])
         noisy = discrete_laplace_mechanism(counts, sensitivity=sens, epsilon=eps, rng=rng)
         noisy = np.maximum(noisy, 0)
         for k, cls in enumerate(classes):

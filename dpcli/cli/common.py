@@ -21,7 +21,7 @@ SpecOpt = Annotated[Path, typer.Option(
 EpsilonOpt = Annotated[float | None, typer.Option(
     "--epsilon", "-e", help="ε this run spends (overrides the spec's section for this run).")]
 SeedOpt = Annotated[int | None, typer.Option(
-    "--seed", help="Seed the noise for a reproducible test or benchmark; the run is marked "
+    "--seed", min=0, help="Seed the noise for a reproducible test or benchmark; the run is marked "
     "'seeded' in the ledger. Omit it for real releases (OS randomness).")]
 DryRunOpt = Annotated[bool, typer.Option(
     "--dry-run", help="Validate spec, options and file, show the planned spend; charge nothing.")]

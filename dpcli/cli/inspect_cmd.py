@@ -84,7 +84,8 @@ def inspect(
         if report.extra:
             ui.say("ignored (not declared): " + ", ".join(report.extra), markup=False)
         if values_checked:
-            ui.say("validation pass: every row parses, every label is a declared class, "
+            parsed = "every row parses, " if report.format == "csv" else ""
+            ui.say(f"validation pass: {parsed}every label is a declared class, "
                    "no missing value where the schema forbids one")
     if not report.readable:
         raise DataError(f"{data}: {report.problems()[0]}")

@@ -10,6 +10,37 @@ from dpcli.cli.ui import UI
 app = typer.Typer(help="Read the privacy budget and audit log of a dataset.", no_args_is_help=True)
 
 
+@app.command("init")
+@handle_errors
+def init(spec: SpecOpt, json: JsonOpt = False, quiet: QuietOpt = False,
+         verbose: VerboseOpt = False) -> None:
+    """Create the dataset's ledger (once, before its first release).
+
+    Spending commands refuse to run without a ledger, so that a moved spec
+    or a deleted log can never silently reset a budget. Also creates the
+    secret key (ledger path + '.key', readable only by you) used to digest
+    input files in the log. Running it again changes nothing.
+
+    Example:
+
+        dpcli ledger init --spec configs/adult.yaml
+    """
+    from dpcli.ledger import init_ledger, key_path
+    from dpcli.spec import load_spec
+
+    ui = UI(quiet=quiet, json=json)
+    s = load_spec(spec)
+    created = init_ledger(s.ledger_path)
+    if json:
+        ui.emit_json({"ledger": str(s.ledger_path), "created": created,
+                      "key": str(key_path(s.ledger_path))})
+    if created:
+        ui.say(f"created ledger {s.ledger_path} for dataset {s.dataset} "
+               f"(total {s.budget}); keep {key_path(s.ledger_path)} private")
+    else:
+        ui.say(f"ledger {s.ledger_path} already exists; nothing changed")
+
+
 @app.command("show")
 @handle_errors
 def show(spec: SpecOpt, json: JsonOpt = False, quiet: QuietOpt = False,

@@ -74,3 +74,17 @@ def resolve_section(spec: Spec, name: str, default: type, epsilon: float | None,
         if not spec.schema.has(c):
             raise UsageError(f"--columns: {c!r} is not declared in the schema of {spec.path}")
     return override(base, epsilon=epsilon, columns=cols, **overrides)
+
+
+def noise_generator(ui: UI, seed: int | None) -> Any:
+    """The run's generator: OS entropy, or a seeded one with a warning that survives --quiet.
+
+    The seed itself is never written to the ledger or the outputs: whoever
+    knows it can regenerate the noise and subtract it.
+    """
+    from dpcli.mechanisms import make_rng
+
+    if seed is not None:
+        ui.warn("--seed makes this run's noise reproducible: anyone who learns the seed can "
+                "remove it. Use it for tests and benchmarks only; the run is marked 'seeded'.")
+    return make_rng(seed)

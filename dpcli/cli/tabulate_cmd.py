@@ -32,7 +32,8 @@ def tabulate(
         help="Comma-separated declared columns (default: the spec's 'tabulate.columns', "
         "else every non-numeric column).")] = None,
     bins: Annotated[int | None, typer.Option(
-        min=1, help="Equal-width bins for numeric columns, within their declared bounds.")] = None,
+        min=1, max=10_000,
+        help="Equal-width bins for numeric columns, within their declared bounds.")] = None,
     epsilon: EpsilonOpt = None,
     seed: SeedOpt = None,
     dry_run: DryRunOpt = False,
@@ -55,10 +56,9 @@ def tabulate(
     from dpcli.algorithms import tabulate as algo
     from dpcli.budget import Budget
     from dpcli.cli.spend import dry_run as answer_dry_run
-    from dpcli.cli.spend import report_data, resolve_section, show_plan
+    from dpcli.cli.spend import noise_generator, report_data, resolve_section, show_plan
     from dpcli.errors import UsageError
     from dpcli.io import Outputs, dumps_json, envelope
-    from dpcli.mechanisms import make_rng
     from dpcli.run import charged, prepare_source
     from dpcli.spec import TabulateSection, load_spec
     from dpcli.stats import get_engine
@@ -75,17 +75,20 @@ def tabulate(
         raise UsageError("--out is required (or pass --dry-run to only see the plan)")
     outputs = Outputs()
     if out is not None:
+        if out.suffix.lower() == ".json":
+            raise UsageError(f"--out {out}: give the table a .csv name; the JSON record of the "
+                             "release is written beside it with the same stem")
         outputs.check_writable(out, out.with_suffix(".json"))
-    source = prepare_source(s, data, chosen)
+    source = prepare_source(s, data, chosen, plan, dry_run=dry_run)
     show_plan(ui, s, plan)
     if dry_run or out is None:
         answer_dry_run(ui, s, plan)  # exits: 0 if the plan fits, 3 if not
         return
     meta = out.with_suffix(".json")
 
-    rng = make_rng(seed)
-    arguments = {"data": str(data), "out": str(out), "columns": list(chosen),
-                 "bins": section.bins, "epsilon": section.epsilon, "seed": seed}
+    rng = noise_generator(ui, seed)
+    arguments = {"data": str(data.resolve()), "out": str(out.resolve()), "columns": list(chosen),
+                 "bins": section.bins, "epsilon": section.epsilon}
     with charged(s, plan, command="tabulate", arguments=arguments, input_path=data,
                  seeded=seed is not None) as charge, outputs:
         with ui.progress("counting", source.num_rows_hint()) as advance:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rich.console import Console
+from rich.text import Text
 
 
 @dataclass
@@ -23,7 +24,8 @@ class UI:
     verbose: bool = False
 
     def __post_init__(self) -> None:
-        self.err = Console(stderr=True, highlight=False, soft_wrap=True)
+        # markup off: paths and messages may hold '[...]', which rich would eat or reject
+        self.err = Console(stderr=True, highlight=False, soft_wrap=True, markup=False)
 
     def say(self, text: str = "", **kwargs: Any) -> None:
         """A line of talk on stderr (suppressed by --quiet)."""
@@ -36,14 +38,14 @@ class UI:
 
     def warn(self, text: str) -> None:
         """Warnings are shown even with --quiet."""
-        self.err.print(f"[yellow]warning:[/yellow] {text}", markup=True)
+        self.err.print(Text("warning: ", style="yellow") + Text(text))
 
     def error(self, text: str) -> None:
-        self.err.print(f"[red]error:[/red] {_escape(text)}", markup=True)
+        self.err.print(Text("error: ", style="red") + Text(text))
 
     def emit_json(self, obj: Any) -> None:
-        """The machine-readable summary, on stdout."""
-        sys.stdout.write(json.dumps(obj, indent=2, ensure_ascii=False, default=str) + "\n")
+        """The machine-readable summary: one line of JSON on stdout (JSON Lines friendly)."""
+        sys.stdout.write(json.dumps(obj, ensure_ascii=False, default=str) + "\n")
         sys.stdout.flush()
 
     @contextmanager
@@ -60,8 +62,6 @@ class UI:
             TextColumn,
             TimeRemainingColumn,
         )
-        from rich.text import Text
-
         class RowRate(ProgressColumn):
             def render(self, task: Any) -> Text:
                 speed = task.finished_speed or task.speed
@@ -73,8 +73,3 @@ class UI:
             task = bar.add_task(description, total=total)
             yield lambda rows: bar.advance(task, rows)
 
-
-def _escape(text: str) -> str:
-    from rich.markup import escape
-
-    return escape(text)

@@ -666,6 +666,9 @@ def _open_parquet(path: Path, read_dictionary: Sequence[str] | None = None) -> p
         raise DataError(f"{path}: cannot read file ({_os_reason(exc)})") from None
     except pa.ArrowException as exc:
         raise DataError(f"{path}: not a readable Parquet file ({exc})") from None
+    except UnicodeDecodeError:
+        raise DataError(f"{path}: not a readable Parquet file (a column name is not "
+                        "UTF-8 text)") from None
 
 
 def _iter_parquet(pf: pq.ParquetFile, path: Path, columns: list[str],

@@ -20,8 +20,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from dpcli import checks
 from dpcli.checks import Where
 
@@ -190,7 +188,7 @@ def parse_schema(raw: Any, where: Where, label: Label) -> Schema:
         path = checks.resolve_path(raw, where)
         if not path.is_file():
             raise where.error(f"cannot read file {path}: no such file")
-        raw, where = _load_yaml_file(path), Where(path)
+        raw, where = checks.load_yaml(path), Where(path)
     raw = checks.mapping(raw, where, allowed={"columns", "missing"}, required={"columns"})
     default_missing = "error"
     if "missing" in raw:
@@ -227,7 +225,7 @@ def _parse_column(name: str, raw: Any, where: Where, default_missing: str) -> Co
             raise (where / "categories").error(
                 f"must not list {OTHER!r}: every categorical column has an implicit "
                 f"{OTHER!r} level for undeclared values")
-        return CategoricalColumn(name, categories, missing, raw.get("taxonomy"))
+        return CategoricalColumn(name, categories, missing, _taxonomy(raw, where))
     if kind == "binary":
         values = ("0", "1")
         if "values" in raw:
@@ -260,7 +258,26 @@ def _parse_numeric(name: str, raw: Mapping[str, Any], where: Where, missing: str
         if not lower <= fill <= upper:
             raise (where / "fill").error(f"must lie within the bounds [{lower}, {upper}]")
     return NumericColumn(name, float(lower), float(upper), missing,
-                         None if fill is None else float(fill), raw.get("taxonomy"))
+                         None if fill is None else float(fill), _taxonomy(raw, where))
+
+
+def _taxonomy(raw: Mapping[str, Any], where: Where) -> Any:
+    """A generalisation hierarchy: nested groups inline, or the path of a public file.
+
+    Kept as declared for the subcommands that use hierarchies (publish-grid).
+    """
+    if "taxonomy" not in raw:
+        return None
+    value = raw["taxonomy"]
+    if isinstance(value, str):
+        path = checks.resolve_path(value, where / "taxonomy")
+        if not path.is_file():
+            raise (where / "taxonomy").error(f"cannot read file {path}: no such file")
+        return path
+    if isinstance(value, Mapping) and value:
+        return value
+    raise (where / "taxonomy").error(
+        "must be a mapping of nested groups or the path of a hierarchy file")
 
 
 def _parse_tokens(name: str, raw: Mapping[str, Any], where: Where, missing: str) -> TokensColumn:
@@ -286,19 +303,6 @@ def _parse_tokens(name: str, raw: Mapping[str, Any], where: Where, missing: str)
     if "max_per_row" in raw:
         cap = checks.integer(raw["max_per_row"], where / "max_per_row", minimum=1)
     return TokensColumn(name, tuple(words), path, cap, missing)
-
-
-def _load_yaml_file(path: Path) -> Any:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise Where(path).error(f"cannot read file: {exc.strerror}") from None
-    try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        at = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
-        raise Where(path).error(f"is not valid YAML{at}") from None
 
 
 def schema_to_dict(schema: Schema) -> dict[str, Any]:

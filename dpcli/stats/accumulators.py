@@ -89,6 +89,19 @@ class ClassCountAccumulator(Accumulator):
         return self.counts.copy()
 
 
+def contingency_sensitivity(column: Column) -> int:
+    """L1 sensitivity under replace-one of one column's (class x level) count table.
+
+    A record sits in one cell (at most r cells for a tokens column capped at r
+    words per row, at most the vocabulary size uncapped); replacing it empties
+    those cells by one and fills as many others: 2, or 2r.
+    """
+    if isinstance(column, TokensColumn):
+        v = len(column.vocabulary)
+        return 2 * (v if column.max_per_row is None else min(column.max_per_row, v))
+    return 2
+
+
 class ContingencyAccumulator(Accumulator):
     """Counts per (class, level) of a categorical/binary/tokens column, int64.
 
@@ -113,10 +126,7 @@ class ContingencyAccumulator(Accumulator):
 
     @property
     def l1_sensitivity(self) -> float:
-        if isinstance(self.column, TokensColumn):
-            r = self.column.max_per_row
-            return 2.0 * (self.n_levels if r is None else min(r, self.n_levels))
-        return 2.0
+        return float(contingency_sensitivity(self.column))
 
     def update(self, batch: EncodedBatch) -> None:
         codes = batch.columns[self.column.name]

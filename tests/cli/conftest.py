@@ -12,6 +12,7 @@ import yaml
 from typer.testing import CliRunner
 
 from dpcli.cli.app import app
+from dpcli.ledger import init_ledger
 
 SCHEMA = {
     "columns": {
@@ -80,6 +81,7 @@ def project(tmp_path: Path) -> Project:
     frame.assign(words=frame["words"].map(" ".join)).to_csv(csv, index=False)
     p = Project(tmp_path, tmp_path / "spec.yaml", data, csv, tmp_path / "ledger.jsonl")
     p.write_spec()
+    init_ledger(p.ledger)
     return p
 
 

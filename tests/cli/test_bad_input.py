@@ -77,7 +77,7 @@ def test_malformed_spec(project: Project, cli, name: str, mutate, message: str) 
     assert r.exit_code == 2, r.stderr
     assert message in r.stderr
     assert str(project.spec) in r.stderr
-    assert not project.ledger.exists()
+    assert project.ledger.read_bytes() == b""  # nothing charged
     assert not (project.root / "o.csv").exists()
 
 
@@ -86,7 +86,7 @@ def test_invalid_yaml(project: Project, cli) -> None:
     r = cli("tabulate", project.data, "--spec", project.spec, "--out", project.root / "o.csv")
     assert r.exit_code == 2
     assert f"{project.spec}: not valid YAML at line" in r.stderr
-    assert not project.ledger.exists()
+    assert project.ledger.read_bytes() == b""  # nothing charged
 
 
 def _write_csv(project: Project, text: str):
@@ -103,12 +103,17 @@ def _csv_rows(project: Project, bad_row: str):
     return _write_csv(project, HEADER + "30,red,no,alpha,0\n" + bad_row + "\n")
 
 DATA_CASES = [
-    ("missing column", lambda p: _frame_without(p, "color"), "color"),
-    ("label outside classes", lambda p: _csv_rows(p, "40,blue,yes,beta,7"), "label"),
-    ("null label", lambda p: _csv_rows(p, "40,blue,yes,beta,"), "label"),
-    ("broken csv row", lambda p: _csv_rows(p, "40,blue"), "bad.csv"),
-    ("text in numeric column", lambda p: _csv_rows(p, "old,red,no,beta,1"), "age"),
-    ("null in a missing: error column", lambda p: _csv_rows(p, "30,,no,alpha,0"), "color"),
+    ("missing column", lambda p: _frame_without(p, "color"), "missing column(s) 'color'"),
+    ("label outside classes", lambda p: _csv_rows(p, "40,blue,yes,beta,7"),
+     "bad.csv: column 'label': label value outside the declared classes in data row 2"),
+    ("null label", lambda p: _csv_rows(p, "40,blue,yes,beta,"),
+     "bad.csv: column 'label': missing label in data row 2"),
+    ("broken csv row", lambda p: _csv_rows(p, "40,blue"),
+     "bad.csv: broken CSV: row 3 of the file"),
+    ("text in numeric column", lambda p: _csv_rows(p, "old,red,no,beta,1"),
+     "bad.csv: column 'age': a value is not a number in data row 2"),
+    ("null in a missing: error column", lambda p: _csv_rows(p, "30,,no,alpha,0"),
+     "bad.csv: column 'color': missing value in data row 2"),
     ("file not found", lambda p: p.root / "absent.parquet", "absent.parquet"),
     ("unknown format", lambda p: _write_csv(p, "").rename(p.root / "data.xlsx"), "data.xlsx"),
 ]
@@ -126,19 +131,28 @@ def test_bad_data_file(project: Project, cli, name: str, make, needle: str) -> N
     r = cli("tabulate", data, "--spec", project.spec, "--out", project.root / "o.csv")
     assert r.exit_code == 2, r.stderr
     assert needle in r.stderr
-    assert not project.ledger.exists()
+    assert project.ledger.read_bytes() == b""  # nothing charged
     assert not (project.root / "o.csv").exists()
 
 
-def test_private_value_not_echoed(project: Project, cli) -> None:
-    data = _write_csv(project, HEADER + "30,red,no,alpha,0\n40,blue,yes,beta,SECRET42\n")
+@pytest.mark.parametrize("bad_row", [
+    "40,blue,yes,beta,SECRET42",          # label
+    "SECRET42,blue,yes,beta,1",           # numeric
+    "40,blue,yes,beta,1,SECRET42",        # extra field
+])
+def test_private_value_not_echoed(project: Project, cli, bad_row: str) -> None:
+    data = _csv_rows(project, bad_row)
     r = cli("tabulate", data, "--spec", project.spec, "--out", project.root / "o.csv")
     assert r.exit_code == 2
     assert "SECRET42" not in r.stderr + r.stdout
+    assert project.ledger.read_bytes() == b""
 
 
 @pytest.mark.parametrize(("args", "needle"), [
-    (["--epsilon", "-1"], "--epsilon must be positive"),
+    (["--epsilon", "-1"], "--epsilon must be a finite number of at least 1e-06, got -1"),
+    (["--epsilon", "inf"], "--epsilon must be a finite number"),
+    (["--epsilon", "1e-9"], "--epsilon must be a finite number of at least 1e-06"),
+    (["--bins", "100000000"], "less than or equal to 10000"),
     (["--columns", "color,shoe_size"], "'shoe_size' is not declared"),
     (["--columns", "words", "--epsilon", "0.1"], None),  # valid: checks the happy path of overrides
 ])
@@ -147,11 +161,11 @@ def test_bad_options(project: Project, cli, args, needle) -> None:
             "--seed", 1, *args)
     if needle is None:
         assert r.exit_code == 0, r.stderr
-        assert project.ledger.exists()
+        assert project.ledger.read_bytes() != b""
         return
     assert r.exit_code == 2
     assert needle in r.stderr
-    assert not project.ledger.exists()
+    assert project.ledger.read_bytes() == b""  # nothing charged
 
 
 def test_unwritable_output_fails_before_charge(project: Project, cli) -> None:
@@ -160,4 +174,4 @@ def test_unwritable_output_fails_before_charge(project: Project, cli) -> None:
             project.root / "taken" / "o.csv")
     assert r.exit_code == 2
     assert "taken" in r.stderr
-    assert not project.ledger.exists()
+    assert project.ledger.read_bytes() == b""  # nothing charged

@@ -83,7 +83,7 @@ def test_dry_run_charges_nothing(project: Project, cli) -> None:
     plan = json.loads(r.stdout)
     assert plan["dry_run"] is True and plan["fits"] is True
     assert plan["planned"]["epsilon"] == 0.3
-    assert not project.ledger.exists()
+    assert project.ledger.read_bytes() == b""  # nothing charged
     assert not (project.root / "counts.csv").exists()
     r = _run(cli, project, "--dry-run", "--epsilon", "5")
     assert r.exit_code == 3

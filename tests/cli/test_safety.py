@@ -1,0 +1,116 @@
+"""Guards a careless or hurried user relies on: no silent budget reset, no leaked seed,
+no lost release, machine-readable output that stays machine-readable."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+
+import yaml
+
+from dpcli.ledger import read_entries
+from tests.cli.conftest import Project
+
+
+def _tab(cli, project: Project, *extra: object, data=None, out="o.csv"):
+    return cli("tabulate", data or project.data, "--spec", project.spec,
+               "--out", project.root / out, *extra)
+
+
+def test_missing_ledger_refuses_until_init(project: Project, cli) -> None:
+    project.ledger.unlink()
+    r = _tab(cli, project)
+    assert r.exit_code == 2 and "dpcli ledger init" in r.stderr
+    for sub in ("show", "verify"):
+        assert cli("ledger", sub, "--spec", project.spec).exit_code == 2
+    assert not project.ledger.exists()
+
+    r = cli("ledger", "init", "--spec", project.spec)
+    assert r.exit_code == 0 and "created ledger" in r.stderr
+    key = project.ledger.with_name(project.ledger.name + ".key")
+    assert key.stat().st_mode & 0o777 == 0o600
+    r = cli("ledger", "init", "--spec", project.spec)
+    assert r.exit_code == 0 and "already exists" in r.stderr
+    assert _tab(cli, project).exit_code == 0
+
+
+def test_duplicate_key_in_spec_is_an_error(project: Project, cli) -> None:
+    text = yaml.safe_dump({"dataset": "toy"}) + "budget: {epsilon: 1}\nbudget: {epsilon: 50}\n"
+    spec = project.root / "dup.yaml"
+    spec.write_text(text)
+    r = cli("tabulate", project.data, "--spec", spec, "--out", project.root / "o.csv")
+    assert r.exit_code == 2
+    assert f"{spec}: not valid YAML at line 3" in r.stderr and "duplicate key 'budget'" in r.stderr
+    assert project.ledger.read_bytes() == b""
+
+
+def test_exponent_notation_is_a_number(project: Project, cli) -> None:
+    project.spec.write_text(project.spec.read_text().replace("epsilon: 0.3", "epsilon: 3e-1"))
+    r = _tab(cli, project, "--json")
+    assert r.exit_code == 0, r.stderr
+    assert json.loads(r.stdout)["spent"]["epsilon"] == 0.3
+
+
+def test_over_budget_exits_3_before_reading_values(project: Project, cli) -> None:
+    broken = project.root / "broken.csv"
+    broken.write_text("age,color,member,words,label\n30,red,no,alpha,9\n")
+    r = _tab(cli, project, "--epsilon", "5", data=broken)
+    assert r.exit_code == 3  # not 2: the label value was never read
+    assert "budget exhausted" in r.stderr
+
+
+def test_brackets_in_paths_are_printed_verbatim(project: Project, cli) -> None:
+    r = _tab(cli, project, out="[draft]/o.csv")
+    assert r.exit_code == 0, r.stderr
+    assert "[draft]/o.csv" in r.stderr
+    assert (project.root / "[draft]" / "o.csv").exists()
+
+
+def test_out_named_json_is_refused_before_charge(project: Project, cli) -> None:
+    r = _tab(cli, project, out="o.json")
+    assert r.exit_code == 2 and ".csv" in r.stderr
+    assert project.ledger.read_bytes() == b""
+
+
+def test_seed_warns_even_when_quiet_and_is_not_logged(project: Project, cli) -> None:
+    r = _tab(cli, project, "--seed", 987654321, "--quiet")
+    assert r.exit_code == 0
+    assert "warning: --seed makes this run's noise reproducible" in r.stderr
+    assert "987654321" not in project.ledger.read_text()
+    assert "987654321" not in (project.root / "o.json").read_text()
+
+
+def test_input_digest_is_keyed_not_a_plain_hash(project: Project, cli) -> None:
+    assert _tab(cli, project).exit_code == 0
+    reserve = read_entries(project.ledger)[0]
+    plain = hashlib.sha256(project.data.read_bytes()).hexdigest()
+    assert reserve["input_digest"].startswith("hmac-sha256:")
+    assert plain not in project.ledger.read_text()
+    assert reserve["input_file"] == str(project.data.resolve())
+
+
+def test_json_summary_is_one_line(project: Project, cli) -> None:
+    r = _tab(cli, project, "--json")
+    assert r.exit_code == 0
+    lines = r.stdout.splitlines()
+    assert len(lines) == 1 and json.loads(lines[0])["command"] == "tabulate"
+
+
+def test_tokens_without_cap_are_refused_naming_the_key(project: Project, cli) -> None:
+    def uncapped(spec: dict) -> None:
+        del spec["schema"]["columns"]["words"]["max_per_row"]
+    project.write_spec(uncapped)
+    r = _tab(cli, project, "--columns", "words")
+    assert r.exit_code == 2
+    assert "columns.words.max_per_row: is required" in r.stderr
+    assert project.ledger.read_bytes() == b""
+
+
+def test_outputs_follow_the_umask(project: Project, cli) -> None:
+    old = os.umask(0o022)
+    try:
+        assert _tab(cli, project).exit_code == 0
+    finally:
+        os.umask(old)
+    assert (project.root / "o.csv").stat().st_mode & 0o777 == 0o644

@@ -29,10 +29,20 @@ from dpcli.mechanisms.smooth import (
     smooth_sensitivity,
     smooth_sensitivity_mechanism,
 )
+from dpcli.mechanisms.smooth_stats import (
+    Trimmed,
+    mean_sensitivity_at,
+    smooth_sensitivity_trimmed_mean,
+    smooth_sensitivity_trimmed_variance,
+    trim_count,
+    trimmed_stats,
+    variance_sensitivity_at,
+)
 
 __all__ = [
     "Plan",
     "Step",
+    "Trimmed",
     "discrete_laplace_cdf",
     "discrete_laplace_mechanism",
     "discrete_laplace_pmf",
@@ -45,8 +55,14 @@ __all__ = [
     "laplace_cdf",
     "laplace_mechanism",
     "make_rng",
+    "mean_sensitivity_at",
     "smooth_beta",
     "smooth_noise_scale",
     "smooth_sensitivity",
     "smooth_sensitivity_mechanism",
+    "smooth_sensitivity_trimmed_mean",
+    "smooth_sensitivity_trimmed_variance",
+    "trim_count",
+    "trimmed_stats",
+    "variance_sensitivity_at",
 ]

@@ -49,7 +49,7 @@ class TrainNBSection:
     """``train-nb``: differentially private naive Bayes."""
 
     epsilon: float
-    method: str = "smooth"
+    method: str = "global"
     columns: tuple[str, ...] = ()
     trim: float = 0.05
     distribution: str = "truncated"

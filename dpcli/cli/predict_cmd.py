@@ -1,0 +1,53 @@
+"""``dpcli predict``: apply a released model to a data file (no budget spent)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from dpcli.cli.common import DataArg, JsonOpt, QuietOpt, VerboseOpt, handle_errors
+from dpcli.cli.ui import UI
+
+
+@handle_errors
+def predict(
+    model: Annotated[Path, typer.Argument(metavar="MODEL", help="A dpcli model JSON.")],
+    data: DataArg,
+    out: Annotated[Path, typer.Option(
+        "--out", "-o", help="Predictions (.parquet or .csv): the input columns plus "
+        "prediction, score (binary labels) and proba_<class>.")],
+    json: JsonOpt = False,
+    quiet: QuietOpt = False,
+    verbose: VerboseOpt = False,
+) -> None:
+    """Predict with a dpcli model; spends no budget.
+
+    The model is already a private release, so applying it costs nothing.
+    Per-row predictions on private rows are the custodian's, not a release:
+    do not publish them as if they were private. The file need not hold the
+    label; the schema travels inside the model, so no spec is needed.
+
+    Example:
+
+        dpcli predict models/nb.json sample_data/adult_test.parquet --out preds.parquet
+    """
+    from dpcli.io import Outputs
+    from dpcli.mechanisms import make_rng
+    from dpcli.predict import load_model, write_predictions
+
+    ui = UI(quiet=quiet, json=json)
+    m, env = load_model(model)
+    outputs = Outputs()
+    outputs.check_writable(out)
+    with outputs:
+        tmp = outputs.stage(out)
+        with ui.progress("predicting", None) as advance:
+            rows = write_predictions(m, data, out, tmp, rng=make_rng(), progress=advance)
+        outputs.commit()
+    ui.say(f"wrote {rows:,} predictions to {out} with {env['kind']} model {model} "
+           f"(trained at ε={env['epsilon']:g}); no budget spent")
+    if json:
+        ui.emit_json({"command": "predict", "model": str(model), "rows": rows,
+                      "out": str(out), "spent": {"epsilon": 0.0, "delta": 0.0}})

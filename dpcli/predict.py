@@ -1,0 +1,128 @@
+"""Predictions from any released dpcli model, streamed batch by batch.
+
+A model is already a differentially private release: using it spends no
+budget. Predicting on *private* rows produces per-row outputs that are the
+custodian's, not a release: they must not leave the custodian's hands as if
+they were private.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+import pyarrow as pa
+
+from dpcli.data.encode import EncodedBatch
+from dpcli.data.schema import Schema
+from dpcli.errors import DataError, UsageError
+from dpcli.io import read_envelope
+
+OUTPUT_FORMATS = {".parquet": "parquet", ".pq": "parquet", ".csv": "csv"}
+
+
+class Model(Protocol):
+    schema: Schema
+    columns: tuple[str, ...]
+
+    def predict_proba(self, batch: EncodedBatch) -> np.ndarray: ...
+
+
+def _naive_bayes(payload: dict[str, Any], path: Path) -> Model:
+    from dpcli.algorithms.naive_bayes import NaiveBayesModel
+
+    return NaiveBayesModel.from_payload(payload, path)
+
+
+LOADERS: dict[str, Callable[[dict[str, Any], Path], Model]] = {"naive_bayes": _naive_bayes}
+
+
+def load_model(path: Path) -> tuple[Model, dict[str, Any]]:
+    """The model in a dpcli JSON envelope, and the envelope itself."""
+    envelope = read_envelope(path)
+    kind = envelope.get("kind")
+    if kind not in LOADERS:
+        raise DataError(f"{path}: holds a {kind!r}, which is not a model dpcli can predict "
+                        f"with (models: {', '.join(LOADERS)})")
+    try:
+        return LOADERS[kind](envelope["payload"], path), envelope
+    except (KeyError, TypeError, ValueError) as exc:
+        raise DataError(f"{path}: malformed {kind} model ({type(exc).__name__})") from None
+
+
+def output_columns(model: Model) -> list[str]:
+    classes = model.schema.label.classes
+    extra = ["prediction"]
+    if len(classes) == 2:
+        extra.append("score")
+    return extra + [f"proba_{c}" for c in classes]
+
+
+def predict_batch(model: Model, raw: pa.RecordBatch, encoded: EncodedBatch) -> pa.RecordBatch:
+    """``raw`` with the predicted class, the positive-class score and every class probability."""
+    proba = model.predict_proba(encoded)
+    classes = model.schema.label.classes
+    arrays = list(raw.columns)
+    names = list(raw.schema.names)
+    arrays.append(pa.array(np.asarray(classes, dtype=object)[proba.argmax(axis=1)], pa.string()))
+    names.append("prediction")
+    if len(classes) == 2:
+        pos = model.schema.label.positive_index
+        arrays.append(pa.array(proba[:, 1 if pos is None else pos]))
+        names.append("score")
+    for k, c in enumerate(classes):
+        arrays.append(pa.array(proba[:, k]))
+        names.append(f"proba_{c}")
+    return pa.RecordBatch.from_arrays(arrays, names=names)
+
+
+def write_predictions(model: Model, data: Path, out: Path, tmp: Path, *,
+                      rng: np.random.Generator, progress: Callable[[int], None]) -> int:
+    """Stream ``data`` through ``model`` into ``tmp`` (renamed to ``out`` by the caller).
+
+    Returns the number of rows written. Memory stays bounded by one batch.
+    """
+    import pyarrow.csv as pacsv
+    import pyarrow.parquet as pq
+
+    from dpcli.data import DataSource
+
+    fmt = OUTPUT_FORMATS.get(out.suffix.lower())
+    if fmt is None:
+        raise UsageError(f"{out}: unknown output format (use {', '.join(OUTPUT_FORMATS)})")
+    # tokens are read in full at prediction time: the per-row cap bounds a *training* record
+    source = DataSource(data, _uncapped(model.schema), label=False)
+    structure = source.check_structure(model.columns)
+    clash = set(output_columns(model)) & set(structure.extra)
+    if clash:
+        raise UsageError(f"{data}: already has column(s) {', '.join(sorted(clash))}; "
+                         "rename them before predicting")
+    writer: Any = None
+    rows = 0
+    try:
+        for raw, encoded in source.prediction_batches(model.columns, rng=rng):
+            batch = predict_batch(model, raw, encoded)
+            if writer is None:
+                writer = (pq.ParquetWriter(tmp, batch.schema) if fmt == "parquet"
+                          else pacsv.CSVWriter(tmp, batch.schema))
+            writer.write_batch(batch)
+            rows += batch.num_rows
+            progress(batch.num_rows)
+    finally:
+        if writer is not None:
+            writer.close()
+    if writer is None:
+        raise DataError(f"{data}: holds no rows to predict")
+    return rows
+
+
+def _uncapped(schema: Schema) -> Schema:
+    from dataclasses import replace
+
+    from dpcli.data.schema import TokensColumn
+
+    cols = tuple(replace(c, max_per_row=None) if isinstance(c, TokensColumn) else c
+                 for c in schema.columns)
+    return Schema(columns=cols, label=schema.label, source=schema.source)

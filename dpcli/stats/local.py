@@ -13,11 +13,13 @@ from collections.abc import Callable, Iterable
 from typing import ClassVar
 
 import numpy as np
+import pyarrow as pa
 
 from dpcli.data.encode import EncodedBatch
 from dpcli.data.reader import DataSource
 from dpcli.data.report import DataReport
 from dpcli.data.schema import Schema
+from dpcli.errors import DataError
 from dpcli.stats.accumulators import StatsAccumulator
 from dpcli.stats.engine import Engine, Stats, StatsRequest
 
@@ -44,9 +46,13 @@ class LocalEngine(Engine):
                 rng: np.random.Generator,
                 progress: Callable[[int], None] | None = None) -> Stats:
         request.validate(source.schema)
-        acc = StatsAccumulator(source.schema, request)
-        for batch in source.batches(request.columns(), rng=rng):
-            acc.update(batch)
-            if progress is not None:
-                progress(batch.n)
-        return acc.result(source.report)
+        batches = source.batches(request.columns(), rng=rng)
+        try:
+            stats = compute_batches(source.schema, request, batches, progress=progress)
+        except (pa.ArrowException, IndexError) as exc:
+            # a data page the pre-charge pass did not decode (e.g. a corrupt Parquet page in a
+            # feature column); pyarrow's text may quote values, so only its type is named
+            raise DataError(f"{source.path}: could not decode the data "
+                            f"({type(exc).__name__}); the file may be corrupt") from None
+        stats.report = source.report  # the pass starts a fresh report: read it after the pass
+        return stats

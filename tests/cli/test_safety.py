@@ -114,3 +114,31 @@ def test_outputs_follow_the_umask(project: Project, cli) -> None:
     finally:
         os.umask(old)
     assert (project.root / "o.csv").stat().st_mode & 0o777 == 0o644
+
+
+def test_corrupt_feature_page_fails_cleanly_after_the_charge(project: Project, cli) -> None:
+    """The pre-charge pass reads only the label of a Parquet file: a corrupt page in a
+    feature column is found during the pass, after the charge, which is then kept."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from tests.cli.conftest import toy_frame
+
+    good = project.root / "good.parquet"
+    pq.write_table(pa.Table.from_pandas(toy_frame(2000)), good, use_dictionary=False,
+                   compression="NONE")
+    raw = bytearray(good.read_bytes())
+    age = pq.ParquetFile(good).metadata.row_group(0).column(0)
+    assert age.path_in_schema == "age"
+    for pos in np.random.default_rng(0).integers(age.data_page_offset,
+                                                 age.data_page_offset + 40, 4):
+        raw[pos] ^= 0xFF
+    bad = project.root / "bad.parquet"
+    bad.write_bytes(bytes(raw))
+    r = _tab(cli, project, "--columns", "age,color", data=bad)
+    assert r.exit_code == 2
+    assert "could not be decoded" in r.stderr
+    assert not (project.root / "o.csv").exists()
+    kinds = [e["kind"] for e in read_entries(project.ledger)]
+    assert kinds == ["reserve", "failed"]

@@ -415,23 +415,8 @@ class DataSource:
         Starts a fresh :attr:`report` and counts into it. ``rng`` seeds the
         per-row token cap (reproducible under a seeded generator).
         """
-        needed = self.needed_columns(columns)
-        self.check_structure(columns)
-        self.report = DataReport(file=self.path)
-        encoder = BatchEncoder(self.schema, needed, report=self.report, rng=rng,
-                               file=self.path, with_label=self.label)
-        if self.format == "csv":
-            source: Iterator[pa.RecordBatch] = self._csv_batches(needed)
-        else:
-            source = self._parquet_batches(needed, encoder)
-        step = self.batch_rows
-        for rb in source:
-            if rb.num_rows <= step:
-                if rb.num_rows:
-                    yield encoder.encode(rb)
-                continue
-            for start in range(0, rb.num_rows, step):
-                yield encoder.encode(rb.slice(start, step))
+        for _raw, encoded in self._encoded(columns, rng=rng, all_columns=False):
+            yield encoded
 
     def prediction_batches(self, columns: Sequence[str], *, rng: np.random.Generator
                            ) -> Iterator[tuple[pa.RecordBatch, EncodedBatch]]:
@@ -442,15 +427,22 @@ class DataSource:
         guesswork), the declared feature columns are encoded under the schema.
         The label is encoded only if this source requires it.
         """
+        yield from self._encoded(columns, rng=rng, all_columns=True)
+
+    def _encoded(self, columns: Sequence[str], *, rng: np.random.Generator,
+                 all_columns: bool) -> Iterator[tuple[pa.RecordBatch, EncodedBatch]]:
         needed = self.needed_columns(columns)
         self.check_structure(columns)
         self.report = DataReport(file=self.path)
         encoder = BatchEncoder(self.schema, needed, report=self.report, rng=rng,
                                file=self.path, with_label=self.label)
+        source: Iterator[pa.RecordBatch]
         if self.format == "csv":
-            source: Iterator[pa.RecordBatch] = self._csv_batches(self._csv_header())
-        else:
+            source = self._csv_batches(self._csv_header() if all_columns else needed)
+        elif all_columns:
             source = self._parquet_all_columns(encoder)
+        else:
+            source = self._parquet_batches(needed, encoder)
         for rb in source:
             for start in range(0, rb.num_rows, self.batch_rows):
                 raw = rb.slice(start, self.batch_rows)

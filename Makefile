@@ -35,10 +35,13 @@ test: $(VENV)/.installed
 	$(BIN)/ruff check dpcli tests benchmarks
 	$(BIN)/python -m pytest -q
 
-# DuckDB is a baseline for the benchmarks only, not a dpcli dependency.
+# Baselines (DuckDB, scikit-learn, diffprivlib) are for the benchmarks only, not dpcli
+# dependencies: they go into a separate venv so that dpcli's own is never pinned by them.
+BENCH_VENV ?= .venv-bench
 bench: $(VENV)/.installed
-	$(BIN)/python -m pip install --quiet duckdb || echo "duckdb unavailable: its baseline is skipped"
-	$(BIN)/python benchmarks/run_all.py
+	test -x $(BENCH_VENV)/bin/python || $(PYTHON) -m venv $(BENCH_VENV)
+	$(BENCH_VENV)/bin/python -m pip install --quiet -e . -r benchmarks/requirements.txt
+	$(BENCH_VENV)/bin/python benchmarks/run_all.py
 
 clean:
 	rm -rf $(VENV) demo .pytest_cache .ruff_cache *.egg-info

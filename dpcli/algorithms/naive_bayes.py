@@ -51,8 +51,9 @@ declared range: a noisy variance near 0 would make one feature dominate).
 method pays twice (ε/2 per class) and the heavy-tailed calibration costs a
 factor 2(γ+1); its noise on a class mean is about 4(γ+1)·R/(U−L) times the
 global method's, R being the trimmed sample's range. It wins only where the
-declared bounds are far wider than the data; on UCI Adult and the credit
-data it loses at every ε (benchmarks/results/nb_accuracy.md).
+declared bounds are far wider than the data; on UCI Adult it loses at every
+ε in accuracy and AUC, on the credit data at every ε in AUC
+(benchmarks/results/nb_accuracy.md).
 """
 
 from __future__ import annotations

@@ -95,7 +95,7 @@ def write_predictions(model: Model, data: Path, out: Path, tmp: Path, *,
     # tokens are read in full at prediction time: the per-row cap bounds a *training* record
     source = DataSource(data, _uncapped(model.schema), label=False)
     structure = source.check_structure(model.columns)
-    clash = set(output_columns(model)) & set(structure.extra)
+    clash = set(output_columns(model)) & (set(structure.present) | set(structure.extra))
     if clash:
         raise UsageError(f"{data}: already has column(s) {', '.join(sorted(clash))}; "
                          "rename them before predicting")
@@ -104,6 +104,8 @@ def write_predictions(model: Model, data: Path, out: Path, tmp: Path, *,
     try:
         for raw, encoded in source.prediction_batches(model.columns, rng=rng):
             batch = predict_batch(model, raw, encoded)
+            if fmt == "csv":
+                batch = _lists_as_text(batch)
             if writer is None:
                 writer = (pq.ParquetWriter(tmp, batch.schema) if fmt == "parquet"
                           else pacsv.CSVWriter(tmp, batch.schema))
@@ -116,6 +118,17 @@ def write_predictions(model: Model, data: Path, out: Path, tmp: Path, *,
     if writer is None:
         raise DataError(f"{data}: holds no rows to predict")
     return rows
+
+
+def _lists_as_text(batch: pa.RecordBatch) -> pa.RecordBatch:
+    """CSV has no lists: a list of strings becomes its items joined by single spaces
+    (the form dpcli reads tokens from CSV)."""
+    import pyarrow.compute as pc
+
+    arrays = [pc.binary_join(a.cast(pa.list_(pa.string())), " ")
+              if pa.types.is_list(a.type) or pa.types.is_large_list(a.type) else a
+              for a in batch.columns]
+    return pa.RecordBatch.from_arrays(arrays, names=batch.schema.names)
 
 
 def _uncapped(schema: Schema) -> Schema:

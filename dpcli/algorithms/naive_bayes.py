@@ -93,6 +93,7 @@ from dpcli.stats import Stats, StatsRequest
 METHODS = ("smooth", "global")
 DISTRIBUTIONS = ("truncated", "gaussian")
 PRIOR = "prior"
+SPLIT_PARTS = ("prior", "categorical", "mean", "variance")
 
 
 @dataclass(frozen=True)
@@ -118,6 +119,11 @@ class NBConfig:
             raise UsageError(f"gamma must be > 1, got {self.gamma}")
         if not self.smoothing > 0:
             raise UsageError(f"smoothing must be positive, got {self.smoothing}")
+        if set(self.split) != set(SPLIT_PARTS):
+            raise UsageError(f"split must give a weight to each of {', '.join(SPLIT_PARTS)}")
+        for key, weight in self.split.items():
+            if not weight > 0:
+                raise UsageError(f"split.{key} must be positive, got {weight}")
 
 
 def _kind(schema: Schema, column: str) -> str:

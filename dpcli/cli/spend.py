@@ -70,9 +70,11 @@ def resolve_section(spec: Spec, name: str, default: type, epsilon: float | None,
             spec.section(name)  # raises: names the missing section and the file
         base = default(epsilon=epsilon)
     cols = tuple(c.strip() for c in columns.split(",") if c.strip()) if columns else None
-    for c in cols or ():
+    for i, c in enumerate(cols or ()):
         if not spec.schema.has(c):
             raise UsageError(f"--columns: {c!r} is not declared in the schema of {spec.path}")
+        if c in cols[:i]:
+            raise UsageError(f"--columns: {c!r} is listed twice")
     return override(base, epsilon=epsilon, columns=cols, **overrides)
 
 

@@ -70,6 +70,8 @@ def tabulate(
     if not chosen:
         raise UsageError("no columns to tabulate: pass --columns")
     plan = algo.plan(s.schema, chosen, Budget(section.epsilon))
+    request = algo.request(s.schema, chosen, section.bins)
+    request.validate(s.schema)  # before the charge: a bad request must cost nothing
 
     if out is None and not dry_run:
         raise UsageError("--out is required (or pass --dry-run to only see the plan)")
@@ -92,8 +94,7 @@ def tabulate(
     with charged(s, plan, command="tabulate", arguments=arguments, input_path=data,
                  seeded=seed is not None) as charge, outputs:
         with ui.progress("counting", source.num_rows_hint()) as advance:
-            stats = get_engine().compute(source, algo.request(s.schema, chosen, section.bins),
-                                         rng=rng, progress=advance)
+            stats = get_engine().compute(source, request, rng=rng, progress=advance)
         rows = algo.release(stats, plan, s.schema, chosen, section.bins, rng)
         import pandas as pd
 

@@ -73,6 +73,8 @@ def train_nb(
                          split=dict(section.split))
     chosen = section.columns or s.schema.names
     plan = nb.plan(s.schema, chosen, Budget(section.epsilon), config)
+    request = nb.request(s.schema, chosen, config)
+    request.validate(s.schema)  # before the charge: a bad request must cost nothing
 
     if out is None and not dry_run:
         raise UsageError("--out is required (or pass --dry-run to only see the plan)")
@@ -91,8 +93,7 @@ def train_nb(
     with charged(s, plan, command="train-nb", arguments=arguments, input_path=data,
                  seeded=seed is not None) as charge, outputs:
         with ui.progress("reading", source.num_rows_hint()) as advance:
-            stats = get_engine().compute(source, nb.request(s.schema, chosen, config),
-                                         rng=rng, progress=advance)
+            stats = get_engine().compute(source, request, rng=rng, progress=advance)
         model = nb.fit(stats, s.schema, chosen, plan, config, rng)
         payload = {**model.to_payload(), "breakdown": plan.to_json()}
         outputs.write_text(out, dumps_json(envelope(

@@ -1,0 +1,268 @@
+"""End-to-end: ``dpcli train-nb`` through the real entry point, its model envelope and ledger.
+
+The toy project (tests/cli/conftest.py): age numeric [17, 90], color
+categorical, member binary, words tokens (max_per_row 3), label classes
+[0, 1]; total budget ε = 1, ledger initialised and empty.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+import pandas as pd
+import pytest
+
+from dpcli.ledger import read_entries
+from tests.cli.conftest import Project
+
+ALL_STEPS = {"prior", "counts:color", "counts:member", "counts:words", "mean:age",
+             "variance:age"}
+
+
+def _train(cli, project: Project, *extra: object, out: str = "m.json", data=None):
+    return cli("train-nb", data or project.data, "--spec", project.spec,
+               "--out", project.root / out, *extra)
+
+
+def _payload_without_run_fields(path) -> dict:
+    env = json.loads(path.read_text())
+    for key in ("created", "ledger_run_id"):
+        env.pop(key)
+    return env
+
+
+def test_train_writes_envelope_summary_and_ledger(project: Project, cli) -> None:
+    r = _train(cli, project, "--seed", 1, "--json", "--epsilon", 0.6)
+    assert r.exit_code == 0, r.stderr
+    lines = r.stdout.strip().splitlines()
+    assert len(lines) == 1  # one-line machine-readable summary
+    summary = json.loads(lines[0])
+    assert summary["command"] == "train-nb" and summary["dataset"] == "toy"
+    assert summary["method"] == "global"
+    assert summary["spent"] == {"epsilon": 0.6, "delta": 0.0}
+
+    model_path = project.root / "m.json"
+    env = json.loads(model_path.read_text())
+    assert env["format"] == "dpcli" and env["kind"] == "naive_bayes"
+    assert env["schema_version"] == 1
+    assert env["epsilon"] == 0.6 and env["delta"] == 0.0
+    assert env["seeded"] is True and env["dataset"] == "toy"
+    assert env["neighbouring"] == "replace-one"
+    assert env["ledger_run_id"] == summary["run_id"]
+    payload = env["payload"]
+    assert payload["model"] == "naive_bayes" and payload["method"] == "global"
+    assert payload["columns"] == ["age", "color", "member", "words"]
+    assert set(payload["tables"]) == {"color", "member", "words"}
+    assert set(payload["numeric"]) == {"age"}
+    assert len(payload["tables"]["color"][0]) == 4  # red, green, blue + other
+
+    entries = read_entries(project.ledger)
+    assert [e["kind"] for e in entries] == ["reserve", "complete"]
+    reserve = entries[0]
+    assert reserve["run_id"] == summary["run_id"] and reserve["command"] == "train-nb"
+    assert reserve["seeded"] is True and reserve["epsilon"] == 0.6
+    breakdown = {s["step"]: s for s in reserve["breakdown"]}
+    assert set(breakdown) == ALL_STEPS
+    # default split: ε / (2·1 numeric + 3 tables + 1)
+    assert all(s["epsilon"] == pytest.approx(0.1, abs=1e-15) for s in breakdown.values())
+    assert sum(s["epsilon"] for s in breakdown.values()) == pytest.approx(0.6, abs=1e-12)
+    assert breakdown["counts:words"]["note"].startswith("Δ=6,")  # 2 · max_per_row
+    assert breakdown["counts:color"]["note"].startswith("Δ=2,")
+    assert breakdown["mean:age"]["note"].startswith("class sums, Δ=73,")  # U − L
+    assert breakdown["variance:age"]["note"].startswith("class sums, Δ=1332,")  # h²
+    assert reserve["breakdown"] == summary["breakdown"] == payload["breakdown"]
+    outputs = entries[1]["outputs"]
+    assert [o["path"].endswith("m.json") for o in outputs] == [True]
+    assert outputs[0]["sha256"] == hashlib.sha256(model_path.read_bytes()).hexdigest()
+
+    # the model holds the noisy counts, not the exact ones (deterministic under --seed 1)
+    exact = pd.read_parquet(project.data)["label"].value_counts().sort_index().tolist()
+    assert payload["class_counts"] != [float(c) for c in exact]
+    assert "seed" not in json.dumps(reserve["arguments"])
+
+
+def test_seed_reproduces_the_model(project: Project, cli) -> None:
+    for out, seed in (("a.json", 4), ("b.json", 4), ("c.json", 5)):
+        assert _train(cli, project, "--seed", seed, "--epsilon", 0.3, out=out).exit_code == 0
+    a, b, c = (_payload_without_run_fields(project.root / n) for n in ("a.json", "b.json",
+                                                                       "c.json"))
+    assert a == b
+    assert a["payload"]["class_counts"] != c["payload"]["class_counts"] or (
+        a["payload"]["tables"] != c["payload"]["tables"])
+
+
+def test_unseeded_runs_differ_and_are_marked(project: Project, cli) -> None:
+    for out in ("a.json", "b.json"):
+        assert _train(cli, project, "--epsilon", 0.3, out=out).exit_code == 0
+    a, b = (json.loads((project.root / n).read_text()) for n in ("a.json", "b.json"))
+    assert a["seeded"] is False and b["seeded"] is False
+    # 2·(4 + 2 + 5) noisy table counts at scale ≥ 40: all equal w.p. < 1e-30
+    assert a["payload"]["tables"] != b["payload"]["tables"]
+    reserves = [e for e in read_entries(project.ledger) if e["kind"] == "reserve"]
+    assert [e["seeded"] for e in reserves] == [False, False]
+
+
+@pytest.mark.parametrize("method", ["smooth", "global"])
+def test_both_methods_train_and_predict(project: Project, cli, method: str) -> None:
+    r = _train(cli, project, "--method", method, "--epsilon", 0.5, "--seed", 2, "--json",
+               data=project.csv)
+    assert r.exit_code == 0, r.stderr
+    assert json.loads(r.stdout)["method"] == method
+    env = json.loads((project.root / "m.json").read_text())
+    assert env["payload"]["method"] == method
+    mechanisms = {s["step"]: s["mechanism"] for s in env["payload"]["breakdown"]}
+    assert mechanisms["mean:age"] == ("laplace" if method == "global"
+                                      else "smooth_heavy_tailed(γ=4)")
+    assert mechanisms["counts:color"] == mechanisms["prior"] == "discrete_laplace"
+    numeric = env["payload"]["numeric"]["age"]
+    assert all(17 <= m <= 90 for m in numeric["mean"])
+    assert all((73 / 20) ** 2 <= v <= 73 ** 2 / 4 for v in numeric["variance"])
+    r = cli("predict", project.root / "m.json", project.data, "--out", project.root / "p.parquet")
+    assert r.exit_code == 0, r.stderr
+
+
+def test_dry_run_charges_nothing(project: Project, cli) -> None:
+    r = _train(cli, project, "--dry-run", "--json", "--epsilon", 0.5)
+    assert r.exit_code == 0, r.stderr
+    plan = json.loads(r.stdout)
+    assert plan["dry_run"] is True and plan["fits"] is True
+    assert plan["planned"]["epsilon"] == 0.5
+    assert {s["step"] for s in plan["breakdown"]} == ALL_STEPS
+    assert project.ledger.read_bytes() == b""
+    assert not (project.root / "m.json").exists()
+    # without --out, a dry run is still allowed; a run too big says so with exit 3
+    r = cli("train-nb", project.data, "--spec", project.spec, "--dry-run", "--epsilon", 5)
+    assert r.exit_code == 3 and "does NOT fit" in r.stderr
+    assert project.ledger.read_bytes() == b""
+
+
+def test_out_is_required_without_dry_run(project: Project, cli) -> None:
+    r = cli("train-nb", project.data, "--spec", project.spec, "--epsilon", 0.5)
+    assert r.exit_code == 2 and "--out" in r.stderr
+    assert project.ledger.read_bytes() == b""
+
+
+def test_budget_exhaustion_exits_3_and_writes_nothing(project: Project, cli) -> None:
+    assert _train(cli, project, "--epsilon", 0.6, out="first.json").exit_code == 0
+    before = project.ledger.read_bytes()
+    r = _train(cli, project, "--epsilon", 0.6, out="second.json")
+    assert r.exit_code == 3
+    assert "budget exhausted" in r.stderr and "0.4" in r.stderr
+    assert not (project.root / "second.json").exists()
+    assert project.ledger.read_bytes() == before
+    assert _train(cli, project, "--epsilon", 0.4, out="third.json").exit_code == 0
+
+
+def test_columns_option_restricts_the_model(project: Project, cli) -> None:
+    r = _train(cli, project, "--columns", "color,age", "--epsilon", 0.4, "--seed", 3)
+    assert r.exit_code == 0, r.stderr
+    payload = json.loads((project.root / "m.json").read_text())["payload"]
+    assert payload["columns"] == ["color", "age"]
+    assert set(payload["tables"]) == {"color"} and set(payload["numeric"]) == {"age"}
+    steps = {s["step"]: s["epsilon"] for s in read_entries(project.ledger)[0]["breakdown"]}
+    assert set(steps) == {"prior", "counts:color", "mean:age", "variance:age"}
+    assert all(e == pytest.approx(0.1, abs=1e-15) for e in steps.values())  # 0.4 / 4
+    # a file with only the model's columns is enough for predict
+    frame = pd.read_parquet(project.data)[["color", "age"]]
+    frame.to_parquet(project.root / "small.parquet", index=False)
+    r = cli("predict", project.root / "m.json", project.root / "small.parquet",
+            "--out", project.root / "p.parquet")
+    assert r.exit_code == 0, r.stderr
+
+
+def test_unknown_column_is_refused_before_any_charge(project: Project, cli) -> None:
+    r = _train(cli, project, "--columns", "color,height", "--epsilon", 0.4)
+    assert r.exit_code == 2 and "height" in r.stderr
+    assert project.ledger.read_bytes() == b""
+
+
+def test_duplicate_column_is_refused_before_any_charge(project: Project, cli) -> None:
+    r = _train(cli, project, "--columns", "age,age", "--epsilon", 0.4)
+    assert r.exit_code == 2
+    assert project.ledger.read_bytes() == b""
+
+
+def _with_section(project: Project, section: dict) -> None:
+    def mutate(spec: dict) -> None:
+        spec["train-nb"] = section
+    project.write_spec(mutate)
+
+
+def test_spec_section_is_honoured_and_options_override_it(project: Project, cli) -> None:
+    _with_section(project, {"epsilon": 0.5, "method": "smooth", "trim": 0.1})
+    r = _train(cli, project, "--seed", 1, out="spec.json")
+    assert r.exit_code == 0, r.stderr
+    env = json.loads((project.root / "spec.json").read_text())
+    assert env["epsilon"] == 0.5
+    assert env["payload"]["method"] == "smooth"
+    assert env["payload"]["config"]["trim"] == 0.1
+    first = read_entries(project.ledger)[0]
+    assert first["epsilon"] == 0.5
+    assert first["arguments"]["method"] == "smooth" and first["arguments"]["trim"] == 0.1
+
+    r = _train(cli, project, "--seed", 1, "--method", "global", "--epsilon", 0.2,
+               out="override.json")
+    assert r.exit_code == 0, r.stderr
+    env = json.loads((project.root / "override.json").read_text())
+    assert env["epsilon"] == 0.2
+    assert env["payload"]["method"] == "global"
+    assert env["payload"]["config"]["trim"] == 0.1  # not overridden: still the spec's
+    reserves = [e for e in read_entries(project.ledger) if e["kind"] == "reserve"]
+    assert [e["epsilon"] for e in reserves] == [0.5, 0.2]
+
+
+def test_spec_section_split_and_columns(project: Project, cli) -> None:
+    _with_section(project, {"epsilon": 0.6, "columns": ["age", "member"],
+                            "split": {"prior": 2, "mean": 3}})
+    r = _train(cli, project, "--seed", 1)
+    assert r.exit_code == 0, r.stderr
+    steps = {s["step"]: s["epsilon"] for s in read_entries(project.ledger)[0]["breakdown"]}
+    # weights: prior 2, mean 3, variance 1 (default), categorical 1 → total 7
+    assert steps == pytest.approx({"prior": 0.6 * 2 / 7, "mean:age": 0.6 * 3 / 7,
+                                   "variance:age": 0.6 / 7, "counts:member": 0.6 / 7})
+    payload = json.loads((project.root / "m.json").read_text())["payload"]
+    assert payload["columns"] == ["age", "member"]
+    assert payload["config"]["split"] == {"prior": 2.0, "categorical": 1.0, "mean": 3.0,
+                                          "variance": 1.0}
+
+
+@pytest.mark.parametrize(("section", "key"), [
+    ({"epsilon": 0.5, "trim": 0.7}, "train-nb.trim"),
+    ({"epsilon": 0.5, "trim": -0.1}, "train-nb.trim"),
+    ({"epsilon": 0.5, "method": "bayes"}, "train-nb.method"),
+    ({"epsilon": 0.5, "split": {"prior": 1, "foo": 1}}, "train-nb.split.foo"),
+    ({"epsilon": 0.5, "split": {"mean": 0}}, "train-nb.split.mean"),
+    ({"epsilon": 0.5, "split": {"variance": -2}}, "train-nb.split.variance"),
+    ({"epsilon": 0.5, "distribution": "poisson"}, "train-nb.distribution"),
+    ({"epsilon": 0.5, "smoothing": 0}, "train-nb.smoothing"),
+    ({"epsilon": 0.5, "colour": "red"}, "train-nb.colour"),
+    ({"epsilon": 0, "method": "smooth"}, "train-nb.epsilon"),
+    ({"epsilon": 0.5, "columns": ["age", "height"]}, "train-nb.columns"),
+])
+def test_malformed_section_exits_2_naming_the_key(project: Project, cli, section: dict,
+                                                  key: str) -> None:
+    _with_section(project, section)
+    r = _train(cli, project, "--epsilon", 0.3)
+    assert r.exit_code == 2
+    assert key in r.stderr and str(project.spec) in r.stderr
+    assert project.ledger.read_bytes() == b""
+    assert not (project.root / "m.json").exists()
+
+
+def test_malformed_method_option_exits_2(project: Project, cli) -> None:
+    r = _train(cli, project, "--epsilon", 0.3, "--method", "bayes")
+    assert r.exit_code == 2 and "method" in r.stderr
+    assert project.ledger.read_bytes() == b""
+
+
+def test_tokens_column_without_cap_is_refused_before_any_charge(project: Project,
+                                                               cli) -> None:
+    def uncapped(spec: dict) -> None:
+        del spec["schema"]["columns"]["words"]["max_per_row"]
+    project.write_spec(uncapped)
+    r = _train(cli, project, "--epsilon", 0.3)
+    assert r.exit_code == 2 and "max_per_row" in r.stderr
+    assert project.ledger.read_bytes() == b""
+    # without the tokens column the same spec trains
+    assert _train(cli, project, "--epsilon", 0.3, "--columns", "age,color").exit_code == 0

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from dpcli.errors import BudgetExhausted, DpcliError
+from dpcli.errors import BudgetExhausted
 from dpcli.ledger import Ledger, Reservation, input_digest
 from dpcli.mechanisms import Plan
 from dpcli.spec import Spec
@@ -74,8 +74,8 @@ def charged(spec: Spec, plan: Plan, *, command: str, arguments: dict[str, Any],
 
     Raises BudgetExhausted (exit 3) before the body runs when the plan does
     not fit in what remains. If the body raises, a ``failed`` entry is
-    appended (with the error's public message, or only its type for
-    unexpected errors, whose text could echo data) and the charge stays.
+    appended (with the error's class only: its message can locate private
+    values) and the charge stays.
     """
     ledger = open_ledger(spec)
     reservation = ledger.reserve(
@@ -86,7 +86,9 @@ def charged(spec: Spec, plan: Plan, *, command: str, arguments: dict[str, Any],
     try:
         yield charge
     except BaseException as exc:
-        reason = str(exc) if isinstance(exc, DpcliError) else type(exc).__name__
-        ledger.fail(reservation, reason or type(exc).__name__)
+        # only the error's class: a data error's text names columns and row numbers, which
+        # are derived from private values and belong on the custodian's stderr, not in a log
+        # that may be shared more widely
+        ledger.fail(reservation, type(exc).__name__)
         raise
     ledger.complete(reservation, charge.outputs, charge.summary)

@@ -78,15 +78,30 @@ def resolve_section(spec: Spec, name: str, default: type, epsilon: float | None,
     return override(base, epsilon=epsilon, columns=cols, **overrides)
 
 
-def noise_generator(ui: UI, seed: int | None) -> Any:
+def noise_generator(ui: UI, spec: Spec, seed: int | None) -> Any:
     """The run's generator: OS entropy, or a seeded one with a warning that survives --quiet.
 
-    The seed itself is never written to the ledger or the outputs: whoever
-    knows it can regenerate the noise and subtract it.
+    A seeded stream is keyed with the ledger's secret key (HMAC of the seed),
+    so the same seed reproduces a run for the custodian who holds the key,
+    while someone who merely guesses a small seed cannot regenerate the noise
+    and subtract it. The seed is never written to the ledger or the outputs.
     """
+    import hashlib
+    import hmac
+
+    from dpcli.ledger import key_path
     from dpcli.mechanisms import make_rng
 
-    if seed is not None:
-        ui.warn("--seed makes this run's noise reproducible: anyone who learns the seed can "
-                "remove it. Use it for tests and benchmarks only; the run is marked 'seeded'.")
-    return make_rng(seed)
+    if seed is None:
+        return make_rng(None)
+    ui.warn("--seed makes this run's noise reproducible by whoever holds the seed and the "
+            "ledger key. Use it for tests and benchmarks only; the run is marked 'seeded'.")
+    try:
+        key = key_path(spec.ledger_path).read_bytes().strip()
+    except OSError:
+        from dpcli.errors import LedgerError
+
+        raise LedgerError(f"{key_path(spec.ledger_path)}: the ledger key is needed for a "
+                          "seeded run; run `dpcli ledger init` first") from None
+    digest = hmac.new(key, f"dpcli-seed:{seed}".encode(), hashlib.sha256).digest()
+    return make_rng(int.from_bytes(digest, "big"))

@@ -88,7 +88,7 @@ def tabulate(
         return
     meta = out.with_suffix(".json")
 
-    rng = noise_generator(ui, seed)
+    rng = noise_generator(ui, s, seed)
     arguments = {"data": str(data.resolve()), "out": str(out.resolve()), "columns": list(chosen),
                  "bins": section.bins, "epsilon": section.epsilon}
     with charged(s, plan, command="tabulate", arguments=arguments, input_path=data,

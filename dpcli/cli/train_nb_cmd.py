@@ -87,7 +87,7 @@ def train_nb(
         answer_dry_run(ui, s, plan)  # exits: 0 if the plan fits, 3 if not
         return
 
-    rng = noise_generator(ui, seed)
+    rng = noise_generator(ui, s, seed)
     arguments = {"data": str(data.resolve()), "out": str(out.resolve()), "columns": list(chosen),
                  "method": config.method, "epsilon": section.epsilon, "trim": config.trim}
     with charged(s, plan, command="train-nb", arguments=arguments, input_path=data,

@@ -29,7 +29,8 @@ def show_plan(ui: UI, spec: Spec, plan: Plan) -> None:
            f"{plan.total}")
 
 
-def dry_run(ui: UI, spec: Spec, plan: Plan, extra: dict[str, Any] | None = None) -> None:
+def dry_run_exit(ui: UI, spec: Spec, plan: Plan,
+                 extra: dict[str, Any] | None = None) -> None:
     """Report what the run would spend and whether it fits; exit 0 if it does, 3 if not."""
     from dpcli.run import open_ledger
 
@@ -105,3 +106,26 @@ def noise_generator(ui: UI, spec: Spec, seed: int | None) -> Any:
                           "seeded run; run `dpcli ledger init` first") from None
     digest = hmac.new(key, f"dpcli-seed:{seed}".encode(), hashlib.sha256).digest()
     return make_rng(int.from_bytes(digest, "big"))
+
+
+def preflight(ui: UI, spec: Spec, plan: Plan, data: Any, columns: Any, out: Any,
+              out_files: list[Any], dry_run: bool) -> Any:
+    """Every check a spending command makes before its charge; returns the data source.
+
+    ``out`` is required unless ``dry_run``; ``out_files`` must be writable; the
+    file is checked against the schema and the budget; the plan is shown.
+    A dry run ends here (exit 0 if the plan fits, 3 if not).
+    """
+    from dpcli.errors import UsageError
+    from dpcli.io import Outputs
+    from dpcli.run import prepare_source
+
+    if out is None and not dry_run:
+        raise UsageError("--out is required (or pass --dry-run to only see the plan)")
+    if out is not None:
+        Outputs().check_writable(*out_files)
+    source = prepare_source(spec, data, columns, plan, dry_run=dry_run)
+    show_plan(ui, spec, plan)
+    if dry_run:
+        dry_run_exit(ui, spec, plan)
+    return source

@@ -55,11 +55,10 @@ def tabulate(
     """
     from dpcli.algorithms import tabulate as algo
     from dpcli.budget import Budget
-    from dpcli.cli.spend import dry_run as answer_dry_run
-    from dpcli.cli.spend import noise_generator, report_data, resolve_section, show_plan
+    from dpcli.cli.spend import noise_generator, preflight, report_data, resolve_section
     from dpcli.errors import UsageError
     from dpcli.io import Outputs, dumps_json, envelope
-    from dpcli.run import charged, prepare_source
+    from dpcli.run import charged
     from dpcli.spec import TabulateSection, load_spec
     from dpcli.stats import get_engine
 
@@ -73,20 +72,13 @@ def tabulate(
     request = algo.request(s.schema, chosen, section.bins)
     request.validate(s.schema)  # before the charge: a bad request must cost nothing
 
-    if out is None and not dry_run:
-        raise UsageError("--out is required (or pass --dry-run to only see the plan)")
+    if out is not None and out.suffix.lower() == ".json":
+        raise UsageError(f"--out {out}: give the table a .csv name; the JSON record of the "
+                         "release is written beside it with the same stem")
+    meta = out.with_suffix(".json") if out is not None else None
+    source = preflight(ui, s, plan, data, chosen, out, [out, meta], dry_run)
+    assert out is not None and meta is not None  # preflight ended a run without --out
     outputs = Outputs()
-    if out is not None:
-        if out.suffix.lower() == ".json":
-            raise UsageError(f"--out {out}: give the table a .csv name; the JSON record of the "
-                             "release is written beside it with the same stem")
-        outputs.check_writable(out, out.with_suffix(".json"))
-    source = prepare_source(s, data, chosen, plan, dry_run=dry_run)
-    show_plan(ui, s, plan)
-    if dry_run or out is None:
-        answer_dry_run(ui, s, plan)  # exits: 0 if the plan fits, 3 if not
-        return
-    meta = out.with_suffix(".json")
 
     rng = noise_generator(ui, s, seed)
     arguments = {"data": str(data.resolve()), "out": str(out.resolve()), "columns": list(chosen),

@@ -57,11 +57,9 @@ def train_nb(
     """
     from dpcli.algorithms import naive_bayes as nb
     from dpcli.budget import Budget
-    from dpcli.cli.spend import dry_run as answer_dry_run
-    from dpcli.cli.spend import noise_generator, report_data, resolve_section, show_plan
-    from dpcli.errors import UsageError
+    from dpcli.cli.spend import noise_generator, preflight, report_data, resolve_section
     from dpcli.io import Outputs, dumps_json, envelope
-    from dpcli.run import charged, prepare_source
+    from dpcli.run import charged
     from dpcli.spec import TrainNBSection, load_spec
     from dpcli.stats import get_engine
 
@@ -76,16 +74,9 @@ def train_nb(
     request = nb.request(s.schema, chosen, config)
     request.validate(s.schema)  # before the charge: a bad request must cost nothing
 
-    if out is None and not dry_run:
-        raise UsageError("--out is required (or pass --dry-run to only see the plan)")
+    source = preflight(ui, s, plan, data, chosen, out, [out], dry_run)
+    assert out is not None  # preflight ended a run without --out
     outputs = Outputs()
-    if out is not None:
-        outputs.check_writable(out)
-    source = prepare_source(s, data, chosen, plan, dry_run=dry_run)
-    show_plan(ui, s, plan)
-    if dry_run or out is None:
-        answer_dry_run(ui, s, plan)  # exits: 0 if the plan fits, 3 if not
-        return
 
     rng = noise_generator(ui, s, seed)
     arguments = {"data": str(data.resolve()), "out": str(out.resolve()), "columns": list(chosen),

@@ -56,10 +56,6 @@ class ColumnCounts:
             self.token_cap = other.token_cap
         return self
 
-    def is_clean(self) -> bool:
-        return all(getattr(self, name) == 0 for name in _COUNTERS)
-
-
 @dataclass
 class DataReport:
     """Counters for one pass over a data source (custodian-only; see module docstring).

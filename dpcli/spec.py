@@ -51,6 +51,7 @@ class TrainNBSection:
     epsilon: float
     method: str = "global"
     columns: tuple[str, ...] = ()
+    r: int | None = None
     trim: float = 0.05
     distribution: str = "truncated"
     smoothing: float = 1.0
@@ -58,7 +59,24 @@ class TrainNBSection:
         ("prior", 1.0), ("categorical", 1.0), ("mean", 1.0), ("variance", 1.0))
 
 
-SECTIONS: dict[str, type] = {"tabulate": TabulateSection, "train-nb": TrainNBSection}
+@dataclass(frozen=True)
+class SelectFeaturesSection:
+    """``select-features``: private feature selection (see dpcli.algorithms.feature_selection)."""
+
+    epsilon: float
+    score: str = "tc"
+    method: str = "threshold"
+    threshold: float | None = None
+    k: int | None = None
+    r: int | None = None
+    bins: int = 10
+    centers: int = 5
+    rounds: int = 20
+    columns: tuple[str, ...] = ()
+
+
+SECTIONS: dict[str, type] = {"tabulate": TabulateSection, "train-nb": TrainNBSection,
+                             "select-features": SelectFeaturesSection}
 _TOP_KEYS = {"dataset", "description", "budget", "ledger", "label", "schema", *SECTIONS}
 
 
@@ -143,13 +161,15 @@ def _columns(raw: Any, where: Where, schema: Schema) -> tuple[str, ...]:
 
 
 def _parse_train_nb(raw: Any, where: Where, schema: Schema) -> TrainNBSection:
-    keys = {"epsilon", "method", "columns", "trim", "distribution", "smoothing", "split"}
+    keys = {"epsilon", "method", "columns", "r", "trim", "distribution", "smoothing", "split"}
     raw = checks.mapping(raw, where, allowed=keys, required={"epsilon"})
     out: dict[str, Any] = {"epsilon": checks.epsilon(raw["epsilon"], where / "epsilon")}
     if "method" in raw:
         out["method"] = checks.choice(raw["method"], where / "method", ("smooth", "global"))
     if "columns" in raw:
         out["columns"] = _columns(raw["columns"], where / "columns", schema)
+    if "r" in raw:
+        out["r"] = checks.integer(raw["r"], where / "r", minimum=1)
     if "trim" in raw:
         trim = checks.number(raw["trim"], where / "trim")
         if not 0 <= trim < 0.5:
@@ -169,7 +189,34 @@ def _parse_train_nb(raw: Any, where: Where, schema: Schema) -> TrainNBSection:
     return TrainNBSection(**out)
 
 
+def _parse_select_features(raw: Any, where: Where, schema: Schema) -> SelectFeaturesSection:
+    from dpcli.algorithms.feature_selection import METHODS, SCORES
+
+    keys = {"epsilon", "score", "method", "threshold", "k", "r", "bins", "centers", "rounds",
+            "columns"}
+    raw = checks.mapping(raw, where, allowed=keys, required={"epsilon"})
+    out: dict[str, Any] = {"epsilon": checks.epsilon(raw["epsilon"], where / "epsilon")}
+    if "score" in raw:
+        out["score"] = checks.choice(raw["score"], where / "score", SCORES)
+    if "method" in raw:
+        out["method"] = checks.choice(raw["method"], where / "method", METHODS)
+    if "threshold" in raw:
+        out["threshold"] = float(checks.number(raw["threshold"], where / "threshold"))
+    for key in ("k", "r", "centers", "rounds"):
+        if key in raw:
+            out[key] = checks.integer(raw[key], where / key, minimum=1)
+    if "bins" in raw:
+        out["bins"] = checks.integer(raw["bins"], where / "bins", minimum=1)
+        if out["bins"] > MAX_BINS:
+            raise (where / "bins").error(f"must be at most {MAX_BINS:,}, got {out['bins']:,}")
+    if "columns" in raw:
+        out["columns"] = _columns(raw["columns"], where / "columns", schema)
+    return SelectFeaturesSection(**out)
+
+
 def _parse_section(name: str, raw: Any, where: Where, schema: Schema) -> Any:
+    if name == "select-features":
+        return _parse_select_features(raw, where, schema)
     if name == "train-nb":
         return _parse_train_nb(raw, where, schema)
     if name == "tabulate":

@@ -8,7 +8,14 @@ import sys
 import typer
 
 from dpcli import __version__
-from dpcli.cli import inspect_cmd, ledger_cmd, predict_cmd, tabulate_cmd, train_nb_cmd
+from dpcli.cli import (
+    inspect_cmd,
+    ledger_cmd,
+    predict_cmd,
+    select_features_cmd,
+    tabulate_cmd,
+    train_nb_cmd,
+)
 
 HELP = f"""dpcli {__version__}: differentially private machine learning on tabular data.
 
@@ -29,6 +36,7 @@ app = typer.Typer(
 app.add_typer(ledger_cmd.app, name="ledger")
 app.command("inspect")(inspect_cmd.inspect)
 app.command("tabulate")(tabulate_cmd.tabulate)
+app.command("select-features")(select_features_cmd.select_features)
 app.command("train-nb")(train_nb_cmd.train_nb)
 app.command("predict")(predict_cmd.predict)
 

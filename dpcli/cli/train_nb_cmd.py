@@ -33,6 +33,12 @@ def train_nb(
     columns: Annotated[str | None, typer.Option(
         help="Comma-separated declared columns to use (default: the spec's "
         "'train-nb.columns', else every declared column).")] = None,
+    features: Annotated[Path | None, typer.Option(
+        "--features", dir_okay=False, help="A select-features output: train on the selected "
+        "columns and words only (instead of --columns).")] = None,
+    r: Annotated[int | None, typer.Option(
+        "--r", min=1, help="Words counted per row of each tokens column (default: the spec's "
+        "train-nb.r, else the column's max_per_row). Fewer words, less noise per count.")] = None,
     epsilon: EpsilonOpt = None,
     seed: SeedOpt = None,
     dry_run: DryRunOpt = False,
@@ -54,8 +60,17 @@ def train_nb(
 
         dpcli train-nb sample_data/adult_train.parquet --spec configs/adult.yaml \\
             --out models/nb.json --epsilon 1.0
+
+    With a selection made by select-features (its ε was spent there):
+
+        dpcli train-nb data/train.parquet --spec configs/tweets.yaml \\
+            --features features.json --out nb.json --epsilon 0.8
     """
+    from dataclasses import replace
+
     from dpcli.algorithms import naive_bayes as nb
+    from dpcli.algorithms.common import cap_tokens
+    from dpcli.algorithms.feature_selection import load_selection
     from dpcli.budget import Budget
     from dpcli.cli.spend import noise_generator, preflight, report_data, resolve_section
     from dpcli.io import Outputs, dumps_json, envelope
@@ -65,11 +80,20 @@ def train_nb(
 
     ui = UI(quiet=quiet, json=json)
     s = load_spec(spec)
-    section = resolve_section(s, "train-nb", TrainNBSection, epsilon, columns, method=method)
+    section = resolve_section(s, "train-nb", TrainNBSection, epsilon, columns, method=method,
+                              r=r)
     config = nb.NBConfig(method=section.method, trim=section.trim,
                          distribution=section.distribution, smoothing=section.smoothing,
                          split=dict(section.split))
     chosen = section.columns or s.schema.names
+    if features is not None:
+        if columns is not None:
+            from dpcli.errors import UsageError
+
+            raise UsageError("pass --columns or --features, not both")
+        schema, chosen = load_selection(features, s.schema)
+        s = replace(s, schema=schema)
+    s = replace(s, schema=cap_tokens(s.schema, chosen, section.r))
     plan = nb.plan(s.schema, chosen, Budget(section.epsilon), config)
     request = nb.request(s.schema, chosen, config)
     request.validate(s.schema)  # before the charge: a bad request must cost nothing
@@ -80,7 +104,10 @@ def train_nb(
 
     rng = noise_generator(ui, s, seed)
     arguments = {"data": str(data.resolve()), "out": str(out.resolve()), "columns": list(chosen),
-                 "method": config.method, "epsilon": section.epsilon, "trim": config.trim}
+                 "method": config.method, "epsilon": section.epsilon, "trim": config.trim,
+                 "r": section.r}
+    if features is not None:
+        arguments["features"] = str(features.resolve())
     with charged(s, plan, command="train-nb", arguments=arguments, input_path=data,
                  seeded=seed is not None) as charge, outputs:
         with ui.progress("reading", source.num_rows_hint()) as advance:

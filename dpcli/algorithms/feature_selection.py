@@ -1,0 +1,514 @@
+"""Private feature selection (Stoddard, Chen & Machanavajjhala 2014 §3; PrivPfC §3.3).
+
+A *candidate* is one selectable feature: a word of a tokens column's public
+vocabulary, a binary column, or (for the χ² score) a whole categorical,
+binary or numeric column, numeric columns binned into ``bins`` equal-width
+bins of their declared bounds. Every candidate is scored against the label,
+read as *positive class vs the rest*; a method then selects candidates
+privately. The output is a :class:`Selection` that trainers accept.
+
+Scores, with their sensitivity under replace-one neighbours (n public).
+Write a1, a0 for the number of rows with F = 1 in the positive class and in
+the rest, n1, n0 for the class sizes, and s for the most active binary
+candidates one row can have (Σ of the tokens columns' per-row caps r, plus
+one per binary column). "per feature" is the largest change of one score
+(what the exponential mechanism and the sparse vector need); "L1" is the
+largest change of the whole score vector summed over candidates (what
+perturbation needs).
+
+- ``tc`` total count a1 + a0. Per feature 1: a feature's count changes only
+  if it is active in the removed or in the added row. L1 2s: the removed row
+  touches ≤ s features by −1, the added row ≤ s features by +1.
+- ``dc`` difference count |a1 − a0|. Per feature 2: a feature active in both
+  rows whose label flips moves one unit from a1 to a0. L1 2s: a feature in
+  both rows changes by ≤ 2, in one row by ≤ 1, and |A ∩ B|·2 + |A \\ B| +
+  |B \\ A| ≤ |A| + |B| ≤ 2s.
+- ``pi`` purity index max(|a1 − a0|, |b1 − b0|), b = n − a the F = 0 counts.
+  Per feature 2 (each of the two differences moves by ≤ 2, so their max
+  does). L1 2m over m candidates: a label flip moves every inactive
+  feature's F = 0 counts. (The paper's "sensitivity 1" is add/remove.)
+- ``ig`` information gain (mutual information of F and L, nats). With
+  g(x) = x ln x, N·IG = Σ_cells g − Σ_F-margins g − Σ_L-margins g + g(N).
+  In each of the three groups one count falls by 1 and one rises by 1; each
+  unit step of g lies in [0, g(N) − g(N−1)] (g convex, g(1) − g(0) = 0), so
+  each group moves by ≤ c_N = g(N) − g(N−1) ≤ ln N + 1. Per feature
+  3·c_N/N; L1 m·3·c_N/N. (Brute force on small data never exceeds c_N/N:
+  the bound is provable, not tight.)
+- ``chi2`` PrivPfC's Cor(A, R) = Σ_v Σ_l |o_lv − e_lv|, e = row·column/N.
+  With d_v = o_1v − n_v·n1/N, Cor = 2 Σ_v |d_v| for a binary label, and a
+  case analysis of the four ways a record can move (same or different
+  value, same or different label) gives Σ_v |Δd_v| ≤ 2. Per feature 4 —
+  tight: Cor moves by 4(1 − 1/N) on N rows all in one cell when one record
+  moves to a new value and label. L1 4m (every attribute holds every row).
+  (PrivPfC's Lemma 4 gives 2, for add/remove.)
+
+Methods and their cost, each ε-DP for the ``epsilon`` it is given:
+
+- ``perturb`` (paper §3.2): noise on every score scaled to the L1
+  sensitivity — discrete Laplace for the integer scores (tc, dc, pi),
+  Laplace for ig and chi2 — then threshold (noisy > τ) or top k of the
+  noisy scores (post-processing). Good for tc/dc with a small s; the others
+  pay for all m candidates.
+- ``threshold``: the sparse vector technique with a cap c = k on positives
+  (:func:`dpcli.mechanisms.sparse_vector`), not the paper's Private
+  Threshold Testing, which is not differentially private (DESIGN.md rule 7).
+  Uses the per-feature sensitivity, so its noise does not grow with m.
+- ``topk``: k rounds of the exponential mechanism at ε/k (PrivPfC's
+  selectFeature, sampling ∝ exp(ε·q/(2k·Δ)) with Δ re-derived for
+  replace-one), run as the equivalent one-shot Gumbel top-k
+  (:func:`dpcli.mechanisms.exponential_top_k`, proof there).
+- ``cluster`` (paper §3.3, Algorithm 1, corrected): the candidates' count
+  vectors (a0, a1) are released once with discrete Laplace noise (L1
+  sensitivity 2s); k-means on the released points, a centre score computed
+  from each centre (tc: c0 + c1, dc: |c1 − c0|), and the acceptance of
+  whole clusters whose centre score reaches τ are post-processing. Why the
+  paper's version is not private: :mod:`dpcli.mechanisms.kmeans`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+from scipy.special import xlogy
+
+from dpcli.algorithms.common import cap_tokens
+from dpcli.budget import Budget
+from dpcli.data.schema import BinaryColumn, NumericColumn, Schema, TokensColumn
+from dpcli.errors import SpecError, UsageError
+from dpcli.mechanisms import (
+    Plan,
+    discrete_laplace_mechanism,
+    exponential_top_k,
+    laplace_mechanism,
+)
+from dpcli.mechanisms.kmeans import kmeans
+from dpcli.mechanisms.sparse_vector import sparse_vector, sparse_vector_split
+from dpcli.stats import Stats, StatsRequest
+
+SCORES = ("tc", "dc", "pi", "ig", "chi2")
+BINARY_SCORES = ("tc", "dc", "pi", "ig")
+INTEGER_SCORES = ("tc", "dc", "pi")
+METHODS = ("perturb", "cluster", "threshold", "topk")
+CLUSTER_SCORES = ("tc", "dc")
+STEP = "select"
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One selectable feature: a column, or one word of a tokens column."""
+
+    column: str
+    word: str | None = None
+
+    @property
+    def name(self) -> str:
+        return self.column if self.word is None else f"{self.column}:{self.word}"
+
+    def to_json(self) -> dict[str, str]:
+        return {"column": self.column} if self.word is None else {
+            "column": self.column, "word": self.word}
+
+
+@dataclass(frozen=True)
+class FSConfig:
+    """Public parameters of one selection (spec section ``select-features`` or the CLI).
+
+    ``threshold`` τ is on the score's own scale (a count for tc); ``k`` is the
+    number to select (topk, perturb) or the cap on positives (threshold).
+    ``r`` caps the words counted per row of each tokens column (default: the
+    column's ``max_per_row``). ``bins`` bins numeric columns for chi2;
+    ``centers`` and ``rounds`` drive the cluster method's k-means.
+    """
+
+    score: str = "tc"
+    method: str = "threshold"
+    threshold: float | None = None
+    k: int | None = None
+    r: int | None = None
+    bins: int = 10
+    centers: int = 5
+    rounds: int = 20
+
+    def __post_init__(self) -> None:
+        if self.score not in SCORES:
+            raise UsageError(f"score must be one of {', '.join(SCORES)}, got {self.score!r}")
+        if self.method not in METHODS:
+            raise UsageError(f"method must be one of {', '.join(METHODS)}, got {self.method!r}")
+        for name in ("k", "r", "bins", "centers", "rounds"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int)
+                                      or value < 1):
+                raise UsageError(f"{name} must be a positive integer, got {value!r}")
+        if self.threshold is not None and not np.isfinite(self.threshold):
+            raise UsageError(f"threshold must be a finite number, got {self.threshold}")
+        need = {"perturb": "--threshold, --k or both (noisy score above τ, at most k)",
+                "threshold": "--threshold and --k (the cap on selected features)",
+                "topk": "--k", "cluster": "--threshold"}[self.method]
+        has_t, has_k = self.threshold is not None, self.k is not None
+        ok = {"perturb": has_t or has_k, "threshold": has_t and has_k,
+              "topk": has_k, "cluster": has_t}[self.method]
+        if not ok:
+            raise UsageError(f"method {self.method} needs {need}")
+        if self.method == "cluster" and self.score not in CLUSTER_SCORES:
+            raise UsageError(f"method cluster works with the scores {', '.join(CLUSTER_SCORES)} "
+                             f"(a centre of count vectors has no {self.score}); use perturb, "
+                             "threshold or topk")
+
+    def parameters(self) -> dict[str, Any]:
+        """The public parameters the method used (for the output and the ledger).
+
+        topk ignores a threshold and cluster ignores k, so that a spec's
+        values for one method do not get in the way of another chosen on
+        the command line.
+        """
+        uses_t = self.method in ("perturb", "threshold", "cluster")
+        uses_k = self.method in ("perturb", "threshold", "topk")
+        out: dict[str, Any] = {"threshold": self.threshold if uses_t else None,
+                               "k": self.k if uses_k else None, "r": self.r}
+        if self.score == "chi2":
+            out["bins"] = self.bins
+        if self.method == "cluster":
+            out.update(centers=self.centers, rounds=self.rounds)
+        return {key: value for key, value in out.items() if value is not None}
+
+
+# ------------------------------------------------------------------ what is scored
+def scored_columns(schema: Schema, columns: Sequence[str], score: str) -> tuple[str, ...]:
+    """The columns to score (default: every column the score can use), checked.
+
+    The binary scores need binary features: tokens or binary columns. chi2
+    takes every declared column.
+    """
+    binary_kinds = (TokensColumn, BinaryColumn)
+    if not columns:
+        columns = tuple(c.name for c in schema.columns
+                        if score == "chi2" or isinstance(c, binary_kinds))
+        if not columns:
+            raise UsageError(f"score {score} needs tokens or binary columns and the schema "
+                             f"({schema.source}) declares none; use --score chi2")
+        return columns
+    for name in columns:
+        col = schema.column(name)
+        if score != "chi2" and not isinstance(col, binary_kinds):
+            raise UsageError(f"column '{name}' is {col.kind}: score {score} scores binary "
+                             "features (tokens or binary columns); use --score chi2 for "
+                             "categorical and numeric columns")
+    return tuple(columns)
+
+
+def selection_schema(schema: Schema, columns: Sequence[str], r: int | None) -> Schema:
+    """``schema`` with each scored tokens column capped at ``r`` words per row (if given).
+
+    A tokens column with neither ``max_per_row`` nor ``r`` is refused: one row
+    could then touch every word.
+    """
+    schema = cap_tokens(schema, columns, r)
+    for name in columns:
+        col = schema.column(name)
+        if isinstance(col, TokensColumn) and col.max_per_row is None:
+            raise SpecError(f"{schema.source}: columns.{name}.max_per_row: is required to "
+                            "select words of a tokens column (or set select-features.r): it "
+                            "bounds one record's contribution, and so the noise")
+    return schema
+
+
+def candidates(schema: Schema, columns: Sequence[str], score: str) -> list[Candidate]:
+    """The candidates in a public, data-independent order (schema order, vocabulary order)."""
+    out: list[Candidate] = []
+    for name in columns:
+        col = schema.column(name)
+        if isinstance(col, TokensColumn):
+            out += [Candidate(name, word) for word in col.vocabulary]
+        else:
+            out.append(Candidate(name))
+    return out
+
+
+def row_cap(schema: Schema, columns: Sequence[str]) -> int:
+    """s: the most binary candidates one row can make active (Σ token caps + binary columns)."""
+    s = 0
+    for name in columns:
+        col = schema.column(name)
+        if isinstance(col, TokensColumn):
+            assert col.max_per_row is not None  # selection_schema guarantees a cap
+            s += min(col.max_per_row, len(col.vocabulary))
+        elif isinstance(col, BinaryColumn):
+            s += 1
+    return s
+
+
+# -------------------------------------------------------------------- sensitivity
+def ig_sensitivity(n: int) -> float:
+    """3·(g(n) − g(n−1))/n with g(x) = x ln x: a bound on one IG score's change."""
+    if n < 2:
+        return 3.0 * np.log(2.0)
+    c = n * np.log(n) - (n - 1) * np.log(n - 1)
+    return 3.0 * float(c) / n
+
+
+def sensitivity(score: str, m: int, s: int, n: int) -> tuple[float, float]:
+    """(per-feature Δ, L1 Δ over all m candidates) of ``score``; derivations in the module doc."""
+    if score == "tc":
+        return 1.0, 2.0 * s
+    if score == "dc":
+        return 2.0, 2.0 * s
+    if score == "pi":
+        return 2.0, 2.0 * m
+    if score == "ig":
+        d = ig_sensitivity(n)
+        return d, d * m
+    return 4.0, 4.0 * m
+
+
+# -------------------------------------------------------------------------- plan
+def plan(schema: Schema, columns: Sequence[str], total: Budget, config: FSConfig) -> Plan:
+    """One step, the whole ε, with its calibration (computable without data)."""
+    m = len(candidates(schema, columns, config.score))
+    s = row_cap(schema, columns)
+    mech = {"perturb": "discrete_laplace" if config.score in INTEGER_SCORES else "laplace",
+            "threshold": "sparse_vector", "topk": "exponential_top_k",
+            "cluster": "discrete_laplace+kmeans"}[config.method]
+    p = Plan.split(total, {STEP: (mech, Fraction(1))})
+    eps = p.step(STEP).budget.eps
+    if config.score == "ig":
+        per, l1 = "3(ln n+1)/n", f"{m}·3(ln n+1)/n"
+    else:
+        d, d1 = sensitivity(config.score, m, s, 0)
+        per, l1 = f"{d:g}", f"{d1:g}"
+    note = {
+        "perturb": f"{config.score} of {m:,} candidates, Δ1={l1}, scale Δ1/ε",
+        "threshold": (f"{config.score}, Δ={per}, cap c={config.k}, ε1/ε2 = "
+                      f"{'/'.join(f'{e:.3g}' for e in sparse_vector_split(eps, config.k or 1))}"),
+        "topk": f"{config.score}, Δ={per}, k={config.k} rounds of ε/k",
+        "cluster": f"count vectors of {m:,} candidates, Δ1={2 * s}, then k-means",
+    }[config.method]
+    return p.with_notes({STEP: note})
+
+
+def request(schema: Schema, columns: Sequence[str], config: FSConfig) -> StatsRequest:
+    """The counts the scores need, in one pass (histograms for numeric columns under chi2)."""
+    numeric = [c for c in columns if isinstance(schema.column(c), NumericColumn)]
+    return StatsRequest(contingency=tuple(c for c in columns if c not in numeric),
+                        histograms=tuple((c, config.bins) for c in numeric))
+
+
+# ------------------------------------------------------------------------- scores
+def positive_index(schema: Schema) -> int:
+    pos = schema.label.positive_index
+    if pos is None:
+        raise SpecError(f"{schema.source}: label.positive: is required to score features "
+                        "(scores compare the positive class with the rest)")
+    return pos
+
+
+def binary_counts(stats: Stats, schema: Schema, columns: Sequence[str]) -> np.ndarray:
+    """(m, 2) array: rows with F = 1 outside / inside the positive class, per binary candidate."""
+    pos = positive_index(schema)
+    parts = []
+    for name in columns:
+        table = stats.contingency[name]
+        if isinstance(schema.column(name), BinaryColumn):
+            table = table[:, 1:2]                     # F = 1 is the second declared value
+        a1 = table[pos]
+        parts.append(np.stack([table.sum(axis=0) - a1, a1], axis=1))
+    return np.concatenate(parts).astype(np.int64) if parts else np.zeros((0, 2), np.int64)
+
+
+def binary_scores(score: str, a: np.ndarray, n1: int, n: int) -> np.ndarray:
+    """tc, dc, pi, ig or chi2 of binary candidates from their (a0, a1) counts."""
+    a0, a1 = a[:, 0].astype(float), a[:, 1].astype(float)
+    n0 = n - n1
+    b0, b1 = n0 - a0, n1 - a1
+    if score == "tc":
+        return a0 + a1
+    if score == "dc":
+        return np.abs(a1 - a0)
+    if score == "pi":
+        return np.maximum(np.abs(a1 - a0), np.abs(b1 - b0))
+    if score == "ig":
+        def g(x: Any) -> Any:
+            return xlogy(x, x)
+        total = (g(a0) + g(a1) + g(b0) + g(b1) - g(a0 + a1) - g(b0 + b1)
+                 - g(float(n1)) - g(float(n0)) + g(float(n)))
+        return np.maximum(total / max(n, 1), 0.0)
+    # chi2 on a 2 × 2 table: the four |o − e| are equal
+    return 4.0 * np.abs(a1 - (a0 + a1) * n1 / max(n, 1))
+
+
+def chi2_score(table: np.ndarray, pos: int) -> float:
+    """PrivPfC's Cor(A, R) = Σ |o − e| of a (classes × levels) table, label binarised."""
+    o = np.stack([table.sum(axis=0) - table[pos], table[pos]]).astype(float)
+    n = o.sum()
+    if n == 0:
+        return 0.0
+    e = o.sum(axis=1, keepdims=True) * o.sum(axis=0, keepdims=True) / n
+    return float(np.abs(o - e).sum())
+
+
+def compute_scores(stats: Stats, schema: Schema, columns: Sequence[str],
+                   score: str) -> np.ndarray:
+    """Exact (private) scores of every candidate, in :func:`candidates` order."""
+    pos = positive_index(schema)
+    n = int(stats.n)
+    n1 = int(stats.class_counts[pos])
+    out: list[np.ndarray] = []
+    for name in columns:
+        col = schema.column(name)
+        if isinstance(col, TokensColumn) or (score != "chi2"):
+            out.append(binary_scores(score, binary_counts(stats, schema, [name]), n1, n))
+        else:
+            table = stats.histograms[name] if isinstance(col, NumericColumn) else \
+                stats.contingency[name]
+            out.append(np.array([chi2_score(table, pos)]))
+    return np.concatenate(out) if out else np.zeros(0)
+
+
+# ------------------------------------------------------------------------ select
+@dataclass
+class Selection:
+    """The released selection: candidates in output order, and what produced them."""
+
+    selected: list[Candidate]
+    score: str
+    method: str
+    parameters: dict[str, Any]
+    candidates: int
+    row_cap: int
+    sensitivity: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def columns(self) -> list[str]:
+        """Whole columns selected (not tokens columns)."""
+        return [c.column for c in self.selected if c.word is None]
+
+    @property
+    def words(self) -> dict[str, list[str]]:
+        """Selected words per tokens column."""
+        out: dict[str, list[str]] = {}
+        for c in self.selected:
+            if c.word is not None:
+                out.setdefault(c.column, []).append(c.word)
+        return out
+
+    def to_payload(self) -> dict[str, Any]:
+        return {"score": self.score, "method": self.method, "parameters": self.parameters,
+                "candidates": self.candidates, "row_cap": self.row_cap,
+                "sensitivity": self.sensitivity, "n_selected": len(self.selected),
+                "selected": [c.to_json() for c in self.selected],
+                "columns": self.columns, "words": self.words}
+
+
+def select(stats: Stats, schema: Schema, columns: Sequence[str], p: Plan, config: FSConfig,
+           rng: np.random.Generator) -> Selection:
+    """Score every candidate and select privately; costs exactly ``p.total`` (one step).
+
+    ``schema`` must be the one the pass ran under (:func:`selection_schema`).
+    """
+    cands = candidates(schema, columns, config.score)
+    m, s, n = len(cands), row_cap(schema, columns), int(stats.n)
+    per, l1 = sensitivity(config.score, m, s, n)
+    eps = p.step(STEP).budget.eps
+    if config.method == "cluster":
+        chosen = _cluster(binary_counts(stats, schema, columns), config, 2 * s, eps, rng)
+    else:
+        scores = compute_scores(stats, schema, columns, config.score)
+        chosen = _by_scores(scores, config, per, l1, eps, rng)
+    return Selection(selected=[cands[i] for i in chosen], score=config.score,
+                     method=config.method, parameters=config.parameters(), candidates=m,
+                     row_cap=s, sensitivity={"per_feature": per, "l1": l1})
+
+
+def _by_scores(scores: np.ndarray, config: FSConfig, per: float, l1: float, eps: float,
+               rng: np.random.Generator) -> np.ndarray:
+    m = scores.size
+    if config.method == "topk":
+        assert config.k is not None
+        return exponential_top_k(scores, min(config.k, m), sensitivity=per, epsilon=eps, rng=rng)
+    if config.method == "threshold":
+        assert config.k is not None and config.threshold is not None
+        found = sparse_vector(scores, config.threshold, cap=config.k, sensitivity=per,
+                              epsilon=eps, rng=rng)
+        return np.sort(found)
+    # perturb
+    if config.score in INTEGER_SCORES:
+        noisy = discrete_laplace_mechanism(np.rint(scores).astype(np.int64),
+                                           sensitivity=int(l1), epsilon=eps, rng=rng)
+    else:
+        noisy = laplace_mechanism(scores, sensitivity=l1, epsilon=eps, rng=rng)
+    noisy = np.asarray(noisy, dtype=float)
+    # best first, ties broken at random so that equal noisy scores do not favour early ones
+    order = np.lexsort((rng.random(m), -noisy))
+    if config.threshold is not None:
+        order = order[noisy[order] > config.threshold]
+    return order if config.k is None else order[:config.k]
+
+
+def _cluster(points: np.ndarray, config: FSConfig, l1: int, eps: float,
+             rng: np.random.Generator) -> np.ndarray:
+    """Release the (a0, a1) points, cluster them, accept clusters by centre score."""
+    assert config.threshold is not None
+    noisy = discrete_laplace_mechanism(points, sensitivity=l1, epsilon=eps, rng=rng)
+    noisy = np.asarray(noisy, dtype=float)
+    centres, labels = kmeans(noisy, config.centers, config.rounds, rng)
+    if config.score == "tc":
+        centre_score = centres.sum(axis=1)
+    else:
+        centre_score = np.abs(centres[:, 1] - centres[:, 0])
+    accepted = np.flatnonzero(centre_score >= config.threshold)
+    return np.flatnonzero(np.isin(labels, accepted))
+
+
+# ------------------------------------------------------------ trainers' side
+def load_selection(path: Any, schema: Schema) -> tuple[Schema, tuple[str, ...]]:
+    """Read a ``select-features`` output and apply it to ``schema`` for a trainer.
+
+    Returns the schema with each selected tokens column's vocabulary cut to
+    the selected words (in vocabulary order), and the columns to train on.
+    Everything it names must be declared: a DataError names the file and
+    the entry otherwise. Costs nothing: the selection was paid for when it
+    was made.
+    """
+    from dpcli.errors import DataError
+    from dpcli.io import read_envelope
+
+    payload = read_envelope(path, "feature_selection")["payload"]
+    try:
+        entries = [Candidate(str(e["column"]), None if e.get("word") is None else str(e["word"]))
+                   for e in payload["selected"]]
+    except (KeyError, TypeError, AttributeError):
+        raise DataError(f"{path}: payload.selected: must be a list of "
+                        "{column, word?} entries") from None
+    if not entries:
+        raise DataError(f"{path}: selects no features: there is nothing to train on "
+                        "(lower the threshold or raise k)")
+    words: dict[str, set[str]] = {}
+    chosen: list[str] = []
+    for i, entry in enumerate(entries):
+        if not schema.has(entry.column) or entry.column == schema.label.column:
+            raise DataError(f"{path}: selected[{i}]: column '{entry.column}' is not a declared "
+                            "feature column of this spec's schema")
+        col = schema.column(entry.column)
+        if isinstance(col, TokensColumn) != (entry.word is not None):
+            raise DataError(f"{path}: selected[{i}]: column '{entry.column}' is {col.kind}; "
+                            + ("a word is needed" if isinstance(col, TokensColumn)
+                               else "it has no words"))
+        if entry.word is not None:
+            assert isinstance(col, TokensColumn)
+            if entry.word not in col.vocabulary:
+                raise DataError(f"{path}: selected[{i}]: word {entry.word!r} is not in the "
+                                f"declared vocabulary of column '{entry.column}'")
+            words.setdefault(entry.column, set()).add(entry.word)
+        if entry.column not in chosen:
+            chosen.append(entry.column)
+    cols = []
+    for col in schema.columns:
+        if isinstance(col, TokensColumn) and col.name in words:
+            keep = tuple(w for w in col.vocabulary if w in words[col.name])
+            col = replace(col, vocabulary=keep)
+        cols.append(col)
+    ordered = tuple(c.name for c in schema.columns if c.name in chosen)
+    return replace(schema, columns=tuple(cols)), ordered

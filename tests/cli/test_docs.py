@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-COMMANDS = [["inspect"], ["tabulate"], ["select-features"], ["train-nb"], ["predict"], ["ledger", "init"],
-            ["ledger", "show"], ["ledger", "verify"]]
+COMMANDS = [["inspect"], ["tabulate"], ["select-features"], ["train-nb"], ["predict"],
+            ["ledger", "init"], ["ledger", "show"], ["ledger", "verify"]]
 README = (Path(__file__).parents[2] / "README.md").read_text()
 
 

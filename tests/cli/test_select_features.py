@@ -1,0 +1,201 @@
+"""End-to-end: ``dpcli select-features`` through the real entry point, and trainers using it.
+
+The toy project (tests/cli/conftest.py): age numeric [17, 90], color
+categorical, member binary, words tokens over alpha..omega (max_per_row 3),
+label classes [0, 1] with positive 1; total budget ε = 1, ledger empty.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+
+from dpcli.ledger import read_entries
+from tests.cli.conftest import Project
+
+
+def _select(cli, project: Project, *extra: object, out: str = "f.json", data=None):
+    return cli("select-features", data or project.data, "--spec", project.spec,
+               "--out", project.root / out, *extra)
+
+
+def _spent(project: Project) -> float:
+    return sum(e["epsilon"] for e in read_entries(project.ledger) if e["kind"] == "reserve")
+
+
+def test_topk_writes_selection_envelope_and_ledger(project: Project, cli) -> None:
+    r = _select(cli, project, "--score", "tc", "--method", "topk", "--k", 2,
+                "--epsilon", 0.2, "--seed", 3, "--json")
+    assert r.exit_code == 0, r.stderr
+    summary = json.loads(r.stdout.strip().splitlines()[-1])
+    assert summary["command"] == "select-features" and summary["selected"] == 2
+    # candidates: 5 words + the binary column
+    assert summary["candidates"] == 6
+    env = json.loads((project.root / "f.json").read_text())
+    assert env["kind"] == "feature_selection" and env["epsilon"] == 0.2
+    assert env["neighbouring"] == "replace-one" and env["seeded"] is True
+    p = env["payload"]
+    assert p["score"] == "tc" and p["method"] == "topk" and p["parameters"]["k"] == 2
+    assert p["sensitivity"] == {"per_feature": 1.0, "l1": 8.0}  # s = 3 words + 1 binary
+    assert len(p["selected"]) == 2 and p["n_selected"] == 2
+    for entry in p["selected"]:
+        assert entry["column"] in ("words", "member")
+        if entry["column"] == "words":
+            assert entry["word"] in ("alpha", "beta", "gamma", "delta", "omega")
+    assert "score" not in json.dumps(p["selected"])  # only which, never how much
+    entries = read_entries(project.ledger)
+    assert [e["kind"] for e in entries] == ["reserve", "complete"]
+    assert entries[0]["command"] == "select-features"
+    assert entries[0]["epsilon"] == 0.2
+    assert entries[1]["summary"]["selected"] == 2
+
+
+def test_huge_epsilon_finds_the_true_top_words(project: Project, cli) -> None:
+    """At ε = 1e5 the noise is negligible: top-2 by total count is the exact top-2."""
+    project.write_spec(lambda s: s["budget"].update(epsilon=1e6))
+    r = _select(cli, project, "--score", "tc", "--method", "topk", "--k", 2,
+                "--columns", "words", "--epsilon", 1e5, "--seed", 1)
+    assert r.exit_code == 0, r.stderr
+    frame = pd.read_parquet(project.data)
+    # the toy rows hold at most 5 words, capped at 3: counts are after the cap, so only
+    # compare against words whose uncapped lead is large
+    counts = frame["words"].explode().value_counts()
+    chosen = [e["word"] for e in json.loads((project.root / "f.json").read_text())
+              ["payload"]["selected"]]
+    assert len(chosen) == 2 and set(chosen) <= set(counts.index)
+    assert counts[chosen].min() >= counts.drop("zzz", errors="ignore").sort_values().iloc[1]
+
+
+@pytest.mark.parametrize("args", [
+    ["--score", "dc", "--method", "threshold", "--threshold", 5, "--k", 3],
+    ["--score", "pi", "--method", "perturb", "--k", 2],
+    ["--score", "ig", "--method", "topk", "--k", 1],
+    ["--score", "tc", "--method", "cluster", "--threshold", 10],
+    ["--score", "chi2", "--method", "topk", "--k", 2],
+    ["--score", "chi2", "--method", "perturb", "--threshold", 1.0],
+])
+def test_every_score_and_method_runs(project: Project, cli, args) -> None:
+    r = _select(cli, project, *args, "--epsilon", 0.1, "--seed", 2)
+    assert r.exit_code == 0, r.stderr
+    p = json.loads((project.root / "f.json").read_text())["payload"]
+    assert p["score"] == args[1] and p["method"] == args[3]
+    names = {"age", "color", "member", "words"}
+    assert all(e["column"] in names for e in p["selected"])
+    assert _spent(project) == pytest.approx(0.1)
+
+
+def test_chi2_candidates_are_whole_columns(project: Project, cli) -> None:
+    r = _select(cli, project, "--score", "chi2", "--method", "topk", "--k", 3,
+                "--columns", "age,color,member", "--epsilon", 0.3, "--seed", 4, "--json")
+    assert r.exit_code == 0, r.stderr
+    p = json.loads((project.root / "f.json").read_text())["payload"]
+    assert p["candidates"] == 3 and sorted(p["columns"]) == ["age", "color", "member"]
+    assert p["sensitivity"]["per_feature"] == 4.0
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["--method", "topk"], "needs --k"),
+    (["--method", "threshold", "--threshold", 3], "--k"),
+    (["--method", "cluster", "--score", "pi", "--threshold", 3], "cluster"),
+    (["--method", "magic", "--k", 2], "method"),
+    (["--score", "tc", "--columns", "color", "--k", 2, "--method", "topk"], "color"),
+    (["--columns", "nope", "--k", 2, "--method", "topk"], "nope"),
+])
+def test_bad_options_exit_2_and_charge_nothing(project: Project, cli, args, needle) -> None:
+    r = _select(cli, project, *args, "--epsilon", 0.1)
+    assert r.exit_code == 2
+    assert needle in r.stderr
+    assert _spent(project) == 0
+    assert not (project.root / "f.json").exists()
+
+
+def test_missing_section_and_epsilon_names_the_key(project: Project, cli) -> None:
+    r = _select(cli, project, "--method", "topk", "--k", 2)
+    assert r.exit_code == 2 and "select-features" in r.stderr
+    assert _spent(project) == 0
+
+
+def test_spec_section_is_used_and_validated(project: Project, cli) -> None:
+    project.write_spec(lambda s: s.update({"select-features": {
+        "epsilon": 0.25, "score": "dc", "method": "threshold", "threshold": 2, "k": 4, "r": 2}}))
+    r = _select(cli, project, "--seed", 5)
+    assert r.exit_code == 0, r.stderr
+    p = json.loads((project.root / "f.json").read_text())["payload"]
+    assert p["score"] == "dc" and p["parameters"] == {"threshold": 2.0, "k": 4, "r": 2}
+    assert p["row_cap"] == 3  # r = 2 words + 1 binary column
+    # the command line overrides the method; the spec's threshold is not used by topk
+    r = _select(cli, project, "--method", "topk", "--k", 1, "--out", project.root / "g.json")
+    assert r.exit_code == 0, r.stderr
+    g = json.loads((project.root / "g.json").read_text())["payload"]
+    assert g["method"] == "topk" and "threshold" not in g["parameters"]
+
+    project.write_spec(lambda s: s.update({"select-features": {"epsilon": 0.2, "k": 0}}))
+    r = _select(cli, project, out="h.json")
+    assert r.exit_code == 2 and "select-features.k" in r.stderr
+
+
+def test_dry_run_shows_plan_and_charges_nothing(project: Project, cli) -> None:
+    r = cli("select-features", project.data, "--spec", project.spec, "--method", "threshold",
+            "--threshold", 3, "--k", 2, "--epsilon", 0.4, "--dry-run", "--json")
+    assert r.exit_code == 0, r.stderr
+    summary = json.loads(r.stdout.strip().splitlines()[-1])
+    assert summary["dry_run"] is True and summary["fits"] is True
+    assert summary["breakdown"][0]["mechanism"] == "sparse_vector"
+    assert read_entries(project.ledger) == []
+
+
+def test_over_budget_exits_3(project: Project, cli) -> None:
+    r = _select(cli, project, "--method", "topk", "--k", 1, "--epsilon", 5)
+    assert r.exit_code == 3
+    assert _spent(project) == 0 and not (project.root / "f.json").exists()
+
+
+def test_train_nb_uses_the_selection_and_predict_follows(project: Project, cli) -> None:
+    r = _select(cli, project, "--score", "tc", "--method", "topk", "--k", 2, "--columns", "words",
+                "--epsilon", 0.2, "--seed", 6)
+    assert r.exit_code == 0, r.stderr
+    chosen = [e["word"] for e in json.loads((project.root / "f.json").read_text())
+              ["payload"]["selected"]]
+    r = cli("train-nb", project.data, "--spec", project.spec, "--features",
+            project.root / "f.json", "--out", project.root / "m.json", "--epsilon", 0.5,
+            "--seed", 7, "--r", 1)
+    assert r.exit_code == 0, r.stderr
+    model = json.loads((project.root / "m.json").read_text())["payload"]
+    assert model["columns"] == ["words"]
+    vocab = model["schema"]["columns"]["words"]["vocabulary"]
+    assert sorted(vocab) == sorted(chosen) and len(model["tables"]["words"][0]) == 2
+    assert model["schema"]["columns"]["words"]["max_per_row"] == 1
+    entries = read_entries(project.ledger)
+    nb = next(e for e in entries if e["kind"] == "reserve" and e["command"] == "train-nb")
+    assert nb["arguments"]["features"].endswith("f.json") and nb["arguments"]["r"] == 1
+    assert _spent(project) == pytest.approx(0.7)
+
+    r = cli("predict", project.root / "m.json", project.data, "--out", project.root / "p.csv")
+    assert r.exit_code == 0, r.stderr
+    assert len(pd.read_csv(project.root / "p.csv")) == len(pd.read_parquet(project.data))
+
+
+def test_train_nb_refuses_bad_selection_files(project: Project, cli) -> None:
+    def train(path, *extra):
+        return cli("train-nb", project.data, "--spec", project.spec, "--features", path,
+                   "--out", project.root / "m.json", "--epsilon", 0.5, *extra)
+
+    r = train(project.root / "missing.json")
+    assert r.exit_code == 2 and "missing.json" in r.stderr
+    assert _select(cli, project, "--method", "topk", "--k", 2, "--epsilon", 0.1).exit_code == 0
+    spent = _spent(project)
+    r = train(project.root / "f.json", "--columns", "age")
+    assert r.exit_code == 2 and "--features" in r.stderr
+    env = json.loads((project.root / "f.json").read_text())
+    env["payload"]["selected"] = [{"column": "words", "word": "notaword"}]
+    (project.root / "bad.json").write_text(json.dumps(env))
+    r = train(project.root / "bad.json")
+    assert r.exit_code == 2 and "notaword" in r.stderr and "bad.json" in r.stderr
+    env["payload"]["selected"] = []
+    (project.root / "empty.json").write_text(json.dumps(env))
+    r = train(project.root / "empty.json")
+    assert r.exit_code == 2 and "selects no features" in r.stderr
+    assert _spent(project) == spent  # refused before the charge
+    assert not (project.root / "m.json").exists()

@@ -27,9 +27,16 @@ demo: $(VENV)/.installed
 	$(DPCLI) predict demo/nb.json sample_data/adult_test.parquet --out demo/predictions.parquet
 	@$(BIN)/python -c "import pandas as pd; p = pd.read_parquet('demo/predictions.parquet'); \
 		print(f'naive Bayes accuracy on the public test sample: {(p.prediction == p.label.astype(str)).mean():.3f} (majority class: {max(p.label.mean(), 1 - p.label.mean()):.3f})')"
+	$(DPCLI) select-features sample_data/adult_train.parquet --spec configs/demo.yaml --out demo/features.json
+	$(DPCLI) train-nb sample_data/adult_train.parquet --spec configs/demo.yaml --features demo/features.json \
+		--out demo/nb_selected.json --epsilon 1.0
+	$(DPCLI) predict demo/nb_selected.json sample_data/adult_test.parquet --out demo/predictions_selected.parquet
+	@$(BIN)/python -c "import json, pandas as pd; p = pd.read_parquet('demo/predictions_selected.parquet'); \
+		cols = json.load(open('demo/features.json'))['payload']['columns']; \
+		print(f'selected columns: {cols}; accuracy with them: {(p.prediction == p.label.astype(str)).mean():.3f}')"
 	$(DPCLI) ledger show --spec configs/demo.yaml
 	$(DPCLI) ledger verify --spec configs/demo.yaml
-	@echo "demo outputs are in demo/: adult_counts.csv, nb.json, predictions.parquet"
+	@echo "demo outputs are in demo/: adult_counts.csv, nb.json, predictions.parquet, features.json, nb_selected.json"
 
 test: $(VENV)/.installed
 	$(BIN)/ruff check dpcli tests benchmarks

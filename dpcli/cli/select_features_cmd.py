@@ -68,8 +68,7 @@ def select_features(
     Example:
 
         dpcli select-features data/train.parquet --spec configs/tweets.yaml \\
-            --out features.json --score tc --method threshold --threshold 30 --k 300 \\
-            --epsilon 0.2
+            --out features.json --score tc --method topk --k 200 --epsilon 0.2
         dpcli train-nb data/train.parquet --spec configs/tweets.yaml \\
             --features features.json --out nb.json --epsilon 0.8
     """
@@ -92,6 +91,10 @@ def select_features(
     s = replace(s, schema=fs.selection_schema(s.schema, chosen, config.r))
     fs.positive_index(s.schema)
     plan = fs.plan(s.schema, chosen, Budget(section.epsilon), config)
+    if config.method == "perturb" and config.score not in ("tc", "dc"):
+        ui.warn(f"perturb with {config.score} adds noise scaled to every candidate's change "
+                "(one record moves all of them); threshold and topk pay only for one. "
+                "See the plan's Δ1.")
     request = fs.request(s.schema, chosen, config)
     request.validate(s.schema)  # before the charge: a bad request must cost nothing
 

@@ -37,6 +37,8 @@ def kmeans(points: np.ndarray, centers: int, rounds: int,
     x = check_real_array("points", points)
     if x.ndim != 2 or x.shape[0] == 0:
         raise ValueError("points must be a non-empty (n, d) array")
+    if not np.all(np.isfinite(x)):
+        raise ValueError("points must be finite")
     k = check_int("centers", centers, minimum=1)
     rounds = check_int("rounds", rounds, minimum=1)
     rng = check_rng(rng)

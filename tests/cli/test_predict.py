@@ -75,7 +75,9 @@ def test_predict_parquet(project: Project, cli, model: Path) -> None:
     proba = _check_probabilities(result, ["0", "1"])
     np.testing.assert_array_equal(result["score"], result["proba_1"])  # positive class 1
     np.testing.assert_allclose(proba, _library_proba(model, source), rtol=1e-12)
-    assert 0.05 < (result["prediction"] == "1").mean() < 0.95  # not a constant model
+    # not a constant model: the toy labels are pure noise and the noise is keyed by a fresh
+    # ledger key per test, so the share predicted positive may be anything; the scores must vary
+    assert result["score"].nunique() > 10
 
 
 def test_predict_csv_matches_parquet(project: Project, cli, model: Path) -> None:

@@ -68,7 +68,7 @@ def select_features(
     Example:
 
         dpcli select-features data/train.parquet --spec configs/tweets.yaml \\
-            --out features.json --score tc --method topk --k 200 --epsilon 0.2
+            --out features.json --score tc --method perturb --threshold 50 --r 10 --epsilon 0.2
         dpcli train-nb data/train.parquet --spec configs/tweets.yaml \\
             --features features.json --out nb.json --epsilon 0.8
     """

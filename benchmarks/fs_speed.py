@@ -395,7 +395,8 @@ def where_dpcli_loses(results: list[dict], sizes: list[int]) -> list[str]:
                 verdict[side].setdefault(what, []).append(f"{shown:.1f}× vs {label}")
         parts = [f"{side} on {what} ({', '.join(items)})"
                  for side in ("loses", "wins") for what, items in verdict[side].items()]
-        notes.append(f"- {n:,} rows, fastest CLI run ({fast['tool']}: {fast['wall_s']:.2f} s, "
+        notes.append(f"- {n:,} rows, the fastest CLI configuration ({fast['tool']}: median "
+                     f"{fast['wall_s']:.2f} s, "
                      f"{fast['peak_rss_mb']:.0f} MB) {'; '.join(parts)}.")
         lib = row.get(LIBRARY_ROW)
         if lib is not None and "inproc_s" in lib:

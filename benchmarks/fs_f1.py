@@ -165,7 +165,7 @@ def run_dpcli(schema, columns, stats, r, tau, truth, eps, reps) -> list[dict]:
     from dpcli.mechanisms import make_rng
 
     rows = []
-    index = {c: i for i, c in enumerate(fs.candidates(schema, columns, "tc"))}
+    index = {c: i for i, c in enumerate(fs.candidates(schema, columns))}
     for name, cfg in dpcli_configs(tau, truth.size, r):
         plan = fs.plan(schema, columns, Budget(eps), cfg)
         runs = []

@@ -77,7 +77,13 @@ from scipy.special import xlogy
 
 from dpcli.algorithms.common import cap_tokens
 from dpcli.budget import Budget
-from dpcli.data.schema import BinaryColumn, NumericColumn, Schema, TokensColumn
+from dpcli.data.schema import (
+    BinaryColumn,
+    CategoricalColumn,
+    NumericColumn,
+    Schema,
+    TokensColumn,
+)
 from dpcli.errors import SpecError, UsageError
 from dpcli.mechanisms import (
     Plan,
@@ -216,7 +222,7 @@ def selection_schema(schema: Schema, columns: Sequence[str], r: int | None) -> S
     return schema
 
 
-def candidates(schema: Schema, columns: Sequence[str], score: str) -> list[Candidate]:
+def candidates(schema: Schema, columns: Sequence[str]) -> list[Candidate]:
     """The candidates in a public, data-independent order (schema order, vocabulary order)."""
     out: list[Candidate] = []
     for name in columns:
@@ -267,7 +273,7 @@ def sensitivity(score: str, m: int, s: int, n: int) -> tuple[float, float]:
 # -------------------------------------------------------------------------- plan
 def plan(schema: Schema, columns: Sequence[str], total: Budget, config: FSConfig) -> Plan:
     """One step, the whole ε, with its calibration (computable without data)."""
-    m = len(candidates(schema, columns, config.score))
+    m = len(candidates(schema, columns))
     s = row_cap(schema, columns)
     mech = {"perturb": "discrete_laplace" if config.score in INTEGER_SCORES else "laplace",
             "threshold": "sparse_vector", "topk": "exponential_top_k",
@@ -358,12 +364,12 @@ def compute_scores(stats: Stats, schema: Schema, columns: Sequence[str],
     out: list[np.ndarray] = []
     for name in columns:
         col = schema.column(name)
-        if isinstance(col, TokensColumn) or (score != "chi2"):
+        if isinstance(col, NumericColumn):      # chi2 only (scored_columns)
+            out.append(np.array([chi2_score(stats.histograms[name], pos)]))
+        elif isinstance(col, CategoricalColumn):
+            out.append(np.array([chi2_score(stats.contingency[name], pos)]))
+        else:                                    # words and binary columns: (a0, a1) suffice
             out.append(binary_scores(score, binary_counts(stats, schema, [name]), n1, n))
-        else:
-            table = stats.histograms[name] if isinstance(col, NumericColumn) else \
-                stats.contingency[name]
-            out.append(np.array([chi2_score(table, pos)]))
     return np.concatenate(out) if out else np.zeros(0)
 
 
@@ -408,7 +414,7 @@ def select(stats: Stats, schema: Schema, columns: Sequence[str], p: Plan, config
 
     ``schema`` must be the one the pass ran under (:func:`selection_schema`).
     """
-    cands = candidates(schema, columns, config.score)
+    cands = candidates(schema, columns)
     m, s, n = len(cands), row_cap(schema, columns), int(stats.n)
     per, l1 = sensitivity(config.score, m, s, n)
     eps = p.step(STEP).budget.eps

@@ -105,7 +105,7 @@ def names(selection: fs.Selection) -> list[str]:
 
 # ---------------------------------------------------------- scores from Stats
 def test_candidates_counts_and_row_cap() -> None:
-    cands = fs.candidates(SCHEMA, COLUMNS, "tc")
+    cands = fs.candidates(SCHEMA, COLUMNS)
     assert [c.name for c in cands] == NAMES
     assert fs.row_cap(SCHEMA, COLUMNS) == 3                      # r = 2 plus one binary
     assert fs.row_cap(make_schema(max_per_row=50), COLUMNS) == 7  # capped at |vocabulary|

@@ -54,17 +54,14 @@ benchmarks/results/fs_f1.{md,json} (folder: --out).
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import json
-import os
-import platform
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
+from _common import environment, split_tweets
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -89,20 +86,6 @@ PTT = "PTT (paper; NOT differentially private, reference only)"
 
 
 # -------------------------------------------------------------------- data
-
-
-def split_tweets(path: Path, folder: Path) -> tuple[Path, Path, int, int]:
-    """Write the 80/20 train/test split (seed 0) as Parquet; only train is used here."""
-    import pyarrow.parquet as pq
-
-    table = pq.read_table(path, columns=["tokens", "label"])
-    n = table.num_rows
-    perm = np.random.default_rng(SPLIT_SEED).permutation(n)
-    n_test = round(TEST_FRACTION * n)
-    train, test = folder / "train.parquet", folder / "test.parquet"
-    pq.write_table(table.take(np.sort(perm[n_test:])), train)
-    pq.write_table(table.take(np.sort(perm[:n_test])), test)
-    return train, test, n - n_test, n_test
 
 
 def tc_pass(schema, columns, train: Path, r: int):
@@ -264,32 +247,6 @@ def reading(rows, taus, sizes, eps, r) -> str:
     return " ".join(parts)
 
 
-def environment() -> dict:
-    import pyarrow
-    import scipy
-
-    def git(*args: str) -> str:
-        try:
-            return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True,
-                                  check=True).stdout.strip()
-        except Exception:
-            return ""
-
-    try:
-        from dpcli import __version__ as dpcli_version
-    except ImportError:
-        dpcli_version = None
-    return {
-        "date_utc": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        "cpu_count": os.cpu_count(),
-        "cpus_usable": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
-        "machine": platform.machine(), "python": platform.python_version(),
-        "numpy": np.__version__, "scipy": scipy.__version__, "pyarrow": pyarrow.__version__,
-        "dpcli": dpcli_version, "git_head": git("rev-parse", "--short", "HEAD"),
-        "dpcli_tree_modified": bool(git("status", "--porcelain", "dpcli")),
-    }
-
-
 # -------------------------------------------------------------------- main
 
 
@@ -317,14 +274,14 @@ def main() -> None:
     from dpcli.spec import load_spec
 
     t0 = time.perf_counter()
-    env = environment()
+    env = environment("scipy")
     spec = load_spec(SPEC)
     columns = fs.scored_columns(spec.schema, (), "tc")
     vocab = len(spec.schema.column(columns[0]).vocabulary)
     rows: list[dict] = []
     timings: dict[str, float] = {}
     with tempfile.TemporaryDirectory(prefix="dpcli-fs-f1-") as tmp:
-        train, _, n_train, n_test = split_tweets(data, Path(tmp))
+        train, _, n_train, n_test = split_tweets(data, Path(tmp), SPLIT_SEED, TEST_FRACTION)
         # the truth: exact TC, no cap at all (r = vocabulary size never binds)
         exact_schema, exact_stats = tc_pass(spec.schema, columns, train, vocab)
         exact_tc = fs.compute_scores(exact_stats, exact_schema, columns, "tc")

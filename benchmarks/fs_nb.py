@@ -73,11 +73,7 @@ benchmarks/results/fs_nb.{md,json} (folder: --out).
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import json
-import os
-import platform
-import subprocess
 import sys
 import tempfile
 import time
@@ -85,6 +81,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
+from _common import auc, environment, split_tweets
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -112,18 +109,6 @@ MAJORITY = "majority class (train)"
 
 
 # ----------------------------------------------------------------- metrics
-
-
-def auc(scores: np.ndarray, positive: np.ndarray) -> float:
-    """Area under the ROC curve by the rank formula (ties get average ranks)."""
-    from scipy.stats import rankdata
-
-    pos = positive.astype(bool)
-    n_pos, n_neg = int(pos.sum()), int((~pos).sum())
-    if n_pos == 0 or n_neg == 0:
-        return float("nan")
-    ranks = rankdata(scores)
-    return float((ranks[pos].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
 
 
 def score(proba: np.ndarray, labels: np.ndarray, pos: int) -> tuple[float, float, float]:
@@ -204,18 +189,6 @@ def nb_fit(schema, columns, stats, eps_nb, rng):
 # -------------------------------------------------------------------- tweets
 
 
-def split_tweets(path: Path, folder: Path) -> tuple[Path, Path]:
-    import pyarrow.parquet as pq
-
-    table = pq.read_table(path, columns=["tokens", "label"])
-    perm = np.random.default_rng(SPLIT_SEED).permutation(table.num_rows)
-    n_test = round(TEST_FRACTION * table.num_rows)
-    train, test = folder / "train.parquet", folder / "test.parquet"
-    pq.write_table(table.take(np.sort(perm[n_test:])), train)
-    pq.write_table(table.take(np.sort(perm[:n_test])), test)
-    return train, test
-
-
 def tweet_methods(tau: float):
     from dpcli.algorithms.feature_selection import FSConfig
 
@@ -287,7 +260,8 @@ def run_tweets(data_dir: Path, reps: int, folder: Path) -> dict:
     from dpcli.stats import get_engine
 
     spec = load_spec(TWEETS_SPEC)
-    train, test = split_tweets(data_dir / FILES["tweets"][0], folder)
+    train, test, _, _ = split_tweets(data_dir / FILES["tweets"][0], folder, SPLIT_SEED,
+                                      TEST_FRACTION)
     columns = fs.scored_columns(spec.schema, (), "tc")
     col = columns[0]
     vocab = spec.schema.column(col).vocabulary
@@ -627,35 +601,6 @@ def finite(obj):
     return obj
 
 
-def environment() -> dict:
-    import pyarrow
-    import scipy
-
-    def version(mod: str) -> str | None:
-        try:
-            return __import__(mod).__version__
-        except Exception:
-            return None
-
-    def git(*args: str) -> str:
-        try:
-            return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True,
-                                  check=True).stdout.strip()
-        except Exception:
-            return ""
-
-    return {
-        "date_utc": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        "cpu_count": os.cpu_count(),
-        "cpus_usable": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
-        "machine": platform.machine(), "python": platform.python_version(),
-        "numpy": np.__version__, "scipy": scipy.__version__, "pyarrow": pyarrow.__version__,
-        "dpcli": version("dpcli"), "scikit-learn": version("sklearn"),
-        "git_head": git("rev-parse", "--short", "HEAD"),
-        "dpcli_tree_modified": bool(git("status", "--porcelain", "dpcli")),
-    }
-
-
 # ---------------------------------------------------------------------- main
 
 
@@ -679,7 +624,7 @@ def main() -> None:
         return
     reps = 3 if args.quick else args.reps
     t0 = time.perf_counter()
-    env = environment()
+    env = environment("scipy", "sklearn")
     results = {}
     with tempfile.TemporaryDirectory(prefix="dpcli-fs-nb-") as tmp:
         for key in args.datasets:

@@ -77,16 +77,16 @@ skipped with a message. Writes benchmarks/results/fs_speed.{md,json}.
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import json
 import os
-import platform
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from _common import dpcli_command, environment, run_once
 
 ROOT = Path(__file__).resolve().parents[1]
 SIZES = (100_000, 1_000_000)
@@ -109,17 +109,6 @@ CLI_RUNS = {
                                                  "--threshold", "1000", "--k", str(K)],
     "dpcli select-features ig topk (CLI)": ["--score", "ig", "--method", "topk", "--k", str(K)],
 }
-
-WRAPPER = """
-import json, resource, subprocess, sys, time
-cmd = json.loads(sys.argv[1])
-t0 = time.perf_counter()
-out = subprocess.run(cmd, capture_output=True, text=True, timeout=float(sys.argv[2]))
-wall = time.perf_counter() - t0
-peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024   # KiB -> MiB
-print(json.dumps({"wall_s": wall, "peak_rss_mb": peak, "returncode": out.returncode,
-                  "stdout": out.stdout[-4000:], "stderr": out.stderr[-4000:]}))
-"""
 
 VMHWM = """
 elapsed = time.perf_counter() - t0
@@ -176,11 +165,6 @@ check = int(counts.sum())
 
 
 # ----------------------------------------------------------------------------- data
-def dpcli_command() -> list[str]:
-    exe = Path(sys.executable).parent / "dpcli"
-    return [str(exe)] if exe.exists() else [sys.executable, "-m", "dpcli"]
-
-
 def make_vocabulary(rng) -> list[str]:
     """VOCAB_SIZE distinct made-up lower-case words of 3-10 letters, in Zipf rank order."""
     import numpy as np
@@ -277,22 +261,6 @@ def make_spec(folder: Path, vocab: list[str]) -> Path:
 
 
 # ---------------------------------------------------------------------------- timing
-def run_once(cmd: list[str], timeout: float) -> dict:
-    out = subprocess.run([sys.executable, "-c", WRAPPER, json.dumps(cmd), str(timeout)],
-                         capture_output=True, text=True)
-    if out.returncode != 0:
-        if "TimeoutExpired" in out.stderr:
-            return {"timeout": True}
-        raise RuntimeError(f"wrapper failed for {cmd}:\n{out.stderr}")
-    r = json.loads(out.stdout)
-    if r["returncode"] != 0:
-        raise RuntimeError(f"{cmd} exited {r['returncode']}:\n{r['stderr']}")
-    reports = [line for line in r["stdout"].splitlines() if line.startswith("{")]
-    if reports:
-        r.update(json.loads(reports[-1]))
-    return {k: v for k, v in r.items() if k not in ("stdout", "stderr", "returncode")}
-
-
 def check_selection(out: Path) -> int:
     """Words selected in a select-features output (1..K of VOCAB_SIZE expected); removes it."""
     payload = json.loads(out.read_text())["payload"]
@@ -343,33 +311,6 @@ def summarise(runs: list[dict]) -> dict:
         if "import_rss_mb" in mid:
             out["import_rss_mb"] = max(r["import_rss_mb"] for r in runs)
     return out
-
-
-def environment() -> dict:
-    def version(mod: str) -> str | None:
-        try:
-            return __import__(mod).__version__
-        except Exception:
-            return None
-
-    try:
-        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
-                              capture_output=True, text=True).stdout.strip()
-        dirty = bool(subprocess.run(["git", "status", "--porcelain", "dpcli"], cwd=ROOT,
-                                    capture_output=True, text=True).stdout.strip())
-    except OSError:
-        head, dirty = "", False
-    return {"date_utc": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-            "cpu_count": os.cpu_count(),
-            "cpus_usable": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
-            else None,
-            "machine": platform.machine(), "python": platform.python_version(),
-            "platform": platform.platform(),
-            **{m: version(m) for m in ("dpcli", "numpy", "pyarrow", "pandas", "duckdb")},
-            "git_head": head, "dpcli_tree_modified": dirty,
-            "loadavg_1min_start": round(os.getloadavg()[0], 2),
-            "peak_rss_method": "resource.getrusage(RUSAGE_CHILDREN).ru_maxrss in a one-shot "
-                               "wrapper process (Python workers: also /proc/self/status VmHWM)"}
 
 
 # ----------------------------------------------------------------------------- notes
@@ -455,7 +396,10 @@ def main() -> None:
     import numpy as np
 
     t_start = time.perf_counter()
-    env = environment()
+    env = environment(
+        "pandas", "duckdb", loadavg_1min_start=round(os.getloadavg()[0], 2),
+        peak_rss_method=("resource.getrusage(RUSAGE_CHILDREN).ru_maxrss in a one-shot wrapper "
+                         "process (Python workers: also /proc/self/status VmHWM)"))
     work = args.workdir
     work.mkdir(parents=True, exist_ok=True)
     vocab = make_vocabulary(np.random.default_rng([GENERATOR, 0]))

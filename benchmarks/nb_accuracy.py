@@ -35,17 +35,14 @@ benchmarks/results/nb_accuracy.{md,json}.
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import json
-import os
-import platform
-import subprocess
 import sys
 import time
 import warnings
 from pathlib import Path
 
 import numpy as np
+from _common import auc, environment
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -71,18 +68,6 @@ MAJORITY = "majority class (train)"
 
 
 # ----------------------------------------------------------------- metrics
-
-
-def auc(scores: np.ndarray, positive: np.ndarray) -> float:
-    """Area under the ROC curve by the rank formula (ties get average ranks)."""
-    from scipy.stats import rankdata
-
-    pos = positive.astype(bool)
-    n_pos, n_neg = int(pos.sum()), int((~pos).sum())
-    if n_pos == 0 or n_neg == 0:
-        return float("nan")
-    ranks = rankdata(scores)
-    return float((ranks[pos].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
 
 
 def score(proba: np.ndarray, labels: np.ndarray, pos_index: int) -> tuple[float, float]:
@@ -297,38 +282,6 @@ def reading(title: str, rows: list[dict], epsilons) -> str:
     return " ".join(parts)
 
 
-def environment() -> dict:
-    import numpy
-    import pyarrow
-    import scipy
-
-    def version(mod: str) -> str | None:
-        try:
-            return __import__(mod).__version__
-        except Exception:
-            return None
-
-    def git(*args: str) -> str:
-        try:
-            return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True,
-                                  check=True).stdout.strip()
-        except Exception:
-            return ""
-
-    return {
-        "date_utc": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        "cpu_count": os.cpu_count(),
-        "cpus_usable": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
-        "machine": platform.machine(), "python": platform.python_version(),
-        "platform": platform.platform(),
-        "numpy": numpy.__version__, "scipy": scipy.__version__, "pyarrow": pyarrow.__version__,
-        "dpcli": version("dpcli"), "scikit-learn": version("sklearn"),
-        "diffprivlib": version("diffprivlib"),
-        "git_head": git("rev-parse", "--short", "HEAD"),
-        "dpcli_tree_modified": bool(git("status", "--porcelain", "dpcli")),
-    }
-
-
 # -------------------------------------------------------------------- main
 
 
@@ -409,7 +362,7 @@ def main() -> None:
     if 1.0 not in epsilons:
         raise SystemExit("nb_accuracy: the epsilon list must include 1 (the reading uses it)")
     t0 = time.perf_counter()
-    env = environment()
+    env = environment("scipy", "sklearn", "diffprivlib")
     results = {key: run_dataset(key, args.data_dir, epsilons, args.reps)
                for key in args.datasets}
     env["total_seconds"] = round(time.perf_counter() - t0, 1)

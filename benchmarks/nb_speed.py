@@ -38,11 +38,9 @@ benchmarks/results/nb_speed.{md,json}.
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import json
 import math
 import os
-import platform
 import shutil
 import subprocess
 import sys
@@ -50,21 +48,12 @@ import tempfile
 import time
 from pathlib import Path
 
+from _common import dpcli_command, environment, run_once
+
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = ROOT.parent / "shared" / "data" / "adult_train.parquet"
 SIZES = (100_000, 1_000_000, 5_000_000)
 NUMERIC = ["age", "fnlwgt", "education_num", "capital_gain", "capital_loss", "hours_per_week"]
-
-WRAPPER = """
-import json, resource, subprocess, sys, time
-cmd = json.loads(sys.argv[1])
-t0 = time.perf_counter()
-out = subprocess.run(cmd, capture_output=True, text=True, timeout=float(sys.argv[2]))
-wall = time.perf_counter() - t0
-peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024   # KiB -> MiB
-print(json.dumps({"wall_s": wall, "peak_rss_mb": peak, "returncode": out.returncode,
-                  "stdout": out.stdout[-4000:], "stderr": out.stderr[-4000:]}))
-"""
 
 VMHWM = """
 hwm = [l for l in open("/proc/self/status") if l.startswith("VmHWM")][0]
@@ -108,11 +97,6 @@ check = int(stats.class_counts.sum())
 """ + VMHWM
 
 
-def dpcli_command() -> list[str]:
-    exe = Path(sys.executable).parent / "dpcli"
-    return [str(exe)] if exe.exists() else [sys.executable, "-m", "dpcli"]
-
-
 def make_spec(folder: Path) -> Path:
     """A copy of configs/adult.yaml: own dataset id, ε = 1e9, ledger in ``folder``."""
     import yaml
@@ -140,21 +124,6 @@ def make_data(source: Path, rows: int, folder: Path) -> Path:
     path = folder / f"adult_{rows}.parquet"
     pq.write_table(base.take(pa.array(idx)), path, row_group_size=1 << 20)
     return path
-
-
-def run_once(cmd: list[str], timeout: float) -> dict:
-    out = subprocess.run([sys.executable, "-c", WRAPPER, json.dumps(cmd), str(timeout)],
-                         capture_output=True, text=True)
-    if out.returncode != 0:
-        if "TimeoutExpired" in out.stderr:
-            return {"timeout": True}
-        raise RuntimeError(f"wrapper failed for {cmd}:\n{out.stderr}")
-    r = json.loads(out.stdout)
-    if r["returncode"] != 0:
-        raise RuntimeError(f"{cmd} exited {r['returncode']}:\n{r['stderr']}")
-    if r["stdout"].strip().startswith("{"):
-        r.update(json.loads(r["stdout"].strip().splitlines()[-1]))
-    return {k: v for k, v in r.items() if k not in ("stdout", "stderr", "returncode")}
 
 
 def measure(cmd: list[str], repeat: int, timeout: float) -> dict:
@@ -188,32 +157,6 @@ def slopes(points: list[tuple[int, float]]) -> dict:
     return {"fit": fit, "last_two": math.log(t2 / t1) / math.log(n2 / n1)}
 
 
-def environment() -> dict:
-    def version(mod: str) -> str | None:
-        try:
-            return __import__(mod).__version__
-        except Exception:
-            return None
-
-    try:
-        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
-                              capture_output=True, text=True).stdout.strip()
-        dirty = bool(subprocess.run(["git", "status", "--porcelain", "dpcli"], cwd=ROOT,
-                                    capture_output=True, text=True).stdout.strip())
-    except OSError:
-        head, dirty = "", False
-    return {"date_utc": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-            "cpu_count": os.cpu_count(),
-            "cpus_usable": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
-            else None,
-            "machine": platform.machine(), "python": platform.python_version(),
-            "platform": platform.platform(),
-            **{m: version(m) for m in ("dpcli", "numpy", "pyarrow", "scipy", "sklearn")},
-            "git_head": head, "dpcli_tree_modified": dirty,
-            "peak_rss_method": "resource.getrusage(RUSAGE_CHILDREN).ru_maxrss in a one-shot "
-                               "wrapper process (Python workers: also /proc/self/status VmHWM)"}
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA,
@@ -242,7 +185,10 @@ def main() -> None:
               "from the benchmark venv (benchmarks/requirements.txt)", file=sys.stderr)
 
     t_start = time.perf_counter()
-    env = environment()
+    env = environment(
+        "scipy", "sklearn",
+        peak_rss_method=("resource.getrusage(RUSAGE_CHILDREN).ru_maxrss in a one-shot wrapper "
+                         "process (Python workers: also /proc/self/status VmHWM)"))
     results: list[dict] = []
     tmp = Path(tempfile.mkdtemp(prefix="dpcli-nb-speed-"))
     try:
@@ -299,7 +245,7 @@ def main() -> None:
              f"Adult, Parquet; median of {args.repeat})", "",
              f"{env['date_utc']}; {env['cpus_usable']} usable CPUs (os.cpu_count() = "
              f"{env['cpu_count']}), {env['machine']}, Python {env['python']}, numpy "
-             f"{env['numpy']}, pyarrow {env['pyarrow']}, scikit-learn {env['sklearn']}, dpcli "
+             f"{env['numpy']}, pyarrow {env['pyarrow']}, scikit-learn {env['scikit-learn']}, dpcli "
              f"{env['dpcli']} (git {env['git_head']}"
              f"{', dpcli/ modified' if env['dpcli_tree_modified'] else ''}); "
              f"{env['total_seconds']} s in all.", "",

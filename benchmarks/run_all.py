@@ -1,4 +1,4 @@
-"""Run every benchmark script in this folder (`make bench`)."""
+"""Run every benchmark script in this folder (`make bench`); ``_*.py`` are shared helpers."""
 
 from __future__ import annotations
 
@@ -10,6 +10,6 @@ HERE = Path(__file__).resolve().parent
 
 if __name__ == "__main__":
     for script in sorted(HERE.glob("*.py")):
-        if script.name != Path(__file__).name:
+        if script.name != Path(__file__).name and not script.name.startswith("_"):
             print(f"== {script.name}", flush=True)
             subprocess.run([sys.executable, str(script)], check=True)

@@ -74,11 +74,17 @@ def select_features(
     """
     from dpcli.algorithms import feature_selection as fs
     from dpcli.budget import Budget
-    from dpcli.cli.spend import noise_generator, preflight, report_data, resolve_section
-    from dpcli.io import Outputs, dumps_json, envelope
+    from dpcli.cli.spend import (
+        compute_stats,
+        noise_generator,
+        preflight,
+        release_json,
+        report_data,
+        resolve_section,
+    )
+    from dpcli.io import Outputs
     from dpcli.run import charged
     from dpcli.spec import SelectFeaturesSection, load_spec
-    from dpcli.stats import get_engine
 
     ui = UI(quiet=quiet, json=json)
     s = load_spec(spec)
@@ -108,14 +114,11 @@ def select_features(
                  **config.parameters()}
     with charged(s, plan, command="select-features", arguments=arguments, input_path=data,
                  seeded=seed is not None) as charge, outputs:
-        with ui.progress("reading", source.num_rows_hint()) as advance:
-            stats = get_engine().compute(source, request, rng=rng, progress=advance)
+        stats = compute_stats(ui, source, request, rng)
         selection = fs.select(stats, s.schema, chosen, plan, config, rng)
         payload = {**selection.to_payload(), "breakdown": plan.to_json()}
-        outputs.write_text(out, dumps_json(envelope(
-            "feature_selection", payload, dataset=s.dataset, spec_digest=s.digest,
-            epsilon=plan.total.eps, delta=plan.total.dlt, run_id=charge.run_id,
-            seeded=seed is not None)))
+        outputs.write_text(out, release_json("feature_selection", payload, s, plan, charge,
+                                             seeded=seed is not None))
         charge.outputs = outputs.commit()
         charge.summary = {"score": config.score, "method": config.method,
                           "candidates": selection.candidates,

@@ -129,3 +129,21 @@ def preflight(ui: UI, spec: Spec, plan: Plan, data: Any, columns: Any, out: Any,
     if dry_run:
         dry_run_exit(ui, spec, plan)
     return source
+
+
+def compute_stats(ui: UI, source: Any, request: Any, rng: Any, label: str = "reading") -> Any:
+    """The run's one statistics pass, with progress on a terminal (call only once charged)."""
+    from dpcli.stats import get_engine
+
+    with ui.progress(label, source.num_rows_hint()) as advance:
+        return get_engine().compute(source, request, rng=rng, progress=advance)
+
+
+def release_json(kind: str, payload: dict[str, Any], spec: Spec, plan: Plan, charge: Any,
+                 seeded: bool) -> str:
+    """The JSON text of a released artefact, tied to this run's spec, spend and ledger entry."""
+    from dpcli.io import dumps_json, envelope
+
+    return dumps_json(envelope(kind, payload, dataset=spec.dataset, spec_digest=spec.digest,
+                               epsilon=plan.total.eps, delta=plan.total.dlt,
+                               run_id=charge.run_id, seeded=seeded))

@@ -55,12 +55,18 @@ def tabulate(
     """
     from dpcli.algorithms import tabulate as algo
     from dpcli.budget import Budget
-    from dpcli.cli.spend import noise_generator, preflight, report_data, resolve_section
+    from dpcli.cli.spend import (
+        compute_stats,
+        noise_generator,
+        preflight,
+        release_json,
+        report_data,
+        resolve_section,
+    )
     from dpcli.errors import UsageError
-    from dpcli.io import Outputs, dumps_json, envelope
+    from dpcli.io import Outputs
     from dpcli.run import charged
     from dpcli.spec import TabulateSection, load_spec
-    from dpcli.stats import get_engine
 
     ui = UI(quiet=quiet, json=json)
     s = load_spec(spec)
@@ -85,18 +91,15 @@ def tabulate(
                  "bins": section.bins, "epsilon": section.epsilon}
     with charged(s, plan, command="tabulate", arguments=arguments, input_path=data,
                  seeded=seed is not None) as charge, outputs:
-        with ui.progress("counting", source.num_rows_hint()) as advance:
-            stats = get_engine().compute(source, request, rng=rng, progress=advance)
+        stats = compute_stats(ui, source, request, rng, "counting")
         rows = algo.release(stats, plan, s.schema, chosen, section.bins, rng)
         import pandas as pd
 
         outputs.write_bytes(out, pd.DataFrame(rows).to_csv(index=False).encode())
         payload = {"columns": list(chosen), "bins": section.bins,
                    "breakdown": plan.to_json(), "table_file": out.name}
-        outputs.write_text(meta, dumps_json(envelope(
-            "tabulate", payload, dataset=s.dataset, spec_digest=s.digest,
-            epsilon=plan.total.eps, delta=plan.total.dlt, run_id=charge.run_id,
-            seeded=seed is not None)))
+        outputs.write_text(meta, release_json("tabulate", payload, s, plan, charge,
+                                              seeded=seed is not None))
         charge.outputs = outputs.commit()
         charge.summary = {"tables": len(chosen) + 1, "rows_out": len(rows)}
 

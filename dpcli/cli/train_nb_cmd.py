@@ -72,11 +72,17 @@ def train_nb(
     from dpcli.algorithms.common import cap_tokens
     from dpcli.algorithms.feature_selection import load_selection
     from dpcli.budget import Budget
-    from dpcli.cli.spend import noise_generator, preflight, report_data, resolve_section
-    from dpcli.io import Outputs, dumps_json, envelope
+    from dpcli.cli.spend import (
+        compute_stats,
+        noise_generator,
+        preflight,
+        release_json,
+        report_data,
+        resolve_section,
+    )
+    from dpcli.io import Outputs
     from dpcli.run import charged
     from dpcli.spec import TrainNBSection, load_spec
-    from dpcli.stats import get_engine
 
     ui = UI(quiet=quiet, json=json)
     s = load_spec(spec)
@@ -110,14 +116,11 @@ def train_nb(
         arguments["features"] = str(features.resolve())
     with charged(s, plan, command="train-nb", arguments=arguments, input_path=data,
                  seeded=seed is not None) as charge, outputs:
-        with ui.progress("reading", source.num_rows_hint()) as advance:
-            stats = get_engine().compute(source, request, rng=rng, progress=advance)
+        stats = compute_stats(ui, source, request, rng)
         model = nb.fit(stats, s.schema, chosen, plan, config, rng)
         payload = {**model.to_payload(), "breakdown": plan.to_json()}
-        outputs.write_text(out, dumps_json(envelope(
-            "naive_bayes", payload, dataset=s.dataset, spec_digest=s.digest,
-            epsilon=plan.total.eps, delta=plan.total.dlt, run_id=charge.run_id,
-            seeded=seed is not None)))
+        outputs.write_text(out, release_json("naive_bayes", payload, s, plan, charge,
+                                             seeded=seed is not None))
         charge.outputs = outputs.commit()
         charge.summary = {"method": config.method, "columns": len(chosen)}
 

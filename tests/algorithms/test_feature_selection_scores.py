@@ -101,6 +101,26 @@ def tol(score: str) -> float:
 
 # ------------------------------------------------------ binary scores: bounds hold
 @pytest.mark.parametrize(("m", "s"), [(4, 1), (5, 2), (4, 4), (6, 3)])
+def test_cluster_points_l1_sensitivity_over_every_neighbour(m: int, s: int) -> None:
+    """The cluster method releases the (a0, a1) vectors of all m candidates at L1 Δ = 2s."""
+    rng = np.random.default_rng(7 * m + s)
+    domain = rows_with_at_most(m, s)
+    worst = 0
+    for trial in range(40):
+        n = 1 + trial % 10
+        x, y = random_dataset(rng, n, domain, (0.0, 0.5, 1.0)[trial % 3])
+        a, _, _ = counts(x, y)
+        for i in range(n):
+            for row in domain:
+                for lab in (0, 1):
+                    x2, y2 = x.copy(), y.copy()
+                    x2[i], y2[i] = row, lab
+                    worst = max(worst, int(np.abs(counts(x2, y2)[0] - a).sum()))
+    assert worst <= 2 * s
+    assert worst == min(2 * s, 2 * m)  # reached: a full row moved to the other label
+
+
+@pytest.mark.parametrize(("m", "s"), [(4, 1), (5, 2), (4, 4), (6, 3)])
 @pytest.mark.parametrize("score", SCORES)
 def test_binary_score_sensitivity_over_every_neighbour(score: str, m: int, s: int) -> None:
     """All neighbours of 60 random datasets (N = 1..12, varied label balance) per (m, s)."""

@@ -211,7 +211,7 @@ def smooth_trimmed_mean_with_distances(
     """:func:`smooth_sensitivity_trimmed_mean` and K, the number of distances examined."""
     x, m, lower, upper = _check(sorted_values, m, lower, upper)
     beta = check_positive("beta", beta)
-    return _smooth_max(lambda k: _mean_at(x, m, lower, upper, k), beta=beta,
+    return smooth_max(lambda k: _mean_at(x, m, lower, upper, k), beta=beta,
                        global_bound=upper - lower, max_distance=x.size + 1)
 
 
@@ -221,7 +221,7 @@ def smooth_trimmed_variance_with_distances(
     """:func:`smooth_sensitivity_trimmed_variance` and K, the number of distances examined."""
     x, m, lower, upper = _check(sorted_values, m, lower, upper)
     beta = check_positive("beta", beta)
-    return _smooth_max(lambda k: _variance_at(x, m, lower, upper, k), beta=beta,
+    return smooth_max(lambda k: _variance_at(x, m, lower, upper, k), beta=beta,
                        global_bound=(upper - lower) ** 2 / 4.0, max_distance=x.size + 1)
 
 
@@ -240,7 +240,7 @@ def _trimmed(x: np.ndarray, m: int, lower: float, upper: float) -> Trimmed:
     return Trimmed(mean=mean, variance=variance, window=w)
 
 
-def _order_stat(x: np.ndarray, j: np.ndarray, lower: float, upper: float) -> np.ndarray:
+def order_stat(x: np.ndarray, j: np.ndarray, lower: float, upper: float) -> np.ndarray:
     """x_(j) (1-based) with x_(j) = L for j <= 0 and U for j >= n+1."""
     n = x.size
     if n == 0:
@@ -252,7 +252,7 @@ def _order_stat(x: np.ndarray, j: np.ndarray, lower: float, upper: float) -> np.
 def _range_at(x: np.ndarray, m: int, lower: float, upper: float, k: np.ndarray) -> np.ndarray:
     """R_k = x_(n-m+1+k) - x_(m-k)."""
     n = x.size
-    return _order_stat(x, n - m + 1 + k, lower, upper) - _order_stat(x, m - k, lower, upper)
+    return order_stat(x, n - m + 1 + k, lower, upper) - order_stat(x, m - k, lower, upper)
 
 
 def _mean_at(x: np.ndarray, m: int, lower: float, upper: float, k: np.ndarray) -> np.ndarray:
@@ -277,7 +277,7 @@ def _variance_at(x: np.ndarray, m: int, lower: float, upper: float, k: np.ndarra
     return result
 
 
-def _smooth_max(
+def smooth_max(
     at: Callable[[np.ndarray], np.ndarray],
     *,
     beta: float,

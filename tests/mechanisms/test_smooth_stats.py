@@ -30,7 +30,7 @@ from dpcli.mechanisms import (
     variance_sensitivity_at,
 )
 from dpcli.mechanisms.smooth_stats import (
-    _smooth_max,
+    smooth_max,
     smooth_trimmed_mean_with_distances,
     smooth_trimmed_variance_with_distances,
 )
@@ -265,7 +265,7 @@ def test_early_stop_rule_on_synthetic_sequences() -> None:
     for at, beta, max_distance in cases:
         k = np.arange(max_distance + 1)
         terms = np.exp(-beta * k) * at(k)
-        value, distances = _smooth_max(at, beta=beta, global_bound=bound,
+        value, distances = smooth_max(at, beta=beta, global_bound=bound,
                                        max_distance=max_distance)
         assert value == float(np.max(terms))
         # K is the first distance at which no later term can beat the running maximum

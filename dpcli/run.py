@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from dpcli.budget import Budget
 from dpcli.errors import BudgetExhausted
 from dpcli.ledger import Ledger, Reservation, input_digest
 from dpcli.mechanisms import Plan
@@ -45,9 +46,12 @@ def open_ledger(spec: Spec) -> Ledger:
     return Ledger(spec.ledger_path, spec.dataset, spec.budget)
 
 
-def prepare_source(spec: Spec, data: Path, columns: Sequence[str], plan: Plan, *,
-                   dry_run: bool = False, batch_rows: int = 65_536) -> DataSource:
+def prepare_source(spec: Spec, data: Path, columns: Sequence[str], total: Budget, *,
+                   dry_run: bool = False, batch_rows: int = 65_536) -> tuple[DataSource, int]:
     """Open ``data`` under the spec's schema and run every pre-charge check on it.
+
+    Returns the source and its number of records n (public under replace-one:
+    a plan may depend on it). ``total`` is what the run will spend.
 
     Order matters: the file's structure (no values), then the budget (an
     unlocked look at the ledger, so that a run that cannot fit exits 3 before
@@ -60,11 +64,10 @@ def prepare_source(spec: Spec, data: Path, columns: Sequence[str], plan: Plan, *
     source = DataSource(Path(data), spec.schema, batch_rows=batch_rows)
     source.check_structure(columns)
     remaining = open_ledger(spec).summary().remaining
-    if not dry_run and not plan.total.fits_in(remaining):
+    if not dry_run and not total.fits_in(remaining):
         raise BudgetExhausted(f"budget exhausted for dataset {spec.dataset!r}: this run needs "
-                              f"{plan.total} but only {remaining} remains")
-    source.check_values(columns)
-    return source
+                              f"{total} but only {remaining} remains")
+    return source, source.check_values(columns)
 
 
 @contextmanager

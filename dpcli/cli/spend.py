@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import typer
 
+from dpcli.budget import Budget
 from dpcli.cli.ui import UI
 from dpcli.mechanisms import Plan
 from dpcli.spec import Spec
@@ -108,27 +110,36 @@ def noise_generator(ui: UI, spec: Spec, seed: int | None) -> Any:
     return make_rng(int.from_bytes(digest, "big"))
 
 
-def preflight(ui: UI, spec: Spec, plan: Plan, data: Any, columns: Any, out: Any,
-              out_files: list[Any], dry_run: bool) -> Any:
-    """Every check a spending command makes before its charge; returns the data source.
+def preflight(ui: UI, spec: Spec, plan: Plan | Callable[[int], Plan], data: Any, columns: Any,
+              out: Any, out_files: list[Any], dry_run: bool, *,
+              total: Budget | None = None, require_out: bool = True) -> tuple[Any, Plan]:
+    """Every check a spending command makes before its charge; returns the source and plan.
 
     ``out`` is required unless ``dry_run``; ``out_files`` must be writable; the
     file is checked against the schema and the budget; the plan is shown.
-    A dry run ends here (exit 0 if the plan fits, 3 if not).
+    A dry run ends here (exit 0 if the plan fits, 3 if not). ``plan`` may be
+    a function of the record count n (public under replace-one), with its
+    ``total`` given, for a run whose calibration depends on n.
     """
     from dpcli.errors import UsageError
     from dpcli.io import Outputs
     from dpcli.run import prepare_source
 
-    if out is None and not dry_run:
+    if out is None and not dry_run and require_out:
         raise UsageError("--out is required (or pass --dry-run to only see the plan)")
     if out is not None:
         Outputs().check_writable(*out_files)
-    source = prepare_source(spec, data, columns, plan, dry_run=dry_run)
+    if isinstance(plan, Plan):
+        total = plan.total
+    elif total is None:
+        raise TypeError("a plan that depends on n needs its total")
+    source, n = prepare_source(spec, data, columns, total, dry_run=dry_run)
+    if not isinstance(plan, Plan):
+        plan = plan(n)
     show_plan(ui, spec, plan)
     if dry_run:
         dry_run_exit(ui, spec, plan)
-    return source
+    return source, plan
 
 
 def compute_stats(ui: UI, source: Any, request: Any, rng: Any, label: str = "reading") -> Any:

@@ -82,7 +82,7 @@ def tabulate(
         raise UsageError(f"--out {out}: give the table a .csv name; the JSON record of the "
                          "release is written beside it with the same stem")
     meta = out.with_suffix(".json") if out is not None else None
-    source = preflight(ui, s, plan, data, chosen, out, [out, meta], dry_run)
+    source, _ = preflight(ui, s, plan, data, chosen, out, [out, meta], dry_run)
     assert out is not None and meta is not None  # preflight ended a run without --out
     outputs = Outputs()
 

@@ -104,7 +104,7 @@ def train_nb(
     request = nb.request(s.schema, chosen, config)
     request.validate(s.schema)  # before the charge: a bad request must cost nothing
 
-    source = preflight(ui, s, plan, data, chosen, out, [out], dry_run)
+    source, _ = preflight(ui, s, plan, data, chosen, out, [out], dry_run)
     assert out is not None  # preflight ended a run without --out
     outputs = Outputs()
 

@@ -345,8 +345,10 @@ class DataSource:
 
     # ----------------------------------------------------------- values
 
-    def check_values(self, columns: Sequence[str]) -> None:
+    def check_values(self, columns: Sequence[str]) -> int:
         """Pre-charge validation pass over the needed columns (see module docstring).
+
+        Returns the number of records (public under replace-one neighbours).
 
         CSV: a full streaming parse of the needed columns with their declared
         types. Parquet: the label column is streamed; other columns whose
@@ -368,19 +370,21 @@ class DataSource:
                 for name in strict:
                     _raise_missing(batch.column(name), name, where)
                 rows += batch.num_rows
-        else:
-            self._check_parquet_values(needed)
+            return rows
+        return self._check_parquet_values(needed)
 
-    def _check_parquet_values(self, needed: tuple[str, ...]) -> None:
+    def _check_parquet_values(self, needed: tuple[str, ...]) -> int:
         label = self.schema.label
         classes = pa.array(label.classes, pa.string())
         strict = [c for c in needed[1:] if self.schema.column(c).missing == "error"]
+        total = 0
         for f in self._check_readable_parquet():  # rows are numbered within each file
             pf = _open_parquet(f)
             rows = 0
             for batch in _iter_parquet(pf, f, [label.column], self.batch_rows):
                 encode_label(batch.column(0), label, RowPosition(f, rows), classes)
                 rows += batch.num_rows
+            total += rows
             leaf = {pf.metadata.schema.column(j).path: j
                     for j in range(pf.metadata.num_columns)}
             to_read = []
@@ -405,6 +409,7 @@ class DataSource:
                     for name in to_read:
                         _raise_missing(batch.column(name), name, RowPosition(f, rows))
                     rows += batch.num_rows
+        return total
 
     # ---------------------------------------------------------- batches
 

@@ -139,3 +139,46 @@ def _uncapped(schema: Schema) -> Schema:
     cols = tuple(replace(c, max_per_row=None) if isinstance(c, TokensColumn) else c
                  for c in schema.columns)
     return Schema(columns=cols, label=schema.label, source=schema.source)
+
+
+def labelled_schema(model: Model, spec_schema: Schema, path: Path) -> Schema:
+    """The schema to read a labelled test file under ``model``: the model's, tokens uncapped.
+
+    The spec's label must be the model's (column, classes, positive class):
+    otherwise scores and labels would not refer to the same classes.
+    """
+    mine, theirs = model.schema.label, spec_schema.label
+    if (mine.column, tuple(mine.classes), mine.positive) != (
+            theirs.column, tuple(theirs.classes), theirs.positive):
+        raise UsageError(f"{path}: the model's label ({mine.column!r}, classes "
+                         f"{list(mine.classes)}, positive {mine.positive!r}) is not the spec's "
+                         f"({theirs.column!r}, classes {list(theirs.classes)}, positive "
+                         f"{theirs.positive!r})")
+    return _uncapped(model.schema)
+
+
+def score_schema(spec_schema: Schema, column: str, lower: float, upper: float) -> Schema:
+    """The spec's schema with ``column`` declared numeric in [lower, upper] (missing: error)."""
+    from dpcli.data.schema import NumericColumn
+
+    if column == spec_schema.label.column:
+        raise UsageError(f"--score-column {column!r} is the label column")
+    if not lower < upper:
+        raise UsageError(f"the score range must have lower < upper, got [{lower}, {upper}]")
+    kept = tuple(c for c in spec_schema.columns if c.name != column)
+    return Schema(columns=(*kept, NumericColumn(column, float(lower), float(upper))),
+                  label=spec_schema.label, source=spec_schema.source)
+
+
+def collect(source: Any, columns: tuple[str, ...],
+            fn: Callable[[EncodedBatch], np.ndarray], *, rng: np.random.Generator,
+            progress: Callable[[int], None]) -> tuple[np.ndarray, np.ndarray]:
+    """``fn`` of every encoded batch, concatenated, with the label codes (both private)."""
+    values, labels = [], []
+    for batch in source.batches(columns, rng=rng):
+        values.append(fn(batch))
+        labels.append(batch.label)
+        progress(batch.n)
+    if not values:
+        raise DataError(f"{source.path}: holds no rows")
+    return np.concatenate(values), np.concatenate(labels)

@@ -75,9 +75,40 @@ class SelectFeaturesSection:
     columns: tuple[str, ...] = ()
 
 
+@dataclass(frozen=True)
+class ScoreSource:
+    """Where evaluation scores come from when no model is given: a column and its range."""
+
+    score_column: str | None = None
+    score_range: tuple[float, float] | None = None
+
+
+@dataclass(frozen=True)
+class RocSection(ScoreSource):
+    """``roc``: PriROC private ROC curves (see dpcli.algorithms.roc)."""
+
+    epsilon: float = 1.0
+    thresholds: str = "recursive-medians"
+    k: int | None = None
+    alpha: float | None = None
+    counts: str = "hierarchical"
+    threshold_share: float = 0.2
+    branching: int = 16
+
+
+@dataclass(frozen=True)
+class EvaluateSection(ScoreSource):
+    """``evaluate``: a private confusion matrix (see dpcli.algorithms.evaluate)."""
+
+    epsilon: float = 0.2
+    cutoff: float | None = None
+
+
 SECTIONS: dict[str, type] = {"tabulate": TabulateSection, "train-nb": TrainNBSection,
-                             "select-features": SelectFeaturesSection}
-_TOP_KEYS = {"dataset", "description", "budget", "ledger", "label", "schema", *SECTIONS}
+                             "select-features": SelectFeaturesSection, "roc": RocSection,
+                             "evaluate": EvaluateSection}
+_TOP_KEYS = {"dataset", "description", "budget", "ledger", "label", "schema", "public_data",
+             *SECTIONS}
 
 
 @dataclass(frozen=True)
@@ -92,6 +123,7 @@ class Spec:
     digest: str
     description: str = ""
     sections: Mapping[str, Any] = field(default_factory=dict)
+    public_data: bool = False  # declared public (benchmarks): allows non-private research output
 
     def section(self, name: str) -> Any:
         """The parsed section for subcommand ``name``; a SpecError if the spec has none."""
@@ -134,11 +166,17 @@ def load_spec(path: Path | str) -> Spec:
     label = parse_label(raw["label"], where / "label")
     schema = parse_schema(raw["schema"], where / "schema", label)
 
+    public_data = False
+    if "public_data" in raw:
+        if not isinstance(raw["public_data"], bool):
+            raise (where / "public_data").error("must be true or false")
+        public_data = raw["public_data"]
     sections = {name: _parse_section(name, raw[name], where / name, schema)
                 for name in SECTIONS if name in raw}
     digest = _digest([path, *_public_files(raw, where, schema)])
     return Spec(path=path, dataset=dataset, budget=budget, ledger_path=ledger_path,
-                schema=schema, digest=digest, description=description, sections=sections)
+                schema=schema, digest=digest, description=description, sections=sections,
+                public_data=public_data)
 
 
 def override(section: Any, **values: Any) -> Any:
@@ -214,7 +252,83 @@ def _parse_select_features(raw: Any, where: Where, schema: Schema) -> SelectFeat
     return SelectFeaturesSection(**out)
 
 
+def _score_source(raw: Mapping[str, Any], where: Where, schema: Schema) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if "score_column" in raw:
+        column = checks.string(raw["score_column"], where / "score_column")
+        if column == schema.label.column:
+            raise (where / "score_column").error("is the label column")
+        out["score_column"] = column
+    if "score_range" in raw:
+        out["score_range"] = score_range(raw["score_range"], where / "score_range")
+    return out
+
+
+def score_range(raw: Any, where: Where) -> tuple[float, float]:
+    """A [lower, upper] pair of finite numbers with lower < upper."""
+    pair = raw
+    if isinstance(raw, str):
+        pair = [p.strip() for p in raw.split(",")]
+        try:
+            pair = [float(p) for p in pair]
+        except ValueError:
+            raise where.error(f"must be two numbers 'lower,upper', got {raw!r}") from None
+    if not isinstance(pair, list | tuple) or len(pair) != 2:
+        raise where.error("must be a pair [lower, upper]")
+    lower = float(checks.number(pair[0], where / 0))
+    upper = float(checks.number(pair[1], where / 1))
+    if not (math.isfinite(lower) and math.isfinite(upper) and lower < upper):
+        raise where.error(f"must be finite with lower < upper, got [{lower}, {upper}]")
+    return lower, upper
+
+
+def _parse_roc(raw: Any, where: Where, schema: Schema) -> RocSection:
+    from dpcli.algorithms.roc import COUNTS, MAX_LEVELS, THRESHOLDS
+
+    keys = {"epsilon", "thresholds", "k", "alpha", "counts", "threshold_share", "branching",
+            "score_column", "score_range"}
+    raw = checks.mapping(raw, where, allowed=keys, required={"epsilon"})
+    out: dict[str, Any] = {"epsilon": checks.epsilon(raw["epsilon"], where / "epsilon"),
+                           **_score_source(raw, where, schema)}
+    if "thresholds" in raw:
+        out["thresholds"] = checks.choice(raw["thresholds"], where / "thresholds", THRESHOLDS)
+    if "counts" in raw:
+        out["counts"] = checks.choice(raw["counts"], where / "counts", COUNTS)
+    if "k" in raw:
+        out["k"] = checks.integer(raw["k"], where / "k", minimum=1)
+        if out["k"] > MAX_LEVELS:
+            raise (where / "k").error(f"must be at most {MAX_LEVELS} (2^k bins), got {out['k']}")
+    if "alpha" in raw:
+        out["alpha"] = float(checks.number(raw["alpha"], where / "alpha"))
+        if not 0 < out["alpha"] <= 1:
+            raise (where / "alpha").error(f"must be in (0, 1], got {out['alpha']}")
+    if "threshold_share" in raw:
+        share = float(checks.number(raw["threshold_share"], where / "threshold_share"))
+        if not 0 < share < 1:
+            raise (where / "threshold_share").error(f"must be in (0, 1), got {share}")
+        out["threshold_share"] = share
+    if "branching" in raw:
+        out["branching"] = checks.integer(raw["branching"], where / "branching", minimum=2)
+        if out["branching"] > 1024:
+            raise (where / "branching").error(f"must be at most 1024, got {out['branching']}")
+    return RocSection(**out)
+
+
+def _parse_evaluate(raw: Any, where: Where, schema: Schema) -> EvaluateSection:
+    keys = {"epsilon", "cutoff", "score_column", "score_range"}
+    raw = checks.mapping(raw, where, allowed=keys, required={"epsilon"})
+    out: dict[str, Any] = {"epsilon": checks.epsilon(raw["epsilon"], where / "epsilon"),
+                           **_score_source(raw, where, schema)}
+    if "cutoff" in raw:
+        out["cutoff"] = float(checks.number(raw["cutoff"], where / "cutoff"))
+    return EvaluateSection(**out)
+
+
 def _parse_section(name: str, raw: Any, where: Where, schema: Schema) -> Any:
+    if name == "roc":
+        return _parse_roc(raw, where, schema)
+    if name == "evaluate":
+        return _parse_evaluate(raw, where, schema)
     if name == "select-features":
         return _parse_select_features(raw, where, schema)
     if name == "train-nb":

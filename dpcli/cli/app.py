@@ -9,9 +9,11 @@ import typer
 
 from dpcli import __version__
 from dpcli.cli import (
+    evaluate_cmd,
     inspect_cmd,
     ledger_cmd,
     predict_cmd,
+    roc_cmd,
     select_features_cmd,
     tabulate_cmd,
     train_nb_cmd,
@@ -39,6 +41,8 @@ app.command("tabulate")(tabulate_cmd.tabulate)
 app.command("select-features")(select_features_cmd.select_features)
 app.command("train-nb")(train_nb_cmd.train_nb)
 app.command("predict")(predict_cmd.predict)
+app.command("roc")(roc_cmd.roc)
+app.command("evaluate")(evaluate_cmd.evaluate)
 
 
 def _version(value: bool) -> None:

@@ -1,0 +1,111 @@
+"""Private evaluation of a classifier: a noisy confusion matrix and what follows from it.
+
+The K×K matrix C[true, predicted] of a test set is a histogram over a
+partition of the records: replacing one record moves one unit out of one
+cell and into another, so its L1 sensitivity is 2 under replace-one
+neighbours. It is released with discrete Laplace noise of scale 2/ε
+(DESIGN.md rule 6), then post-processed, at no further cost, to the nearest
+matrix (in L2) with non-negative entries summing to the public n, rounded
+to integers with the same sum. Accuracy, per-class precision and recall,
+and F1 are functions of the released matrix.
+
+Releases: the post-processed matrix. Cost: ε.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from dpcli.budget import Budget
+from dpcli.mechanisms import Plan, discrete_laplace_mechanism
+from dpcli.mechanisms.consistency import nonnegative_with_total, round_with_total
+
+SENSITIVITY = 2
+
+
+def plan(total: Budget, classes: int) -> Plan:
+    """One step: the K×K confusion matrix under discrete Laplace, Δ = 2."""
+    p = Plan.split(total, {"confusion": ("discrete_laplace", 1)})
+    eps = float(p.step("confusion").budget.epsilon)
+    return p.with_notes({"confusion": f"{classes}×{classes} counts, Δ={SENSITIVITY} "
+                                      f"(replace-one), scale {SENSITIVITY / eps:.4g}"})
+
+
+def confusion_counts(true: np.ndarray, predicted: np.ndarray, classes: int) -> np.ndarray:
+    """C[i, j] = number of records of class i predicted as j (private)."""
+    index = np.asarray(true, dtype=np.int64) * classes + np.asarray(predicted, dtype=np.int64)
+    return np.bincount(index, minlength=classes * classes).reshape(classes, classes)
+
+
+def noise_sd(epsilon: float) -> float:
+    """Standard deviation of one cell's discrete Laplace noise, scale 2/ε."""
+    q = math.exp(-epsilon / SENSITIVITY)
+    return math.sqrt(2.0 * q) / (1.0 - q)
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """A released confusion matrix (rows: true class, columns: predicted class)."""
+
+    classes: tuple[str, ...]
+    matrix: np.ndarray
+    epsilon: float
+    positive: int | None = None
+
+    @property
+    def n(self) -> int:
+        return int(self.matrix.sum())
+
+    @property
+    def accuracy(self) -> float:
+        return float(np.trace(self.matrix)) / max(self.n, 1)
+
+    def accuracy_noise_sd(self) -> float:
+        """The noise's standard deviation on the accuracy before post-processing.
+
+        trace/n with K independent cells: √K·sd/n. Sampling error of the test
+        set itself is not included.
+        """
+        return math.sqrt(len(self.classes)) * noise_sd(self.epsilon) / max(self.n, 1)
+
+    def per_class(self) -> dict[str, dict[str, float | None]]:
+        out: dict[str, dict[str, float | None]] = {}
+        for i, c in enumerate(self.classes):
+            tp = float(self.matrix[i, i])
+            predicted = float(self.matrix[:, i].sum())
+            actual = float(self.matrix[i, :].sum())
+            precision = tp / predicted if predicted > 0 else None
+            recall = tp / actual if actual > 0 else None
+            f1 = (2 * precision * recall / (precision + recall)
+                  if precision and recall else None)
+            out[c] = {"precision": precision, "recall": recall, "f1": f1, "support": actual}
+        return out
+
+    def to_payload(self) -> dict[str, Any]:
+        payload: dict[str, Any] = {
+            "classes": list(self.classes),
+            "confusion": self.matrix.astype(int).tolist(),
+            "rows": "true class", "columns": "predicted class",
+            "n": self.n, "accuracy": self.accuracy,
+            "noise": {"mechanism": "discrete_laplace", "sensitivity": SENSITIVITY,
+                      "scale": SENSITIVITY / self.epsilon, "cell_sd": noise_sd(self.epsilon),
+                      "accuracy_sd": self.accuracy_noise_sd()},
+            "per_class": self.per_class(),
+        }
+        if self.positive is not None:
+            payload["positive_class"] = self.classes[self.positive]
+        return payload
+
+
+def private_confusion(counts: np.ndarray, classes: tuple[str, ...], *, epsilon: float,
+                      rng: np.random.Generator, positive: int | None = None) -> Evaluation:
+    """Release ``counts`` (K×K, private) with noise and consistency; cost ε (module docstring)."""
+    counts = np.asarray(counts, dtype=np.int64)
+    n = int(counts.sum())  # public: the test set's size
+    noisy = discrete_laplace_mechanism(counts, sensitivity=SENSITIVITY, epsilon=epsilon, rng=rng)
+    consistent = round_with_total(nonnegative_with_total(noisy, n), n)
+    return Evaluation(classes=classes, matrix=consistent, epsilon=epsilon, positive=positive)

@@ -1,0 +1,187 @@
+"""``dpcli roc``: a private ROC curve of a classifier on a private test set (PriROC)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from dpcli.cli.common import (
+    DataArg,
+    DryRunOpt,
+    EpsilonOpt,
+    JsonOpt,
+    QuietOpt,
+    SeedOpt,
+    SpecOpt,
+    VerboseOpt,
+    handle_errors,
+)
+from dpcli.cli.ui import UI
+
+ModelOpt = Annotated[Path | None, typer.Option(
+    "--model", "-m", dir_okay=False, help="A dpcli model JSON whose scores to evaluate "
+    "(the positive class's probability).")]
+ScoreColumnOpt = Annotated[str | None, typer.Option(
+    "--score-column", help="Evaluate a score column of DATA instead of a model (needs a "
+    "declared range).")]
+ScoreRangeOpt = Annotated[str | None, typer.Option(
+    "--score-range", metavar="LOWER,UPPER", help="Public range of --score-column; values "
+    "outside it are clamped (default: the spec's, or the column's declared bounds).")]
+
+
+@handle_errors
+def roc(
+    data: DataArg,
+    spec: SpecOpt,
+    out: Annotated[Path | None, typer.Option(
+        "--out", "-o", file_okay=False, help="Folder for curve.csv, curve.json and curve.png "
+        "(required unless --dry-run).")] = None,
+    model: ModelOpt = None,
+    score_column: ScoreColumnOpt = None,
+    score_range: ScoreRangeOpt = None,
+    thresholds: Annotated[str | None, typer.Option(
+        help="recursive-medians (noisy medians, data-dependent; default) or fixed-space "
+        "(equal bins, costs no ε).")] = None,
+    k: Annotated[int | None, typer.Option(
+        "--k", min=1, max=20, help="Levels of recursive medians: 2^k bins (default "
+        "ceil(log2 n) - 3, at most 10).")] = None,
+    alpha: Annotated[float | None, typer.Option(
+        "--alpha", help="Fixed-space bins as a fraction of n (default 1: n bins).")] = None,
+    counts: Annotated[str | None, typer.Option(
+        help="How TP and FP counts are noised: hierarchical (b-ary tree with constrained "
+        "inference; default), privelet (Haar wavelet, as in the paper) or laplace (each "
+        "cumulative count: the baseline).")] = None,
+    compare_true: Annotated[bool, typer.Option(
+        "--compare-true", help="Also draw the TRUE curve in curve.png. Not private: refused "
+        "unless the spec declares public_data: true (benchmarks, teaching).")] = False,
+    epsilon: EpsilonOpt = None,
+    seed: SeedOpt = None,
+    dry_run: DryRunOpt = False,
+    json: JsonOpt = False,
+    quiet: QuietOpt = False,
+    verbose: VerboseOpt = False,
+) -> None:
+    """Draw a differentially private ROC curve and its AUC on a private test set.
+
+    PriROC (Stoddard, Chen & Machanavajjhala 2014): part of ε chooses the
+    thresholds (recursive noisy medians of the scores), the rest releases
+    the true- and false-positive counts at every threshold as noisy prefix
+    sums; the curve is then made monotone from (0, 0) to (1, 1). Releases
+    the thresholds, the curve and its AUC.
+
+    Example:
+
+        dpcli roc sample_data/adult_test.parquet --spec configs/adult.yaml \\
+            --model models/nb.json --out roc/ --epsilon 1.0
+    """
+    from dpcli.algorithms import roc as pr
+    from dpcli.budget import Budget
+    from dpcli.cli.scoring import parse_range, score_input
+    from dpcli.cli.spend import (
+        noise_generator,
+        preflight,
+        release_json,
+        report_data,
+        resolve_section,
+    )
+    from dpcli.errors import UsageError
+    from dpcli.io import Outputs
+    from dpcli.mechanisms import Plan
+    from dpcli.predict import collect
+    from dpcli.run import charged
+    from dpcli.spec import RocSection, load_spec
+
+    ui = UI(quiet=quiet, json=json)
+    s = load_spec(spec)
+    if alpha is not None and not 0 < alpha <= 1:
+        raise UsageError(f"--alpha must be in (0, 1], got {alpha}")
+    section = resolve_section(s, "roc", RocSection, epsilon, thresholds=_choice(
+        "--thresholds", thresholds, pr.THRESHOLDS), k=k, alpha=alpha,
+        counts=_choice("--counts", counts, pr.COUNTS), score_column=score_column,
+        score_range=parse_range(score_range))
+    # a model on the command line wins over a score column named in the spec
+    si = score_input(s, model, score_column if model else section.score_column,
+                     parse_range(score_range) if model else section.score_range)
+    si.require_binary("roc")
+    if compare_true and not s.public_data:
+        raise UsageError("--compare-true draws the true ROC curve, which is NOT private; it is "
+                         f"refused because {spec} does not declare 'public_data: true'. Use it "
+                         "only on public data (benchmarks, teaching).")
+    config = pr.ROCConfig(thresholds=section.thresholds, k=section.k, alpha=section.alpha,
+                          counts=section.counts, threshold_share=section.threshold_share,
+                          branching=section.branching)
+    total = Budget(section.epsilon)
+
+    def plan_for(n: int) -> Plan:
+        if n < 2:
+            raise UsageError(f"{data}: an ROC curve needs at least 2 records, found {n}")
+        return pr.plan(config, n, total)
+
+    files = [] if out is None else [out / "curve.csv", out / "curve.json", out / "curve.png"]
+    if out is not None and out.exists() and not out.is_dir():
+        raise UsageError(f"--out {out}: is a file; give a folder")
+    source, plan = preflight(ui, si.spec, plan_for, data, si.columns, out, files, dry_run,
+                             total=total)
+    assert out is not None  # preflight ended a run without --out
+    outputs = Outputs()
+    rng = noise_generator(ui, si.spec, seed)
+    arguments = {"data": str(data.resolve()), "out": str(out.resolve()),
+                 **(si.source_note or {}), "epsilon": section.epsilon,
+                 "thresholds": config.thresholds, "counts": config.counts,
+                 "compare_true": compare_true}
+    with charged(si.spec, plan, command="roc", arguments=arguments, input_path=data,
+                 seeded=seed is not None) as charge, outputs:
+        with ui.progress("scoring", source.num_rows_hint()) as advance:
+            scores, labels = collect(source, si.columns, si.scores, rng=rng, progress=advance)
+        positive = labels == si.positive
+        curve, cuts = pr.private_roc(scores, positive, lower=si.lower, upper=si.upper,
+                                     config=config, run_plan=plan, rng=rng)
+        n = int(scores.size)
+        payload = {**curve.to_payload(), "n": n,
+                   "positive_class": si.classes[si.positive],
+                   "rule": "predicted positive when score > threshold",
+                   "score_range": [si.lower, si.upper], "parameters": config.parameters(n),
+                   "thresholds": [float(t) for t in cuts], **(si.source_note or {}),
+                   "compare_true": compare_true, "breakdown": plan.to_json()}
+        true_curve = pr.true_roc(scores, positive) if compare_true else None
+        del scores, labels, positive  # nothing below may touch private values
+        title = f"private ROC, ε={section.epsilon:g} ({config.thresholds}, {config.counts})"
+        outputs.write_text(out / "curve.csv", _csv(curve))
+        outputs.write_text(out / "curve.json", release_json("roc_curve", payload, si.spec, plan,
+                                                            charge, seeded=seed is not None))
+        from dpcli.plot import roc_png
+
+        outputs.write_bytes(out / "curve.png", roc_png(curve, title=title, true_curve=true_curve))
+        charge.outputs = outputs.commit()
+        charge.summary = {"auc": round(curve.auc, 6), "bins": config.bins(n),
+                          **({"non_private_output": "curve.png shows the true curve "
+                              "(spec declares public_data)"} if compare_true else {})}
+
+    report_data(ui, source.report)
+    ui.say(f"private ROC: AUC {curve.auc:.3f} over {len(cuts):,} thresholds "
+           f"({config.thresholds}, {config.counts}); wrote {out}/curve.csv, curve.json, "
+           f"curve.png; spent {plan.total} (run {charge.run_id[:8]})")
+    if true_curve is not None:
+        ui.warn(f"curve.png also shows the TRUE curve (AUC {true_curve.auc:.3f}): not private, "
+                "for public data only")
+    if json:
+        ui.emit_json({"command": "roc", "dataset": s.dataset, "run_id": charge.run_id,
+                      "auc": curve.auc, "out": str(out), "spent": plan.total.to_json(),
+                      "breakdown": plan.to_json()})
+
+
+def _choice(option: str, value: str | None, options: tuple[str, ...]) -> str | None:
+    from dpcli.errors import UsageError
+
+    if value is not None and value not in options:
+        raise UsageError(f"{option} must be one of {', '.join(options)}, got {value!r}")
+    return value
+
+
+def _csv(curve: object) -> str:
+    lines = ["threshold,fpr,tpr"]
+    for t, f, r in zip(curve.thresholds, curve.fpr, curve.tpr, strict=True):  # type: ignore[attr-defined]
+        lines.append(f"{float(t)!r},{float(f)!r},{float(r)!r}")
+    return "\n".join(lines) + "\n"

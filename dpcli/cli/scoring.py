@@ -1,0 +1,105 @@
+"""Where an evaluation's per-record scores come from: a released model or a score column."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from dpcli.data.encode import EncodedBatch
+from dpcli.errors import UsageError
+from dpcli.spec import Spec
+
+
+@dataclass(frozen=True)
+class ScoreInput:
+    """The spec to read the test file with, the columns to read and how to score a batch."""
+
+    spec: Spec
+    columns: tuple[str, ...]
+    lower: float
+    upper: float
+    model: Any = None  # a dpcli model, or None for a score column
+    score_column: str | None = None
+    source_note: dict[str, Any] | None = None
+
+    @property
+    def classes(self) -> tuple[str, ...]:
+        return tuple(self.spec.schema.label.classes)
+
+    @property
+    def positive(self) -> int:
+        """The positive class's code: the declared one, else the second class."""
+        index = self.spec.schema.label.positive_index
+        return 1 if index is None else index
+
+    def require_binary(self, what: str) -> None:
+        if len(self.classes) != 2:
+            raise UsageError(f"{what} needs a binary label; {self.spec.path} declares "
+                             f"{len(self.classes)} classes")
+
+    def scores(self, batch: EncodedBatch) -> np.ndarray:
+        """The positive class's score of every record (private)."""
+        if self.model is not None:
+            return np.asarray(self.model.predict_proba(batch)[:, self.positive], dtype=np.float64)
+        assert self.score_column is not None
+        return np.asarray(batch.columns[self.score_column], dtype=np.float64)
+
+    def predictions(self, batch: EncodedBatch, cutoff: float) -> np.ndarray:
+        """Predicted class codes: the model's most probable class, or score > cutoff."""
+        if self.model is not None:
+            return np.asarray(self.model.predict_proba(batch).argmax(axis=1), dtype=np.int64)
+        return np.where(self.scores(batch) > cutoff, self.positive, 1 - self.positive)
+
+
+def parse_range(text: str | None) -> tuple[float, float] | None:
+    """--score-range LOWER,UPPER as two finite numbers with LOWER < UPPER."""
+    import math
+
+    if text is None:
+        return None
+    parts = text.split(",")
+    try:
+        lower, upper = (float(p) for p in parts) if len(parts) == 2 else (math.nan, math.nan)
+    except ValueError:
+        lower = upper = math.nan
+    if not (math.isfinite(lower) and math.isfinite(upper) and lower < upper):
+        raise UsageError(f"--score-range must be LOWER,UPPER with finite LOWER < UPPER, "
+                         f"got {text!r}")
+    return lower, upper
+
+
+def score_input(spec: Spec, model: Path | None, score_column: str | None,
+                score_range: tuple[float, float] | None) -> ScoreInput:
+    """Resolve --model or --score-column (with its declared range) before anything is charged."""
+    from dpcli.data.schema import NumericColumn
+    from dpcli.predict import labelled_schema, load_model, score_schema
+
+    if (model is None) == (score_column is None):
+        raise UsageError("give the scores to evaluate: --model MODEL.json or --score-column "
+                         "COLUMN (with its range), not both")
+    if model is not None:
+        if score_range is not None:
+            raise UsageError("--score-range applies to --score-column; a model's scores are "
+                             "probabilities in [0, 1]")
+        m, env = load_model(model)
+        schema = labelled_schema(m, spec.schema, model)
+        note = {"model": str(model.resolve()), "model_kind": env["kind"],
+                "model_run_id": env.get("ledger_run_id")}
+        return ScoreInput(spec=replace(spec, schema=schema), columns=tuple(m.columns),
+                          lower=0.0, upper=1.0, model=m, source_note=note)
+    assert score_column is not None
+    if score_range is None:
+        declared = spec.schema.column(score_column) if spec.schema.has(score_column) else None
+        if not isinstance(declared, NumericColumn):
+            raise UsageError(f"--score-column {score_column!r}: declare its range with "
+                             "--score-range LOWER,UPPER (or score_range in the spec's section, "
+                             "or a numeric column of that name in the schema)")
+        score_range = (declared.lower, declared.upper)
+    lower, upper = score_range
+    schema = score_schema(spec.schema, score_column, lower, upper)
+    return ScoreInput(spec=replace(spec, schema=schema), columns=(score_column,), lower=lower,
+                      upper=upper, score_column=score_column,
+                      source_note={"score_column": score_column, "score_range": [lower, upper]})

@@ -1,0 +1,202 @@
+"""End-to-end: ``dpcli roc`` and ``dpcli evaluate`` through the real entry point.
+
+The toy project (tests/cli/conftest.py): label classes [0, 1], positive 1,
+total budget ε = 1, ledger empty. A model is trained first (ε = 0.3).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from dpcli.ledger import read_entries, verify_file
+from tests.cli.conftest import Project
+
+
+@pytest.fixture
+def model(project: Project, cli) -> Path:
+    path = project.root / "nb.json"
+    r = cli("train-nb", project.data, "--spec", project.spec, "--out", path,
+            "--epsilon", 0.3, "--seed", 1, "-q")
+    assert r.exit_code == 0, r.stderr
+    return path
+
+
+@pytest.fixture
+def scored(project: Project) -> Path:
+    """The toy data plus a score column p in [0, 10] that tracks the label."""
+    frame = pd.read_parquet(project.data)
+    rng = np.random.default_rng(5)
+    frame["p"] = np.clip(rng.normal(4 + 3 * frame["label"], 2), -1, 12)  # some out of range
+    path = project.root / "scored.parquet"
+    frame.to_parquet(path, index=False)
+    return path
+
+
+def _spent(project: Project) -> float:
+    return sum(e["epsilon"] for e in read_entries(project.ledger) if e["kind"] == "reserve")
+
+
+def _entries(project: Project) -> int:
+    return len(read_entries(project.ledger))
+
+
+def test_roc_with_a_model_writes_curve_files_and_charges(project: Project, cli, model) -> None:
+    out = project.root / "roc"
+    r = cli("roc", project.data, "--spec", project.spec, "--model", model, "--out", out,
+            "--epsilon", 0.4, "--seed", 2, "--json")
+    assert r.exit_code == 0, r.stderr
+    summary = json.loads(r.stdout.strip().splitlines()[-1])
+    assert summary["command"] == "roc" and 0 <= summary["auc"] <= 1
+    curve = pd.read_csv(out / "curve.csv")
+    assert list(curve.columns) == ["threshold", "fpr", "tpr"]
+    assert (np.diff(curve["fpr"]) >= 0).all() and (np.diff(curve["tpr"]) >= 0).all()
+    assert curve.iloc[0].tolist()[1:] == [0.0, 0.0] and curve.iloc[-1].tolist()[1:] == [1.0, 1.0]
+    assert curve["threshold"].iloc[-1] == -np.inf
+    env = json.loads((out / "curve.json").read_text())
+    assert env["kind"] == "roc_curve" and env["epsilon"] == 0.4 and env["seeded"] is True
+    p = env["payload"]
+    assert p["n"] == 400 and p["parameters"]["thresholds"] == "recursive-medians"
+    assert p["parameters"]["k"] == 6 and len(p["thresholds"]) == 63  # ceil(log2 400) - 3
+    assert p["auc"] == pytest.approx(summary["auc"]) and p["model_kind"] == "naive_bayes"
+    assert len(p["points"]) == len(curve) and p["compare_true"] is False
+    assert [s["step"] for s in p["breakdown"]] == ["thresholds", "counts"]
+    assert (out / "curve.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert _spent(project) == pytest.approx(0.7)
+    entry = [e for e in read_entries(project.ledger) if e["kind"] == "reserve"][-1]
+    assert entry["command"] == "roc"
+    assert verify_file(project.ledger).ok
+
+
+def test_roc_with_a_score_column_and_fixed_space(project: Project, cli, scored) -> None:
+    out = project.root / "roc"
+    r = cli("roc", scored, "--spec", project.spec, "--score-column", "p",
+            "--score-range", "0,10", "--thresholds", "fixed-space", "--alpha", 0.1,
+            "--counts", "privelet", "--out", out, "--epsilon", 0.5)
+    assert r.exit_code == 0, r.stderr
+    p = json.loads((out / "curve.json").read_text())["payload"]
+    assert p["parameters"] == {"thresholds": "fixed-space", "counts": "privelet", "bins": 40,
+                               "alpha": 0.1}
+    assert p["thresholds"] == pytest.approx(list(np.arange(1, 40) * 10 / 40))
+    assert p["score_column"] == "p" and p["score_range"] == [0.0, 10.0]
+    assert [s["step"] for s in p["breakdown"]] == ["counts"]  # fixed space costs no ε1
+    assert "clamped" in r.stderr  # the custodian learns that values were clamped
+    assert _spent(project) == pytest.approx(0.5)
+
+
+def test_roc_reads_the_spec_section(project: Project, cli, scored) -> None:
+    project.write_spec(lambda s: s.update(roc={"epsilon": 0.25, "score_column": "p",
+                                               "score_range": [0, 10], "k": 3,
+                                               "counts": "laplace"}))
+    r = cli("roc", scored, "--spec", project.spec, "--out", project.root / "r")
+    assert r.exit_code == 0, r.stderr
+    p = json.loads((project.root / "r" / "curve.json").read_text())["payload"]
+    assert p["parameters"]["k"] == 3 and p["parameters"]["counts"] == "laplace"
+    assert len(p["thresholds"]) == 7
+    assert _spent(project) == pytest.approx(0.25)
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (("--score-column", "p"), "--score-range"),
+    (("--score-column", "p", "--score-range", "5,1"), "LOWER < UPPER"),
+    (("--score-column", "p", "--score-range", "a,b"), "LOWER,UPPER"),
+    (("--score-column", "nope", "--score-range", "0,1"), "nope"),
+    (("--score-column", "label", "--score-range", "0,1"), "label column"),
+    ((), "--model"),
+    (("--score-column", "p", "--score-range", "0,10", "--compare-true"), "public_data"),
+    (("--score-column", "p", "--score-range", "0,10", "--counts", "wavelet"), "--counts"),
+    (("--score-column", "p", "--score-range", "0,10", "--alpha", "2"), "--alpha"),
+    (("--score-column", "p", "--score-range", "0,10", "--k", "30"), "--k"),
+])
+def test_roc_bad_input_exits_2_and_charges_nothing(project: Project, cli, scored,
+                                                   args, message) -> None:
+    out = project.root / "roc"
+    r = cli("roc", scored, "--spec", project.spec, "--out", out, "--epsilon", 0.3, *args)
+    assert r.exit_code == 2, r.stderr
+    assert message in r.stderr + r.stdout
+    assert _entries(project) == 0 and not out.exists()
+
+
+def test_roc_refuses_model_and_score_column_together(project: Project, cli, model,
+                                                     scored) -> None:
+    r = cli("roc", scored, "--spec", project.spec, "--model", model, "--score-column", "p",
+            "--score-range", "0,10", "--out", project.root / "r", "--epsilon", 0.3)
+    assert r.exit_code == 2 and "not both" in r.stderr
+    assert _spent(project) == pytest.approx(0.3)  # the model's training only
+
+
+def test_roc_refuses_a_model_of_another_label(project: Project, cli, model) -> None:
+    project.write_spec(lambda s: s["label"].update(positive=0))
+    r = cli("roc", project.data, "--spec", project.spec, "--model", model,
+            "--out", project.root / "r", "--epsilon", 0.3)
+    assert r.exit_code == 2 and "label" in r.stderr
+
+
+def test_roc_compare_true_only_on_declared_public_data(project: Project, cli, scored) -> None:
+    project.write_spec(lambda s: s.update(public_data=True))
+    out = project.root / "roc"
+    r = cli("roc", scored, "--spec", project.spec, "--score-column", "p", "--score-range",
+            "0,10", "--out", out, "--epsilon", 0.3, "--compare-true")
+    assert r.exit_code == 0, r.stderr
+    assert "NOT private" in r.stderr
+    assert json.loads((out / "curve.json").read_text())["payload"]["compare_true"] is True
+    complete = [e for e in read_entries(project.ledger) if e["kind"] == "complete"][-1]
+    assert "non_private_output" in complete["summary"]
+    assert "true_auc" not in (out / "curve.json").read_text()
+
+
+def test_roc_dry_run_and_exhausted_budget(project: Project, cli, scored) -> None:
+    base = ("roc", scored, "--spec", project.spec, "--score-column", "p", "--score-range",
+            "0,10")
+    r = cli(*base, "--epsilon", 0.5, "--dry-run", "--thresholds", "fixed-space")
+    assert r.exit_code == 0 and "400 bins" in r.stdout + r.stderr  # α = 1: n bins
+    assert _entries(project) == 0
+    out = project.root / "r"
+    r = cli(*base, "--epsilon", 2.0, "--out", out)
+    assert r.exit_code == 3 and not out.exists() and _entries(project) == 0
+
+
+def test_evaluate_with_a_model(project: Project, cli, model) -> None:
+    out = project.root / "eval.json"
+    r = cli("evaluate", project.data, "--spec", project.spec, "--model", model,
+            "--epsilon", 0.2, "--seed", 4, "--out", out)
+    assert r.exit_code == 0, r.stderr
+    assert "accuracy" in r.stderr and "noise" in r.stderr
+    env = json.loads(out.read_text())
+    assert env["kind"] == "evaluation" and env["epsilon"] == 0.2
+    p = env["payload"]
+    matrix = np.array(p["confusion"])
+    assert matrix.shape == (2, 2) and matrix.sum() == 400 and (matrix >= 0).all()
+    assert p["accuracy"] == pytest.approx(np.trace(matrix) / 400)
+    assert p["noise"]["scale"] == pytest.approx(10.0)
+    assert _spent(project) == pytest.approx(0.5)
+
+
+def test_evaluate_without_out_prints_json(project: Project, cli, scored) -> None:
+    r = cli("evaluate", scored, "--spec", project.spec, "--score-column", "p",
+            "--score-range", "0,10", "--cutoff", 5.5, "--epsilon", 0.2, "--json", "-q")
+    assert r.exit_code == 0, r.stderr
+    summary = json.loads(r.stdout.strip().splitlines()[-1])
+    assert summary["cutoff"] == 5.5 and sum(map(sum, summary["confusion"])) == 400
+    assert _spent(project) == pytest.approx(0.2)
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (("--score-column", "p", "--score-range", "0,10", "--cutoff", "11"), "outside"),
+    (("--score-column", "p"), "--score-range"),
+])
+def test_evaluate_bad_input_exits_2(project: Project, cli, scored, args, message) -> None:
+    r = cli("evaluate", scored, "--spec", project.spec, "--epsilon", 0.2, *args)
+    assert r.exit_code == 2 and message in r.stderr
+    assert _entries(project) == 0
+
+
+def test_evaluate_cutoff_does_not_apply_to_a_model(project: Project, cli, model) -> None:
+    r = cli("evaluate", project.data, "--spec", project.spec, "--model", model,
+            "--cutoff", 0.3, "--epsilon", 0.2)
+    assert r.exit_code == 2 and "--cutoff" in r.stderr
+    assert _spent(project) == pytest.approx(0.3)

@@ -51,7 +51,7 @@ from dpcli.mechanisms.range_queries import STRATEGIES, noisy_prefix_sums, sensit
 
 THRESHOLDS = ("recursive-medians", "fixed-space")
 COUNTS = STRATEGIES
-MAX_LEVELS = 20  # 2^20 bins
+MAX_LEVELS = 16  # 2^16 bins: a curve of 65,536 points is plenty, and its files stay small
 MAX_BINS = 1 << MAX_LEVELS
 CHANGES = 2  # unit moves between (label, bin) cells per replace-one neighbour
 

@@ -45,10 +45,11 @@ def roc(
         help="recursive-medians (noisy medians, data-dependent; default) or fixed-space "
         "(equal bins, costs no ε).")] = None,
     k: Annotated[int | None, typer.Option(
-        "--k", min=1, max=20, help="Levels of recursive medians: 2^k bins (default "
+        "--k", min=1, max=16, help="Levels of recursive medians: 2^k bins (default "
         "ceil(log2 n) - 3, at most 10).")] = None,
     alpha: Annotated[float | None, typer.Option(
-        "--alpha", help="Fixed-space bins as a fraction of n (default 1: n bins).")] = None,
+        "--alpha", help="Fixed-space bins as a fraction of n (default 1: n bins, at most "
+        "65,536).")] = None,
     counts: Annotated[str | None, typer.Option(
         help="How TP and FP counts are noised: hierarchical (b-ary tree with constrained "
         "inference; default), privelet (Haar wavelet, as in the paper) or laplace (each "
@@ -164,7 +165,7 @@ def roc(
            f"({config.thresholds}, {config.counts}); wrote {out}/curve.csv, curve.json, "
            f"curve.png; spent {plan.total} (run {charge.run_id[:8]})")
     if true_curve is not None:
-        ui.warn(f"curve.png also shows the TRUE curve (AUC {true_curve.auc:.3f}): not private, "
+        ui.warn(f"curve.png also shows the TRUE curve (AUC {true_curve.auc:.3f}): NOT private, "
                 "for public data only")
     if json:
         ui.emit_json({"command": "roc", "dataset": s.dataset, "run_id": charge.run_id,

@@ -34,9 +34,12 @@ demo: $(VENV)/.installed
 	@$(BIN)/python -c "import json, pandas as pd; p = pd.read_parquet('demo/predictions_selected.parquet'); \
 		cols = json.load(open('demo/features.json'))['payload']['columns']; \
 		print(f'selected columns: {cols}; accuracy with them: {(p.prediction == p.label.astype(str)).mean():.3f}')"
+	$(DPCLI) roc sample_data/adult_test.parquet --spec configs/demo.yaml --model demo/nb.json --out demo/roc
+	$(DPCLI) evaluate sample_data/adult_test.parquet --spec configs/demo.yaml --model demo/nb.json \
+		--out demo/evaluation.json
 	$(DPCLI) ledger show --spec configs/demo.yaml
 	$(DPCLI) ledger verify --spec configs/demo.yaml
-	@echo "demo outputs are in demo/: adult_counts.csv, nb.json, predictions.parquet, features.json, nb_selected.json"
+	@echo "demo outputs are in demo/: adult_counts.csv, nb.json, predictions.parquet, features.json, nb_selected.json, roc/curve.png, evaluation.json"
 
 test: $(VENV)/.installed
 	$(BIN)/ruff check dpcli tests benchmarks

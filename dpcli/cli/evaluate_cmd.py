@@ -68,6 +68,7 @@ def evaluate(
     )
     from dpcli.errors import UsageError
     from dpcli.io import Outputs
+    from dpcli.mechanisms import Plan
     from dpcli.predict import collect
     from dpcli.run import charged
     from dpcli.spec import EvaluateSection, load_spec
@@ -92,9 +93,16 @@ def evaluate(
                          "probable class")
     else:
         threshold = 0.5
-    plan = ev.plan(Budget(section.epsilon), len(si.classes))
-    source, plan = preflight(ui, si.spec, plan, data, si.columns, out,
-                             [] if out is None else [out], dry_run, require_out=False)
+    total = Budget(section.epsilon)
+
+    def plan_for(n: int) -> Plan:
+        if n < 1:
+            raise UsageError(f"{data}: holds no records to evaluate")
+        return ev.plan(total, len(si.classes))
+
+    source, plan = preflight(ui, si.spec, plan_for, data, si.columns, out,
+                             [] if out is None else [out], dry_run, total=total,
+                             require_out=False)
     outputs = Outputs()
     rng = noise_generator(ui, si.spec, seed)
     arguments = {"data": str(data.resolve()), **(si.source_note or {}),

@@ -64,10 +64,16 @@ def nonnegative_with_total(values: np.ndarray, total: float) -> np.ndarray:
         raise ValueError("total must be non-negative")
     if v.size == 0:
         raise ValueError("values must not be empty")
+    if total == 0:
+        return np.zeros(np.shape(values))
     u = np.sort(v)[::-1]
     cumulative = np.cumsum(u) - total
     index = np.arange(1, v.size + 1)
-    rho = np.flatnonzero(u - cumulative / index > 0)[-1]
+    # the largest ρ with u_ρ > (Σ_{i<=ρ} u_i - total)/ρ; the first always qualifies in exact
+    # arithmetic (total > 0); rounding can lose it only when total is below the values'
+    # float resolution (no answer is then exact; this one does not crash)
+    candidates = np.flatnonzero(u - cumulative / index > 0)
+    rho = candidates[-1] if candidates.size else 0
     tau = cumulative[rho] / (rho + 1)
     return np.maximum(v - tau, 0.0).reshape(np.shape(values))
 

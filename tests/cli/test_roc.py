@@ -200,3 +200,15 @@ def test_evaluate_cutoff_does_not_apply_to_a_model(project: Project, cli, model)
             "--cutoff", 0.3, "--epsilon", 0.2)
     assert r.exit_code == 2 and "--cutoff" in r.stderr
     assert _spent(project) == pytest.approx(0.3)
+
+
+def test_an_empty_test_file_is_refused_before_the_charge(project: Project, cli,
+                                                         model) -> None:
+    empty = project.root / "empty.parquet"
+    pd.read_parquet(project.data).iloc[:0].to_parquet(empty, index=False)
+    before = _entries(project)
+    for command in ("roc", "evaluate"):
+        r = cli(command, empty, "--spec", project.spec, "--model", model,
+                "--out", project.root / f"{command}_out", "--epsilon", 0.1)
+        assert r.exit_code == 2 and "record" in r.stderr, r.stderr
+    assert _entries(project) == before

@@ -94,7 +94,8 @@ class ROCConfig:
         if self.thresholds == "recursive-medians":
             return 2 ** self.levels(n)
         alpha = 1.0 if self.alpha is None else self.alpha
-        return max(1, min(MAX_BINS, math.floor(alpha * n)))
+        product = alpha * n  # a slack of 1e-9 keeps α = 10/n at 10 bins despite rounding
+        return max(1, min(MAX_BINS, math.floor(product + 1e-9 * max(1.0, product))))
 
     def parameters(self, n: int) -> dict[str, Any]:
         out: dict[str, Any] = {"thresholds": self.thresholds, "counts": self.counts,
@@ -128,6 +129,13 @@ def plan(config: ROCConfig, n: int, total: Budget) -> Plan:
                                f"ε1/{2 * k} (a moved record changes two parts), Cauchy "
                                f"6·S*/ε, β=ε/6")
     return p.with_notes(notes)
+
+
+def count_noise_scale(config: ROCConfig, n: int, run_plan: Plan) -> float:
+    """The discrete Laplace scale Δ/ε2 on each released TP/FP coordinate (public)."""
+    delta = sensitivity(config.counts, config.bins(n), changes=CHANGES,
+                        branching=config.branching)
+    return delta / float(run_plan.step("counts").budget.epsilon)
 
 
 def fixed_space_thresholds(lower: float, upper: float, bins: int) -> np.ndarray:
@@ -263,19 +271,32 @@ def true_roc(scores: np.ndarray, positive: np.ndarray) -> Curve:
                  positives=float(pos.sum()), negatives=float((~pos).sum()))
 
 
-def area_between(a: Curve, b: Curve, grid: int = 2001) -> float:
-    """∫ |TPR_a(f) - TPR_b(f)| df over f in [0, 1], each curve as its polyline.
+def area_between(a: Curve, b: Curve) -> float:
+    """∫₀¹ |TPR_a(f) - TPR_b(f)| df, exactly, each curve read as the polyline through its points.
 
-    A vertical segment (several TPRs at one FPR) is read at its upper end
-    (the step function's right limit), matching the trapezoid AUC's area.
+    A vertical run of points at one FPR is left from its top and reached at
+    its foot, as the polyline does, so |AUC_a - AUC_b| <= this area always.
+    Between consecutive breakpoints of either curve both are linear: the
+    integral of |d| is the trapezoid when d keeps its sign, and
+    (d0² + d1²) / (2(|d0| + |d1|)) times the width when it crosses zero.
     """
-    f = np.linspace(0.0, 1.0, grid)
-    return float(np.trapezoid(np.abs(_tpr_at(a, f) - _tpr_at(b, f)), f))
+    x = np.union1d(np.unique(a.fpr), np.unique(b.fpr))
+    d0 = _tpr_at(a, x[:-1], "right") - _tpr_at(b, x[:-1], "right")
+    d1 = _tpr_at(a, x[1:], "left") - _tpr_at(b, x[1:], "left")
+    s = np.abs(d0) + np.abs(d1)
+    crossing = np.divide(d0**2 + d1**2, 2.0 * s, out=np.zeros_like(s), where=s > 0)
+    return float(np.sum(np.diff(x) * np.where(d0 * d1 >= 0, s / 2.0, crossing)))
 
 
-def _tpr_at(c: Curve, f: np.ndarray) -> np.ndarray:
-    # np.interp needs increasing x; for duplicate FPRs take the last (largest) TPR
-    fpr, idx = np.unique(c.fpr[::-1], return_index=True)
-    tpr = c.tpr[::-1][idx]
-    return np.interp(f, fpr, tpr)
-
+def _tpr_at(c: Curve, x: np.ndarray, side: str) -> np.ndarray:
+    """The polyline's TPR just left (``side="left"``) or right of each x in [0, 1]."""
+    fpr = np.asarray(c.fpr, dtype=np.float64)
+    tpr = np.asarray(c.tpr, dtype=np.float64)
+    knots, first = np.unique(fpr, return_index=True)
+    last = np.append(first[1:], fpr.size) - 1  # points are ordered by FPR, then TPR
+    low, high = tpr[first], tpr[last]
+    i = np.clip(np.searchsorted(knots, x, side="right") - 1, 0, knots.size - 1)
+    j = np.minimum(i + 1, knots.size - 1)
+    width = np.where(j > i, knots[j] - knots[i], 1.0)
+    inside = high[i] + (low[j] - high[i]) * (x - knots[i]) / width
+    return np.where(knots[i] == x, low[i] if side == "left" else high[i], inside)

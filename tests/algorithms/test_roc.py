@@ -227,3 +227,46 @@ def test_released_auc_on_neighbours_stays_within_e_to_the_epsilon() -> None:
 
     assert not _violates(released(1.0), d, d2, 1.0, runs=2000)
     assert _violates(released(20.0), d, d2, 1.0, runs=2000)
+
+
+def test_area_between_follows_vertical_segments() -> None:
+    """A vertical run is reached at its foot: against the diagonal this curve has area 0.03."""
+    def curve(fpr, tpr):
+        f, t = np.asarray(fpr, float), np.asarray(tpr, float)
+        return roc.Curve(thresholds=np.zeros(f.size), fpr=f, tpr=t,
+                         auc=roc.trapezoid_auc(f, t), positives=1.0, negatives=1.0)
+
+    bent = curve([0, 0.7, 1, 1], [0, 0.7, 0.8, 1])
+    diagonal = curve([0, 1], [0, 1])
+    assert roc.area_between(bent, diagonal) == pytest.approx(0.03, abs=1e-12)
+    assert roc.area_between(bent, diagonal) >= abs(bent.auc - diagonal.auc) - 1e-12
+    # a crossing: |d| is integrated on each side of the zero
+    cross = curve([0, 0.5, 1], [0.5, 0.5, 1.0])
+    assert roc.area_between(cross, diagonal) == pytest.approx(0.25 * 0.5 / 2 + 0.25 * 0.5 / 2)
+
+
+def test_area_between_matches_a_dense_integral_on_random_curves() -> None:
+    rng = np.random.default_rng(9)
+    for _ in range(20):
+        curves = []
+        for _ in range(2):
+            f = np.concatenate(([0], np.sort(np.round(rng.random(6), 1)), [1]))
+            t = np.concatenate(([0], np.sort(rng.random(6)), [1]))
+            curves.append(roc.Curve(thresholds=np.zeros(8), fpr=f, tpr=t,
+                                    auc=roc.trapezoid_auc(f, t), positives=1, negatives=1))
+        a, b = curves
+        # independent: tilt each vertical run by 1e-9 per point, then plain interpolation
+        grid = np.linspace(0, 1, 200_001)
+
+        def at(c, grid=grid):
+            return np.interp(grid, c.fpr + 1e-9 * np.arange(c.fpr.size), c.tpr)
+
+        dense = np.trapezoid(np.abs(at(a) - at(b)), grid)
+        assert roc.area_between(a, b) == pytest.approx(dense, abs=1e-4)
+        assert roc.area_between(a, b) >= abs(a.auc - b.auc) - 1e-12
+
+
+def test_alpha_bins_survive_rounding() -> None:
+    """floor((10/n)·n) must be 10 bins even where 10/n·n rounds to 9.999..."""
+    for n in (77, 303, 2000, 15060):
+        assert roc.ROCConfig(thresholds="fixed-space", alpha=10 / n).bins(n) == 10

@@ -140,11 +140,13 @@ def roc(
         curve, cuts = pr.private_roc(scores, positive, lower=si.lower, upper=si.upper,
                                      config=config, run_plan=plan, rng=rng)
         n = int(scores.size)
+        noise = pr.count_noise_scale(config, n, plan)
         payload = {**curve.to_payload(), "n": n,
                    "positive_class": si.classes[si.positive],
                    "rule": "predicted positive when score > threshold",
                    "score_range": [si.lower, si.upper], "parameters": config.parameters(n),
-                   "thresholds": [float(t) for t in cuts], **(si.source_note or {}),
+                   "thresholds": [float(t) for t in cuts], "count_noise_scale": noise,
+                   **(si.source_note or {}),
                    "compare_true": compare_true, "breakdown": plan.to_json()}
         true_curve = pr.true_roc(scores, positive) if compare_true else None
         del scores, labels, positive  # nothing below may touch private values
@@ -164,6 +166,11 @@ def roc(
     ui.say(f"private ROC: AUC {curve.auc:.3f} over {len(cuts):,} thresholds "
            f"({config.thresholds}, {config.counts}); wrote {out}/curve.csv, curve.json, "
            f"curve.png; spent {plan.total} (run {charge.run_id[:8]})")
+    smaller = min(curve.positives, curve.negatives)  # released (noisy) class sizes
+    if noise > 0.05 * smaller:
+        ui.warn(f"the counts' noise (scale {noise:.3g}) is large next to the smaller class "
+                f"(about {smaller:,.0f} records): this curve is mostly noise. Spend more ε, "
+                "or use fewer bins (--k), or evaluate on more records.")
     if true_curve is not None:
         ui.warn(f"curve.png also shows the TRUE curve (AUC {true_curve.auc:.3f}): NOT private, "
                 "for public data only")

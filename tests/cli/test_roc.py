@@ -212,3 +212,12 @@ def test_an_empty_test_file_is_refused_before_the_charge(project: Project, cli,
                 "--out", project.root / f"{command}_out", "--epsilon", 0.1)
         assert r.exit_code == 2 and "record" in r.stderr, r.stderr
     assert _entries(project) == before
+
+
+def test_roc_warns_when_noise_swamps_the_counts(project: Project, cli, scored) -> None:
+    r = cli("roc", scored, "--spec", project.spec, "--score-column", "p", "--score-range",
+            "0,10", "--out", project.root / "r", "--epsilon", 0.05, "-q")
+    assert r.exit_code == 0, r.stderr
+    assert "mostly noise" in r.stderr  # 400 records at ε = 0.05: scale 6/0.04 = 150
+    p = json.loads((project.root / "r" / "curve.json").read_text())["payload"]
+    assert p["count_noise_scale"] == pytest.approx(150.0)

@@ -26,7 +26,7 @@ def roc_png(curve: Any, *, title: str, true_curve: Any = None) -> bytes:
             ax.plot(true_curve.fpr, true_curve.tpr, color="tab:red", linestyle="--",
                     linewidth=1.5,
                     label=f"TRUE — NOT PRIVATE, public data only (AUC {true_curve.auc:.3f})")
-            title = f"{title}\nresearch output: compares with the true curve"
+            title = f"{title}\nincludes the TRUE curve (NOT private): research on public data"
         ax.set_xlim(0, 1)
         ax.set_ylim(0, 1.01)
         ax.set_xlabel("false positive rate")

@@ -165,9 +165,12 @@ def score_schema(spec_schema: Schema, column: str, lower: float, upper: float) -
         raise UsageError(f"--score-column {column!r} is the label column")
     if not lower < upper:
         raise UsageError(f"the score range must have lower < upper, got [{lower}, {upper}]")
+    declared = spec_schema.column(column) if spec_schema.has(column) else None
+    missing, fill = (declared.missing, declared.fill) if isinstance(declared, NumericColumn) \
+        else ("error", None)
     kept = tuple(c for c in spec_schema.columns if c.name != column)
-    return Schema(columns=(*kept, NumericColumn(column, float(lower), float(upper))),
-                  label=spec_schema.label, source=spec_schema.source)
+    score = NumericColumn(column, float(lower), float(upper), missing=missing, fill=fill)
+    return Schema(columns=(*kept, score), label=spec_schema.label, source=spec_schema.source)
 
 
 def collect(source: Any, columns: tuple[str, ...],

@@ -88,7 +88,7 @@ class RocSection(ScoreSource):
     """``roc``: PriROC private ROC curves (see dpcli.algorithms.roc)."""
 
     epsilon: float = 1.0
-    thresholds: str = "recursive-medians"
+    thresholds: str = "fixed-space"
     k: int | None = None
     alpha: float | None = None
     counts: str = "hierarchical"

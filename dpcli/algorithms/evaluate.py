@@ -80,8 +80,10 @@ class Evaluation:
             actual = float(self.matrix[i, :].sum())
             precision = tp / predicted if predicted > 0 else None
             recall = tp / actual if actual > 0 else None
-            f1 = (2 * precision * recall / (precision + recall)
-                  if precision and recall else None)
+            f1 = None
+            if precision is not None and recall is not None:
+                both = precision + recall
+                f1 = 2 * precision * recall / both if both > 0 else 0.0
             out[c] = {"precision": precision, "recall": recall, "f1": f1, "support": actual}
         return out
 

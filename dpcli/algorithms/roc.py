@@ -5,9 +5,15 @@ column with a declared range [lower, upper]) and the record's binary label.
 A record is predicted positive at threshold θ when its score is > θ.
 
 1. Thresholds, with ε1 = ``threshold_share``·ε:
-   - ``fixed-space`` (α-FixedSpace): M = floor(α·n) equal bins over
-     [lower, upper]; data-independent, so ε1 = 0 and all of ε goes to step 2.
-     n is public under replace-one neighbours.
+   - ``fixed-space`` (α-FixedSpace; dpcli's default): M equal bins over
+     [lower, upper], M = floor(α·n) when α is given, else 2^k with k from
+     :meth:`ROCConfig.levels`; data-independent, so ε1 = 0 and all of ε
+     goes to step 2. n is public under replace-one neighbours. Why the
+     default: on a validation split of Adult's training data, 2^k equal
+     bins with all of ε on the counts did as well as or better than 2^k
+     recursive-median bins with 20% of ε spent on medians (at a few
+     thousand records per part the noisy medians mostly fall back to
+     midpoints, i.e. to these very bins).
    - ``recursive-medians`` (k-RecursiveMedians, Algorithm 4): the noisy
      median of the scores, then recursively of each side, k levels deep,
      2^k - 1 thresholds. Each level spends ε1/k; the medians within a level
@@ -53,6 +59,7 @@ THRESHOLDS = ("recursive-medians", "fixed-space")
 COUNTS = STRATEGIES
 MAX_LEVELS = 16  # 2^16 bins: a curve of 65,536 points is plenty, and its files stay small
 MAX_BINS = 1 << MAX_LEVELS
+GRID = 2.0**32  # recursive-median thresholds are rounded to (upper - lower) / GRID
 CHANGES = 2  # unit moves between (label, bin) cells per replace-one neighbour
 
 
@@ -60,7 +67,7 @@ CHANGES = 2  # unit moves between (label, bin) cells per replace-one neighbour
 class ROCConfig:
     """How PriROC chooses thresholds and counts; None means the default for n."""
 
-    thresholds: str = "recursive-medians"
+    thresholds: str = "fixed-space"
     k: int | None = None
     alpha: float | None = None
     counts: str = "hierarchical"
@@ -80,7 +87,7 @@ class ROCConfig:
             raise ValueError("threshold_share must be in (0, 1)")
 
     def levels(self, n: int) -> int:
-        """k for recursive medians: the configured one, else ceil(log2 n) - 3 within 1..10.
+        """k, for 2^k bins: the configured one, else ceil(log2 n) - 3 within 1..10.
 
         About eight records per bin, up to 1,024 bins: chosen on a validation
         split of Adult's training data (benchmarks/results/roc_error.md).
@@ -91,20 +98,20 @@ class ROCConfig:
 
     def bins(self, n: int) -> int:
         """The number of bins (thresholds + 1) for n records."""
-        if self.thresholds == "recursive-medians":
+        if self.thresholds == "recursive-medians" or self.alpha is None:
             return 2 ** self.levels(n)
-        alpha = 1.0 if self.alpha is None else self.alpha
-        product = alpha * n  # a slack of 1e-9 keeps α = 10/n at 10 bins despite rounding
+        product = self.alpha * n  # a slack of 1e-9 keeps α = 10/n at 10 bins despite rounding
         return max(1, min(MAX_BINS, math.floor(product + 1e-9 * max(1.0, product))))
 
     def parameters(self, n: int) -> dict[str, Any]:
         out: dict[str, Any] = {"thresholds": self.thresholds, "counts": self.counts,
                                "bins": self.bins(n)}
-        if self.thresholds == "recursive-medians":
+        if self.thresholds == "recursive-medians" or self.alpha is None:
             out["k"] = self.levels(n)
+        if self.thresholds == "recursive-medians":
             out["threshold_share"] = self.threshold_share
-        else:
-            out["alpha"] = 1.0 if self.alpha is None else self.alpha
+        elif self.alpha is not None:
+            out["alpha"] = self.alpha
         if self.counts == "hierarchical":
             out["branching"] = self.branching
         return out
@@ -158,7 +165,15 @@ def recursive_median_thresholds(scores: np.ndarray, *, lower: float, upper: floa
     for _ in range(levels):
         nxt = []
         for lo, hi, a, b in parts:
-            m = noisy_median(x[a:b], lower=lo, upper=hi, epsilon=part_epsilon, rng=rng)
+            m = math.nan
+            if lo < hi:  # a part squeezed to a point (public) has no median to look for
+                m = noisy_median(x[a:b], lower=lo, upper=hi, epsilon=part_epsilon, rng=rng)
+                if lo < m < hi:
+                    # released on a public grid: the low-order bits of a float sample can
+                    # say more about the value it was added to than the noise allows
+                    # (Mironov 2012)
+                    m = lower + round((m - lower) / (upper - lower) * GRID) / GRID * (
+                        upper - lower)
             if not lo < m < hi:
                 m = (lo + hi) / 2.0
             cut = a + int(np.searchsorted(x[a:b], m, side="right"))  # scores <= m go left
@@ -233,10 +248,11 @@ def private_roc(scores: np.ndarray, positive: np.ndarray, *, lower: float, upper
                 ) -> tuple[Curve, np.ndarray]:
     """PriROC: the released curve and thresholds. Cost: ``run_plan.total`` (module docstring).
 
-    ``scores`` are clamped into [lower, upper] by the caller; ``positive`` is
-    a boolean array of the same length. n = len(scores) is public.
+    ``scores`` outside [lower, upper] (or NaN) are clamped into it; ``positive``
+    is a boolean array of the same length. n = len(scores) is public.
     """
-    s = np.asarray(scores, dtype=np.float64)
+    # a score outside the declared range (or NaN) is clamped, so one record can not fail a run
+    s = np.clip(np.nan_to_num(np.asarray(scores, dtype=np.float64), nan=lower), lower, upper)
     pos = np.asarray(positive, dtype=bool)
     n = s.size
     if config.thresholds == "fixed-space":

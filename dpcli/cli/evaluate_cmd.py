@@ -34,7 +34,7 @@ def evaluate(
     score_range: ScoreRangeOpt = None,
     cutoff: Annotated[float | None, typer.Option(
         help="With --score-column: predict the positive class when score > cutoff (default: "
-        "the middle of the score range).")] = None,
+        "the middle of the score range; a spec's cutoff is ignored with --model).")] = None,
     out: Annotated[Path | None, typer.Option(
         "--out", "-o", dir_okay=False, help="Also write the released evaluation as JSON.")] = None,
     epsilon: EpsilonOpt = None,

@@ -42,14 +42,14 @@ def roc(
     score_column: ScoreColumnOpt = None,
     score_range: ScoreRangeOpt = None,
     thresholds: Annotated[str | None, typer.Option(
-        help="recursive-medians (noisy medians, data-dependent; default) or fixed-space "
-        "(equal bins, costs no ε).")] = None,
+        help="fixed-space (equal bins, data-independent, all of ε on the counts; default) "
+        "or recursive-medians (the paper's noisy medians, 20% of ε).")] = None,
     k: Annotated[int | None, typer.Option(
-        "--k", min=1, max=16, help="Levels of recursive medians: 2^k bins (default "
+        "--k", min=1, max=16, help="2^k bins; for recursive medians, k levels (default "
         "ceil(log2 n) - 3, at most 10).")] = None,
     alpha: Annotated[float | None, typer.Option(
-        "--alpha", help="Fixed-space bins as a fraction of n (default 1: n bins, at most "
-        "65,536).")] = None,
+        "--alpha", help="Fixed-space: floor(α·n) bins instead of 2^k (the paper's α; at "
+        "most 65,536).")] = None,
     counts: Annotated[str | None, typer.Option(
         help="How TP and FP counts are noised: hierarchical (b-ary tree with constrained "
         "inference; default), privelet (Haar wavelet, as in the paper) or laplace (each "
@@ -66,11 +66,12 @@ def roc(
 ) -> None:
     """Draw a differentially private ROC curve and its AUC on a private test set.
 
-    PriROC (Stoddard, Chen & Machanavajjhala 2014): part of ε chooses the
-    thresholds (recursive noisy medians of the scores), the rest releases
-    the true- and false-positive counts at every threshold as noisy prefix
-    sums; the curve is then made monotone from (0, 0) to (1, 1). Releases
-    the thresholds, the curve and its AUC.
+    PriROC (Stoddard, Chen & Machanavajjhala 2014): thresholds are equal
+    bins of the score range (or, with --thresholds recursive-medians, noisy
+    medians bought with 20% of ε); the true- and false-positive counts at
+    every threshold are released as noisy prefix sums; the curve is then
+    made monotone from (0, 0) to (1, 1). Releases the thresholds, the curve
+    and its AUC.
 
     Example:
 

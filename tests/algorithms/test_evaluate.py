@@ -79,3 +79,9 @@ def test_reported_noise_sd_matches_the_draws() -> None:
     z = (var - sd**2) / se
     assert abs(z) < stats.norm.ppf(1 - 0.5e-4)
     assert abs(var - (1.1 * sd) ** 2) / se > stats.norm.ppf(1 - 0.5e-4)
+
+
+def test_f1_is_zero_not_missing_when_precision_is_zero() -> None:
+    r = ev.Evaluation(classes=("0", "1"), matrix=np.array([[50, 10], [5, 0]]), epsilon=1.0)
+    m = r.per_class()["1"]
+    assert m["precision"] == 0.0 and m["recall"] == 0.0 and m["f1"] == 0.0

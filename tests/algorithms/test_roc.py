@@ -43,7 +43,9 @@ def test_bins_and_levels_follow_n() -> None:
     assert config.levels(2000) == 8 and config.bins(2000) == 256  # ceil(log2 2000) - 3
     assert config.levels(15060) == 10 and config.levels(10**7) == 10 and config.levels(3) == 1
     assert roc.ROCConfig(thresholds="fixed-space", alpha=0.5).bins(1001) == 500
-    assert roc.ROCConfig(thresholds="fixed-space").bins(10**9) == roc.MAX_BINS
+    assert roc.ROCConfig(thresholds="fixed-space", alpha=1.0).bins(10**9) == roc.MAX_BINS
+    assert config.thresholds == "fixed-space" and config.bins(10**9) == 1024  # 2^k, k <= 10
+    assert roc.ROCConfig(k=5).bins(10**6) == 32
     with pytest.raises(ValueError):
         roc.ROCConfig(k=17)
     with pytest.raises(ValueError):
@@ -148,8 +150,9 @@ def test_curve_from_noisy_prefix_is_consistent() -> None:
 
 @pytest.mark.parametrize("config", [
     roc.ROCConfig(),
-    roc.ROCConfig(counts="privelet", k=5),
-    roc.ROCConfig(counts="laplace", k=3),
+    roc.ROCConfig(thresholds="recursive-medians"),
+    roc.ROCConfig(thresholds="recursive-medians", counts="privelet", k=5),
+    roc.ROCConfig(thresholds="recursive-medians", counts="laplace", k=3),
     roc.ROCConfig(thresholds="fixed-space", alpha=0.25),
     roc.ROCConfig(thresholds="fixed-space", counts="hierarchical", branching=4),
 ])
@@ -166,7 +169,7 @@ def test_private_curve_is_valid_and_close_at_large_epsilon(config: roc.ROCConfig
 
 
 def test_plan_splits_epsilon_and_notes_the_calibration() -> None:
-    p = roc.plan(roc.ROCConfig(k=4), 1000, Budget(1.0))
+    p = roc.plan(roc.ROCConfig(thresholds="recursive-medians", k=4), 1000, Budget(1.0))
     assert [s.name for s in p] == ["thresholds", "counts"]
     assert float(p.step("thresholds").budget.epsilon) == pytest.approx(0.2)
     assert "15 noisy medians" in p.step("thresholds").note
@@ -220,7 +223,7 @@ def test_released_auc_on_neighbours_stays_within_e_to_the_epsilon() -> None:
     scores2 = scores.copy()
     scores2[lowest] = 1.0
     d, d2 = (scores, positive), (scores2, positive)
-    config = roc.ROCConfig(k=2)
+    config = roc.ROCConfig(thresholds="recursive-medians", k=2)
 
     def released(actual_epsilon: float):
         return lambda s, p, seed: _run(s, p, config, actual_epsilon, seed)[0].auc
@@ -270,3 +273,19 @@ def test_alpha_bins_survive_rounding() -> None:
     """floor((10/n)·n) must be 10 bins even where 10/n·n rounds to 9.999..."""
     for n in (77, 303, 2000, 15060):
         assert roc.ROCConfig(thresholds="fixed-space", alpha=10 / n).bins(n) == 10
+
+
+def test_recursive_median_thresholds_are_on_the_public_grid() -> None:
+    scores, _ = _sample(20_000)
+    cuts = roc.recursive_median_thresholds(np.sort(scores), lower=0.0, upper=1.0, levels=2,
+                                           epsilon=50.0, rng=np.random.default_rng(2))
+    np.testing.assert_array_equal(cuts * roc.GRID, np.round(cuts * roc.GRID))
+
+
+def test_out_of_range_and_nan_scores_are_clamped() -> None:
+    scores, positive = _sample(500)
+    wild = scores.copy()
+    wild[:3] = [np.nan, -5.0, 7.0]
+    config = roc.ROCConfig(thresholds="recursive-medians", k=3)
+    curve, _ = _run(wild, positive, config, 1.0, 0)
+    assert 0.0 <= curve.auc <= 1.0

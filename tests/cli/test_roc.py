@@ -48,7 +48,7 @@ def _entries(project: Project) -> int:
 def test_roc_with_a_model_writes_curve_files_and_charges(project: Project, cli, model) -> None:
     out = project.root / "roc"
     r = cli("roc", project.data, "--spec", project.spec, "--model", model, "--out", out,
-            "--epsilon", 0.4, "--seed", 2, "--json")
+            "--thresholds", "recursive-medians", "--epsilon", 0.4, "--seed", 2, "--json")
     assert r.exit_code == 0, r.stderr
     summary = json.loads(r.stdout.strip().splitlines()[-1])
     assert summary["command"] == "roc" and 0 <= summary["auc"] <= 1
@@ -91,7 +91,8 @@ def test_roc_with_a_score_column_and_fixed_space(project: Project, cli, scored) 
 def test_roc_reads_the_spec_section(project: Project, cli, scored) -> None:
     project.write_spec(lambda s: s.update(roc={"epsilon": 0.25, "score_column": "p",
                                                "score_range": [0, 10], "k": 3,
-                                               "counts": "laplace"}))
+                                               "counts": "laplace",
+                                               "thresholds": "recursive-medians"}))
     r = cli("roc", scored, "--spec", project.spec, "--out", project.root / "r")
     assert r.exit_code == 0, r.stderr
     p = json.loads((project.root / "r" / "curve.json").read_text())["payload"]
@@ -152,7 +153,7 @@ def test_roc_compare_true_only_on_declared_public_data(project: Project, cli, sc
 def test_roc_dry_run_and_exhausted_budget(project: Project, cli, scored) -> None:
     base = ("roc", scored, "--spec", project.spec, "--score-column", "p", "--score-range",
             "0,10")
-    r = cli(*base, "--epsilon", 0.5, "--dry-run", "--thresholds", "fixed-space")
+    r = cli(*base, "--epsilon", 0.5, "--dry-run", "--alpha", 1)
     assert r.exit_code == 0 and "400 bins" in r.stdout + r.stderr  # α = 1: n bins
     assert _entries(project) == 0
     out = project.root / "r"
@@ -218,6 +219,29 @@ def test_roc_warns_when_noise_swamps_the_counts(project: Project, cli, scored) -
     r = cli("roc", scored, "--spec", project.spec, "--score-column", "p", "--score-range",
             "0,10", "--out", project.root / "r", "--epsilon", 0.05, "-q")
     assert r.exit_code == 0, r.stderr
-    assert "mostly noise" in r.stderr  # 400 records at ε = 0.05: scale 6/0.04 = 150
+    assert "mostly noise" in r.stderr  # 400 records at ε = 0.05: 64 bins, Δ = 6, scale 120
     p = json.loads((project.root / "r" / "curve.json").read_text())["payload"]
-    assert p["count_noise_scale"] == pytest.approx(150.0)
+    assert p["count_noise_scale"] == pytest.approx(120.0)
+
+
+def test_roc_default_is_equal_bins_with_all_of_epsilon_on_the_counts(project: Project, cli,
+                                                                       scored) -> None:
+    r = cli("roc", scored, "--spec", project.spec, "--score-column", "p", "--score-range",
+            "0,10", "--out", project.root / "r", "--epsilon", 0.5, "-q")
+    assert r.exit_code == 0, r.stderr
+    p = json.loads((project.root / "r" / "curve.json").read_text())["payload"]
+    assert p["parameters"] == {"thresholds": "fixed-space", "counts": "hierarchical",
+                               "bins": 64, "k": 6, "branching": 16}
+    assert p["thresholds"] == pytest.approx(list(np.arange(1, 64) * 10 / 64))
+    assert [s["step"] for s in p["breakdown"]] == ["counts"]
+
+
+def test_a_declared_score_column_keeps_its_missing_policy(project: Project) -> None:
+    from dpcli.predict import score_schema
+    from dpcli.spec import load_spec
+
+    project.write_spec(lambda s: s["schema"]["columns"].update(
+        p={"type": "numeric", "bounds": [0, 10], "missing": "impute", "fill": 5}))
+    schema = score_schema(load_spec(project.spec).schema, "p", 0.0, 10.0)
+    column = schema.column("p")
+    assert column.missing == "impute" and column.fill == 5

@@ -27,33 +27,53 @@ ROC over every distinct score (``roc.true_roc``, not private). Specs are
 copies of configs/adult.yaml in a temporary folder (own dataset id, huge
 budget, ledger in that folder, never the repository's).
 
-Methods (``roc.ROCConfig``; the rows of every table, with the bins they use):
+Methods (``roc.ROCConfig``; the rows of every table, with the bins they use;
+every row's ``cfg.parameters(n)`` is checked against its label and written to
+the JSON):
 
 1. Laplace, 10 fixed bins: fixed-space with α = 10/n, each cumulative count
    noised directly (the paper's Laplace baseline: few thresholds);
-2. Laplace, RecursiveMedians k = 3: 8 data-chosen bins, Laplace counts;
+2. Laplace, RecursiveMedians k = 3: 8 data-chosen bins, Laplace counts
+   (``thresholds="recursive-medians", k=3``);
 3. FixedSpace α = 1, Privelet (the paper's FixedSpace: n equal bins);
 4. FixedSpace α = 1, hierarchical (b = 16 tree, constrained inference);
-5. RecursiveMedians k = 10, Privelet (the paper's RecursiveMedians);
-6. RecursiveMedians, dpcli defaults (``ROCConfig()``: k = ceil(log2 n) − 3
-   capped at 10, hierarchical counts, b = 16, 20% of ε for the medians).
+5. RecursiveMedians k = 10, Privelet (the paper's RecursiveMedians,
+   ``thresholds="recursive-medians", k=10, counts="privelet"``);
+6. RecursiveMedians, k rule, hierarchical
+   (``ROCConfig(thresholds="recursive-medians")``: 2^k bins at noisy medians,
+   k = clamp(ceil(log2 n) − 3, 1, 10), 20% of ε for the medians, hierarchical
+   counts, b = 16);
+7. dpcli's default (``ROCConfig()``): 2^k EQUAL bins over [0, 1] with the same
+   k rule (fixed-space, data-independent), hierarchical counts (b = 16), all
+   of ε on the counts. Rows 6 and 7 differ only in whether 20% of ε buys noisy
+   medians as thresholds.
+
+For every recursive-medians run the script also counts the thresholds that are
+their part's midpoint, i.e. where the noisy median fell outside its part's open
+interval and was replaced by the midpoint (read off the released thresholds,
+which are the in-order walk of the tree of parts; cross-checked by wrapping the
+``noisy_median`` that ``dpcli.algorithms.roc`` calls, restored afterwards);
+reported for row 6 on the full test file, all in the JSON.
 
 Parameters: methods 1-5 are fixed a priori (the paper's settings, or the
-plainest variant); the defaults of method 6 were chosen in dpcli on a
-validation split of Adult's *training* data (``ROCConfig.levels``); nothing
-is chosen on the test file. The last section re-runs that check: the
-training file split 80/20 (``default_rng(0)`` permutation), NB trained the
-same way on the 80%, RecursiveMedians for k = 3..11 with hierarchical and
-Privelet counts on the 20% (6,032 rows) and on a 2,000-row sample of it
+plainest variant); the k rule and the default thresholds (equal bins rather
+than recursive medians) were chosen in dpcli on a validation split of
+Adult's *training* data (``ROCConfig.levels``); nothing is chosen on the test
+file. The last section re-runs that check: the training file split 80/20
+(``default_rng(0)`` permutation), NB trained the same way on the 80%, and for
+k = 3..11 2^k equal bins against 2^k recursive-median bins (both
+hierarchical) on the 20% (6,032 rows) and on a 2,000-row sample of it
 (--no-validation skips it).
 
 Timing: the median wall time of one ``private_roc`` call per method on the
 full test file (all its runs, every ε). Last, one run of the real CLI,
 ``dpcli roc`` at ε = 1 with the defaults, ``--seed 0`` and ``--compare-true``
-(a spec copy that declares ``public_data: true``), draws the PNG shown in
-the results (ledger-keyed seed: one more draw, not reproducible across runs).
+(a spec copy that declares ``public_data: true`` and drops configs/adult.yaml's
+``roc`` section, so the built-in defaults apply; checked), draws the PNG
+shown in the results (ledger-keyed seed: one more draw, not reproducible
+across runs).
 
-    python benchmarks/roc_error.py              # about 3 minutes on 2 cores
+    python benchmarks/roc_error.py              # about 2 minutes on 2 cores
     python benchmarks/roc_error.py --quick      # 3 seeds
 
 Prints Markdown tables and a reading of them; writes
@@ -65,6 +85,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import shutil
 import subprocess
@@ -92,14 +113,15 @@ NO_NOISE_EPS = 1e9                  # "no noise": the binning error alone
 VAL_FRACTION = 0.2
 VAL_SEED = 0
 VAL_KS = tuple(range(3, 12))
-VAL_COUNTS = ("hierarchical", "privelet")
+VAL_STRATEGIES = ("equal_bins", "recursive_medians")  # both with hierarchical counts
 
 LAPLACE10 = "Laplace, 10 fixed bins"
 LAPLACE_RM = "Laplace, RecursiveMedians k=3"
 FS_PRIVELET = "FixedSpace α=1, Privelet"
 FS_HIER = "FixedSpace α=1, hierarchical"
 RM_PRIVELET = "RecursiveMedians k=10, Privelet (paper)"
-RM_DEFAULT = "RecursiveMedians default (hierarchical)"
+RM_RULE = "RecursiveMedians, k rule, hierarchical"
+DEFAULT = "dpcli default: 2^k equal bins, hierarchical"
 
 # Stoddard et al. (2014) Table 1: median area (L1) error, SMS / Twitter
 PAPER = {1.0: {"Laplace": (0.218, 0.073), "FixedSpace": (0.034, 0.065),
@@ -116,7 +138,7 @@ PAPER = {1.0: {"Laplace": (0.218, 0.073), "FixedSpace": (0.034, 0.065),
 
 
 def make_spec(folder: Path, name: str, *, public: bool = False) -> Path:
-    """A copy of configs/adult.yaml: own dataset id, ε = 1e9, ledger in ``folder``; initialised."""
+    """configs/adult.yaml minus its roc section: own dataset id, ε = 1e9, ledger in ``folder``."""
     import yaml
 
     raw = yaml.safe_load(SPEC.read_text())
@@ -127,6 +149,9 @@ def make_spec(folder: Path, name: str, *, public: bool = False) -> Path:
         raw["schema"] = str((SPEC.parent / raw["schema"]).resolve())
     if public:
         raw["public_data"] = True
+    # without a roc section `dpcli roc --epsilon` runs with dpcli's built-in defaults, whatever
+    # configs/adult.yaml sets there (cli_png checks the parameters it reports)
+    raw.pop("roc", None)
     spec = folder / f"{name}.yaml"
     spec.write_text(yaml.safe_dump(raw, sort_keys=False, allow_unicode=True))
     dpcli("ledger", "init", "--spec", spec)
@@ -190,20 +215,119 @@ def load_scores(pred: Path) -> tuple[np.ndarray, np.ndarray]:
 # ----------------------------------------------------------------- the runs
 
 
+def k_rule(n: int) -> int:
+    """clamp(ceil(log2 n) − 3, 1, 10), written out here to check ``ROCConfig.levels``."""
+    return max(1, min(10, math.ceil(math.log2(n)) - 3))
+
+
 def methods(n: int) -> list[tuple[str, object]]:
+    """The rows, each checked against what its label says (``cfg.parameters(n)``)."""
     from dpcli.algorithms.roc import ROCConfig
 
     alpha10 = 10 / n
     if ROCConfig(thresholds="fixed-space", alpha=alpha10).bins(n) != 10:  # floor(10/n·n) = 9
         alpha10 = 10.5 / n
-    return [
+    rm, k = "recursive-medians", k_rule(n)
+    rows = [
         (LAPLACE10, ROCConfig(thresholds="fixed-space", alpha=alpha10, counts="laplace")),
-        (LAPLACE_RM, ROCConfig(k=3, counts="laplace")),
+        (LAPLACE_RM, ROCConfig(thresholds=rm, k=3, counts="laplace")),
         (FS_PRIVELET, ROCConfig(thresholds="fixed-space", alpha=1.0, counts="privelet")),
         (FS_HIER, ROCConfig(thresholds="fixed-space", alpha=1.0, counts="hierarchical")),
-        (RM_PRIVELET, ROCConfig(k=10, counts="privelet")),
-        (RM_DEFAULT, ROCConfig()),
+        (RM_PRIVELET, ROCConfig(thresholds=rm, k=10, counts="privelet")),
+        (RM_RULE, ROCConfig(thresholds=rm)),
+        (DEFAULT, ROCConfig()),
     ]
+    share, tree = {"threshold_share": 0.2}, {"branching": 16}
+    expected = {
+        LAPLACE10: {"thresholds": "fixed-space", "counts": "laplace", "bins": 10,
+                    "alpha": alpha10},
+        LAPLACE_RM: {"thresholds": rm, "counts": "laplace", "bins": 8, "k": 3, **share},
+        FS_PRIVELET: {"thresholds": "fixed-space", "counts": "privelet", "bins": n,
+                      "alpha": 1.0},
+        FS_HIER: {"thresholds": "fixed-space", "counts": "hierarchical", "bins": n,
+                  "alpha": 1.0, **tree},
+        RM_PRIVELET: {"thresholds": rm, "counts": "privelet", "bins": 1024, "k": 10, **share},
+        RM_RULE: {"thresholds": rm, "counts": "hierarchical", "bins": 2 ** k, "k": k,
+                  **share, **tree},
+        DEFAULT: {"thresholds": "fixed-space", "counts": "hierarchical", "bins": 2 ** k,
+                  "k": k, **tree},
+    }
+    for name, cfg in rows:
+        if cfg.parameters(n) != expected[name]:
+            raise AssertionError(f"{name}: {cfg.parameters(n)} != {expected[name]}")
+    return rows
+
+
+class MedianFallbacks:
+    """How many recursive-median thresholds are their part's midpoint (the fallback).
+
+    ``roc.recursive_median_thresholds`` replaces a noisy median outside its
+    part's open interval (after rounding to its public grid) by the part's
+    midpoint, and uses the midpoint for a part squeezed to a point.
+    ``record`` reads it off the released thresholds: sorted, they are the
+    in-order walk of the complete binary tree of parts, so the node at level
+    l (1 = the root) has sorted index j·2^(k−l+1) + 2^(k−l) − 1, and its part
+    runs from the threshold 2^(k−l) places to its left (or the range's lower
+    end) to the one 2^(k−l) places to its right (or the upper end); the
+    threshold is a fallback when it equals that part's midpoint. As a cross-check,
+    inside the ``with`` block the ``noisy_median`` name that
+    ``dpcli.algorithms.roc`` imported is wrapped (restored on exit) to count
+    the calls and the raw medians outside (lower, upper) of their part.
+    """
+
+    def __init__(self, lower: float = 0.0, upper: float = 1.0) -> None:
+        self.lower, self.upper = lower, upper
+        self.levels: dict[int, list[bool]] = {}  # level -> one bool per threshold and run
+        self.runs: list[tuple[int, int, int]] = []  # (fallbacks, calls, raw outside) per run
+        self._calls = self._outside = 0
+
+    def __enter__(self) -> MedianFallbacks:
+        from dpcli.algorithms import roc
+
+        self._original = original = roc.noisy_median
+
+        def counted(*args, **kwargs):
+            m = original(*args, **kwargs)
+            self._calls += 1
+            self._outside += not kwargs["lower"] < m < kwargs["upper"]
+            return m
+
+        roc.noisy_median = counted
+        return self
+
+    def __exit__(self, *exc) -> None:
+        from dpcli.algorithms import roc
+
+        roc.noisy_median = self._original
+
+    def record(self, cuts: np.ndarray, k: int) -> None:
+        """One run's released thresholds (2^k − 1 of them), after its ``private_roc`` call."""
+        t = np.sort(np.asarray(cuts, dtype=np.float64))
+        assert t.size == 2 ** k - 1
+        fallbacks = 0
+        for level in range(1, k + 1):
+            half = 2 ** (k - level)
+            for i in range(half - 1, t.size, 2 * half):
+                lo = t[i - half] if i - half >= 0 else self.lower
+                hi = t[i + half] if i + half < t.size else self.upper
+                f = bool(t[i] == (lo + hi) / 2.0)
+                self.levels.setdefault(level, []).append(f)
+                fallbacks += f
+        self.runs.append((fallbacks, self._calls, self._outside))
+        self._calls = self._outside = 0
+
+    def summary(self) -> dict:
+        flat = [f for level in self.levels.values() for f in level]
+        _, calls, outside = (sum(r[i] for r in self.runs) for i in range(3))
+        return {"medians": len(flat), "fallbacks": int(sum(flat)),
+                "fraction": float(np.mean(flat)),
+                "fraction_by_level": [round(float(np.mean(self.levels[lv])), 6)
+                                      for lv in sorted(self.levels)],
+                # cross-check: wrapped noisy_median calls, raw medians outside their part, and
+                # runs where fallbacks != raw outside + parts without a call
+                "noisy_median_calls": calls, "noisy_median_raw_outside": outside,
+                "runs_disagreeing": sum(f != o + (2 ** len(self.levels) - 1 - c)
+                                        for f, c, o in self.runs)}
 
 
 def private_runs(scores, positive, cfg, eps: float, reps: int, true) -> dict:
@@ -213,16 +337,30 @@ def private_runs(scores, positive, cfg, eps: float, reps: int, true) -> dict:
 
     n = int(scores.size)
     plan = roc.plan(cfg, n, Budget(eps))
-    out: dict[str, list[float]] = {"area": [], "abs_auc_error": [], "auc": [], "seconds": []}
-    for seed in range(reps):
-        t0 = time.perf_counter()
-        curve, _ = roc.private_roc(scores, positive, lower=0.0, upper=1.0, config=cfg,
-                                   run_plan=plan, rng=np.random.default_rng(seed))
-        out["seconds"].append(time.perf_counter() - t0)
-        out["area"].append(roc.area_between(curve, true))
-        out["abs_auc_error"].append(abs(curve.auc - true.auc))
-        out["auc"].append(curve.auc)
+    medians = cfg.thresholds == "recursive-medians"
+    # equal bins: all of ε on the counts; recursive medians: 80% (20% buys the medians)
+    counts_eps = float(plan.step("counts").budget.epsilon)
+    assert math.isclose(counts_eps, eps * (1 - cfg.threshold_share if medians else 1.0))
+    out: dict = {"area": [], "abs_auc_error": [], "auc": [], "seconds": []}
+    equal = roc.fixed_space_thresholds(0.0, 1.0, cfg.bins(n))
+    same_as_equal_bins = 0  # runs whose thresholds are exactly the 2^k equal bins
+    with MedianFallbacks() as fallbacks:
+        for seed in range(reps):
+            t0 = time.perf_counter()
+            curve, cuts = roc.private_roc(scores, positive, lower=0.0, upper=1.0, config=cfg,
+                                          run_plan=plan, rng=np.random.default_rng(seed))
+            out["seconds"].append(time.perf_counter() - t0)
+            assert cuts.size == cfg.bins(n) - 1
+            if medians:
+                fallbacks.record(cuts, cfg.levels(n))
+            same_as_equal_bins += bool(np.array_equal(cuts, equal))
+            out["area"].append(roc.area_between(curve, true))
+            out["abs_auc_error"].append(abs(curve.auc - true.auc))
+            out["auc"].append(curve.auc)
     assert all(d <= a + 1e-9 for a, d in zip(out["area"], out["abs_auc_error"], strict=True))
+    out["median_fallbacks"] = (
+        {**fallbacks.summary(), "runs": reps, "runs_thresholds_equal_bins": same_as_equal_bins}
+        if medians else None)
     return out
 
 
@@ -238,7 +376,8 @@ def cell(runs: dict, eps: float) -> dict:
             "perfect_curve_runs": sum(a >= PERFECT for a in runs["auc"]),
             "area": [round(a, 6) for a in runs["area"]],
             "private_auc": [round(a, 6) for a in runs["auc"]],
-            "abs_auc_error": [round(a, 6) for a in runs["abs_auc_error"]]}
+            "abs_auc_error": [round(a, 6) for a in runs["abs_auc_error"]],
+            "median_fallbacks": runs["median_fallbacks"]}
 
 
 def run_size(label: str, scores: np.ndarray, positive: np.ndarray, epsilons, reps: int) -> dict:
@@ -269,7 +408,7 @@ def run_size(label: str, scores: np.ndarray, positive: np.ndarray, epsilons, rep
 
 
 def validation(data_dir: Path, spec: Path, folder: Path, epsilons, reps: int) -> list[dict]:
-    """The default k and counts, checked on a split of Adult's TRAINING file only."""
+    """The default k and thresholds, checked on a split of Adult's TRAINING file only."""
     import pyarrow.parquet as pq
 
     from dpcli.algorithms import roc
@@ -292,12 +431,19 @@ def validation(data_dir: Path, spec: Path, folder: Path, epsilons, reps: int) ->
         true = roc.true_roc(s, p)
         rows = []
         for k in VAL_KS:
-            r = {"k": k, "bins": 2 ** k, "cells": {}}
+            configs = {"equal_bins": roc.ROCConfig(k=k),
+                       "recursive_medians": roc.ROCConfig(thresholds="recursive-medians", k=k)}
+            assert configs["equal_bins"].parameters(n) == {
+                "thresholds": "fixed-space", "counts": "hierarchical", "bins": 2 ** k, "k": k,
+                "branching": 16}
+            r = {"k": k, "bins": 2 ** k, "cells": {}, "median_fallbacks": {},
+                 "parameters": {name: c.parameters(n) for name, c in configs.items()}}
             for eps in epsilons:
-                r["cells"][f"{eps:g}"] = {
-                    counts: float(np.median(private_runs(
-                        s, p, roc.ROCConfig(k=k, counts=counts), eps, reps, true)["area"]))
-                    for counts in VAL_COUNTS}
+                runs = {name: private_runs(s, p, c, eps, reps, true)
+                        for name, c in configs.items()}
+                r["cells"][f"{eps:g}"] = {name: float(np.median(runs[name]["area"]))
+                                          for name in VAL_STRATEGIES}
+                r["median_fallbacks"][f"{eps:g}"] = runs["recursive_medians"]["median_fallbacks"]
             rows.append(r)
         out.append({"label": label, "n": n, "fit_rows": table.num_rows - n_val,
                     "positives": int(p.sum()), "true_auc": true.auc,
@@ -307,16 +453,16 @@ def validation(data_dir: Path, spec: Path, folder: Path, epsilons, reps: int) ->
 
 def validation_table(res: dict, epsilons) -> list[str]:
     eps = [f"{e:g}" for e in epsilons]
-    best = {e: min(res["rows"], key=lambda r, e=e: r["cells"][e]["hierarchical"])["k"]
+    best = {e: min(res["rows"], key=lambda r, e=e: r["cells"][e]["equal_bins"])["k"]
             for e in eps}
     lines = ["| k | bins | " + " | ".join(f"ε = {e}" for e in eps) + " |",
              "| ---: | ---: | " + " | ".join("---:" for _ in eps) + " |"]
     for r in res["rows"]:
-        mark = " (default)" if r["k"] == res["default_k"] else ""
+        mark = " (rule)" if r["k"] == res["default_k"] else ""
         cells = []
         for e in eps:
-            h, pv = r["cells"][e]["hierarchical"], r["cells"][e]["privelet"]
-            cells.append((f"**{h:.4f}**" if r["k"] == best[e] else f"{h:.4f}") + f" / {pv:.4f}")
+            q, m = r["cells"][e]["equal_bins"], r["cells"][e]["recursive_medians"]
+            cells.append((f"**{q:.4f}**" if r["k"] == best[e] else f"{q:.4f}") + f" / {m:.4f}")
         lines.append(f"| {r['k']}{mark} | {r['bins']:,} | " + " | ".join(cells) + " |")
     return lines
 
@@ -326,21 +472,34 @@ def validation_reading(val: list[dict], epsilons) -> str:
     for res in val:
         eps = [f"{e:g}" for e in epsilons]
         d = next(r for r in res["rows"] if r["k"] == res["default_k"])
-        notes, hier_wins, total = [], 0, 0
+        notes = []
         for e in eps:
-            b = min(res["rows"], key=lambda r, e=e: r["cells"][e]["hierarchical"])
-            ratio = d["cells"][e]["hierarchical"] / b["cells"][e]["hierarchical"]
+            b = min(res["rows"], key=lambda r, e=e: r["cells"][e]["equal_bins"])
+            ratio = d["cells"][e]["equal_bins"] / b["cells"][e]["equal_bins"]
             notes.append(f"ε = {e}: best k = {b['k']}"
-                         + ("" if b["k"] == d["k"] else f", default {ratio:.2f}× its area"))
-        for r in res["rows"]:
-            for e in eps:
-                total += 1
-                hier_wins += r["cells"][e]["hierarchical"] < r["cells"][e]["privelet"]
-        at_default = sum(d["cells"][e]["hierarchical"] < d["cells"][e]["privelet"] for e in eps)
-        parts.append(f"**{res['label']} (n = {res['n']:,}).** The rule gives k = "
-                     f"{res['default_k']}; " + "; ".join(notes) + f". Hierarchical counts have "
-                     f"the smaller median area in {hier_wins} of {total} (k, ε) cells, and in "
-                     f"{at_default} of {len(eps)} at the rule's k.")
+                         + (" (the rule's)" if b["k"] == d["k"] else
+                            f", the rule's k has {ratio:.{2 if round(ratio, 2) != 1 else 3}f}× "
+                            "its area"))
+        total = len(res["rows"]) * len(eps)
+        wins = sum(r["cells"][e]["equal_bins"] < r["cells"][e]["recursive_medians"]
+                   for r in res["rows"] for e in eps)
+        at_rule = [(e, d["cells"][e]["equal_bins"], d["cells"][e]["recursive_medians"])
+                   for e in eps]
+        rule_wins = sum(q < m for _, q, m in at_rule)
+        fb = [d["median_fallbacks"][e]["fraction"] for e in eps]
+        same = [d["median_fallbacks"][e]["runs_thresholds_equal_bins"] for e in eps]
+        runs = d["median_fallbacks"][eps[0]]["runs"]
+        parts.append(
+            f"**{res['label']} (n = {res['n']:,}).** The rule gives k = {res['default_k']}. "
+            f"For equal bins (the default's thresholds): " + "; ".join(notes) + ". Equal bins "
+            f"have the smaller median area in {wins} of {total} (k, ε) cells, and in "
+            f"{rule_wins} of {len(eps)} at the rule's k ("
+            + "; ".join(f"ε = {e}: {pair(q, m)}" for e, q, m in at_rule)
+            + f", equal bins / medians). At the rule's k, {pct(min(fb))}–{pct(max(fb))} of "
+            f"the noisy medians (by ε) fell outside their part and were replaced by its "
+            "midpoint; all of them did, so that the median thresholds were exactly the equal "
+            "bins, in " + ", ".join(f"{x} of {runs} runs at ε = {e}"
+                                     for x, e in zip(same, eps, strict=True)) + ".")
     return "\n\n".join(parts)
 
 
@@ -348,7 +507,10 @@ def validation_reading(val: list[dict], epsilons) -> str:
 
 
 def cli_png(pred: Path, model: Path, folder: Path, scores, positive) -> dict:
-    """One real ``dpcli roc --compare-true`` run (defaults, ε = 1, seed 0); its curve.png."""
+    """One real ``dpcli roc --compare-true`` run (defaults, ε = 1, seed 0); its curve.png.
+
+    The spec copy has no roc section, so the run uses ``ROCConfig()`` (checked).
+    """
     from dpcli.algorithms import roc
 
     spec = make_spec(folder, "public", public=True)
@@ -365,6 +527,8 @@ def cli_png(pred: Path, model: Path, folder: Path, scores, positive) -> dict:
                       tpr=np.array([p["tpr"] for p in pts]), auc=body["auc"],
                       positives=body["positives"], negatives=body["negatives"])
     true = roc.true_roc(scores, positive)
+    if body["parameters"] != roc.ROCConfig().parameters(body["n"]):
+        raise AssertionError(f"dpcli roc ran {body['parameters']}, not the defaults")
     return {"png": out / "curve.png", "wall_s": wall, "auc": body["auc"], "n": body["n"],
             "bins": body["parameters"]["bins"], "parameters": body["parameters"],
             "area": roc.area_between(curve, true), "abs_auc_error": abs(body["auc"] - true.auc)}
@@ -408,60 +572,125 @@ def times(a: float, b: float) -> str:
     return f"{a / b:.1f}×" if a >= b else f"{a / b:.2f}×"
 
 
+def pair(a: float, b: float, sep: str = " / ") -> str:
+    """Two areas with 4 decimals, or more if 4 would print them equal."""
+    d = next((d for d in (4, 5, 6) if f"{a:.{d}f}" != f"{b:.{d}f}"), 6)
+    return f"{a:.{d}f}{sep}{b:.{d}f}"
+
+
+def pct(x: float) -> str:
+    return f"{100 * x:.1f}%"
+
+
+def fallback_range(res: dict, method: str, epsilons) -> tuple[float, float]:
+    f = [row_of(res, method)["cells"][f"{e:g}"]["median_fallbacks"]["fraction"]
+         for e in epsilons]
+    return min(f), max(f)
+
+
 def reading(results: list[dict], epsilons) -> str:
     """What the tables show, computed from them (generated: it matches the numbers)."""
     hi, lo = max(epsilons), min(epsilons)
     parts = []
     for res in results:
         n = res["n"]
-        lap = row_of(res, LAPLACE10)
-        s = (f"**{res['label']} (n = {n:,}).** At ε = {hi:g} the Laplace baseline with 10 fixed "
-             f"bins has {times(area(res, LAPLACE10, hi), area(res, RM_DEFAULT, hi))} the median "
-             f"area of dpcli's default ({area(res, LAPLACE10, hi):.4f} against "
-             f"{area(res, RM_DEFAULT, hi):.4f}); at ε = {lo:g}, "
-             f"{times(area(res, LAPLACE10, lo), area(res, RM_DEFAULT, lo))} "
-             f"({area(res, LAPLACE10, lo):.4f} against {area(res, RM_DEFAULT, lo):.4f}). "
-             f"Ten equal bins cost {lap['no_noise_area']:.4f} even without noise, so the "
-             f"baseline's error has a floor that no ε removes. ")
-        best = {e: min(res["rows"], key=lambda r, e=e: r["cells"][f"{e:g}"]["area_median"])
-                for e in epsilons}
-        wins = [e for e in epsilons if best[e]["method"] == RM_DEFAULT]
-        if len(wins) == len(epsilons):
-            s += "The default has the smallest median area at every ε. "
-        else:
-            others = [f"ε = {e:g} by {best[e]['method']} "
-                      f"({best[e]['cells'][f'{e:g}']['area_median']:.4f} against "
-                      f"{area(res, RM_DEFAULT, e):.4f})" for e in epsilons if e not in wins]
-            s += ("The default has the smallest median area at "
-                  + (", ".join(f"ε = {e:g}" for e in wins) if wins else "no ε")
-                  + "; it is beaten at " + "; ".join(others) + ". ")
-        fs_beats = [e for e in epsilons
-                    if min(area(res, FS_PRIVELET, e), area(res, FS_HIER, e))
-                    < area(res, RM_DEFAULT, e)]
-        if fs_beats:
-            s += ("RecursiveMedians (default) loses to FixedSpace (α = 1, either count "
-                  "strategy) at " + ", ".join(f"ε = {e:g}" for e in fs_beats) + ". ")
-        else:
-            s += "FixedSpace (α = 1, either count strategy) never beats the default. "
+        lap, d, rm = row_of(res, LAPLACE10), row_of(res, DEFAULT), row_of(res, RM_RULE)
+        reps = len(d["cells"][f"{hi:g}"]["area"])
+        assert d["bins"] == rm["bins"]
 
         def span(a: str, b: str, res: dict = res) -> str:
             r = [area(res, a, e) / area(res, b, e) for e in epsilons]
             return f"{min(r):.2f}–{max(r):.2f}×"
 
-        s += (f"Relative to the default's area, over the ε above: the paper's FixedSpace "
-              f"(Privelet) {span(FS_PRIVELET, RM_DEFAULT)}, the paper's RecursiveMedians "
-              f"(k = 10, Privelet) {span(RM_PRIVELET, RM_DEFAULT)}; over the same n equal "
-              f"bins, Privelet counts give {span(FS_PRIVELET, FS_HIER)} the area of "
-              f"hierarchical ones. With Laplace counts, 8 median-chosen bins give "
-              f"{span(LAPLACE_RM, LAPLACE10)} the area of 10 equal ones.")
+        def ratios(a: str, b: str, res: dict = res) -> list[float]:
+            return [area(res, a, e) / area(res, b, e) for e in epsilons]
+
+        s = (f"**{res['label']} (n = {n:,}).** dpcli's default here is {d['bins']:,} equal "
+             f"bins (k = {d['parameters']['k']}), hierarchical counts, all of ε on the counts. "
+             f"At ε = {hi:g} the Laplace baseline with 10 fixed bins has "
+             f"{times(area(res, LAPLACE10, hi), area(res, DEFAULT, hi))} the default's median "
+             f"area ({pair(area(res, LAPLACE10, hi), area(res, DEFAULT, hi), ' against ')}); "
+             f"at ε = {lo:g}, {times(area(res, LAPLACE10, lo), area(res, DEFAULT, lo))} "
+             f"({pair(area(res, LAPLACE10, lo), area(res, DEFAULT, lo), ' against ')}). "
+             f"Ten equal bins cost {lap['no_noise_area']:.4f} even without noise, so the "
+             f"baseline's error has a floor that no ε removes. ")
+        smaller = [f"ε = {e:g}" for e, x in zip(epsilons, ratios(RM_PRIVELET, DEFAULT),
+                                                  strict=True) if x < 1]
+        s += (f"The paper's RecursiveMedians (k = 10, Privelet) has {span(RM_PRIVELET, DEFAULT)} "
+              f"the default's area over the ε above ("
+              + ("never smaller" if not smaller else "smaller at every ε"
+                 if len(smaller) == len(epsilons) else "smaller only at " + ", ".join(smaller))
+              + "). ")
+        lo_fb, hi_fb = fallback_range(res, RM_RULE, epsilons)
+        cmp = [(e, area(res, RM_RULE, e), area(res, DEFAULT, e)) for e in epsilons]
+        better = [(e, m / q) for e, m, q in cmp if m < q]
+        s += (f"The key comparison, same number of bins ({d['bins']:,}), same counts: "
+              f"RecursiveMedians with the k rule, which spends 20% of ε on noisy medians "
+              f"({pct(lo_fb)}–{pct(hi_fb)} of them, by ε, fell outside their part and were "
+              f"replaced by its midpoint) and so leaves 80% of ε for the counts (1.25× the "
+              f"default's count noise scale), against the default's equal bins: "
+              + "; ".join(f"ε = {e:g}: {pair(m, q, ' against ')}" for e, m, q in cmp) + ". ")
+        if not better:
+            s += ("The medians never pay for their 20% of ε here: the default's median area "
+                  "is smaller at every ε. ")
+        elif len(better) == len(epsilons):
+            s += "Here the medians pay for their 20% of ε: smaller median area at every ε. "
+        else:
+            s += ("The medians pay for their 20% of ε only at "
+                  + ", ".join(f"ε = {e:g} ({x:.2f}× the default's area)" for e, x in better)
+                  + "; at the other ε the default is smaller. ")
+        losses = {e: [o for o in res["rows"] if o["method"] != DEFAULT
+                      and o["cells"][f"{e:g}"]["area_median"] < area(res, DEFAULT, e)]
+                  for e in epsilons}
+        if any(losses.values()):
+            s += ("Where the default loses (another row has a smaller median area): "
+                  + "; ".join(f"at ε = {e:g} (default {area(res, DEFAULT, e):.4f}) to "
+                              + " and ".join(f"\"{o['method']}\" "
+                                             + pair(o["cells"][f"{e:g}"]["area_median"],
+                                                    area(res, DEFAULT, e)).split(" / ")[0]
+                                             for o in losses[e])
+                              for e in epsilons if losses[e])
+                  + "; it has the smallest median area at "
+                  + (", ".join(f"ε = {e:g}" for e in epsilons if not losses[e]) or "no ε")
+                  + ". For the size of such margins: over its runs the default's area has the "
+                  "interquartile range "
+                  + "; ".join("{:.4f}–{:.4f} at ε = {:g}".format(
+                      *d["cells"][f"{e:g}"]["area_q25_q75"], e) for e in epsilons if losses[e])
+                  + ". ")
+        else:
+            s += "No other row has a smaller median area than the default in any ε column. "
+        e_min = min(epsilons, key=lambda e: area(res, DEFAULT, e))
+        floor = d["no_noise_area"] / area(res, DEFAULT, e_min)
+        bins_only = pair(d["no_noise_area"], rm["no_noise_area"],
+                         " and exact medians (the RecursiveMedians row at ε = 1e9) ")
+        same = [rm["cells"][f"{e:g}"]["median_fallbacks"]["runs_thresholds_equal_bins"]
+                for e in epsilons]
+        s += (f"Without noise (last column) the default's {d['bins']:,} equal bins cost "
+              f"{bins_only}; the default's bins alone thus give {pct(floor)} of its median "
+              f"area at ε = {e_min:g}, its smallest"
+              + (", so at these ε the noise, not the bins, sets the error. " if floor < 0.25
+                 else ". ")
+              + ("But the medians' advantage without noise is not what the RecursiveMedians "
+                 "row gets at these ε: its" if 2 * min(same) >= reps else "The RecursiveMedians "
+                 "row's")
+              + " thresholds were exactly the default's equal bins (every median fell back) in "
+              + ", ".join(f"{x} of {reps} runs at ε = {e:g}"
+                          for x, e in zip(same, epsilons, strict=True))
+              + "; in those runs its only difference from the default is 20% less ε on the "
+              "counts and another noise draw (a median that does land inside its part moves "
+              "every threshold below it, so one such median is enough to change the bins). "
+              + f"Over the same n equal bins (α = 1), Privelet counts give "
+              f"{span(FS_PRIVELET, FS_HIER)} the area of hierarchical ones; with Laplace "
+              f"counts, 8 median-chosen bins give {span(LAPLACE_RM, LAPLACE10)} the area of 10 "
+              f"equal ones.")
         parts.append(s)
     paper_rm = PAPER[1.0]["RecursiveMedians"]
     full = max(results, key=lambda r: r["n"])
     small = min(results, key=lambda r: r["n"])
     parts.append(f"For scale: the paper reports a median area of {paper_rm[0]:.3f} (SMS) and "
                  f"{paper_rm[1]:.3f} (Twitter) for RecursiveMedians at ε = 1, against "
-                 f"{area(full, RM_DEFAULT, 1.0):.4f} for dpcli's default on the full Adult test "
-                 f"file and {area(small, RM_DEFAULT, 1.0):.4f} on the {small['n']:,}-row sample "
+                 f"{area(full, DEFAULT, 1.0):.4f} for dpcli's default on the full Adult test "
+                 f"file and {area(small, DEFAULT, 1.0):.4f} on the {small['n']:,}-row sample "
                  "(different data, models and test sizes: orders of magnitude, not a "
                  "like-for-like comparison). In every run |ΔAUC| ≤ the area (the AUC is the "
                  "area under the same polyline; errors above and below the true curve cancel "
@@ -472,10 +701,53 @@ def reading(results: list[dict], epsilons) -> str:
         parts[-1] += (" Noise can also fake a perfect classifier: with the noisy counts clipped "
                       "and made monotone, the released curve was the step through (0, 1), "
                       "AUC 1, in " + "; ".join(
-                          f"{c['perfect_curve_runs']} of {len(c['area'])} runs of {r['method']} "
-                          f"at ε = {c['epsilon']:g} on n = {res['n']:,}"
+                          f"{c['perfect_curve_runs']} of {len(c['area'])} runs of "
+                          f"\"{r['method']}\" at ε = {c['epsilon']:g} on n = {res['n']:,}"
                           for res, r, c in perfect) + ".")
     return "\n\n".join(parts)
+
+
+def fallback_text(res: dict, epsilons, reps: int) -> str:
+    """Header note: how often row 6's noisy medians fell back to their part's midpoint."""
+    r = row_of(res, RM_RULE)
+    fb = {e: r["cells"][f"{e:g}"]["median_fallbacks"] for e in epsilons}
+    k, lo, hi = r["parameters"]["k"], min(epsilons), max(epsilons)
+    per_run = 2 ** k - 1
+    bad = sum(fb[e]["runs_disagreeing"] for e in epsilons)
+    return (f"Noisy medians that fell back to the midpoint, \"{RM_RULE}\" on all "
+            f"{res['n']:,} test rows (k = {k}: {per_run:,} medians per run, "
+            f"{reps * per_run:,} per ε; a noisy median outside its part's open interval is "
+            f"replaced by the part's midpoint; counted as the released thresholds that equal "
+            f"their part's midpoint, and cross-checked by wrapping the `noisy_median` that "
+            f"`roc.py` calls: "
+            + ("the two counts agree in every run" if bad == 0 else
+               f"the two counts differ in {bad} runs") + "): "
+            + "; ".join(f"ε = {e:g}: {pct(fb[e]['fraction'])} ({fb[e]['fallbacks']:,})"
+                        for e in epsilons)
+            + f". By level (1 = the median of all {res['n']:,} scores, {k} = parts of about "
+            f"{res['n'] / 2 ** (k - 1):.0f}): at ε = {lo:g} "
+            + ", ".join(pct(x) for x in fb[lo]["fraction_by_level"])
+            + f"; at ε = {hi:g} " + ", ".join(pct(x) for x in fb[hi]["fraction_by_level"])
+            + ". Runs in which every median fell back, so that the thresholds were exactly the "
+            "default's 2^k equal bins: "
+            + "; ".join(f"{fb[e]['runs_thresholds_equal_bins']} of {fb[e]['runs']} at "
+                        f"ε = {e:g}" for e in epsilons) + ".")
+
+
+def deep_text(res: dict) -> str:
+    """Which recursive-medians rows share the same number of noisy medians (timing note)."""
+    by_k: dict[int, list[str]] = {}
+    for r in res["rows"]:
+        if r["parameters"]["thresholds"] == "recursive-medians":
+            by_k.setdefault(r["parameters"]["k"], []).append(r["method"])
+    k = max(by_k)
+    names = by_k[k]
+    count = {2: "two", 3: "three"}.get(len(names), str(len(names)))
+    who = (f"the {count} RecursiveMedians rows with k = {k} ("
+           + "; ".join(f"\"{m}\"" for m in names) + ") spend"
+           if len(names) > 1 else f"{names[0]} spends")
+    return (f"{who[0].upper()}{who[1:]} nearly all of it in {2 ** k - 1:,} noisy medians "
+            f"(the time includes the counting wrapper of the fallback note above)")
 
 
 # ---------------------------------------------------------------------- main
@@ -525,6 +797,8 @@ def main() -> None:
     env["load_average_end"] = [round(x, 2) for x in os.getloadavg()]
 
     full = results[0]
+    rule_k = "; ".join(f"{row_of(r, DEFAULT)['parameters']['k']} on n = {r['n']:,}"
+                       for r in results)
     lines = [f"# Private ROC curves (PriROC): area between private and true curve, and |ΔAUC| "
              f"({reps} noise seeds per cell)", "",
              f"{env['date_utc']}; {env['cpus_usable']} usable CPUs (os.cpu_count() = "
@@ -547,21 +821,25 @@ def main() -> None:
              f"**median area between the private and the true curve / median |AUC error|** "
              f"over {reps} runs, seeds 0..{reps - 1} (`np.random.default_rng(seed)` given to "
              f"`roc.private_roc`); \"bins\" = thresholds + 1; \"no noise\": the same method at "
-             f"ε = {NO_NOISE_EPS:g} (one run), the error of its bins alone. Parameters: methods "
-             f"1-5 are fixed a priori (the paper's settings, or the plainest variant); dpcli's "
-             f"defaults (last row: k = ceil(log2 n) − 3 capped at 10, hierarchical counts, "
-             f"b = 16, 20% of ε for the medians) were chosen on a validation split of Adult's "
-             f"*training* data (see `ROCConfig.levels`; re-checked in the last section below); "
-             f"nothing was chosen on the test file. The script's docstring describes every "
-             f"method."]
+             f"ε = {NO_NOISE_EPS:g} (one run), the error of its bins alone. The last two rows "
+             f"share k = clamp(ceil(log2 n) − 3, 1, 10) ({rule_k}) and hierarchical counts "
+             f"(b = 16): \"RecursiveMedians, k rule\" puts its 2^k − 1 thresholds at noisy "
+             f"medians bought with 20% of ε (each median at ε1/(2k)), dpcli's default "
+             f"(`ROCConfig()`) uses 2^k equal bins over [0, 1] and all of ε on the counts. "
+             f"Parameters: methods 1-5 are fixed a priori (the paper's settings, or the "
+             f"plainest variant); the k rule and the default's equal bins were chosen on a "
+             f"validation split of Adult's *training* data (see `ROCConfig.levels`; re-checked "
+             f"in the last section below); nothing was chosen on the test file. The script's "
+             f"docstring describes every method; the JSON has each row's "
+             f"`ROCConfig.parameters(n)`.", "", fallback_text(full, epsilons, reps)]
     for res in results:
         lines += ["", f"## {res['label']}: n = {res['n']:,}, {res['positives']:,} positive, "
                   f"true AUC {res['true_auc']:.4f}", ""]
         lines += table(res, epsilons)
     lines += ["", "Time of one `private_roc` call on all "
               f"{full['n']:,} rows (median over its {full['rows'][0]['calls_timed']} runs, "
-              "every ε; in process, no I/O). Both RecursiveMedians rows spend nearly all "
-              "of it in the same 1,023 noisy medians; the load average (1, 5, 15 min) was "
+              "every ε; in process, no I/O). " + deep_text(full)
+              + "; the load average (1, 5, 15 min) was "
               f"{', '.join(map(str, env['load_average_start']))} at the start and "
               f"{', '.join(map(str, env['load_average_end']))} at the end, so differences "
               "of a few tens of percent between rows are not meaningful:", "",
@@ -577,9 +855,14 @@ def main() -> None:
               f"![private and true ROC curve, Adult test, ε = 1]({PNG_NAME})", "",
               f"`{PNG_NAME}`: one run of `dpcli roc pred.parquet --spec SPEC --model nb.json "
               f"--epsilon 1 --seed 0 --compare-true` on the same model and all "
-              f"{cli['n']:,} test rows, dpcli's defaults ({cli['bins']:,} bins, "
-              f"{cli['parameters']['counts']}), against a spec copy declaring `public_data: "
-              f"true` (`--compare-true` is refused otherwise: the true curve is not private). "
+              f"{cli['n']:,} test rows with dpcli's defaults: {cli['bins']:,} equal bins over "
+              f"[0, 1] ({cli['parameters']['thresholds']} thresholds, k = "
+              f"{cli['parameters']['k']}, no ε spent on them), {cli['parameters']['counts']} "
+              f"counts (b = {cli['parameters']['branching']}) with all of ε, the same method as "
+              f"the tables' last row (the parameters in its curve.json are checked against "
+              f"`ROCConfig()`). The spec is a copy of configs/adult.yaml without its `roc` "
+              f"section, so the built-in defaults apply, and declaring `public_data: true` "
+              f"(`--compare-true` is refused otherwise: the true curve is not private). "
               f"Its private AUC is {cli['auc']:.4f} (true {full['true_auc']:.4f}); area "
               f"between the curves {cli['area']:.4f}. The CLI keys a seeded noise stream "
               f"with the ledger's secret key, which each benchmark run creates afresh: this is "
@@ -592,13 +875,15 @@ def main() -> None:
                   f"adult_train.parquet split {1 - VAL_FRACTION:g}/{VAL_FRACTION:g} "
                   f"(numpy default_rng({VAL_SEED}) permutation): NB trained as above on the "
                   f"{v['fit_rows']:,}-row part, scored on the other {v['n']:,} rows and on a "
-                  f"{SAMPLE:,}-row sample of them. RecursiveMedians for k = "
-                  f"{VAL_KS[0]}..{VAL_KS[-1]}, 20% of ε for the medians; cells: median area "
-                  f"over {reps} seeds, hierarchical (b = 16) / Privelet counts; bold: the "
-                  f"smallest hierarchical area in its column."]
+                  f"{SAMPLE:,}-row sample of them. For k = {VAL_KS[0]}..{VAL_KS[-1]}, cells: "
+                  f"median area over {reps} seeds of **2^k equal bins** (the default's "
+                  f"thresholds, all of ε on the counts) / **2^k recursive-median bins** "
+                  f"(20% of ε for the medians), both with hierarchical counts (b = 16); "
+                  f"bold: the smallest equal-bins area in its column; (rule): the k that "
+                  f"`ROCConfig.levels` gives for this n."]
         for res in val:
             lines += ["", f"### {res['label']}: n = {res['n']:,}, true AUC "
-                      f"{res['true_auc']:.4f}; the default rule gives k = {res['default_k']}",
+                      f"{res['true_auc']:.4f}; the k rule gives k = {res['default_k']}",
                       ""]
             lines += validation_table(res, epsilons)
         val_text = validation_reading(val, epsilons)

@@ -85,15 +85,20 @@ class ScoreSource:
 
 @dataclass(frozen=True)
 class RocSection(ScoreSource):
-    """``roc``: PriROC private ROC curves (see dpcli.algorithms.roc)."""
+    """``roc``: PriROC private ROC curves; None leaves a value to ``roc.ROCConfig``'s default."""
 
     epsilon: float = 1.0
-    thresholds: str = "fixed-space"
+    thresholds: str | None = None
     k: int | None = None
     alpha: float | None = None
-    counts: str = "hierarchical"
-    threshold_share: float = 0.2
-    branching: int = 16
+    counts: str | None = None
+    threshold_share: float | None = None
+    branching: int | None = None
+
+    def config_values(self) -> dict[str, Any]:
+        """The section's ROCConfig fields that were set."""
+        names = ("thresholds", "k", "alpha", "counts", "threshold_share", "branching")
+        return {n: getattr(self, n) for n in names if getattr(self, n) is not None}
 
 
 @dataclass(frozen=True)

@@ -50,6 +50,7 @@ from typing import Any
 import numpy as np
 
 from dpcli.budget import Budget
+from dpcli.errors import UsageError
 from dpcli.mechanisms import Plan
 from dpcli.mechanisms.consistency import isotonic_increasing
 from dpcli.mechanisms.median import noisy_median
@@ -76,15 +77,16 @@ class ROCConfig:
 
     def __post_init__(self) -> None:
         if self.thresholds not in THRESHOLDS:
-            raise ValueError(f"thresholds must be one of {', '.join(THRESHOLDS)}")
+            raise UsageError(f"thresholds must be one of {', '.join(THRESHOLDS)}, "
+                             f"got {self.thresholds!r}")
         if self.counts not in COUNTS:
-            raise ValueError(f"counts must be one of {', '.join(COUNTS)}")
+            raise UsageError(f"counts must be one of {', '.join(COUNTS)}, got {self.counts!r}")
         if self.k is not None and not 1 <= self.k <= MAX_LEVELS:
-            raise ValueError(f"k must be in 1..{MAX_LEVELS}")
+            raise UsageError(f"k must be in 1..{MAX_LEVELS}, got {self.k}")
         if self.alpha is not None and not 0 < self.alpha <= 1:
-            raise ValueError("alpha must be in (0, 1]")
+            raise UsageError(f"alpha must be in (0, 1], got {self.alpha}")
         if not 0 < self.threshold_share < 1:
-            raise ValueError("threshold_share must be in (0, 1)")
+            raise UsageError(f"threshold_share must be in (0, 1), got {self.threshold_share}")
 
     def levels(self, n: int) -> int:
         """k, for 2^k bins: the configured one, else ceil(log2 n) - 3 within 1..10.

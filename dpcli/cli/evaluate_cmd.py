@@ -58,7 +58,7 @@ def evaluate(
     """
     from dpcli.algorithms import evaluate as ev
     from dpcli.budget import Budget
-    from dpcli.cli.scoring import parse_range, score_input
+    from dpcli.cli.scoring import collect_scores, parse_range, score_input
     from dpcli.cli.spend import (
         noise_generator,
         preflight,
@@ -69,7 +69,6 @@ def evaluate(
     from dpcli.errors import UsageError
     from dpcli.io import Outputs
     from dpcli.mechanisms import Plan
-    from dpcli.predict import collect
     from dpcli.run import charged
     from dpcli.spec import EvaluateSection, load_spec
 
@@ -77,8 +76,8 @@ def evaluate(
     s = load_spec(spec)
     section = resolve_section(s, "evaluate", EvaluateSection, epsilon, cutoff=cutoff,
                               score_column=score_column, score_range=parse_range(score_range))
-    si = score_input(s, model, score_column if model else section.score_column,
-                     parse_range(score_range) if model else section.score_range)
+    si = score_input(s, section, model, score_column, score_range)
+    threshold: float | None = None  # a model predicts its most probable class
     if si.model is None:
         si.require_binary("evaluate with --score-column")
         if section.cutoff is None:
@@ -91,8 +90,6 @@ def evaluate(
     elif cutoff is not None:
         raise UsageError("--cutoff applies to --score-column; a model predicts its most "
                          "probable class")
-    else:
-        threshold = 0.5
     total = Budget(section.epsilon)
 
     def plan_for(n: int) -> Plan:
@@ -105,23 +102,21 @@ def evaluate(
                              require_out=False)
     outputs = Outputs()
     rng = noise_generator(ui, si.spec, seed)
-    arguments = {"data": str(data.resolve()), **(si.source_note or {}),
+    arguments = {"data": str(data.resolve()), **si.source_note,
                  "epsilon": section.epsilon,
-                 **({"cutoff": threshold} if si.model is None else {}),
+                 **({"cutoff": threshold} if threshold is not None else {}),
                  **({"out": str(out.resolve())} if out is not None else {})}
     with charged(si.spec, plan, command="evaluate", arguments=arguments, input_path=data,
                  seeded=seed is not None) as charge, outputs:
-        with ui.progress("scoring", source.num_rows_hint()) as advance:
-            predicted, labels = collect(source, si.columns,
-                                        lambda b: si.predictions(b, threshold), rng=rng,
-                                        progress=advance)
+        predicted, labels = collect_scores(ui, source, si,
+                                           lambda b: si.predictions(b, threshold), rng)
         counts = ev.confusion_counts(labels, predicted, len(si.classes))
         del predicted, labels
         result = ev.private_confusion(counts, si.classes, epsilon=section.epsilon, rng=rng,
                                       positive=si.positive if len(si.classes) == 2 else None)
         del counts  # nothing below may touch private values
-        payload = {**result.to_payload(), **(si.source_note or {}),
-                   **({"cutoff": threshold} if si.model is None else {}),
+        payload = {**result.to_payload(), **si.source_note,
+                   **({"cutoff": threshold} if threshold is not None else {}),
                    "breakdown": plan.to_json()}
         if out is not None:
             outputs.write_text(out, release_json("evaluation", payload, si.spec, plan, charge,

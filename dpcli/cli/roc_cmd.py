@@ -80,7 +80,7 @@ def roc(
     """
     from dpcli.algorithms import roc as pr
     from dpcli.budget import Budget
-    from dpcli.cli.scoring import parse_range, score_input
+    from dpcli.cli.scoring import collect_scores, parse_range, score_input
     from dpcli.cli.spend import (
         noise_generator,
         preflight,
@@ -91,29 +91,21 @@ def roc(
     from dpcli.errors import UsageError
     from dpcli.io import Outputs
     from dpcli.mechanisms import Plan
-    from dpcli.predict import collect
     from dpcli.run import charged
     from dpcli.spec import RocSection, load_spec
 
     ui = UI(quiet=quiet, json=json)
     s = load_spec(spec)
-    if alpha is not None and not 0 < alpha <= 1:
-        raise UsageError(f"--alpha must be in (0, 1], got {alpha}")
-    section = resolve_section(s, "roc", RocSection, epsilon, thresholds=_choice(
-        "--thresholds", thresholds, pr.THRESHOLDS), k=k, alpha=alpha,
-        counts=_choice("--counts", counts, pr.COUNTS), score_column=score_column,
-        score_range=parse_range(score_range))
-    # a model on the command line wins over a score column named in the spec
-    si = score_input(s, model, score_column if model else section.score_column,
-                     parse_range(score_range) if model else section.score_range)
+    section = resolve_section(s, "roc", RocSection, epsilon, thresholds=thresholds, k=k,
+                              alpha=alpha, counts=counts, score_column=score_column,
+                              score_range=parse_range(score_range))
+    config = pr.ROCConfig(**section.config_values())
+    si = score_input(s, section, model, score_column, score_range)
     si.require_binary("roc")
     if compare_true and not s.public_data:
         raise UsageError("--compare-true draws the true ROC curve, which is NOT private; it is "
                          f"refused because {spec} does not declare 'public_data: true'. Use it "
                          "only on public data (benchmarks, teaching).")
-    config = pr.ROCConfig(thresholds=section.thresholds, k=section.k, alpha=section.alpha,
-                          counts=section.counts, threshold_share=section.threshold_share,
-                          branching=section.branching)
     total = Budget(section.epsilon)
 
     def plan_for(n: int) -> Plan:
@@ -130,13 +122,12 @@ def roc(
     outputs = Outputs()
     rng = noise_generator(ui, si.spec, seed)
     arguments = {"data": str(data.resolve()), "out": str(out.resolve()),
-                 **(si.source_note or {}), "epsilon": section.epsilon,
+                 **si.source_note, "epsilon": section.epsilon,
                  "thresholds": config.thresholds, "counts": config.counts,
                  "compare_true": compare_true}
     with charged(si.spec, plan, command="roc", arguments=arguments, input_path=data,
                  seeded=seed is not None) as charge, outputs:
-        with ui.progress("scoring", source.num_rows_hint()) as advance:
-            scores, labels = collect(source, si.columns, si.scores, rng=rng, progress=advance)
+        scores, labels = collect_scores(ui, source, si, si.scores, rng)
         positive = labels == si.positive
         curve, cuts = pr.private_roc(scores, positive, lower=si.lower, upper=si.upper,
                                      config=config, run_plan=plan, rng=rng)
@@ -147,7 +138,7 @@ def roc(
                    "rule": "predicted positive when score > threshold",
                    "score_range": [si.lower, si.upper], "parameters": config.parameters(n),
                    "thresholds": [float(t) for t in cuts], "count_noise_scale": noise,
-                   **(si.source_note or {}),
+                   **si.source_note,
                    "compare_true": compare_true, "breakdown": plan.to_json()}
         true_curve = pr.true_roc(scores, positive) if compare_true else None
         del scores, labels, positive  # nothing below may touch private values
@@ -179,14 +170,6 @@ def roc(
         ui.emit_json({"command": "roc", "dataset": s.dataset, "run_id": charge.run_id,
                       "auc": curve.auc, "out": str(out), "spent": plan.total.to_json(),
                       "breakdown": plan.to_json()})
-
-
-def _choice(option: str, value: str | None, options: tuple[str, ...]) -> str | None:
-    from dpcli.errors import UsageError
-
-    if value is not None and value not in options:
-        raise UsageError(f"{option} must be one of {', '.join(options)}, got {value!r}")
-    return value
 
 
 def _csv(curve: object) -> str:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,7 @@ class ScoreInput:
     upper: float
     model: Any = None  # a dpcli model, or None for a score column
     score_column: str | None = None
-    source_note: dict[str, Any] | None = None
+    source_note: dict[str, Any] = field(default_factory=dict)  # for the ledger and outputs
 
     @property
     def classes(self) -> tuple[str, ...]:
@@ -47,10 +48,11 @@ class ScoreInput:
         assert self.score_column is not None
         return np.asarray(batch.columns[self.score_column], dtype=np.float64)
 
-    def predictions(self, batch: EncodedBatch, cutoff: float) -> np.ndarray:
+    def predictions(self, batch: EncodedBatch, cutoff: float | None) -> np.ndarray:
         """Predicted class codes: the model's most probable class, or score > cutoff."""
         if self.model is not None:
             return np.asarray(self.model.predict_proba(batch).argmax(axis=1), dtype=np.int64)
+        assert cutoff is not None
         return np.where(self.scores(batch) > cutoff, self.positive, 1 - self.positive)
 
 
@@ -71,9 +73,32 @@ def parse_range(text: str | None) -> tuple[float, float] | None:
     return lower, upper
 
 
-def score_input(spec: Spec, model: Path | None, score_column: str | None,
-                score_range: tuple[float, float] | None) -> ScoreInput:
-    """Resolve --model or --score-column (with its declared range) before anything is charged."""
+def score_input(spec: Spec, section: Any, model: Path | None, score_column: str | None,
+                score_range: str | None) -> ScoreInput:
+    """Resolve the scores to evaluate before anything is charged.
+
+    ``--model`` wins over a score column named in the spec's ``section``; on
+    the command line, --model and --score-column exclude each other. A score
+    column's range comes from --score-range, else the section, else a
+    numeric column of that name in the schema.
+    """
+    if model is None:
+        return _resolve(spec, None, section.score_column, section.score_range)
+    return _resolve(spec, model, score_column, parse_range(score_range))
+
+
+def collect_scores(ui: Any, source: Any, si: ScoreInput,
+                   fn: Callable[[EncodedBatch], np.ndarray], rng: np.random.Generator
+                   ) -> tuple[np.ndarray, np.ndarray]:
+    """The run's one pass: ``fn`` of every batch and the labels (call only once charged)."""
+    from dpcli.predict import collect
+
+    with ui.progress("scoring", source.num_rows_hint()) as advance:
+        return collect(source, si.columns, fn, rng=rng, progress=advance)
+
+
+def _resolve(spec: Spec, model: Path | None, score_column: str | None,
+             score_range: tuple[float, float] | None) -> ScoreInput:
     from dpcli.data.schema import NumericColumn
     from dpcli.predict import labelled_schema, load_model, score_schema
 

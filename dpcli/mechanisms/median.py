@@ -58,14 +58,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from dpcli.mechanisms.rng import check_positive, check_real, check_real_array
+from dpcli.mechanisms.rng import check_positive
 from dpcli.mechanisms.smooth import heavy_tailed_noise, smooth_beta, smooth_noise_scale
-from dpcli.mechanisms.smooth_stats import order_stat, smooth_max
+from dpcli.mechanisms.smooth_stats import check_sorted, order_stat, smooth_max
 
 
 def lower_median(sorted_values: np.ndarray, *, lower: float, upper: float) -> float:
     """f(x) = x_(floor((n+1)/2)), and ``lower`` for an empty sample (private)."""
-    x, lower, upper = _check(sorted_values, lower, upper)
+    x, lower, upper = check_sorted(sorted_values, lower, upper)
     return float(order_stat(x, np.array([(x.size + 1) // 2]), lower, upper)[0])
 
 
@@ -76,7 +76,7 @@ def median_sensitivity_at(sorted_values: np.ndarray, *, lower: float, upper: flo
     Bounds the median's local sensitivity at every sample within k insertions
     or deletions of x (module docstring).
     """
-    x, lower, upper = _check(sorted_values, lower, upper)
+    x, lower, upper = check_sorted(sorted_values, lower, upper)
     return _window(x, lower, upper, np.asarray(k, dtype=np.int64))
 
 
@@ -86,7 +86,7 @@ def smooth_sensitivity_median(sorted_values: np.ndarray, *, lower: float, upper:
 
     Private (it depends on the data): use it only to scale noise.
     """
-    x, lower, upper = _check(sorted_values, lower, upper)
+    x, lower, upper = check_sorted(sorted_values, lower, upper)
     beta = check_positive("beta", beta)
     value, _ = smooth_max(lambda k: _window(x, lower, upper, k), beta=beta,
                           global_bound=upper - lower, max_distance=x.size + 1)
@@ -105,7 +105,7 @@ def noisy_median(sorted_values: np.ndarray, *, lower: float, upper: float, epsil
     relation; a substitution inside the sample is two steps, 2ε.
     """
     epsilon = check_positive("epsilon", epsilon)
-    x, lower, upper = _check(sorted_values, lower, upper)
+    x, lower, upper = check_sorted(sorted_values, lower, upper)
     sensitivity = smooth_sensitivity_median(x, lower=lower, upper=upper,
                                             beta=smooth_beta(epsilon, gamma))
     median = float(order_stat(x, np.array([(x.size + 1) // 2]), lower, upper)[0])
@@ -116,20 +116,3 @@ def noisy_median(sorted_values: np.ndarray, *, lower: float, upper: float, epsil
 def _window(x: np.ndarray, lower: float, upper: float, k: np.ndarray) -> np.ndarray:
     c = (x.size - k + 1) // 2
     return order_stat(x, c + k + 1, lower, upper) - order_stat(x, c - 1, lower, upper)
-
-
-def _check(sorted_values: object, lower: object, upper: object
-           ) -> tuple[np.ndarray, float, float]:
-    lower = check_real("lower", lower)
-    upper = check_real("upper", upper)
-    if not lower < upper:
-        raise ValueError("lower must be less than upper")
-    x = check_real_array("sorted_values", sorted_values)
-    if x.ndim != 1:
-        raise ValueError("sorted_values must be one-dimensional")
-    if x.size:
-        if not bool(np.all(x[1:] >= x[:-1])):
-            raise ValueError("sorted_values must be sorted ascending (and contain no NaN)")
-        if not (x[0] >= lower and x[-1] <= upper):
-            raise ValueError("sorted_values must lie within [lower, upper]")
-    return x, lower, upper

@@ -312,11 +312,17 @@ def smooth_max(
 def _check(
     sorted_values: object, m: object, lower: object, upper: object
 ) -> tuple[np.ndarray, int, float, float]:
+    x, lower, upper = check_sorted(sorted_values, lower, upper)
+    return x, check_int("m", m, minimum=0), lower, upper
+
+
+def check_sorted(sorted_values: object, lower: object, upper: object
+                 ) -> tuple[np.ndarray, float, float]:
+    """A 1-D float array sorted ascending within [lower, upper], lower < upper; else ValueError."""
     lower = check_real("lower", lower)
     upper = check_real("upper", upper)
     if not lower < upper:
         raise ValueError("lower must be less than upper")
-    m = check_int("m", m, minimum=0)
     x = check_real_array("sorted_values", sorted_values)
     if x.ndim != 1:
         raise ValueError("sorted_values must be one-dimensional")
@@ -325,7 +331,7 @@ def _check(
             raise ValueError("sorted_values must be sorted ascending (and contain no NaN)")
         if not (x[0] >= lower and x[-1] <= upper):
             raise ValueError("sorted_values must lie within [lower, upper] (clamp them first)")
-    return x, m, lower, upper
+    return x, lower, upper
 
 
 def _check_k(k: object) -> tuple[np.ndarray, bool]:

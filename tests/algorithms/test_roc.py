@@ -11,6 +11,7 @@ from scipy import stats
 
 from dpcli.algorithms import roc
 from dpcli.budget import Budget
+from dpcli.errors import UsageError
 
 ALPHA = 1e-4
 
@@ -46,11 +47,11 @@ def test_bins_and_levels_follow_n() -> None:
     assert roc.ROCConfig(thresholds="fixed-space", alpha=1.0).bins(10**9) == roc.MAX_BINS
     assert config.thresholds == "fixed-space" and config.bins(10**9) == 1024  # 2^k, k <= 10
     assert roc.ROCConfig(k=5).bins(10**6) == 32
-    with pytest.raises(ValueError):
+    with pytest.raises(UsageError):
         roc.ROCConfig(k=17)
-    with pytest.raises(ValueError):
+    with pytest.raises(UsageError):
         roc.ROCConfig(alpha=0.0)
-    with pytest.raises(ValueError):
+    with pytest.raises(UsageError):
         roc.ROCConfig(counts="gaussian")
 
 

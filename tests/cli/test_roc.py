@@ -109,8 +109,8 @@ def test_roc_reads_the_spec_section(project: Project, cli, scored) -> None:
     (("--score-column", "label", "--score-range", "0,1"), "label column"),
     ((), "--model"),
     (("--score-column", "p", "--score-range", "0,10", "--compare-true"), "public_data"),
-    (("--score-column", "p", "--score-range", "0,10", "--counts", "wavelet"), "--counts"),
-    (("--score-column", "p", "--score-range", "0,10", "--alpha", "2"), "--alpha"),
+    (("--score-column", "p", "--score-range", "0,10", "--counts", "wavelet"), "one of"),
+    (("--score-column", "p", "--score-range", "0,10", "--alpha", "2"), "alpha must be in"),
     (("--score-column", "p", "--score-range", "0,10", "--k", "30"), "--k"),
 ])
 def test_roc_bad_input_exits_2_and_charges_nothing(project: Project, cli, scored,

@@ -36,7 +36,14 @@ def _naive_bayes(payload: dict[str, Any], path: Path) -> Model:
     return NaiveBayesModel.from_payload(payload, path)
 
 
-LOADERS: dict[str, Callable[[dict[str, Any], Path], Model]] = {"naive_bayes": _naive_bayes}
+def _grid(payload: dict[str, Any], path: Path) -> Model:
+    from dpcli.algorithms.synopsis import GridModel
+
+    return GridModel.from_payload(payload, path)
+
+
+LOADERS: dict[str, Callable[[dict[str, Any], Path], Model]] = {"naive_bayes": _naive_bayes,
+                                                               "grid_synopsis": _grid}
 
 
 def load_model(path: Path) -> tuple[Model, dict[str, Any]]:

@@ -109,9 +109,18 @@ class EvaluateSection(ScoreSource):
     cutoff: float | None = None
 
 
+@dataclass(frozen=True)
+class PublishGridSection:
+    """``publish-grid``: PrivPfC's synopsis; None leaves max_pool to ``privpfc.MAX_POOL``."""
+
+    epsilon: float
+    max_pool: int | None = None
+    columns: tuple[str, ...] = ()
+
+
 SECTIONS: dict[str, type] = {"tabulate": TabulateSection, "train-nb": TrainNBSection,
                              "select-features": SelectFeaturesSection, "roc": RocSection,
-                             "evaluate": EvaluateSection}
+                             "evaluate": EvaluateSection, "publish-grid": PublishGridSection}
 _TOP_KEYS = {"dataset", "description", "budget", "ledger", "label", "schema", "public_data",
              *SECTIONS}
 
@@ -329,7 +338,20 @@ def _parse_evaluate(raw: Any, where: Where, schema: Schema) -> EvaluateSection:
     return EvaluateSection(**out)
 
 
+def _parse_publish_grid(raw: Any, where: Where, schema: Schema) -> PublishGridSection:
+    raw = checks.mapping(raw, where, allowed={"epsilon", "max_pool", "columns"},
+                         required={"epsilon"})
+    out: dict[str, Any] = {"epsilon": checks.epsilon(raw["epsilon"], where / "epsilon")}
+    if "max_pool" in raw:
+        out["max_pool"] = checks.integer(raw["max_pool"], where / "max_pool", minimum=1)
+    if "columns" in raw:
+        out["columns"] = _columns(raw["columns"], where / "columns", schema)
+    return PublishGridSection(**out)
+
+
 def _parse_section(name: str, raw: Any, where: Where, schema: Schema) -> Any:
+    if name == "publish-grid":
+        return _parse_publish_grid(raw, where, schema)
     if name == "roc":
         return _parse_roc(raw, where, schema)
     if name == "evaluate":
@@ -357,7 +379,9 @@ def _public_files(raw: Mapping[str, Any], where: Where, schema: Schema) -> list[
     if isinstance(raw["schema"], str):
         files.append(checks.resolve_path(raw["schema"], where / "schema"))
     files += [c.vocabulary_file for c in schema.columns if isinstance(c, TokensColumn)]
-    return files
+    taxonomies = {c.taxonomy for c in schema.columns
+                  if isinstance(getattr(c, "taxonomy", None), Path)}
+    return files + sorted(taxonomies)
 
 
 def _digest(files: list[Path]) -> str:

@@ -13,8 +13,10 @@ from dpcli.cli import (
     inspect_cmd,
     ledger_cmd,
     predict_cmd,
+    publish_grid_cmd,
     roc_cmd,
     select_features_cmd,
+    synthesize_cmd,
     tabulate_cmd,
     train_nb_cmd,
 )
@@ -39,6 +41,8 @@ app.add_typer(ledger_cmd.app, name="ledger")
 app.command("inspect")(inspect_cmd.inspect)
 app.command("tabulate")(tabulate_cmd.tabulate)
 app.command("select-features")(select_features_cmd.select_features)
+app.command("publish-grid")(publish_grid_cmd.publish_grid)
+app.command("synthesize")(synthesize_cmd.synthesize)
 app.command("train-nb")(train_nb_cmd.train_nb)
 app.command("predict")(predict_cmd.predict)
 app.command("roc")(roc_cmd.roc)

@@ -4,6 +4,7 @@ from dpcli.stats.accumulators import (
     ClassCountAccumulator,
     ContingencyAccumulator,
     HistogramAccumulator,
+    JointAccumulator,
     MomentsAccumulator,
     StatsAccumulator,
     ValuesAccumulator,
@@ -12,6 +13,8 @@ from dpcli.stats.accumulators import (
 )
 from dpcli.stats.engine import (
     Engine,
+    JointTable,
+    LeafMap,
     Moments,
     Stats,
     StatsRequest,
@@ -26,6 +29,9 @@ __all__ = [
     "ContingencyAccumulator",
     "Engine",
     "HistogramAccumulator",
+    "JointAccumulator",
+    "JointTable",
+    "LeafMap",
     "LocalEngine",
     "Moments",
     "MomentsAccumulator",

@@ -21,7 +21,7 @@ import abc
 import importlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, ClassVar, Protocol
 
 import numpy as np
 
@@ -37,6 +37,19 @@ def _names(value: Iterable[str]) -> tuple[str, ...]:
     if isinstance(value, str):
         return (value,)
     return tuple(value)
+
+
+class LeafMap(Protocol):
+    """How one column's encoded values fall into ``n_leaves`` leaves (a taxonomy's)."""
+
+    column: str
+
+    @property
+    def n_leaves(self) -> int: ...
+
+    def leaves(self, values: np.ndarray) -> np.ndarray:
+        """Leaf index per value (int64), −1 for a value in no leaf."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -55,12 +68,17 @@ class StatsRequest:
     - ``keep_values``: numeric columns whose clamped values are kept per class
       and returned sorted (for order statistics). Memory grows with the
       number of rows (8 bytes per row and column): use only where needed.
+    - ``joint``: leaf maps of several columns → the sparse joint histogram:
+      every distinct tuple of leaves that occurs, with its per-class counts
+      (:class:`JointTable`); a value in no leaf counts as leaf ``n_leaves``.
+      Memory grows with the number of distinct tuples (at most the rows).
     """
 
     contingency: tuple[str, ...] = ()
     histograms: tuple[tuple[str, int], ...] = ()
     moments: tuple[str, ...] = ()
     keep_values: tuple[str, ...] = ()
+    joint: tuple[LeafMap, ...] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "contingency", _names(self.contingency))
@@ -68,6 +86,7 @@ class StatsRequest:
                            tuple((str(c), b) for c, b in self.histograms))
         object.__setattr__(self, "moments", _names(self.moments))
         object.__setattr__(self, "keep_values", _names(self.keep_values))
+        object.__setattr__(self, "joint", tuple(self.joint))
 
     def columns(self) -> tuple[str, ...]:
         """Every (feature) column the request reads, in first-mention order.
@@ -75,7 +94,7 @@ class StatsRequest:
         The label is always read as well.
         """
         names = [*self.contingency, *(c for c, _ in self.histograms),
-                 *self.moments, *self.keep_values]
+                 *self.moments, *self.keep_values, *(m.column for m in self.joint)]
         return tuple(dict.fromkeys(names))
 
     def validate(self, schema: Schema) -> None:
@@ -93,6 +112,7 @@ class StatsRequest:
 
         for what, names in (("a contingency table", self.contingency),
                             ("moments", self.moments), ("kept values", self.keep_values),
+                            ("a joint histogram", tuple(m.column for m in self.joint)),
                             ("a histogram", tuple(c for c, _ in self.histograms))):
             seen: set[str] = set()
             for name in names:
@@ -145,6 +165,22 @@ class Moments:
 
 
 @dataclass
+class JointTable:
+    """A sparse joint histogram: ``leaves[i]`` (one leaf per column) occurs ``counts[i]`` times.
+
+    ``leaves`` is int32 (rows, columns), rows distinct; ``counts`` int64
+    (rows, n_classes). Leaf ``n_leaves`` of a column stands for "in no
+    leaf", so every row is counted. Sensitivity (replace-one): L1 ≤ 2 over
+    the dense (tuple × class) histogram it represents — a record sits in
+    exactly one cell, so replacing it moves one unit.
+    """
+
+    columns: tuple[str, ...]
+    leaves: np.ndarray
+    counts: np.ndarray
+
+
+@dataclass
 class Stats:
     """Exact (private) sufficient statistics of one pass; see :class:`StatsRequest`.
 
@@ -161,6 +197,7 @@ class Stats:
     values: dict[str, list[np.ndarray]] = field(default_factory=dict)
     report: DataReport = field(default_factory=DataReport)
     edges: dict[str, np.ndarray] = field(default_factory=dict)
+    joint: JointTable | None = None
 
 
 class Engine(abc.ABC):

@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 COMMANDS = [["inspect"], ["tabulate"], ["select-features"], ["train-nb"], ["predict"],
-            ["roc"], ["evaluate"], ["ledger", "init"], ["ledger", "show"], ["ledger", "verify"]]
+            ["roc"], ["evaluate"], ["publish-grid"], ["synthesize"], ["ledger", "init"],
+            ["ledger", "show"], ["ledger", "verify"]]
 README = (Path(__file__).parents[2] / "README.md").read_text()
 
 
@@ -24,7 +25,7 @@ def test_all_commands_are_listed() -> None:
 
     names = {c.name for c in app.registered_commands} | {g.name for g in app.registered_groups}
     assert names == {"inspect", "tabulate", "select-features", "train-nb", "predict", "roc",
-                     "evaluate", "ledger"}
+                     "evaluate", "publish-grid", "synthesize", "ledger"}
 
 
 def test_top_level_help_and_version(cli) -> None:

@@ -1,0 +1,478 @@
+"""PrivPfC: a private synopsis for classification (Su et al., "PrivPfC", Algorithm 1).
+
+Every candidate column has a taxonomy hierarchy (:mod:`dpcli.data.taxonomy`).
+A *grid* picks one level per column (level 0, the root, leaves the column
+out); its cells are the products of the chosen levels' nodes. PrivPfC
+
+1. sets a cell threshold T from n and ε: the noise of a count should be at
+   most a fifth of an average cell (:func:`cell_threshold`);
+2. enumerates the pool of every grid with at most T cells (:func:`pool`);
+3. if the pool holds ``max_pool`` grids or more, first selects k columns by
+   PrivPfC's χ² (Cor = Σ|o − e|) with the exponential mechanism and
+   enumerates again over them (ε split 30/30/40; otherwise 3:4 between the
+   next two steps);
+4. selects one grid with the exponential mechanism on its expected number
+   of misclassified records (Lemma 1, :func:`misclassification`);
+5. releases the chosen grid's two class counts per cell with discrete
+   Laplace noise, clamped at 0.
+
+Where dpcli departs from the paper, and why:
+
+- Replace-one neighbours (DESIGN.md rule 1). The histogram's L1 sensitivity
+  is 2, so counts get scale 2/ε_hist, and T = ⌊0.2·n/scale⌋ = ⌊n·ε_hist/10⌋
+  (the paper's T = δ·N·ε/2 with δ = 0.2 and ε_hist ≈ ε/2 under
+  add/remove). The quality's sensitivity is re-derived for replace-one
+  (:func:`quality_sensitivity`) and sits in the exponent (rule 7): grids are
+  sampled ∝ exp(−ε_sel·q/(2Δq)); the paper's pseudo-code omits Δq.
+- Counts get discrete Laplace noise (rule 6). The quality keeps Lemma 1's
+  continuous-Laplace expectation: it is a score, and the sensitivity used
+  is that of the score as computed.
+- k. The paper's k = ⌈2 log T / log b⌉ (b the median first branching
+  factor) can exceed the number of columns (it is 22 on Adult), and k
+  columns can still have a pool above the cap. k is therefore also capped
+  so that the product of the k largest heights — a bound on any k-column
+  pool — stays below ``max_pool``. Both caps are public.
+- Rows whose value falls in no leaf (an undeclared category when the
+  taxonomy places no ``other`` leaf) are in no cell. Under replace-one
+  such a row is one removal or addition for the histogram, within the
+  sensitivities below.
+
+Speed: the data are read once, into the sparse joint histogram of every
+candidate's leaves. Grids are scored as a data cube: a grid whose one-level
+refinement is also in the pool is rolled up from that refinement's dense
+histogram (one ``np.add.reduceat``); only the maximal grids are built from
+the sparse table. :func:`score_pool` walks that forest depth first, so the
+memory held is one dense histogram per level of the walk.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from dpcli.budget import Budget
+from dpcli.checks import Where
+from dpcli.data.schema import BinaryColumn, CategoricalColumn, Schema, TokensColumn
+from dpcli.data.taxonomy import Hierarchy, hierarchy
+from dpcli.errors import UsageError
+from dpcli.mechanisms import (
+    Plan,
+    discrete_laplace_mechanism,
+    exponential_mechanism,
+    exponential_top_k,
+)
+from dpcli.stats.engine import JointTable
+
+MAX_POOL = 200_000
+NOISE_FRACTION = 0.2          # average |noise| at most this share of an average cell (Eq. 9)
+HIST_SENSITIVITY = 2          # one record leaves one (cell, class) count and enters another
+CHI2_SENSITIVITY = 4.0        # Cor under replace-one (feature_selection.sensitivity("chi2"))
+SELECT_COLUMNS, SELECT_GRID, HISTOGRAM = "select_columns", "select_grid", "histogram"
+SHARES = {SELECT_GRID: Fraction(3, 7), HISTOGRAM: Fraction(4, 7)}
+SHARES_WITH_SELECTION = {SELECT_COLUMNS: Fraction(3, 10), SELECT_GRID: Fraction(3, 10),
+                         HISTOGRAM: Fraction(4, 10)}
+
+
+# ------------------------------------------------------------------- public design
+def candidate_hierarchies(schema: Schema, columns: Sequence[str] = ()) -> list[Hierarchy]:
+    """The candidates' hierarchies, checked against the declared domains (before any charge).
+
+    Default candidates: every column that declares a taxonomy, and every
+    categorical or binary column (flat hierarchy). SpecError naming the
+    column's ``taxonomy`` key if a hierarchy does not fit its domain.
+    """
+    where = Where(schema.source or Path("schema"), "columns")
+    if not columns:
+        columns = [c.name for c in schema.columns
+                   if getattr(c, "taxonomy", None) is not None
+                   or isinstance(c, CategoricalColumn | BinaryColumn)]
+        if not columns:
+            raise UsageError(f"{schema.source}: no column can be a grid axis: declare a "
+                             "'taxonomy:' for numeric columns (or add categorical ones)")
+    out = []
+    for name in columns:
+        col = schema.column(name)
+        if isinstance(col, TokensColumn):
+            raise UsageError(f"column '{name}' is a tokens column: it cannot be a grid axis")
+        out.append(hierarchy(col, where / name / "taxonomy"))
+    return out
+
+
+def cell_threshold(n: int, eps_hist: float) -> int:
+    """T: the most cells a grid may have so that E|noise| ≤ 0.2 · n / T (at least 1)."""
+    scale = HIST_SENSITIVITY / eps_hist
+    return max(1, math.floor(NOISE_FRACTION * n / scale + 1e-9))
+
+
+def pool(sizes: Sequence[Sequence[int]], threshold: int, cap: int | None = None) -> np.ndarray:
+    """Every grid (one level index per column) with at most ``threshold`` cells.
+
+    ``sizes[j][l]`` is the number of nodes of column j's level l (increasing in
+    l). Rows are in lexicographic order of levels: public and data-independent.
+    With ``cap``, stops as soon as the pool is known to hold ``cap`` grids or
+    more and returns the first ``cap`` rows found so far (a prefix of the
+    lexicographic order is NOT guaranteed: use it only to compare with cap).
+    """
+    levels = np.zeros((1, 0), dtype=np.int8)
+    cells = np.ones(1, dtype=np.int64)
+    for column in sizes:
+        parts_levels, parts_cells = [], []
+        for level, size in enumerate(column):
+            keep = cells * int(size) <= threshold
+            if not keep.any():
+                break
+            parts_levels.append(np.column_stack(
+                [levels[keep], np.full(int(keep.sum()), level, dtype=np.int8)]))
+            parts_cells.append(cells[keep] * int(size))
+        levels = np.concatenate(parts_levels)
+        cells = np.concatenate(parts_cells)
+        order = np.lexsort(levels.T[::-1])
+        levels, cells = levels[order], cells[order]
+        if cap is not None and len(levels) >= cap:   # every prefix extends to a grid (roots)
+            tail = np.zeros((len(levels), len(sizes) - levels.shape[1]), dtype=np.int8)
+            return np.column_stack([levels, tail])[:cap]
+    return levels
+
+
+def selection_k(hierarchies: Sequence[Hierarchy], threshold: int, max_pool: int) -> int:
+    """k columns to pre-select: the paper's ⌈2 log T / log b⌉, capped (module doc)."""
+    firsts = sorted(h.sizes[1] for h in hierarchies if h.height > 1)
+    b = max(2.0, float(np.median(firsts))) if firsts else 2.0
+    k = math.ceil(2 * math.log(max(threshold, 2)) / math.log(b))
+    heights = sorted((h.height for h in hierarchies), reverse=True)
+    bound, cap = 1, 0
+    for height in heights:
+        if bound * height >= max_pool:
+            break
+        bound *= height
+        cap += 1
+    return max(1, min(k, cap, len(hierarchies) - 1 if len(hierarchies) > 1 else 1))
+
+
+@dataclass(frozen=True)
+class Design:
+    """The public shape of a run, computed from n, ε, the hierarchies and ``max_pool``.
+
+    ``select_k`` is None unless the pool reached ``max_pool`` (then columns
+    are pre-selected, and ``threshold`` is the one for the smaller ε_hist).
+    """
+
+    n: int
+    max_pool: int
+    threshold: int
+    pool_size: int
+    select_k: int | None
+    plan: Plan
+
+    def to_json(self) -> dict[str, Any]:
+        out = {"n": self.n, "max_pool": self.max_pool, "threshold": self.threshold,
+               "pool_size": self.pool_size}
+        if self.select_k is not None:
+            out["select_k"] = self.select_k
+        return out
+
+
+def design(hierarchies: Sequence[Hierarchy], n: int, total: Budget,
+           max_pool: int | None = None) -> Design:
+    """The branch, T, k and the ε plan; reads no data (n is public under replace-one).
+
+    ``max_pool`` defaults to :data:`MAX_POOL` (the paper's 200,000).
+    """
+    max_pool = MAX_POOL if max_pool is None else max_pool
+    if max_pool < 1:
+        raise UsageError(f"max_pool must be at least 1, got {max_pool}")
+    sizes = [h.sizes for h in hierarchies]
+    plain = Plan.split(total, {SELECT_GRID: ("exponential", SHARES[SELECT_GRID]),
+                               HISTOGRAM: ("discrete_laplace", SHARES[HISTOGRAM])})
+    t = cell_threshold(n, plain.step(HISTOGRAM).budget.eps)
+    size = len(pool(sizes, t, cap=max_pool))
+    if size < max_pool:
+        return Design(n, max_pool, t, size, None, _notes(plain, t, size, None, len(sizes)))
+    plan = Plan.split(total, {
+        SELECT_COLUMNS: ("exponential_top_k", SHARES_WITH_SELECTION[SELECT_COLUMNS]),
+        SELECT_GRID: ("exponential", SHARES_WITH_SELECTION[SELECT_GRID]),
+        HISTOGRAM: ("discrete_laplace", SHARES_WITH_SELECTION[HISTOGRAM])})
+    t = cell_threshold(n, plan.step(HISTOGRAM).budget.eps)
+    k = selection_k(hierarchies, t, max_pool)
+    return Design(n, max_pool, t, size, k, _notes(plan, t, size, k, len(sizes)))
+
+
+def _notes(plan: Plan, t: int, size: int, k: int | None, d: int) -> Plan:
+    hist = plan.step(HISTOGRAM).budget.eps
+    rate = hist / HIST_SENSITIVITY
+    notes = {SELECT_GRID: (f"expected misclassification of grids with ≤ {t:,} cells, "
+                           f"Δq={quality_sensitivity(rate):.3g}"),
+             HISTOGRAM: f"2 counts per cell, Δ1={HIST_SENSITIVITY}, scale "
+                        f"{HIST_SENSITIVITY / hist:.3g}"}
+    if k is None:
+        notes[SELECT_GRID] = f"pool of {size:,} grids: " + notes[SELECT_GRID]
+    else:
+        notes[SELECT_COLUMNS] = (f"pool ≥ {size:,} grids: top {k} of {d} columns by χ², "
+                                 f"Δ={CHI2_SENSITIVITY:g}, {k} rounds of ε/k")
+    return plan.with_notes(notes)
+
+
+# ------------------------------------------------------------------------ quality
+def _flip_term(x: np.ndarray | float, rate: float) -> np.ndarray | float:
+    """x·P(majority flips): P(Z2 − Z1 > x) = e^(−rx)(1 + rx/2)/2 for iid Laplace of rate r."""
+    rx = rate * np.asarray(x, dtype=float)
+    return np.asarray(x, dtype=float) * np.exp(-rx) * (1.0 + rx / 2.0) / 2.0
+
+
+def misclassification(hist: np.ndarray, rate: float) -> float:
+    """PrivPfC's quality (Lemma 1): expected misclassified records of the noisy grid.
+
+    ``hist[..., 0]`` and ``hist[..., 1]`` are the two classes' counts per
+    cell. A cell misclassifies min(n+, n−) records if noise keeps its
+    majority and max(n+, n−) if noise flips it, so its expectation is
+    min + x·P(flip) with x = |n+ − n−|. Lower is better. Private: a
+    function of exact counts, released only through :func:`select_grid`.
+    """
+    a, b = hist[..., 0], hist[..., 1]
+    x = np.abs(a - b)
+    rx = rate * x
+    return float(np.minimum(a, b).sum() + (x * np.exp(-rx) * (1.0 + rx / 2.0)).sum() / 2.0)
+
+
+@lru_cache(maxsize=64)
+def quality_sensitivity(rate: float) -> float:
+    """Δq: the most :func:`misclassification` changes between replace-one neighbours.
+
+    Proof. q = Σ_c f(n+_c, n−_c) with f(u, v) = min(u, v) + h(|u − v|),
+    h(x) = x·e^(−rx)(1 + rx/2)/2. Replacing a record is removing it (to a
+    dataset of n − 1 records; f is defined for any counts) and adding the
+    new one, so q(D′) − q(D) = A′ − A for two increments A, A′ of f by one
+    record added to one class of one cell (A evaluated after the removal).
+    Adding to the larger (or an equal) class changes f by D(x) = h(x+1) −
+    h(x), x ≥ 0; adding to the smaller one by 1 − D(x − 1), x ≥ 1. So
+    |Δq| ≤ sup I − inf I over I = {D(x)} ∪ {1 − D(x)}, x = 0, 1, …, computed
+    here exactly on the integers. D(x) → 0 as x → ∞ and is monotone beyond
+    the scanned range (h decays like x²e^(−rx)), so the scan to
+    x = 60/r + 100 finds both extremes. (The paper's B(ε), Lemma 3, is the
+    add/remove sup, 1 − inf D; replace-one adds the other side.)
+    Tested by brute force in tests/algorithms/test_privpfc.py.
+    """
+    if not (rate > 0 and math.isfinite(rate)):
+        raise ValueError("rate must be positive and finite")
+    x = np.arange(0, int(60.0 / rate) + 101, dtype=float)
+    h = _flip_term(x, rate)
+    d = np.diff(h)
+    values = np.concatenate([d, 1.0 - d])
+    return float(values.max() - values.min())
+
+
+# ------------------------------------------------------------------------ scoring
+def _active(grid: np.ndarray) -> list[int]:
+    return [j for j, level in enumerate(grid) if level > 0]
+
+
+@dataclass(frozen=True)
+class CellRows:
+    """Rows of (leaf tuple, class) with a weight: a joint table split by class.
+
+    ``leaves`` (rows, columns) holds leaves only (no "in no leaf" index);
+    ``positive`` is 1 for the positive class and 0 for the rest; ``weight``
+    is the count (1 for raw rows, which makes the naive rescan).
+    """
+
+    leaves: np.ndarray
+    positive: np.ndarray
+    weight: np.ndarray
+
+
+def cell_rows(table: JointTable, hierarchies: Sequence[Hierarchy], positive: int) -> CellRows:
+    """The table's rows whose every value is in a leaf, split into (rest, positive) rows."""
+    limits = np.array([h.n_leaves for h in hierarchies])
+    keep = (table.leaves < limits).all(axis=1) if len(table.leaves) else np.zeros(0, bool)
+    leaves, counts = table.leaves[keep].astype(np.int32), table.counts[keep]
+    pos = counts[:, positive]
+    rest = counts.sum(axis=1) - pos
+    both = np.concatenate([leaves, leaves])
+    cls = np.repeat(np.array([0, 1], dtype=np.int32), len(leaves))
+    weight = np.concatenate([rest, pos]).astype(float)
+    nz = weight > 0
+    return CellRows(both[nz], cls[nz], weight[nz])
+
+
+def grid_histogram(rows: CellRows, hierarchies: Sequence[Hierarchy], grid: Sequence[int],
+                   node_codes: list[list[np.ndarray]] | None = None) -> np.ndarray:
+    """Dense (sizes…, 2) histogram of ``grid``: [..., 0] the rest, [..., 1] the positive class.
+
+    ``node_codes[j][l]``, if given, caches column j's node at level l per row.
+    """
+    shape = tuple(h.sizes[int(g)] for h, g in zip(hierarchies, grid, strict=True))
+    cells = math.prod(shape)
+    flat = np.zeros(len(rows.leaves), dtype=np.int32)
+    for j, level in enumerate(grid):
+        if level > 0:
+            code = (node_codes[j][int(level)] if node_codes is not None
+                    else hierarchies[j].leaf_level[int(level)][rows.leaves[:, j]])
+            flat = flat * np.int32(shape[j]) + code
+    flat = flat * np.int32(2) + rows.positive
+    hist = np.bincount(flat, weights=rows.weight, minlength=2 * cells)
+    return hist.reshape(*shape, 2)
+
+
+def score_pool(table: JointTable, hierarchies: Sequence[Hierarchy], grids: np.ndarray,
+               rate: float, positive: int,
+               progress: Callable[[int], None] | None = None) -> np.ndarray:
+    """Quality (:func:`misclassification`) of every grid, as a data cube (module doc).
+
+    Private: exact qualities; release only through :func:`select_grid`.
+    """
+    rows = cell_rows(table, hierarchies, positive)
+    codes = [[h.leaf_level[level].astype(np.int32)[rows.leaves[:, j]]
+              for level in range(h.height)] for j, h in enumerate(hierarchies)]
+    heights = np.array([h.height for h in hierarchies], dtype=np.int64)
+    radix = np.cumprod(np.concatenate([[1], heights[:-1]])).astype(np.int64)
+    g = grids.astype(np.int64)
+    keys = g @ radix
+    order = np.argsort(keys)
+    sorted_keys = keys[order]
+    parent = np.full(len(g), -1, dtype=np.int64)
+    axis = np.full(len(g), -1, dtype=np.int64)
+    for j in range(g.shape[1]):                  # the first refinable column whose refinement
+        open_ = (parent < 0) & (g[:, j] + 1 < heights[j])   # is in the pool is the parent
+        want = keys + radix[j]
+        at = np.minimum(np.searchsorted(sorted_keys, want), len(keys) - 1)
+        hit = open_ & (sorted_keys[at] == want)
+        parent[hit] = order[at[hit]]
+        axis[hit] = j
+    by_parent = np.argsort(parent, kind="stable")
+    bounds = np.searchsorted(parent[by_parent], np.arange(-1, len(g) + 1))
+    starts = [[h.starts(level) for level in range(h.height - 1)] for h in hierarchies]
+    quality = np.empty(len(g))
+    done = 0
+
+    def children(i: int) -> np.ndarray:
+        return by_parent[bounds[i + 1]:bounds[i + 2]]
+
+    for root in children(-1):
+        hist = grid_histogram(rows, hierarchies, g[root], codes)
+        stack = [(int(root), hist)]
+        while stack:
+            node, hist = stack.pop()
+            quality[node] = misclassification(hist, rate)
+            for child in children(node):
+                j = int(axis[child])
+                rolled = np.add.reduceat(hist, starts[j][int(g[child, j])], axis=j)
+                stack.append((int(child), rolled))
+            done += 1
+            if progress is not None and done % 4096 == 0:
+                progress(4096)
+    if progress is not None:
+        progress(done % 4096)
+    return quality
+
+
+# -------------------------------------------------------------------- mechanisms
+def select_columns(table: JointTable, hierarchies: Sequence[Hierarchy], k: int, epsilon: float,
+                   positive: int, rng: np.random.Generator) -> np.ndarray:
+    """Indices of k columns, best first, by PrivPfC's χ² top-k: ε-DP.
+
+    Releases: which columns (never a score).
+    Statistic: Cor(A, R) = Σ|o − e| of each column's (class × leaf) table,
+    rows in no leaf counted as one more level, so every table holds all n
+    rows (:func:`dpcli.algorithms.feature_selection.chi2_score`).
+    Sensitivity: 4 per column under replace-one (proof and brute-force test
+    with select-features' chi2).
+    Noise: k rounds of the exponential mechanism at ε/k, as one-shot Gumbel
+    top-k (:func:`dpcli.mechanisms.exponential_top_k`). Cost: ε.
+    """
+    from dpcli.algorithms.feature_selection import chi2_score
+
+    scores = []
+    for j, h in enumerate(hierarchies):
+        table_j = np.zeros((table.counts.shape[1], h.n_leaves + 1))
+        for k_class in range(table.counts.shape[1]):
+            table_j[k_class] = np.bincount(table.leaves[:, j], weights=table.counts[:, k_class],
+                                           minlength=h.n_leaves + 1)
+        scores.append(chi2_score(table_j, positive))
+    return exponential_top_k(np.array(scores), k, sensitivity=CHI2_SENSITIVITY,
+                             epsilon=epsilon, rng=rng)
+
+
+def select_grid(quality: np.ndarray, rate: float, epsilon: float,
+                rng: np.random.Generator) -> int:
+    """Index of one grid, sampled ∝ exp(−ε·q/(2Δq)): ε-DP.
+
+    Releases: which grid (never a quality). Sensitivity: Δq =
+    :func:`quality_sensitivity` of the histogram's noise rate.
+    Noise: the exponential mechanism on the scores −q. Cost: ε.
+    """
+    return exponential_mechanism(-quality, sensitivity=quality_sensitivity(rate),
+                                 epsilon=epsilon, rng=rng)
+
+
+def noisy_counts(hist: np.ndarray, epsilon: float, rng: np.random.Generator) -> np.ndarray:
+    """The grid's (cells, 2) counts with discrete Laplace noise, clamped at 0: ε-DP.
+
+    Releases: every cell's two counts, empty cells included.
+    Sensitivity: L1 2 under replace-one (a record leaves one (cell, class)
+    count and enters one; a record in no cell changes only one count).
+    Noise: discrete Laplace of scale 2/ε on each count; rounding to
+    non-negative integers is post-processing. Cost: ε.
+    """
+    exact = np.rint(hist.reshape(-1, 2)).astype(np.int64)
+    noisy = discrete_laplace_mechanism(exact, sensitivity=HIST_SENSITIVITY, epsilon=epsilon,
+                                       rng=rng)
+    return np.maximum(np.asarray(noisy), 0)
+
+
+# ------------------------------------------------------------------------ publish
+@dataclass
+class Synopsis:
+    """The released grid: per column its level, and the noisy (rest, positive) counts per cell.
+
+    ``counts`` is int64 (cells, 2) in row-major order over the used columns
+    (level > 0), in hierarchy order.
+    """
+
+    hierarchies: tuple[Hierarchy, ...]
+    levels: tuple[int, ...]
+    counts: np.ndarray
+    design: Design
+    selected: tuple[str, ...] | None
+    pool_size: int
+
+    @property
+    def used(self) -> list[int]:
+        return [j for j, level in enumerate(self.levels) if level > 0]
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(self.hierarchies[j].sizes[self.levels[j]] for j in self.used)
+
+
+def publish(table: JointTable, hierarchies: Sequence[Hierarchy], d: Design, positive: int,
+            rng: np.random.Generator,
+            progress: Callable[[int], None] | None = None) -> Synopsis:
+    """Algorithm 1 on the sparse joint table of every candidate; costs ``d.plan.total``."""
+    hierarchies = tuple(hierarchies)
+    selected: tuple[str, ...] | None = None
+    columns = list(range(len(hierarchies)))
+    if d.select_k is not None:
+        eps_fs = d.plan.step(SELECT_COLUMNS).budget.eps
+        chosen = select_columns(table, hierarchies, d.select_k, eps_fs, positive, rng)
+        columns = sorted(int(c) for c in chosen)
+        selected = tuple(hierarchies[j].column for j in columns)
+    sub = [hierarchies[j] for j in columns]
+    sub_table = JointTable(tuple(h.column for h in sub), table.leaves[:, columns], table.counts)
+    eps_hist = d.plan.step(HISTOGRAM).budget.eps
+    rate = eps_hist / HIST_SENSITIVITY
+    grids = pool([h.sizes for h in sub], d.threshold)
+    quality = score_pool(sub_table, sub, grids, rate, positive, progress)
+    best = select_grid(quality, rate, d.plan.step(SELECT_GRID).budget.eps, rng)
+    hist = grid_histogram(cell_rows(sub_table, sub, positive), sub, grids[best])
+    levels = [0] * len(hierarchies)
+    for j, level in zip(columns, grids[best], strict=True):
+        levels[j] = int(level)
+    return Synopsis(hierarchies, tuple(levels), noisy_counts(hist, eps_hist, rng), d,
+                    selected, len(grids))

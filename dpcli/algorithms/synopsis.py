@@ -1,0 +1,229 @@
+"""The released grid synopsis and what can be done with it, all post-processing.
+
+A synopsis is two files: ``grid.json`` (a dpcli envelope of kind
+``grid_synopsis``: the chosen level of every used column with its nodes,
+T, the pool, the budget split) and ``cells.parquet`` (one row per cell: the
+node of each used column, and the noisy ``n_negative`` / ``n_positive``
+counts). ``grid.json`` records the cells file's SHA-256, so a model never
+pairs a grid with the wrong counts. Nothing here reads private data or
+spends budget: the counts were released by :func:`privpfc.noisy_counts`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from dpcli.algorithms.privpfc import HIST_SENSITIVITY, Synopsis, quality_sensitivity
+from dpcli.data.encode import EncodedBatch
+from dpcli.data.schema import (
+    BinaryColumn,
+    CategoricalColumn,
+    NumericColumn,
+    Schema,
+    schema_from_dict,
+    schema_to_dict,
+)
+from dpcli.errors import DataError
+
+KIND = "grid_synopsis"
+CELLS_FILE = "cells.parquet"
+GRID_FILE = "grid.json"
+COUNT_COLUMNS = ("n_negative", "n_positive")
+
+
+# ---------------------------------------------------------------------- writing
+def cells_table(syn: Synopsis) -> pa.Table:
+    """One row per cell, row-major over the used columns: node names and noisy counts."""
+    shape = syn.shape
+    index = np.indices(shape).reshape(len(shape), -1) if shape else np.zeros((0, 1), int)
+    arrays: dict[str, Any] = {}
+    for axis, j in enumerate(syn.used):
+        h = syn.hierarchies[j]
+        names = np.asarray(h.names[syn.levels[j]], dtype=object)
+        arrays[h.column] = pa.array(names[index[axis]], pa.string())
+    for k, name in enumerate(COUNT_COLUMNS):
+        arrays[name] = pa.array(syn.counts[:, k], pa.int64())
+    return pa.table(arrays)
+
+
+def parquet_bytes(table: pa.Table) -> bytes:
+    sink = io.BytesIO()
+    pq.write_table(table, sink)
+    return sink.getvalue()
+
+
+def payload(syn: Synopsis, schema: Schema, cells_digest: str) -> dict[str, Any]:
+    """The public description of the synopsis (grid.json's payload)."""
+    used = [syn.hierarchies[j] for j in syn.used]
+    kept = tuple(schema.column(h.column) for h in used)
+    eps_hist = syn.design.plan.step("histogram").budget.eps
+    totals = syn.counts.sum(axis=0)
+    return {
+        "grid": [{"column": h.column, "kind": h.kind, "level": syn.levels[j],
+                  "height": h.height, "nodes": h.nodes(syn.levels[j])}
+                 for j, h in zip(syn.used, used, strict=True)],
+        "candidates": [{"column": h.column, "level": level, "height": h.height,
+                        "sizes": list(h.sizes)}
+                       for h, level in zip(syn.hierarchies, syn.levels, strict=True)],
+        "selected_columns": None if syn.selected is None else list(syn.selected),
+        "n_cells": int(syn.counts.shape[0]),
+        **syn.design.to_json(),
+        "pool_scored": syn.pool_size,
+        "noise_scale": HIST_SENSITIVITY / eps_hist,
+        "quality_sensitivity": quality_sensitivity(eps_hist / HIST_SENSITIVITY),
+        "noisy_totals": {"negative": int(totals[0]), "positive": int(totals[1])},
+        "cells_file": CELLS_FILE,
+        "cells_sha256": cells_digest,
+        "schema": schema_to_dict(Schema(columns=kept, label=schema.label,
+                                        source=schema.source)),
+        "breakdown": syn.design.plan.to_json(),
+    }
+
+
+# ---------------------------------------------------------------------- reading
+class GridModel:
+    """The synopsis as a histogram classifier: each cell predicts its noisy majority.
+
+    Probabilities are (count + π) / (cell total + 1) with π the noisy class
+    shares of the whole grid, so an empty cell (or a row whose value is in
+    no node) predicts the overall majority and ties lean towards it.
+    """
+
+    def __init__(self, payload: dict[str, Any], counts: np.ndarray, path: Path) -> None:
+        self.payload = payload
+        self.schema = schema_from_dict(payload["schema"], path)
+        self.grid = payload["grid"]
+        self.columns = tuple(g["column"] for g in self.grid)
+        self.shape = tuple(len(g["nodes"]) for g in self.grid)
+        self.n = int(payload["n"])
+        if counts.shape != (int(np.prod(self.shape)), 2):
+            raise ValueError("cells do not match the grid")
+        self.counts = counts.astype(float)
+        total = self.counts.sum(axis=0)
+        self.prior = total / total.sum() if total.sum() > 0 else np.full(2, 0.5)
+        self._maps = [self._node_map(g) for g in self.grid]
+
+    @classmethod
+    def load(cls, path: Path) -> GridModel:
+        """grid.json (or the folder holding it) with its cells file, digest checked."""
+        from dpcli.io import read_envelope
+
+        path = Path(path)
+        if path.is_dir():
+            path = path / GRID_FILE
+        env = read_envelope(path, KIND)
+        return cls.from_payload(env["payload"], path)
+
+    @classmethod
+    def from_payload(cls, payload: dict[str, Any], path: Path) -> GridModel:
+        cells = Path(path).parent / payload["cells_file"]
+        try:
+            data = cells.read_bytes()
+        except OSError:
+            raise DataError(f"{path}: its cells file {cells} is missing (keep grid.json and "
+                            f"{payload['cells_file']} together)") from None
+        if hashlib.sha256(data).hexdigest() != payload["cells_sha256"]:
+            raise DataError(f"{cells}: does not match {path} (SHA-256 differs): the pair was "
+                            "mixed up or edited")
+        table = pq.read_table(io.BytesIO(data))
+        counts = np.column_stack([table.column(c).to_numpy() for c in COUNT_COLUMNS])
+        return cls(payload, counts, Path(path))
+
+    def _node_map(self, g: dict[str, Any]) -> Any:
+        col = self.schema.column(g["column"])
+        if isinstance(col, NumericColumn):
+            edges = [n["interval"][0] for n in g["nodes"]] + [g["nodes"][-1]["interval"][1]]
+            return np.asarray(edges, dtype=float)
+        assert isinstance(col, CategoricalColumn | BinaryColumn)
+        code = {v: i for i, v in enumerate(col.levels)}
+        table = np.full(len(col.levels), -1, dtype=np.int64)
+        for k, node in enumerate(g["nodes"]):
+            for v in node["values"]:
+                table[code[v]] = k
+        return table
+
+    def cells(self, batch: EncodedBatch) -> np.ndarray:
+        """Cell index per row (−1 for a row with a value in no node)."""
+        flat = np.zeros(batch.n, dtype=np.int64)
+        bad = np.zeros(batch.n, dtype=bool)
+        for g, size, m in zip(self.grid, self.shape, self._maps, strict=True):
+            values = batch.columns[g["column"]]
+            assert isinstance(values, np.ndarray)
+            if m.dtype.kind == "f":
+                node = np.clip(np.searchsorted(m, values, side="left") - 1, 0, size - 1)
+            else:
+                node = m[values.astype(np.int64)]
+                bad |= node < 0
+            flat = flat * size + np.maximum(node, 0)
+        flat[bad] = -1
+        return flat
+
+    def predict_proba(self, batch: EncodedBatch) -> np.ndarray:
+        cell = self.cells(batch)
+        counts = np.where(cell[:, None] >= 0, self.counts[np.maximum(cell, 0)], 0.0)
+        share = (counts + self.prior) / (counts.sum(axis=1, keepdims=True) + 1.0)
+        pos = self.schema.label.positive_index
+        pos = 1 if pos is None else pos
+        out = np.empty_like(share)
+        out[:, pos], out[:, 1 - pos] = share[:, 1], share[:, 0]
+        return out
+
+
+# ------------------------------------------------------------------- synthesize
+def synthesize(model: GridModel, rows: int, rng: np.random.Generator) -> pa.Table:
+    """``rows`` records drawn from the synopsis: post-processing, no budget.
+
+    A (cell, class) pair is drawn ∝ its noisy count; each used column's
+    value is drawn uniformly within the cell's node (a declared category
+    of the node, or a number in the node's interval within the declared
+    bounds). Only the grid's columns and the label are written: the
+    synopsis says nothing about the others.
+    """
+    flat = model.counts.ravel()
+    if flat.sum() <= 0:
+        raise DataError("the synopsis has no positive counts to draw from")
+    drawn = rng.multinomial(rows, flat / flat.sum())
+    pick = np.repeat(np.arange(flat.size), drawn)
+    rng.shuffle(pick)
+    cell, cls = pick // 2, pick % 2
+    index = np.unravel_index(cell, model.shape) if model.shape else ()
+    arrays: dict[str, Any] = {}
+    for axis, g in enumerate(model.grid):
+        col = model.schema.column(g["column"])
+        node = index[axis]
+        if isinstance(col, NumericColumn):
+            lo = np.array([max(n["interval"][0], col.lower) for n in g["nodes"]])
+            hi = np.array([min(n["interval"][1], col.upper) for n in g["nodes"]])
+            hi = np.maximum(hi, lo)
+            arrays[col.name] = pa.array(lo[node] + rng.random(rows) * (hi[node] - lo[node]))
+        else:
+            values = np.empty(rows, dtype=object)
+            for k, n in enumerate(g["nodes"]):
+                mine = node == k
+                choices = [v for v in n["values"] if v != "other"] or n["values"]
+                values[mine] = np.asarray(choices, dtype=object)[
+                    rng.integers(len(choices), size=int(mine.sum()))]
+            arrays[col.name] = pa.array(values, pa.string())
+    label = model.schema.label
+    pos = 1 if label.positive_index is None else label.positive_index
+    names = np.asarray([label.classes[1 - pos], label.classes[pos]], dtype=object)[cls]
+    arrays[label.column] = _label_array(names, label.classes)
+    return pa.table(arrays)
+
+
+def _label_array(values: np.ndarray, classes: tuple[str, ...]) -> pa.Array:
+    """The label as integers when every class is an integer literal, else as strings."""
+    try:
+        ints = {c: int(c) for c in classes}
+    except ValueError:
+        return pa.array(values, pa.string())
+    if all(str(v) == c for c, v in ints.items()):
+        return pa.array([ints[v] for v in values], pa.int64())
+    return pa.array(values, pa.string())

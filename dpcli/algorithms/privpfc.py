@@ -373,30 +373,38 @@ def score_pool(table: JointTable, hierarchies: Sequence[Hierarchy], grids: np.nd
 
 
 # -------------------------------------------------------------------- mechanisms
-def select_columns(table: JointTable, hierarchies: Sequence[Hierarchy], k: int, epsilon: float,
-                   positive: int, rng: np.random.Generator) -> np.ndarray:
-    """Indices of k columns, best first, by PrivPfC's χ² top-k: ε-DP.
+def column_scores(table: JointTable, hierarchies: Sequence[Hierarchy],
+                  positive: int) -> np.ndarray:
+    """PrivPfC's Cor(A, R) = Σ|o − e| of every column (private; see :func:`select_columns`).
 
-    Releases: which columns (never a score).
-    Statistic: Cor(A, R) = Σ|o − e| of each column's (class × leaf) table,
-    rows in no leaf counted as one more level, so every table holds all n
-    rows (:func:`dpcli.algorithms.feature_selection.chi2_score`).
-    Sensitivity: 4 per column under replace-one (proof and brute-force test
-    with select-features' chi2).
-    Noise: k rounds of the exponential mechanism at ε/k, as one-shot Gumbel
-    top-k (:func:`dpcli.mechanisms.exponential_top_k`). Cost: ε.
+    Each column's (class × leaf) table counts rows in no leaf as one more
+    level, so every table holds all n rows.
     """
     from dpcli.algorithms.feature_selection import chi2_score
 
     scores = []
     for j, h in enumerate(hierarchies):
-        table_j = np.zeros((table.counts.shape[1], h.n_leaves + 1))
-        for k_class in range(table.counts.shape[1]):
-            table_j[k_class] = np.bincount(table.leaves[:, j], weights=table.counts[:, k_class],
-                                           minlength=h.n_leaves + 1)
-        scores.append(chi2_score(table_j, positive))
-    return exponential_top_k(np.array(scores), k, sensitivity=CHI2_SENSITIVITY,
-                             epsilon=epsilon, rng=rng)
+        per_class = np.stack([np.bincount(table.leaves[:, j], weights=table.counts[:, k],
+                                          minlength=h.n_leaves + 1)
+                              for k in range(table.counts.shape[1])])
+        scores.append(chi2_score(per_class, positive))
+    return np.array(scores)
+
+
+def select_columns(table: JointTable, hierarchies: Sequence[Hierarchy], k: int, epsilon: float,
+                   positive: int, rng: np.random.Generator) -> np.ndarray:
+    """Indices of k columns, best first, by PrivPfC's χ² top-k: ε-DP.
+
+    Releases: which columns (never a score).
+    Statistic: :func:`column_scores` (select-features' chi2 on leaf tables).
+    Sensitivity: 4 per column under replace-one (proof in
+    :mod:`dpcli.algorithms.feature_selection`; tested on neighbours here
+    and there).
+    Noise: k rounds of the exponential mechanism at ε/k, as one-shot Gumbel
+    top-k (:func:`dpcli.mechanisms.exponential_top_k`). Cost: ε.
+    """
+    return exponential_top_k(column_scores(table, hierarchies, positive), k,
+                             sensitivity=CHI2_SENSITIVITY, epsilon=epsilon, rng=rng)
 
 
 def select_grid(quality: np.ndarray, rate: float, epsilon: float,

@@ -1,0 +1,278 @@
+"""PrivPfC (publish-grid): threshold, pool, quality and its sensitivity, cube scoring,
+the mechanisms' distributions, the pre-selection branch.
+
+Distribution tests wrongly fail with probability at most α = 1e-4 each.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+from scipy import stats as sps
+
+from dpcli.algorithms import privpfc as pp
+from dpcli.algorithms.feature_selection import chi2_score
+from dpcli.budget import Budget
+from dpcli.checks import Where
+from dpcli.data.schema import CategoricalColumn, NumericColumn
+from dpcli.data.taxonomy import hierarchy
+from dpcli.mechanisms import exponential_probabilities, make_rng
+from dpcli.stats.engine import JointTable
+from tests.statistical.test_noise_distributions import discrete_laplace_chi2_pvalue
+
+ALPHA = 1e-4
+WHERE = Where(Path("spec.yaml"), "columns.x.taxonomy")
+
+
+def hierarchies() -> list:
+    """Three small columns: a two-level grouping, a numeric with 2/4 bins, a flat one."""
+    a = CategoricalColumn("a", ("a1", "a2", "a3", "a4"),
+                          taxonomy={"Any": {"g1": ["a1", "a2"], "g2": ["a3", "a4"]}})
+    b = NumericColumn("b", 0.0, 8.0, taxonomy={"bins": [2, 4]})
+    c = CategoricalColumn("c", ("c1", "c2", "c3"))
+    return [hierarchy(col, WHERE) for col in (a, b, c)]
+
+
+def random_table(rng: np.random.Generator, hs: list, rows: int) -> JointTable:
+    """Raw rows (one per record) as a JointTable: leaves drawn at random, one-hot classes.
+
+    Some rows get the extra 'in no leaf' index of the first column.
+    """
+    leaves = np.column_stack([rng.integers(0, h.n_leaves + (j == 0), rows)
+                              for j, h in enumerate(hs)]).astype(np.int32)
+    label = rng.integers(0, 2, rows)
+    counts = np.zeros((rows, 2), dtype=np.int64)
+    counts[np.arange(rows), label] = 1
+    return JointTable(tuple(h.column for h in hs), leaves, counts)
+
+
+# -------------------------------------------------------------------- threshold, pool
+def test_cell_threshold_keeps_noise_below_a_fifth_of_an_average_cell() -> None:
+    assert pp.cell_threshold(30_162, 4 / 7) == 1723            # ⌊n·ε/10⌋
+    assert pp.cell_threshold(10, 0.01) == 1                    # at least one cell
+    for n, eps in ((1000, 0.3), (45_222, 1.0), (7, 5.0)):
+        t = pp.cell_threshold(n, eps)
+        assert (pp.HIST_SENSITIVITY / eps) <= 0.2 * n / t + 1e-9 or t == 1
+        assert (pp.HIST_SENSITIVITY / eps) > 0.2 * n / (t + 1)
+
+
+def test_pool_is_exactly_the_grids_under_the_threshold() -> None:
+    sizes = [(1, 2, 5), (1, 3, 7, 12), (1, 2), (1, 4)]
+    for t in (1, 6, 30, 200, 10_000):
+        got = {tuple(int(x) for x in g) for g in pp.pool(sizes, t)}
+        want = {g for g in itertools.product(*(range(len(s)) for s in sizes))
+                if math.prod(s[lv] for s, lv in zip(sizes, g, strict=True)) <= t}
+        assert got == want
+    assert len(pp.pool(sizes, 10_000, cap=5)) == 5            # stops once the cap is reached
+    assert len(pp.pool(sizes, 10_000, cap=10_000)) == len(pp.pool(sizes, 10_000))
+
+
+def test_design_switches_to_pre_selection_at_the_cap() -> None:
+    hs = hierarchies()
+    plain = pp.design(hs, 5000, Budget(1.0))
+    assert plain.select_k is None
+    assert [s.name for s in plain.plan] == ["select_grid", "histogram"]
+    assert plain.plan.step("histogram").budget.eps == pytest.approx(4 / 7)
+    assert plain.threshold == pp.cell_threshold(5000, 4 / 7)
+    assert plain.pool_size == len(pp.pool([h.sizes for h in hs], plain.threshold))
+    capped = pp.design(hs, 5000, Budget(1.0), max_pool=plain.pool_size)
+    assert [s.name for s in capped.plan] == ["select_columns", "select_grid", "histogram"]
+    assert [s.budget.eps for s in capped.plan] == pytest.approx([0.3, 0.3, 0.4])
+    assert capped.threshold == pp.cell_threshold(5000, 0.4)
+    assert 1 <= capped.select_k < len(hs)
+    assert capped.plan.total.eps == pytest.approx(1.0)
+
+
+def test_selection_k_is_capped_so_any_k_columns_fit_the_pool() -> None:
+    hs = hierarchies()                              # heights 3, 3, 2
+    assert pp.selection_k(hs, threshold=10**6, max_pool=10) == 2   # 3·3 < 10 ≤ 3·3·2
+    assert pp.selection_k(hs, threshold=10**6, max_pool=9) == 1
+    assert pp.selection_k(hs, threshold=2, max_pool=10**6) == 2    # ⌈2 log 2 / log 2⌉
+
+
+# ------------------------------------------------------------------------ quality
+def test_quality_is_lemma_one() -> None:
+    rate = 0.3
+    hist = np.array([[10.0, 4.0], [0.0, 0.0], [3.0, 3.0]])
+    x = 6.0
+    p_flip = math.exp(-rate * x) * (1 + rate * x / 2) / 2
+    want = (4 * (1 - p_flip) + 10 * p_flip) + 0 + 3.0
+    assert pp.misclassification(hist, rate) == pytest.approx(want)
+
+
+def test_flip_probability_is_that_of_the_difference_of_two_laplaces() -> None:
+    rng = make_rng(5)
+    rate, x = 0.4, 3.0
+    draws = 400_000
+    z = rng.laplace(0, 1 / rate, draws) - rng.laplace(0, 1 / rate, draws)
+    hits = int((z > x).sum())
+    p = float(pp._flip_term(x, rate)) / x
+    assert sps.binomtest(hits, draws, p).pvalue > ALPHA
+
+
+def _increments(rate: float, x_max: int) -> np.ndarray:
+    """f(u + 1, v) − f(u, v) for every u, v ≤ x_max: one record added to the first class."""
+    u, v = np.meshgrid(np.arange(x_max + 2.0), np.arange(x_max + 1.0), indexing="ij")
+    f = np.minimum(u, v) + pp._flip_term(np.abs(u - v), rate)
+    return (f[1:] - f[:-1]).ravel()
+
+
+@pytest.mark.parametrize("rate", [0.02, 0.2, 1.0, 5.0])
+def test_quality_sensitivity_bounds_every_increment_difference(rate: float) -> None:
+    inc = _increments(rate, int(80 / rate) + 20)
+    delta = pp.quality_sensitivity(rate)
+    assert inc.max() - inc.min() <= delta + 1e-9
+    assert inc.max() - inc.min() >= delta - 1e-6      # the bound is attained on integers
+
+
+@pytest.mark.parametrize("rate", [0.05, 0.5, 2.0])
+def test_quality_sensitivity_on_random_replace_one_neighbours(rate: float) -> None:
+    rng = make_rng(11)
+    hs = hierarchies()
+    delta = pp.quality_sensitivity(rate)
+    grids = pp.pool([h.sizes for h in hs], 10**6)
+    worst = 0.0
+    for _ in range(60):
+        table = random_table(rng, hs, int(rng.integers(1, 40)))
+        neighbour = JointTable(table.columns, table.leaves.copy(), table.counts.copy())
+        i = int(rng.integers(len(table.leaves)))
+        neighbour.leaves[i] = [rng.integers(0, h.n_leaves + (j == 0)) for j, h in enumerate(hs)]
+        neighbour.counts[i] = [1, 0] if rng.random() < 0.5 else [0, 1]
+        for g in grids:
+            q = [pp.misclassification(pp.grid_histogram(pp.cell_rows(t, hs, 1), hs, g), rate)
+                 for t in (table, neighbour)]
+            worst = max(worst, abs(q[0] - q[1]))
+    assert worst <= delta + 1e-9
+
+
+@pytest.mark.parametrize("rate", [0.1, 1.0])
+def test_quality_sensitivity_is_reached_by_a_replace_one_pair(rate: float) -> None:
+    """Move a record from the larger class of one cell to the smaller class of another."""
+    x = np.arange(0, int(60 / rate) + 101)
+    d = np.diff(pp._flip_term(x.astype(float), rate))     # D(x): add to the larger class
+    up = np.concatenate([d, 1 - d])                        # 1 − D(x − 1): add to the smaller
+    best_up, best_down = int(np.argmax(up)), int(np.argmin(up))
+    assert best_up >= len(d) and best_down < len(d)       # sup is 1 − D(·), inf is D(·)
+    x_up = best_up - len(d) + 1          # the smaller class of cell 2 gains, at gap x_up
+    x_down = best_down                   # the larger class of cell 1 loses, gap x_down + 1
+    before = np.array([[50 + x_down + 1, 50], [80, 80 + x_up]], dtype=float)
+    after = np.array([[50 + x_down, 50], [81, 80 + x_up]], dtype=float)
+    change = pp.misclassification(after, rate) - pp.misclassification(before, rate)
+    assert abs(change) == pytest.approx(pp.quality_sensitivity(rate), rel=1e-9)
+
+
+# ------------------------------------------------------------------------ scoring
+def test_cube_scores_equal_the_naive_recount_of_every_grid() -> None:
+    rng = make_rng(3)
+    hs = hierarchies()
+    table = random_table(rng, hs, 500)
+    grids = pp.pool([h.sizes for h in hs], 10**6)
+    cube = pp.score_pool(table, hs, grids, 0.25, positive=1)
+    rows = pp.cell_rows(table, hs, 1)
+    naive = [pp.misclassification(pp.grid_histogram(rows, hs, g), 0.25) for g in grids]
+    np.testing.assert_allclose(cube, naive, rtol=1e-12)
+
+
+def test_rows_in_no_leaf_are_in_no_cell() -> None:
+    hs = hierarchies()
+    table = JointTable(("a", "b", "c"), np.array([[4, 0, 0], [0, 0, 0]], dtype=np.int32),
+                       np.array([[1, 0], [0, 1]]))
+    hist = pp.grid_histogram(pp.cell_rows(table, hs, 1), hs, (0, 0, 0))
+    assert hist.reshape(-1, 2).tolist() == [[0.0, 1.0]]
+
+
+def test_column_scores_change_at_most_four_between_neighbours() -> None:
+    rng = make_rng(8)
+    hs = hierarchies()
+    worst = 0.0
+    for _ in range(300):
+        table = random_table(rng, hs, int(rng.integers(2, 30)))
+        other = JointTable(table.columns, table.leaves.copy(), table.counts.copy())
+        i = int(rng.integers(len(table.leaves)))
+        other.leaves[i] = [rng.integers(0, h.n_leaves + (j == 0)) for j, h in enumerate(hs)]
+        other.counts[i] = other.counts[i][::-1] if rng.random() < 0.5 else other.counts[i]
+        diff = pp.column_scores(table, hs, 1) - pp.column_scores(other, hs, 1)
+        worst = max(worst, float(np.abs(diff).max()))
+    assert worst <= pp.CHI2_SENSITIVITY + 1e-9
+
+
+def test_column_scores_are_chi2_of_the_leaf_tables() -> None:
+    hs = hierarchies()
+    table = random_table(make_rng(4), hs, 200)
+    scores = pp.column_scores(table, hs, 1)
+    labels = table.counts.argmax(axis=1)
+    for j, h in enumerate(hs):
+        t = np.zeros((2, h.n_leaves + 1))
+        np.add.at(t, (labels, table.leaves[:, j]), 1)
+        assert scores[j] == pytest.approx(chi2_score(t, 1))
+
+
+# ------------------------------------------------------------------------ mechanisms
+def test_select_grid_follows_the_exponential_mechanism_with_delta_q() -> None:
+    rate, eps = 0.5, 2.0
+    quality = np.array([10.0, 11.0, 12.5, 14.0])
+    rng = make_rng(21)
+    draws = 40_000
+    seen = np.bincount([pp.select_grid(quality, rate, eps, rng) for _ in range(draws)],
+                       minlength=4)
+    want = exponential_probabilities(-quality, sensitivity=pp.quality_sensitivity(rate),
+                                     epsilon=eps)
+    assert sps.chisquare(seen, want * draws).pvalue > ALPHA
+    wrong = exponential_probabilities(-quality, sensitivity=1.0, epsilon=eps)  # Δq omitted
+    assert sps.chisquare(seen, wrong * draws).pvalue < ALPHA
+
+
+def test_noisy_counts_are_discrete_laplace_of_scale_two_over_epsilon() -> None:
+    eps = 0.8
+    hist = np.full((20_000, 2), 1000.0)
+    noisy = pp.noisy_counts(hist, eps, make_rng(9))
+    assert noisy.dtype == np.int64 and noisy.shape == (20_000, 2)
+    assert discrete_laplace_chi2_pvalue(noisy.ravel() - 1000, 2 / eps) > ALPHA
+    assert discrete_laplace_chi2_pvalue(noisy.ravel() - 1000, 1 / eps) < ALPHA
+
+
+def test_noisy_counts_are_clamped_at_zero() -> None:
+    noisy = pp.noisy_counts(np.zeros((5000, 2)), 0.5, make_rng(2))
+    assert noisy.min() == 0 and (noisy > 0).any()
+
+
+# ------------------------------------------------------------------------ publish
+def _informative(rng: np.random.Generator, hs: list, rows: int) -> JointTable:
+    """Label = (column a is in group g2): the grid using a at level 1 classifies perfectly."""
+    table = random_table(rng, hs, rows)
+    leaves = table.leaves.copy()
+    leaves[:, 0] = rng.integers(0, hs[0].n_leaves, rows)
+    label = (leaves[:, 0] >= 2).astype(int)
+    counts = np.zeros((rows, 2), dtype=np.int64)
+    counts[np.arange(rows), label] = 1
+    return JointTable(table.columns, leaves, counts)
+
+
+def test_publish_at_huge_epsilon_releases_the_best_grid_exactly() -> None:
+    hs = hierarchies()
+    table = _informative(make_rng(1), hs, 2000)
+    d = pp.design(hs, 2000, Budget(1e6))
+    syn = pp.publish(table, hs, d, positive=1, rng=make_rng(2))
+    grids = pp.pool([h.sizes for h in hs], d.threshold)
+    quality = pp.score_pool(table, hs, grids, 1e6 * 4 / 7 / 2, 1)
+    assert quality.min() == pytest.approx(0.0)
+    assert quality[next(i for i, g in enumerate(grids) if tuple(g) == syn.levels)] == 0.0
+    exact = pp.grid_histogram(pp.cell_rows(table, hs, 1), hs, syn.levels).reshape(-1, 2)
+    np.testing.assert_array_equal(syn.counts, exact.astype(np.int64))
+    assert syn.selected is None
+
+
+def test_publish_pre_selects_the_informative_column() -> None:
+    hs = hierarchies()
+    table = _informative(make_rng(5), hs, 3000)
+    d = pp.design(hs, 3000, Budget(1e4), max_pool=2)
+    assert d.select_k is not None
+    syn = pp.publish(table, hs, d, positive=1, rng=make_rng(6))
+    assert syn.selected is not None and "a" in syn.selected
+    assert len(syn.selected) == d.select_k
+    assert all(level == 0 for j, level in enumerate(syn.levels)
+               if hs[j].column not in syn.selected)

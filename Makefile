@@ -37,9 +37,15 @@ demo: $(VENV)/.installed
 	$(DPCLI) roc sample_data/adult_test.parquet --spec configs/demo.yaml --model demo/nb.json --out demo/roc
 	$(DPCLI) evaluate sample_data/adult_test.parquet --spec configs/demo.yaml --model demo/nb.json \
 		--out demo/evaluation.json
+	$(DPCLI) publish-grid sample_data/adult_train.parquet --spec configs/demo.yaml --out demo/synopsis
+	$(DPCLI) synthesize demo/synopsis --out demo/synthetic.parquet
+	$(DPCLI) predict demo/synopsis/grid.json sample_data/adult_test.parquet --out demo/predictions_grid.parquet
+	@$(BIN)/python -c "import pandas as pd; p = pd.read_parquet('demo/predictions_grid.parquet'); \
+		s = pd.read_parquet('demo/synthetic.parquet'); \
+		print(f'grid synopsis as a histogram classifier: accuracy {(p.prediction == p.label.astype(str)).mean():.3f}; synthetic data: {len(s):,} rows of {list(s.columns)}')"
 	$(DPCLI) ledger show --spec configs/demo.yaml
 	$(DPCLI) ledger verify --spec configs/demo.yaml
-	@echo "demo outputs are in demo/: adult_counts.csv, nb.json, predictions.parquet, features.json, nb_selected.json, roc/curve.png, evaluation.json"
+	@echo "demo outputs are in demo/: adult_counts.csv, nb.json, predictions.parquet, features.json, nb_selected.json, roc/curve.png, evaluation.json, synopsis/, synthetic.parquet"
 
 test: $(VENV)/.installed
 	$(BIN)/ruff check dpcli tests benchmarks

@@ -121,7 +121,8 @@ def publish_grid(
                  seeded=seed is not None) as charge, outputs:
         stats = compute_stats(ui, source, request, rng)
         assert stats.joint is not None
-        with ui.progress("scoring grids", None) as advance:
+        with ui.progress("scoring grids", d.pool_size if d.select_k is None else None) \
+                as advance:
             synopsis = privpfc.publish(stats.joint, hierarchies, d, positive, rng, advance)
         cells = syn_io.parquet_bytes(syn_io.cells_table(synopsis))
         payload = syn_io.payload(synopsis, s.schema, hashlib.sha256(cells).hexdigest())

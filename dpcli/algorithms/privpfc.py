@@ -252,34 +252,46 @@ def quality_sensitivity(rate: float) -> float:
     record added to one class of one cell (A evaluated after the removal).
     Adding to the larger (or an equal) class changes f by D(x) = h(x+1) −
     h(x), x ≥ 0; adding to the smaller one by 1 − D(x − 1), x ≥ 1. So
-    |Δq| ≤ sup I − inf I over I = {D(x)} ∪ {1 − D(x)}, x = 0, 1, …, computed
-    here exactly on the integers. D(x) → 0 as x → ∞ and is monotone beyond
-    the scanned range (h decays like x²e^(−rx)), so the scan to
-    x = 60/r + 100 finds both extremes. (The paper's B(ε), Lemma 3, is the
+    |Δq| ≤ sup I − inf I over I = {D(x)} ∪ {1 − D(x)}, x = 0, 1, … A record
+    that moves into or out of no cell (a value in no leaf of a used column)
+    changes q by one increment, at most max(sup I, −inf I) ≤ sup I − inf I
+    because inf I < 0 < sup I (1 − D(0) ≥ 1/2, and D < 0 where h decays).
+    The extremes are found on the integers: all of x ≤ 60/r + 100 when that
+    is at most 2·10^6 (beyond, h and D are below e^(−60)), else a coarse
+    scan refined to every integer around each extreme (D is smooth and has
+    one minimum and one maximum there). A relative slack of 1e-9 covers the
+    rounding of q's floating-point sum. (The paper's B(ε), Lemma 3, is the
     add/remove sup, 1 − inf D; replace-one adds the other side.)
     Tested by brute force in tests/algorithms/test_privpfc.py.
     """
     if not (rate > 0 and math.isfinite(rate)):
         raise ValueError("rate must be positive and finite")
-    x = np.arange(0, int(60.0 / rate) + 101, dtype=float)
+    last = int(60.0 / rate) + 100
+    if last <= 2_000_000:
+        x = np.arange(0, last + 1, dtype=float)
+    else:
+        coarse = np.unique(np.linspace(0, last, 200_001).astype(np.int64))
+        d = np.diff(_flip_term(coarse.astype(float), rate)) / np.diff(coarse)
+        step = int(np.diff(coarse).max()) + 2
+        near = [coarse[int(np.argmin(d))], coarse[int(np.argmax(d))], 0]
+        x = np.unique(np.concatenate([np.arange(max(0, c - step), c + step + 1)
+                                      for c in near])).astype(float)
     h = _flip_term(x, rate)
-    d = np.diff(h)
+    d = (_flip_term(x + 1.0, rate) - h)
     values = np.concatenate([d, 1.0 - d])
-    return float(values.max() - values.min())
+    return float(values.max() - values.min()) * (1.0 + 1e-9)
 
 
 # ------------------------------------------------------------------------ scoring
-def _active(grid: np.ndarray) -> list[int]:
-    return [j for j, level in enumerate(grid) if level > 0]
-
-
 @dataclass(frozen=True)
 class CellRows:
     """Rows of (leaf tuple, class) with a weight: a joint table split by class.
 
-    ``leaves`` (rows, columns) holds leaves only (no "in no leaf" index);
-    ``positive`` is 1 for the positive class and 0 for the rest; ``weight``
-    is the count (1 for raw rows, which makes the naive rescan).
+    ``leaves`` (rows, columns) may hold a column's "in no leaf" index
+    ``n_leaves``; such a row is in no cell of a grid that uses that column
+    (and in its cell of a grid that does not). ``positive`` is 1 for the
+    positive class and 0 for the rest; ``weight`` is the count (1 for raw
+    rows, which makes the naive rescan).
     """
 
     leaves: np.ndarray
@@ -287,37 +299,51 @@ class CellRows:
     weight: np.ndarray
 
 
-def cell_rows(table: JointTable, hierarchies: Sequence[Hierarchy], positive: int) -> CellRows:
-    """The table's rows whose every value is in a leaf, split into (rest, positive) rows."""
-    limits = np.array([h.n_leaves for h in hierarchies])
-    keep = (table.leaves < limits).all(axis=1) if len(table.leaves) else np.zeros(0, bool)
-    leaves, counts = table.leaves[keep].astype(np.int32), table.counts[keep]
+def cell_rows(table: JointTable, positive: int) -> CellRows:
+    """The table split into (rest, positive) rows with non-zero weight."""
+    counts = table.counts
     pos = counts[:, positive]
     rest = counts.sum(axis=1) - pos
-    both = np.concatenate([leaves, leaves])
-    cls = np.repeat(np.array([0, 1], dtype=np.int32), len(leaves))
+    both = np.concatenate([table.leaves, table.leaves]).astype(np.int64)
+    cls = np.repeat(np.array([0, 1], dtype=np.int32), len(table.leaves))
     weight = np.concatenate([rest, pos]).astype(float)
     nz = weight > 0
     return CellRows(both[nz], cls[nz], weight[nz])
 
 
+def _node_codes(h: Hierarchy, level: int) -> np.ndarray:
+    """Node of ``level`` per leaf, with the "in no leaf" index mapped to the extra node."""
+    return np.append(h.leaf_level[level], h.sizes[level]).astype(np.int64)
+
+
 def grid_histogram(rows: CellRows, hierarchies: Sequence[Hierarchy], grid: Sequence[int],
                    node_codes: list[list[np.ndarray]] | None = None) -> np.ndarray:
-    """Dense (sizes…, 2) histogram of ``grid``: [..., 0] the rest, [..., 1] the positive class.
+    """Dense histogram of ``grid`` over its used columns (level > 0), with the class last.
 
-    ``node_codes[j][l]``, if given, caches column j's node at level l per row.
+    Axis i has the used column's level size + 1: the extra last node holds
+    rows whose value is in no leaf. [..., 0] counts the rest, [..., 1] the
+    positive class. ``node_codes[j][l]``, if given, caches column j's node
+    at level l per row (extra node included). :func:`cells_of` gives the
+    released region.
     """
-    shape = tuple(h.sizes[int(g)] for h, g in zip(hierarchies, grid, strict=True))
+    used = [j for j, level in enumerate(grid) if level > 0]
+    shape = tuple(hierarchies[j].sizes[int(grid[j])] + 1 for j in used)
     cells = math.prod(shape)
-    flat = np.zeros(len(rows.leaves), dtype=np.int32)
-    for j, level in enumerate(grid):
-        if level > 0:
-            code = (node_codes[j][int(level)] if node_codes is not None
-                    else hierarchies[j].leaf_level[int(level)][rows.leaves[:, j]])
-            flat = flat * np.int32(shape[j]) + code
-    flat = flat * np.int32(2) + rows.positive
+    kind = np.int32 if 2 * cells < 2**31 else np.int64   # int32 halves the memory traffic
+    flat = np.zeros(len(rows.leaves), dtype=kind)
+    for j, size in zip(used, shape, strict=True):
+        level = int(grid[j])
+        code = (node_codes[j][level] if node_codes is not None
+                else _node_codes(hierarchies[j], level)[rows.leaves[:, j]])
+        flat = flat * kind(size) + code
+    flat = flat * kind(2) + rows.positive
     hist = np.bincount(flat, weights=rows.weight, minlength=2 * cells)
     return hist.reshape(*shape, 2)
+
+
+def cells_of(hist: np.ndarray) -> np.ndarray:
+    """The real cells of a :func:`grid_histogram` (the extra "no leaf" nodes cut off)."""
+    return hist[tuple(slice(0, n - 1) for n in hist.shape[:-1])]
 
 
 def score_pool(table: JointTable, hierarchies: Sequence[Hierarchy], grids: np.ndarray,
@@ -327,28 +353,16 @@ def score_pool(table: JointTable, hierarchies: Sequence[Hierarchy], grids: np.nd
 
     Private: exact qualities; release only through :func:`select_grid`.
     """
-    rows = cell_rows(table, hierarchies, positive)
-    codes = [[h.leaf_level[level].astype(np.int32)[rows.leaves[:, j]]
+    rows = cell_rows(table, positive)
+    codes = [[_node_codes(h, level).astype(np.int32)[rows.leaves[:, j]]
               for level in range(h.height)] for j, h in enumerate(hierarchies)]
-    heights = np.array([h.height for h in hierarchies], dtype=np.int64)
-    radix = np.cumprod(np.concatenate([[1], heights[:-1]])).astype(np.int64)
+    parent, axis = _refinements(hierarchies, grids)
     g = grids.astype(np.int64)
-    keys = g @ radix
-    order = np.argsort(keys)
-    sorted_keys = keys[order]
-    parent = np.full(len(g), -1, dtype=np.int64)
-    axis = np.full(len(g), -1, dtype=np.int64)
-    for j in range(g.shape[1]):                  # the first refinable column whose refinement
-        open_ = (parent < 0) & (g[:, j] + 1 < heights[j])   # is in the pool is the parent
-        want = keys + radix[j]
-        at = np.minimum(np.searchsorted(sorted_keys, want), len(keys) - 1)
-        hit = open_ & (sorted_keys[at] == want)
-        parent[hit] = order[at[hit]]
-        axis[hit] = j
     by_parent = np.argsort(parent, kind="stable")
     bounds = np.searchsorted(parent[by_parent], np.arange(-1, len(g) + 1))
-    starts = [[h.starts(level) for level in range(h.height - 1)] for h in hierarchies]
-    quality = np.empty(len(g))
+    starts = [[np.append(h.starts(level), h.sizes[level + 1]) for level in range(h.height - 1)]
+              for h in hierarchies]
+    quality = np.full(len(g), np.nan)
     done = 0
 
     def children(i: int) -> np.ndarray:
@@ -359,17 +373,59 @@ def score_pool(table: JointTable, hierarchies: Sequence[Hierarchy], grids: np.nd
         stack = [(int(root), hist)]
         while stack:
             node, hist = stack.pop()
-            quality[node] = misclassification(hist, rate)
+            quality[node] = misclassification(cells_of(hist), rate)
             for child in children(node):
                 j = int(axis[child])
-                rolled = np.add.reduceat(hist, starts[j][int(g[child, j])], axis=j)
+                at = int((g[child, :j] > 0).sum())          # column j's axis among used ones
+                level = int(g[child, j])
+                rolled = (np.add.reduceat(hist, starts[j][level], axis=at) if level > 0
+                          else hist.sum(axis=at))
                 stack.append((int(child), rolled))
             done += 1
             if progress is not None and done % 4096 == 0:
                 progress(4096)
     if progress is not None:
         progress(done % 4096)
+    if not np.isfinite(quality).all():
+        raise RuntimeError("a grid of the pool was not scored")  # never release on a gap
     return quality
+
+
+def _refinements(hierarchies: Sequence[Hierarchy],
+                 grids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per grid: the index of a refinement by one level of one column that is in the pool
+    (−1 if none: the grid is maximal), and that column.
+
+    The first refinable column whose refinement is in the pool is taken. Grids
+    are keyed as mixed-radix integers when the heights' product fits in 62
+    bits, as level tuples otherwise.
+    """
+    g = grids.astype(np.int64)
+    heights = [h.height for h in hierarchies]
+    parent = np.full(len(g), -1, dtype=np.int64)
+    axis = np.full(len(g), -1, dtype=np.int64)
+    if math.prod(heights) < 2**62:
+        radix = np.cumprod([1, *heights[:-1]]).astype(np.int64)
+        keys = g @ radix
+        order = np.argsort(keys)
+        sorted_keys = keys[order]
+        for j in range(g.shape[1]):
+            open_ = (parent < 0) & (g[:, j] + 1 < heights[j])
+            want = keys + radix[j]
+            at = np.minimum(np.searchsorted(sorted_keys, want), len(keys) - 1)
+            hit = open_ & (sorted_keys[at] == want)
+            parent[hit] = order[at[hit]]
+            axis[hit] = j
+        return parent, axis
+    index = {tuple(row): i for i, row in enumerate(g.tolist())}
+    for i, row in enumerate(g.tolist()):
+        for j in range(len(row)):
+            if row[j] + 1 < heights[j]:
+                finer = index.get((*row[:j], row[j] + 1, *row[j + 1:]))
+                if finer is not None:
+                    parent[i], axis[i] = finer, j
+                    break
+    return parent, axis
 
 
 # -------------------------------------------------------------------- mechanisms
@@ -478,7 +534,7 @@ def publish(table: JointTable, hierarchies: Sequence[Hierarchy], d: Design, posi
     grids = pool([h.sizes for h in sub], d.threshold)
     quality = score_pool(sub_table, sub, grids, rate, positive, progress)
     best = select_grid(quality, rate, d.plan.step(SELECT_GRID).budget.eps, rng)
-    hist = grid_histogram(cell_rows(sub_table, sub, positive), sub, grids[best])
+    hist = cells_of(grid_histogram(cell_rows(sub_table, positive), sub, grids[best]))
     levels = [0] * len(hierarchies)
     for j, level in zip(columns, grids[best], strict=True):
         levels[j] = int(level)

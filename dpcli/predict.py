@@ -47,7 +47,12 @@ LOADERS: dict[str, Callable[[dict[str, Any], Path], Model]] = {"naive_bayes": _n
 
 
 def load_model(path: Path) -> tuple[Model, dict[str, Any]]:
-    """The model in a dpcli JSON envelope, and the envelope itself."""
+    """The model in a dpcli JSON envelope, and the envelope itself.
+
+    A folder stands for the grid synopsis it holds (``grid.json``).
+    """
+    if Path(path).is_dir() and (Path(path) / "grid.json").is_file():
+        path = Path(path) / "grid.json"
     envelope = read_envelope(path)
     kind = envelope.get("kind")
     if kind not in LOADERS:

@@ -17,7 +17,8 @@ A hierarchy is public knowledge about a domain, never read off the data
   ``capital-gain`` where the data says ``capital_gain``).
 
 Columns without a taxonomy: categorical and binary ones get the flat
-hierarchy root → values; numeric ones need a declared one.
+hierarchy root → values (with ``other`` for a categorical column's
+undeclared values); numeric ones need a declared one.
 
 Levels are numbered from 0 (the root: one node, the attribute is not used)
 to height − 1 (the leaves). A leaf shallower than the deepest stays itself
@@ -142,8 +143,8 @@ def hierarchy(column: Column, where: Where) -> Hierarchy:
             return _equal_width(column, raw["bins"], where / "bins")
         return _numeric(column, raw, where)
     if isinstance(column, CategoricalColumn):
-        if raw is None:
-            return _categorical(column, {"Any": {c: {} for c in column.categories}}, where)
+        if raw is None:   # flat: every declared category, and `other` for the rest
+            return _categorical(column, {"Any": {c: {} for c in column.levels}}, where)
         return _categorical(column, raw, where)
     if isinstance(column, BinaryColumn):
         return _build(column.name, "categorical", [["Any", v] for v in column.values],
@@ -187,7 +188,11 @@ def _children(value: Any, where: Where) -> dict[str, Any]:
     if value is None:
         return {}
     if isinstance(value, list):
-        return {checks.scalar_label(v, where / i): {} for i, v in enumerate(value)}
+        names = [checks.scalar_label(v, where / i) for i, v in enumerate(value)]
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise where.error(f"lists {', '.join(repr(n) for n in twice)} twice")
+        return dict.fromkeys(names, {})
     value = checks.mapping(value, where)
     return {str(k): v for k, v in value.items()}
 
@@ -293,7 +298,13 @@ def _equal_width(column: NumericColumn, raw: Any, where: Where) -> Hierarchy:
 
 
 def _name(low: float, high: float) -> str:
-    return f"({low:g}, {high:g}]"
+    """"(low, high]" with every digit a float needs: names are node identities."""
+    return f"({_digits(low)}, {_digits(high)}]"
+
+
+def _digits(x: float) -> str:
+    text = repr(float(x))
+    return text[:-2] if text.endswith(".0") else text
 
 
 def _check_cover(column: NumericColumn, edges: np.ndarray, where: Where) -> None:

@@ -183,8 +183,9 @@ def synthesize(model: GridModel, rows: int, rng: np.random.Generator) -> pa.Tabl
     A (cell, class) pair is drawn ∝ its noisy count; each used column's
     value is drawn uniformly within the cell's node (a declared category
     of the node — the literal ``other`` only for a node holding nothing
-    else — or a number in the node's interval within the declared bounds). Only the grid's columns and the label are written: the
-    synopsis says nothing about the others.
+    else — or a number in the node's interval within the declared bounds).
+    Only the grid's columns and the label are written: the synopsis says
+    nothing about the others.
     """
     flat = model.counts.ravel()
     if flat.sum() <= 0:

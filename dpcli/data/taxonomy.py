@@ -192,7 +192,7 @@ def _children(value: Any, where: Where) -> dict[str, Any]:
         twice = sorted({n for n in names if names.count(n) > 1})
         if twice:
             raise where.error(f"lists {', '.join(repr(n) for n in twice)} twice")
-        return dict.fromkeys(names, {})
+        return {name: {} for name in names}
     value = checks.mapping(value, where)
     return {str(k): v for k, v in value.items()}
 

@@ -276,8 +276,8 @@ def _check_synthetic(frame: pd.DataFrame, payload: dict) -> None:
     assert list(frame.columns) == [*used, "label"]
     assert set(frame["label"].unique()) <= {0, 1}
     for column in used:
-        if column in CATEGORIES:
-            assert set(frame[column].unique()) <= set(CATEGORIES[column]), column
+        if column in CATEGORIES:   # `other` stands for the undeclared values (pink)
+            assert set(frame[column].unique()) <= {*CATEGORIES[column], "other"}, column
         else:
             low, high = BOUNDS[column]
             assert frame[column].between(low, high).all(), column

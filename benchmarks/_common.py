@@ -1,4 +1,5 @@
-"""What the benchmark scripts share: the run environment, AUC, the tweets split, timing.
+"""What the benchmark scripts share: the run environment, AUC, the tweets split, timing,
+the skip when the shared data is missing, and writing the results files.
 
 Not a benchmark (``run_all.py`` skips files whose name starts with "_").
 Scripts run as ``python benchmarks/NAME.py`` import it as ``_common``.
@@ -12,6 +13,7 @@ import os
 import platform
 import subprocess
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +63,25 @@ def environment(*modules: str, **extra: Any) -> dict:
         "dpcli_tree_modified": bool(git("status", "--porcelain", "dpcli")),
         **extra,
     }
+
+
+def data_missing(script: str, paths: Iterable[Path], option: str = "--data") -> bool:
+    """Whether a file of ``paths`` is missing; if so, says on stderr that ``script`` is skipped.
+
+    Skipped, not failed: `make bench` runs on machines without ../shared.
+    """
+    missing = [p for p in paths if not Path(p).exists()]
+    if missing:
+        print(f"{script}: skipped, data not found: " + ", ".join(map(str, missing))
+              + f" (pass {option}; the shared data is not shipped with dpcli)", file=sys.stderr)
+    return bool(missing)
+
+
+def write_results(out: Path, name: str, text: str, payload: dict) -> None:
+    """Writes ``out``/``name``.json (``payload``, UTF-8) and ``out``/``name``.md (``text``)."""
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"{name}.json").write_text(json.dumps(payload, indent=2, ensure_ascii=False) + "\n")
+    (out / f"{name}.md").write_text(text + "\n")
 
 
 def auc(scores: np.ndarray, positive: np.ndarray) -> float:

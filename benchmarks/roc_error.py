@@ -95,7 +95,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-from _common import DEFAULT_DATA, auc, dpcli_command, environment
+from _common import DEFAULT_DATA, auc, data_missing, dpcli_command, environment
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -767,10 +767,7 @@ def main() -> None:
     parser.add_argument("--no-write", action="store_true", help="print only")
     args = parser.parse_args()
 
-    missing = [args.data / f for f in FILES if not (args.data / f).exists()]
-    if missing:  # skipped, not failed: `make bench` runs on machines without ../shared
-        print("roc_error: skipped, data not found: " + ", ".join(map(str, missing))
-              + " (pass --data; the shared data is not shipped with dpcli)", file=sys.stderr)
+    if data_missing("roc_error", [args.data / f for f in FILES]):
         return
     reps = 3 if args.quick else args.reps
     epsilons = sorted(args.epsilon)

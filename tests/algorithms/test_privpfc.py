@@ -50,6 +50,15 @@ def random_table(rng: np.random.Generator, hs: list, rows: int) -> JointTable:
     return JointTable(tuple(h.column for h in hs), leaves, counts)
 
 
+def replace_one(rng: np.random.Generator, table: JointTable, hs: list) -> JointTable:
+    """A neighbour: one record gets new leaves (maybe 'in no leaf') and a random class."""
+    other = JointTable(table.columns, table.leaves.copy(), table.counts.copy())
+    i = int(rng.integers(len(table.leaves)))
+    other.leaves[i] = [rng.integers(0, h.n_leaves + (j == 0)) for j, h in enumerate(hs)]
+    other.counts[i] = [1, 0] if rng.random() < 0.5 else [0, 1]
+    return other
+
+
 # -------------------------------------------------------------------- threshold, pool
 def test_cell_threshold_keeps_noise_below_a_fifth_of_an_average_cell() -> None:
     assert pp.cell_threshold(30_162, 4 / 7) == 1723            # ⌊n·ε/10⌋
@@ -138,10 +147,7 @@ def test_quality_sensitivity_on_random_replace_one_neighbours(rate: float) -> No
     worst = 0.0
     for _ in range(60):
         table = random_table(rng, hs, int(rng.integers(1, 40)))
-        neighbour = JointTable(table.columns, table.leaves.copy(), table.counts.copy())
-        i = int(rng.integers(len(table.leaves)))
-        neighbour.leaves[i] = [rng.integers(0, h.n_leaves + (j == 0)) for j, h in enumerate(hs)]
-        neighbour.counts[i] = [1, 0] if rng.random() < 0.5 else [0, 1]
+        neighbour = replace_one(rng, table, hs)
         for g in grids:
             q = [pp.misclassification(pp.cells_of(pp.grid_histogram(pp.cell_rows(t, 1), hs, g)),
                                       rate) for t in (table, neighbour)]
@@ -219,10 +225,7 @@ def test_column_scores_change_at_most_four_between_neighbours() -> None:
     worst = 0.0
     for _ in range(300):
         table = random_table(rng, hs, int(rng.integers(2, 30)))
-        other = JointTable(table.columns, table.leaves.copy(), table.counts.copy())
-        i = int(rng.integers(len(table.leaves)))
-        other.leaves[i] = [rng.integers(0, h.n_leaves + (j == 0)) for j, h in enumerate(hs)]
-        other.counts[i] = other.counts[i][::-1] if rng.random() < 0.5 else other.counts[i]
+        other = replace_one(rng, table, hs)
         diff = pp.column_scores(table, hs, 1) - pp.column_scores(other, hs, 1)
         worst = max(worst, float(np.abs(diff).max()))
     assert worst <= pp.CHI2_SENSITIVITY + 1e-9

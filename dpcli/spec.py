@@ -46,33 +46,50 @@ class TabulateSection:
 
 @dataclass(frozen=True)
 class TrainNBSection:
-    """``train-nb``: differentially private naive Bayes."""
+    """``train-nb``: None leaves a value to ``naive_bayes.NBConfig``'s default."""
 
     epsilon: float
-    method: str = "global"
+    method: str | None = None
     columns: tuple[str, ...] = ()
     r: int | None = None
-    trim: float = 0.05
-    distribution: str = "truncated"
-    smoothing: float = 1.0
-    split: tuple[tuple[str, float], ...] = (
-        ("prior", 1.0), ("categorical", 1.0), ("mean", 1.0), ("variance", 1.0))
+    trim: float | None = None
+    distribution: str | None = None
+    smoothing: float | None = None
+    split: tuple[tuple[str, float], ...] = ()   # only the parts the spec sets
+
+    def config_values(self) -> dict[str, Any]:
+        """The section's NBConfig fields that were set (a partial split filled by its default)."""
+        from dpcli.algorithms.naive_bayes import NBConfig
+
+        out = _set(self, ("method", "trim", "distribution", "smoothing"))
+        if self.split:
+            out["split"] = {**NBConfig().split, **dict(self.split)}
+        return out
 
 
 @dataclass(frozen=True)
 class SelectFeaturesSection:
-    """``select-features``: private feature selection (see dpcli.algorithms.feature_selection)."""
+    """``select-features``: None leaves a value to ``feature_selection.FSConfig``'s default."""
 
     epsilon: float
-    score: str = "tc"
-    method: str = "threshold"
+    score: str | None = None
+    method: str | None = None
     threshold: float | None = None
     k: int | None = None
     r: int | None = None
-    bins: int = 10
-    centers: int = 5
-    rounds: int = 20
+    bins: int | None = None
+    centers: int | None = None
+    rounds: int | None = None
     columns: tuple[str, ...] = ()
+
+    def config_values(self) -> dict[str, Any]:
+        """The section's FSConfig fields that were set."""
+        return _set(self, ("score", "method", "threshold", "k", "r", "bins", "centers",
+                           "rounds"))
+
+
+def _set(section: Any, names: tuple[str, ...]) -> dict[str, Any]:
+    return {n: getattr(section, n) for n in names if getattr(section, n) is not None}
 
 
 @dataclass(frozen=True)
@@ -97,8 +114,8 @@ class RocSection(ScoreSource):
 
     def config_values(self) -> dict[str, Any]:
         """The section's ROCConfig fields that were set."""
-        names = ("thresholds", "k", "alpha", "counts", "threshold_share", "branching")
-        return {n: getattr(self, n) for n in names if getattr(self, n) is not None}
+        return _set(self, ("thresholds", "k", "alpha", "counts", "threshold_share",
+                           "branching"))
 
 
 @dataclass(frozen=True)
@@ -235,9 +252,8 @@ def _parse_train_nb(raw: Any, where: Where, schema: Schema) -> TrainNBSection:
     if "split" in raw:
         parts = ("prior", "categorical", "mean", "variance")
         split = checks.mapping(raw["split"], where / "split", allowed=set(parts))
-        defaults = dict(TrainNBSection.split)
-        out["split"] = tuple((k, float(checks.positive(split[k], where / "split" / k))
-                              if k in split else defaults[k]) for k in parts)
+        out["split"] = tuple((k, float(checks.positive(split[k], where / "split" / k)))
+                             for k in parts if k in split)
     return TrainNBSection(**out)
 
 

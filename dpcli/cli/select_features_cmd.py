@@ -90,9 +90,7 @@ def select_features(
     s = load_spec(spec)
     section = resolve_section(s, "select-features", SelectFeaturesSection, epsilon, columns,
                               score=score, method=method, threshold=threshold, k=k, r=r)
-    config = fs.FSConfig(score=section.score, method=section.method,
-                         threshold=section.threshold, k=section.k, r=section.r,
-                         bins=section.bins, centers=section.centers, rounds=section.rounds)
+    config = fs.FSConfig(**section.config_values())
     chosen = fs.scored_columns(s.schema, section.columns, config.score)
     s = replace(s, schema=fs.selection_schema(s.schema, chosen, config.r))
     fs.positive_index(s.schema)

@@ -88,9 +88,7 @@ def train_nb(
     s = load_spec(spec)
     section = resolve_section(s, "train-nb", TrainNBSection, epsilon, columns, method=method,
                               r=r)
-    config = nb.NBConfig(method=section.method, trim=section.trim,
-                         distribution=section.distribution, smoothing=section.smoothing,
-                         split=dict(section.split))
+    config = nb.NBConfig(**section.config_values())
     chosen = section.columns or s.schema.names
     if features is not None:
         if columns is not None:

@@ -236,9 +236,7 @@ def misclassification(hist: np.ndarray, rate: float) -> float:
     function of exact counts, released only through :func:`select_grid`.
     """
     a, b = hist[..., 0], hist[..., 1]
-    x = np.abs(a - b)
-    rx = rate * x
-    return float(np.minimum(a, b).sum() + (x * np.exp(-rx) * (1.0 + rx / 2.0)).sum() / 2.0)
+    return float(np.minimum(a, b).sum() + np.sum(_flip_term(np.abs(a - b), rate)))
 
 
 @lru_cache(maxsize=64)

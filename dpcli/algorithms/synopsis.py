@@ -20,7 +20,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from dpcli.algorithms.privpfc import HIST_SENSITIVITY, Synopsis, quality_sensitivity
+from dpcli.algorithms.privpfc import (
+    HIST_SENSITIVITY,
+    HISTOGRAM,
+    Synopsis,
+    quality_sensitivity,
+)
 from dpcli.data.encode import EncodedBatch
 from dpcli.data.schema import (
     BinaryColumn,
@@ -63,7 +68,7 @@ def payload(syn: Synopsis, schema: Schema, cells_digest: str) -> dict[str, Any]:
     """The public description of the synopsis (grid.json's payload)."""
     used = [syn.hierarchies[j] for j in syn.used]
     kept = tuple(schema.column(h.column) for h in used)
-    eps_hist = syn.design.plan.step("histogram").budget.eps
+    eps_hist = syn.design.plan.step(HISTOGRAM).budget.eps
     totals = syn.counts.sum(axis=0)
     return {
         "grid": [{"column": h.column, "kind": h.kind, "level": syn.levels[j],

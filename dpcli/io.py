@@ -110,7 +110,8 @@ class Outputs:
 
 
 def envelope(kind: str, payload: dict[str, Any], *, dataset: str, spec_digest: str,
-             epsilon: float, delta: float, run_id: str, seeded: bool) -> dict[str, Any]:
+             epsilon: float, delta: float, run_id: str, seeded: bool,
+             neighbouring: str = NEIGHBOURING_RELATION) -> dict[str, Any]:
     """Wrap a released artefact with what is needed to trust and trace it.
 
     The envelope records the schema version, dpcli version, the neighbouring
@@ -125,7 +126,7 @@ def envelope(kind: str, payload: dict[str, Any], *, dataset: str, spec_digest: s
         "created": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "dataset": dataset,
         "spec_digest": spec_digest,
-        "neighbouring": NEIGHBOURING_RELATION,
+        "neighbouring": neighbouring,
         "epsilon": epsilon,
         "delta": delta,
         "ledger_run_id": run_id,

@@ -279,8 +279,12 @@ class Ledger:
 
     def reserve(self, plan: PlanLike, *, command: str, arguments: dict[str, Any],
                 spec_digest: str, input_file: str | None, input_digest: str | None,
-                seeded: bool) -> Reservation:
+                seeded: bool, neighbouring: str = NEIGHBOURING_RELATION) -> Reservation:
         """Charge ``plan.total`` to the dataset, or refuse.
+
+        ``neighbouring`` names the relation the run's guarantee holds under
+        (replace-one unless the command says otherwise, e.g. train-brc with
+        public features).
 
         Guarantees: on return the reserve line is fsynced and the charge fits
         in what remained; no two processes can both succeed when together they
@@ -312,7 +316,7 @@ class Ledger:
                 "spec_digest": spec_digest,
                 "input_file": input_file,
                 "input_digest": input_digest,
-                "neighbouring": NEIGHBOURING_RELATION,
+                "neighbouring": neighbouring,
                 "breakdown": breakdown,
                 "epsilon": charge_eps,
                 "delta": charge_dlt,

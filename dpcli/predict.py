@@ -42,8 +42,15 @@ def _grid(payload: dict[str, Any], path: Path) -> Model:
     return GridModel.from_payload(payload, path)
 
 
+def _brc(payload: dict[str, Any], path: Path) -> Model:
+    from dpcli.algorithms.brc import BRCModel
+
+    return BRCModel.from_payload(payload, path)
+
+
 LOADERS: dict[str, Callable[[dict[str, Any], Path], Model]] = {"naive_bayes": _naive_bayes,
-                                                               "grid_synopsis": _grid}
+                                                               "grid_synopsis": _grid,
+                                                               "brc": _brc}
 
 
 def load_model(path: Path) -> tuple[Model, dict[str, Any]]:

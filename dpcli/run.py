@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from dpcli import NEIGHBOURING_RELATION
 from dpcli.budget import Budget
 from dpcli.errors import BudgetExhausted
 from dpcli.ledger import Ledger, Reservation, input_digest
@@ -72,7 +73,8 @@ def prepare_source(spec: Spec, data: Path, columns: Sequence[str], total: Budget
 
 @contextmanager
 def charged(spec: Spec, plan: Plan, *, command: str, arguments: dict[str, Any],
-            input_path: Path, seeded: bool) -> Iterator[Charge]:
+            input_path: Path, seeded: bool,
+            neighbouring: str = NEIGHBOURING_RELATION) -> Iterator[Charge]:
     """Reserve ``plan.total`` in the ledger, then run the body; record how it ended.
 
     Raises BudgetExhausted (exit 3) before the body runs when the plan does
@@ -84,7 +86,8 @@ def charged(spec: Spec, plan: Plan, *, command: str, arguments: dict[str, Any],
     reservation = ledger.reserve(
         plan, command=command, arguments=arguments, spec_digest=spec.digest,
         input_file=str(Path(input_path).resolve()),
-        input_digest=input_digest(spec.ledger_path, input_path), seeded=seeded)
+        input_digest=input_digest(spec.ledger_path, input_path), seeded=seeded,
+        neighbouring=neighbouring)
     charge = Charge(reservation)
     try:
         yield charge

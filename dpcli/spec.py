@@ -135,9 +135,34 @@ class PublishGridSection:
     columns: tuple[str, ...] = ()
 
 
+@dataclass(frozen=True)
+class TrainBRCSection:
+    """``train-brc``: None leaves a value to ``brc.BRCConfig``'s default.
+
+    ``public`` lists the columns declared public knowledge; with any, and the
+    label not declared private, the partially private Algorithm 2 runs.
+    """
+
+    epsilon: float
+    rounds: int | str | None = None   # a number, or "auto"
+    c1: float | None = None
+    c2: float | None = None
+    columns: tuple[str, ...] = ()
+    public: tuple[str, ...] = ()
+    label_private: bool = False
+
+    def config_values(self) -> dict[str, Any]:
+        """The section's BRCConfig fields that were set (``rounds: auto`` is resolved from n)."""
+        out = _set(self, ("c1", "c2"))
+        if isinstance(self.rounds, int):
+            out["rounds"] = self.rounds
+        return out
+
+
 SECTIONS: dict[str, type] = {"tabulate": TabulateSection, "train-nb": TrainNBSection,
                              "select-features": SelectFeaturesSection, "roc": RocSection,
-                             "evaluate": EvaluateSection, "publish-grid": PublishGridSection}
+                             "evaluate": EvaluateSection, "publish-grid": PublishGridSection,
+                             "train-brc": TrainBRCSection}
 _TOP_KEYS = {"dataset", "description", "budget", "ledger", "label", "schema", "public_data",
              *SECTIONS}
 
@@ -365,7 +390,54 @@ def _parse_publish_grid(raw: Any, where: Where, schema: Schema) -> PublishGridSe
     return PublishGridSection(**out)
 
 
+def _rounds(raw: Any, where: Where) -> int | str:
+    """``rounds``: a whole number of boosting rounds, or ``auto`` (from ε, n, c1 and c2)."""
+    from dpcli.algorithms.brc import MAX_ROUNDS
+
+    if isinstance(raw, str):
+        if raw.strip().lower() == "auto":
+            return "auto"
+        raise where.error(f"must be a whole number or 'auto', got {raw!r}")
+    rounds = checks.integer(raw, where, minimum=1)
+    if rounds > MAX_ROUNDS:
+        raise where.error(f"must be at most {MAX_ROUNDS:,}, got {rounds:,}")
+    return rounds
+
+
+def _boost_constant(raw: Any, where: Where) -> float:
+    """c1 or c2: a finite number >= 1 (the private weights start at 1, inside [1/c1, c2])."""
+    value = float(checks.number(raw, where))
+    if not (math.isfinite(value) and value >= 1):
+        raise where.error(f"must be a finite number of at least 1, got {raw}")
+    return value
+
+
+def _parse_train_brc(raw: Any, where: Where, schema: Schema) -> TrainBRCSection:
+    keys = {"epsilon", "rounds", "c1", "c2", "columns", "public", "label_private"}
+    raw = checks.mapping(raw, where, allowed=keys, required={"epsilon"})
+    out: dict[str, Any] = {"epsilon": checks.epsilon(raw["epsilon"], where / "epsilon")}
+    if "rounds" in raw:
+        out["rounds"] = _rounds(raw["rounds"], where / "rounds")
+    for key in ("c1", "c2"):
+        if key in raw:
+            out[key] = _boost_constant(raw[key], where / key)
+    if "columns" in raw:
+        out["columns"] = _columns(raw["columns"], where / "columns", schema)
+    if "public" in raw:
+        out["public"] = _columns(raw["public"], where / "public", schema)
+        outside = [c for c in out["public"] if out.get("columns") and c not in out["columns"]]
+        if outside:
+            raise (where / "public").error(f"{outside[0]!r} is not one of the section's columns")
+    if "label_private" in raw:
+        if not isinstance(raw["label_private"], bool):
+            raise (where / "label_private").error("must be true or false")
+        out["label_private"] = raw["label_private"]
+    return TrainBRCSection(**out)
+
+
 def _parse_section(name: str, raw: Any, where: Where, schema: Schema) -> Any:
+    if name == "train-brc":
+        return _parse_train_brc(raw, where, schema)
     if name == "publish-grid":
         return _parse_publish_grid(raw, where, schema)
     if name == "roc":

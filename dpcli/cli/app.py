@@ -18,6 +18,7 @@ from dpcli.cli import (
     select_features_cmd,
     synthesize_cmd,
     tabulate_cmd,
+    train_brc_cmd,
     train_nb_cmd,
 )
 
@@ -26,7 +27,8 @@ HELP = f"""dpcli {__version__}: differentially private machine learning on tabul
 Every command that reads private values spends a declared ε from the
 dataset's lifetime budget, reserved in an append-only, hash-chained ledger
 before any value is read. Guarantees are ε-DP (or (ε, δ)-DP) under
-replace-one neighbours. Exit codes: 0 ok, 2 bad input or spec,
+replace-one neighbours (train-brc with public features: replace-one on the
+private features). Exit codes: 0 ok, 2 bad input or spec,
 3 budget exhausted, 1 unexpected.
 """
 
@@ -44,6 +46,7 @@ app.command("select-features")(select_features_cmd.select_features)
 app.command("publish-grid")(publish_grid_cmd.publish_grid)
 app.command("synthesize")(synthesize_cmd.synthesize)
 app.command("train-nb")(train_nb_cmd.train_nb)
+app.command("train-brc")(train_brc_cmd.train_brc)
 app.command("predict")(predict_cmd.predict)
 app.command("roc")(roc_cmd.roc)
 app.command("evaluate")(evaluate_cmd.evaluate)

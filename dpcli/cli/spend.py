@@ -13,22 +13,53 @@ from dpcli.mechanisms import Plan
 from dpcli.spec import Spec
 
 
-def show_plan(ui: UI, spec: Spec, plan: Plan) -> None:
+def show_plan(ui: UI, spec: Spec, plan: Plan, neighbouring: str | None = None) -> None:
     """Print the planned steps (mechanism, ε share, sensitivity and scale) before anything runs."""
     from rich.table import Table
 
+    from dpcli import NEIGHBOURING_RELATION
     from dpcli.budget import format_amount
 
-    table = Table(title=f"privacy plan for dataset {spec.dataset} (replace-one neighbours)",
+    relation = neighbouring or NEIGHBOURING_RELATION
+    table = Table(title=f"privacy plan for dataset {spec.dataset} (neighbours: {relation})",
                   title_justify="left")
     for col in ("step", "mechanism", "ε", "δ", "calibration"):
         table.add_column(col, justify="right" if col in ("ε", "δ") else "left")
-    for step in plan:
-        table.add_row(step.name, step.mechanism, format_amount(step.budget.epsilon),
+    for name, step in _numbered_runs(plan):
+        table.add_row(name, step.mechanism, format_amount(step.budget.epsilon),
                       format_amount(step.budget.delta), step.note)
     ui.show(table)
-    ui.say("Δ: L1 sensitivity under replace-one; scale = Δ / ε of the step; total "
+    ui.say(f"Δ: L1 sensitivity under {relation}; scale = Δ / ε of the step; total "
            f"{plan.total}")
+
+
+def _numbered_runs(plan: Plan) -> list[tuple[str, Any]]:
+    """Steps for display, a run of like steps named prefix1 … prefixK shown as one row.
+
+    Like steps share mechanism, budget and note; the row shows "each" ε
+    (e.g. 25 boosting rounds). The ledger keeps every step.
+    """
+    import re
+
+    rows: list[tuple[str, Any]] = []
+    runs: list[tuple[str, int, int, Any]] = []   # prefix, first, last, step
+    for step in plan:
+        m = re.fullmatch(r"(.*?)(\d+)", step.name)
+        if m and runs and runs[-1][0] == m.group(1) and runs[-1][2] + 1 == int(m.group(2)) \
+                and (runs[-1][3].mechanism, runs[-1][3].budget, runs[-1][3].note) == (
+                    step.mechanism, step.budget, step.note):
+            prefix, first, _, kept = runs[-1]
+            runs[-1] = (prefix, first, int(m.group(2)), kept)
+        elif m:
+            runs.append((m.group(1), int(m.group(2)), int(m.group(2)), step))
+        else:
+            runs.append((step.name, -1, -1, step))
+    for prefix, first, last, step in runs:
+        if first < 0 or first == last:
+            rows.append((step.name, step))
+        else:
+            rows.append((f"{prefix}{first}…{last} (each)", step))
+    return rows
 
 
 def dry_run_exit(ui: UI, spec: Spec, plan: Plan,
@@ -112,7 +143,8 @@ def noise_generator(ui: UI, spec: Spec, seed: int | None) -> Any:
 
 def preflight(ui: UI, spec: Spec, plan: Plan | Callable[[int], Plan], data: Any, columns: Any,
               out: Any, out_files: list[Any], dry_run: bool, *,
-              total: Budget | None = None, require_out: bool = True) -> tuple[Any, Plan]:
+              total: Budget | None = None, require_out: bool = True,
+              neighbouring: str | None = None) -> tuple[Any, Plan]:
     """Every check a spending command makes before its charge; returns the source and plan.
 
     ``out`` is required unless ``dry_run``; ``out_files`` must be writable; the
@@ -136,7 +168,7 @@ def preflight(ui: UI, spec: Spec, plan: Plan | Callable[[int], Plan], data: Any,
     source, n = prepare_source(spec, data, columns, total, dry_run=dry_run)
     if not isinstance(plan, Plan):
         plan = plan(n)
-    show_plan(ui, spec, plan)
+    show_plan(ui, spec, plan, neighbouring)
     if dry_run:
         dry_run_exit(ui, spec, plan)
     return source, plan
@@ -151,10 +183,12 @@ def compute_stats(ui: UI, source: Any, request: Any, rng: Any, label: str = "rea
 
 
 def release_json(kind: str, payload: dict[str, Any], spec: Spec, plan: Plan, charge: Any,
-                 seeded: bool) -> str:
+                 seeded: bool, neighbouring: str | None = None) -> str:
     """The JSON text of a released artefact, tied to this run's spec, spend and ledger entry."""
+    from dpcli import NEIGHBOURING_RELATION
     from dpcli.io import dumps_json, envelope
 
     return dumps_json(envelope(kind, payload, dataset=spec.dataset, spec_digest=spec.digest,
                                epsilon=plan.total.eps, delta=plan.total.dlt,
-                               run_id=charge.run_id, seeded=seeded))
+                               run_id=charge.run_id, seeded=seeded,
+                               neighbouring=neighbouring or NEIGHBOURING_RELATION))

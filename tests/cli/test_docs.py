@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-COMMANDS = [["inspect"], ["tabulate"], ["select-features"], ["train-nb"], ["predict"],
+COMMANDS = [["inspect"], ["tabulate"], ["select-features"], ["train-nb"], ["train-brc"],
+            ["predict"],
             ["roc"], ["evaluate"], ["publish-grid"], ["synthesize"], ["ledger", "init"],
             ["ledger", "show"], ["ledger", "verify"]]
 README = (Path(__file__).parents[2] / "README.md").read_text()
@@ -24,8 +25,8 @@ def test_all_commands_are_listed() -> None:
     from dpcli.cli.app import app
 
     names = {c.name for c in app.registered_commands} | {g.name for g in app.registered_groups}
-    assert names == {"inspect", "tabulate", "select-features", "train-nb", "predict", "roc",
-                     "evaluate", "publish-grid", "synthesize", "ledger"}
+    assert names == {"inspect", "tabulate", "select-features", "train-nb", "train-brc",
+                     "predict", "roc", "evaluate", "publish-grid", "synthesize", "ledger"}
 
 
 def test_top_level_help_and_version(cli) -> None:

@@ -1,0 +1,583 @@
+"""Boosting with random classifiers (brc): Shen, Krishnaswamy, Kulkarni & Munagala.
+
+AdaBoost in which the learner on *private* features ignores the data: each
+round draws a random linear classifier (every coefficient and the intercept
+uniform on [-1, 1], features scaled into [-1, 1] with their *declared*
+bounds). Only its weighted error on the data is released, with Laplace
+noise; the private weights are clipped to [1/c1, c2] so that one record
+moves that error by at most c1·c2/n (Lemma 1). Everything else is
+post-processing of the released errors.
+
+Two modes:
+
+* ``partial`` (Algorithm 2): some features and the label are *public*. A
+  weighted decision stump on the public features competes with the random
+  private classifier each round; the one whose error is farther from 1/2
+  wins. Public and private weights are kept apart. The guarantee is ε-DP
+  for neighbours that differ in the *private features* of one record (the
+  label and public features are public knowledge by declaration).
+* ``private`` (Algorithm 3): every feature and the label are private;
+  ε-DP under replace-one neighbours, dpcli's default relation.
+
+Choices where the paper leaves room (each is post-processing or data-free):
+
+* public learner: a weighted decision stump (a numeric threshold, or one
+  class per category). It is AdaBoost's classic weak learner, exact and
+  vectorised (one sort per column before the first round, a cumulative sum
+  per round), and it needs no solver; a weighted logistic regression
+  refitted on re-weighted public rows would give nearly the same
+  hyperplane every round, adding little to the ensemble;
+* intercept: uniform on [-1, 1], as in Algorithm 2, also in the all-private
+  mode (the paper reports zero and uniform alike; its exponential-mechanism
+  intercept would spend budget every round);
+* categorical features enter a random classifier one-hot (one uniform
+  coefficient per declared level, ``other`` included); binary ones as a
+  two-level categorical;
+* the noisy error is clipped to [0, 1] (a true error lies there), so
+  α_t = 1/2 − err_t lies in [−1/2, 1/2]. The paper's "implementation
+  details" print α_t = err_t − 1/2, the opposite sign of its pseudo-code;
+  dpcli follows the pseudo-code (a better-than-chance classifier votes with
+  a positive weight and its misclassified records gain weight);
+* score: ``1 / (1 + exp(-4 F))`` with F = Σ α_t h_t(x). With α_t = 1/2 − e
+  and e near 1/2, AdaBoost's log((1 − e)/e) ≈ 4 α_t, and AdaBoost's F
+  estimates the log-odds (Friedman, Hastie & Tibshirani 2000), so this is
+  the boosting link on the paper's scale. It is monotone in F (all ROC
+  needs); how well calibrated it is is measured in benchmarks/brc_accuracy.py.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from dpcli.budget import Budget
+from dpcli.data.encode import EncodedBatch
+from dpcli.data.schema import (
+    BinaryColumn,
+    CategoricalColumn,
+    NumericColumn,
+    Schema,
+    schema_from_dict,
+    schema_to_dict,
+)
+from dpcli.mechanisms import Plan, laplace_mechanism
+
+KIND = "brc"
+MODES = ("partial", "private")
+ROUNDS = 25                 # the paper's T (§5.1)
+MAX_ROUNDS = 10_000
+C_DEFAULT = math.sqrt(2)    # the paper's c1 = c2 (§5.1)
+RULE_OF_THUMB = 0.5         # §4: keep c1·c2·T / (ε·n) at most this
+STEP = "error_round_"       # plan step names: error_round_1 ... error_round_T
+LINK = 4.0                  # score = 1 / (1 + exp(-LINK · F))
+
+
+@dataclass(frozen=True)
+class BRCConfig:
+    """Parameters of a brc run (the paper's defaults)."""
+
+    rounds: int = ROUNDS
+    c1: float = C_DEFAULT
+    c2: float = C_DEFAULT
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.rounds <= MAX_ROUNDS:
+            raise ValueError(f"rounds must be in [1, {MAX_ROUNDS}], got {self.rounds}")
+        for name in ("c1", "c2"):
+            value = getattr(self, name)
+            if not (math.isfinite(value) and value >= 1):
+                # the weights start at 1, which must lie in [1/c1, c2]
+                raise ValueError(f"{name} must be a finite number >= 1, got {value}")
+
+
+# ------------------------------------------------------------------ privacy
+
+
+def error_sensitivity(c1: float, c2: float, n: int) -> float:
+    """Replace-one sensitivity of a weighted error with weights in [1/c1, c2] (Lemma 1).
+
+    err = Σ w_i·miss_i / Σ w_i. Replacing record n changes its weight
+    within [1/c1, c2] and its miss bit; the change is at most
+    max(w_n, w'_n) / Σ w ≤ c2 / (n / c1) = c1·c2 / n. The other records'
+    weights are the same on both datasets given the released history: they
+    depend only on their own rows and the released α's and classifiers.
+    """
+    return c1 * c2 / n
+
+
+def noise_scale(config: BRCConfig, epsilon: float, n: int) -> float:
+    """Laplace scale of each round's error: c1·c2·T / (ε·n) (each round spends ε/T)."""
+    return error_sensitivity(config.c1, config.c2, n) * config.rounds / epsilon
+
+
+def auto_rounds(epsilon: float, n: int, c1: float, c2: float) -> int:
+    """The most rounds, up to the paper's 25, that keep c1·c2·T/(ε·n) ≤ 1/2 (at least 1)."""
+    fit = math.floor(RULE_OF_THUMB * epsilon * n / (c1 * c2) + 1e-9)
+    return max(1, min(ROUNDS, fit))
+
+
+def plan(total: Budget, config: BRCConfig, n: int) -> Plan:
+    """One Laplace step per round, ε/T each (basic composition over the T released errors)."""
+    sens = error_sensitivity(config.c1, config.c2, n)
+    scale = noise_scale(config, float(total.epsilon), n)
+    note = f"Δ = c1·c2/n = {sens:.3g} (weighted error, Lemma 1), scale {scale:.3g}"
+    steps = {f"{STEP}{t}": ("laplace", 1) for t in range(1, config.rounds + 1)}
+    return Plan.split(total, steps).with_notes({name: note for name in steps})
+
+
+def resolve_mode(columns: Sequence[str], public: Sequence[str],
+                 label_private: bool) -> tuple[str, tuple[str, ...]]:
+    """``partial`` with the public columns among ``columns``, or ``private`` with none.
+
+    Algorithm 2 needs a public label: with ``label_private`` (or no public
+    column) every feature and the label are treated as private (Algorithm 3).
+    """
+    chosen = tuple(c for c in columns if c in set(public))
+    if label_private or not chosen:
+        return "private", ()
+    return "partial", chosen
+
+
+def relation(mode: str, public: Sequence[str]) -> str:
+    """The neighbouring relation a run's ε holds under, as the ledger and outputs state it."""
+    if mode == "private":
+        return "replace-one"
+    return f"replace-one on private features; public, not protected: label, {', '.join(public)}"
+
+
+# ------------------------------------------------------------------ inputs
+
+
+@dataclass
+class Inputs:
+    """Rows of some columns in memory, as both learners read them.
+
+    ``numeric``: (n, d) float64 scaled into [-1, 1] by the declared bounds;
+    ``codes``: int codes of categorical / binary columns (``n_levels`` each).
+    """
+
+    numeric_names: tuple[str, ...]
+    numeric: np.ndarray
+    codes: dict[str, np.ndarray] = field(default_factory=dict)
+    n_levels: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def n(self) -> int:
+        return int(self.numeric.shape[0])
+
+    @classmethod
+    def from_columns(cls, schema: Schema, names: Sequence[str],
+                     columns: dict[str, np.ndarray], n: int) -> Inputs:
+        numeric_names = tuple(c for c in names if isinstance(schema.column(c), NumericColumn))
+        numeric = np.empty((n, len(numeric_names)), dtype=np.float64)
+        for j, name in enumerate(numeric_names):
+            col = schema.column(name)
+            assert isinstance(col, NumericColumn)
+            numeric[:, j] = scale(np.asarray(columns[name], dtype=np.float64), col)
+        codes, levels = {}, {}
+        for name in names:
+            col = schema.column(name)
+            if isinstance(col, CategoricalColumn | BinaryColumn):
+                codes[name] = np.asarray(columns[name], dtype=np.int32)
+                levels[name] = len(col.levels)
+        return cls(numeric_names, numeric, codes, levels)
+
+
+def scale(x: np.ndarray, column: NumericColumn) -> np.ndarray:
+    """``x`` (already clamped to the declared bounds) mapped linearly onto [-1, 1]."""
+    return np.clip(2.0 * (x - column.lower) / column.width - 1.0, -1.0, 1.0)
+
+
+def usable(column: Any) -> bool:
+    return isinstance(column, NumericColumn | CategoricalColumn | BinaryColumn)
+
+
+# ------------------------------------------------------------------ learners
+
+
+@dataclass(frozen=True)
+class Hyperplane:
+    """A random linear classifier: sign(b + Σ w_j x_j + Σ_c W_c[level])."""
+
+    intercept: float
+    numeric: np.ndarray
+    levels: dict[str, np.ndarray]
+
+    def margin(self, x: Inputs) -> np.ndarray:
+        z = x.numeric @ self.numeric + self.intercept
+        for name, weights in self.levels.items():
+            z += weights[x.codes[name]]
+        return z
+
+    def predict(self, x: Inputs) -> np.ndarray:
+        return np.where(self.margin(x) >= 0, 1, -1).astype(np.int8)
+
+
+def random_hyperplane(x: Inputs, rng: np.random.Generator) -> Hyperplane:
+    """Every coefficient and the intercept uniform on [-1, 1]; reads no data (sizes only)."""
+    intercept = float(rng.uniform(-1.0, 1.0))
+    numeric = rng.uniform(-1.0, 1.0, size=len(x.numeric_names))
+    levels = {name: rng.uniform(-1.0, 1.0, size=k) for name, k in x.n_levels.items()}
+    return Hyperplane(intercept, numeric, levels)
+
+
+@dataclass(frozen=True)
+class Stump:
+    """A one-column classifier: ``above`` if x > threshold else −above, or a sign per level."""
+
+    column: str
+    threshold: float | None = None
+    above: int = 1
+    signs: np.ndarray | None = None
+
+    def predict(self, x: Inputs, raw: dict[str, np.ndarray]) -> np.ndarray:
+        if self.signs is not None:
+            return self.signs[x.codes[self.column]]
+        values = raw[self.column]
+        return np.where(values > self.threshold, self.above, -self.above).astype(np.int8)
+
+
+@dataclass
+class PublicColumns:
+    """Public columns for the stump learner: raw numeric values sorted once, codes as is."""
+
+    inputs: Inputs
+    raw: dict[str, np.ndarray]                  # numeric public values (declared units)
+    order: dict[str, np.ndarray] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for name, values in self.raw.items():
+            self.order[name] = np.argsort(values, kind="stable")
+
+
+def fit_stump(public: PublicColumns, y: np.ndarray, w: np.ndarray) -> tuple[Stump, float]:
+    """The stump of least weighted error over every public column, and that error.
+
+    Public rows, public labels and public weights only: no privacy cost.
+    """
+    total = float(w.sum())
+    pos_w = np.where(y > 0, w, 0.0)
+    neg_w = w - pos_w
+    best: tuple[float, Stump] | None = None
+    for name, codes in public.inputs.codes.items():
+        k = public.inputs.n_levels[name]
+        pos = np.bincount(codes, weights=pos_w, minlength=k)
+        neg = np.bincount(codes, weights=neg_w, minlength=k)
+        default = 1 if pos.sum() >= neg.sum() else -1
+        signs = np.where(pos > neg, 1, np.where(neg > pos, -1, default)).astype(np.int8)
+        err = float(np.minimum(pos, neg).sum()) / total
+        if best is None or err < best[0]:
+            best = (err, Stump(name, signs=signs))
+    for name, values in public.raw.items():
+        order = public.order[name]
+        xs = values[order]
+        # "+1 above the cut": errors are positives at or below it and negatives above it
+        below_pos = np.cumsum(pos_w[order])
+        below_neg = np.cumsum(neg_w[order])
+        err_up = below_pos + (below_neg[-1] - below_neg)
+        cut = np.flatnonzero(xs[:-1] < xs[1:])          # cut after position i
+        if cut.size == 0:
+            continue
+        up = err_up[cut]
+        down = total - up
+        i_up, i_down = int(np.argmin(up)), int(np.argmin(down))
+        if up[i_up] <= down[i_down]:
+            i, above, err = cut[i_up], 1, float(up[i_up]) / total
+        else:
+            i, above, err = cut[i_down], -1, float(down[i_down]) / total
+        if best is None or err < best[0]:
+            threshold = float((xs[i] + xs[i + 1]) / 2)
+            best = (err, Stump(name, threshold=threshold, above=above))
+    assert best is not None
+    return best[1], best[0]
+
+
+def weighted_error(miss: np.ndarray, w: np.ndarray) -> float:
+    """Σ w_i·miss_i / Σ w_i: the statistic each round releases (with noise) for the private side."""
+    return float(np.dot(w, miss) / w.sum())
+
+
+def clipped_update(w: np.ndarray, miss: np.ndarray, alpha: float, c1: float,
+                   c2: float) -> np.ndarray:
+    """The paper's rule: w·exp(α·miss) where that stays in [1/c1, c2], else w unchanged.
+
+    Keeps every private weight in [1/c1, c2] (they start at 1), which is
+    what bounds the weighted error's sensitivity.
+    """
+    candidate = w * np.exp(alpha * miss)
+    keep = (candidate <= c2) & (candidate >= 1.0 / c1)
+    return np.where(keep, candidate, w)
+
+
+# ------------------------------------------------------------------ training
+
+
+@dataclass(frozen=True)
+class Round:
+    """One member of the ensemble: its vote weight α and the chosen classifier."""
+
+    alpha: float
+    hyperplane: Hyperplane | None = None
+    stump: Stump | None = None
+
+    @property
+    def kind(self) -> str:
+        return "private" if self.hyperplane is not None else "public"
+
+
+@dataclass
+class Trace:
+    """What each round released about the private side (for tests and diagnostics).
+
+    ``hyperplanes[t]`` and ``noisy_errors[t]`` are round t's random private
+    classifier and its released error, whether or not it was chosen.
+    """
+
+    hyperplanes: list[Hyperplane] = field(default_factory=list)
+    noisy_errors: list[float] = field(default_factory=list)
+    chosen: list[str] = field(default_factory=list)
+
+
+@dataclass
+class TrainingSet:
+    """Labels as ±1 (+1 the positive class), the private inputs, and the public ones if any."""
+
+    y: np.ndarray
+    private: Inputs
+    public: PublicColumns | None = None
+
+    @property
+    def n(self) -> int:
+        return int(self.y.shape[0])
+
+
+def train(data: TrainingSet, config: BRCConfig, epsilon: float, rng: np.random.Generator,
+          progress: Callable[[int], None] | None = None) -> tuple[list[Round], Trace]:
+    """Run Algorithm 2 (with public columns) or Algorithm 3 (without); ε-DP in all.
+
+    Releases: for each of the T rounds, the weighted error of a random
+    linear classifier on the private features, plus Laplace noise of scale
+    c1·c2·T/(ε·n) (sensitivity c1·c2/n, :func:`error_sensitivity`; ε/T per
+    round, ε in total by basic composition). The classifier is drawn
+    without looking at the data; the choice between it and the public
+    stump, α_t and every weight update are functions of the released
+    errors and of public data, so the ensemble costs nothing more.
+    """
+    n = data.n
+    y = data.y
+    sens = error_sensitivity(config.c1, config.c2, n)
+    eps_round = epsilon / config.rounds
+    w_pri = np.ones(n)
+    w_pub = np.ones(n)
+    rounds: list[Round] = []
+    trace = Trace()
+    for _ in range(config.rounds):
+        h = random_hyperplane(data.private, rng)
+        miss_pri = (h.predict(data.private) != y).astype(np.float64)
+        noisy = float(laplace_mechanism(weighted_error(miss_pri, w_pri), sensitivity=sens,
+                                        epsilon=eps_round, rng=rng))
+        trace.hyperplanes.append(h)
+        trace.noisy_errors.append(noisy)
+        err_pri = min(1.0, max(0.0, noisy))  # post-processing: a true error lies in [0, 1]
+        if data.public is not None:
+            stump, err_pub = fit_stump(data.public, y, w_pub)
+            if abs(0.5 - err_pub) > abs(0.5 - err_pri):
+                alpha = 0.5 - err_pub
+                miss_pub = stump.predict(data.public.inputs, data.public.raw) != y
+                w_pub = w_pub * np.exp(alpha * miss_pub)
+                rounds.append(Round(alpha, stump=stump))
+                trace.chosen.append("public")
+                if progress is not None:
+                    progress(1)
+                continue
+        alpha = 0.5 - err_pri
+        w_pri = clipped_update(w_pri, miss_pri, alpha, config.c1, config.c2)
+        rounds.append(Round(alpha, hyperplane=h))
+        trace.chosen.append("private")
+        if progress is not None:
+            progress(1)
+    return rounds, trace
+
+
+def replay_errors(data: TrainingSet, trace: Trace, config: BRCConfig) -> list[float]:
+    """The true (noise-free) private errors of a training run's rounds on ``data``.
+
+    Follows the released history (classifiers, noisy errors, choices), so the
+    private weights evolve as they would on ``data`` given those outputs:
+    the quantity whose replace-one change Lemma 1 bounds, round by round.
+    """
+    w = np.ones(data.n)
+    out = []
+    for h, noisy, kind in zip(trace.hyperplanes, trace.noisy_errors, trace.chosen,
+                              strict=True):
+        miss = (h.predict(data.private) != data.y).astype(np.float64)
+        out.append(weighted_error(miss, w))
+        if kind == "private":
+            alpha = 0.5 - min(1.0, max(0.0, noisy))
+            w = clipped_update(w, miss, alpha, config.c1, config.c2)
+    return out
+
+
+# ------------------------------------------------------------------ model
+
+
+@dataclass
+class BRCModel:
+    """The released ensemble; predicts without touching training data."""
+
+    schema: Schema
+    columns: tuple[str, ...]
+    mode: str
+    public_columns: tuple[str, ...]
+    rounds: list[Round]
+    config: BRCConfig
+    n: int
+    epsilon: float
+
+    def margin(self, batch: EncodedBatch) -> np.ndarray:
+        """F(x) = Σ_t α_t h_t(x) for every record of ``batch``."""
+        x = Inputs.from_columns(self.schema, self.private_columns, batch.columns, batch.n)
+        pub = Inputs.from_columns(self.schema, self.public_columns, batch.columns, batch.n)
+        raw = {c: np.asarray(batch.columns[c], dtype=np.float64) for c in pub.numeric_names}
+        f = np.zeros(batch.n)
+        for r in self.rounds:
+            vote = (r.hyperplane.predict(x) if r.hyperplane is not None
+                    else r.stump.predict(pub, raw))  # type: ignore[union-attr]
+            f += r.alpha * vote
+        return f
+
+    @property
+    def private_columns(self) -> tuple[str, ...]:
+        return tuple(c for c in self.columns if c not in self.public_columns)
+
+    def predict_proba(self, batch: EncodedBatch) -> np.ndarray:
+        """Columns in the label's class order; the positive class gets 1/(1+exp(−4F))."""
+        p = 1.0 / (1.0 + np.exp(-LINK * self.margin(batch)))
+        pos = self.schema.label.positive_index
+        pos = 1 if pos is None else pos
+        out = np.empty((batch.n, 2))
+        out[:, pos] = p
+        out[:, 1 - pos] = 1.0 - p
+        return out
+
+    # ---------------------------------------------------------- serialise
+
+    def to_payload(self) -> dict[str, Any]:
+        scaling = {c.name: {"lower": c.lower, "upper": c.upper, "onto": [-1, 1]}
+                   for c in self.schema.columns
+                   if isinstance(c, NumericColumn) and c.name in self.private_columns}
+        return {
+            "mode": self.mode,
+            "algorithm": ("Shen et al., Algorithm 2 (partially private features)"
+                          if self.mode == "partial"
+                          else "Shen et al., Algorithm 3 (all private)"),
+            "columns": list(self.columns),
+            "public_columns": list(self.public_columns),
+            "private_columns": list(self.private_columns),
+            "label_public": self.mode == "partial",
+            "n": self.n,
+            "T": self.config.rounds, "c1": self.config.c1, "c2": self.config.c2,
+            "epsilon_per_round": self.epsilon / self.config.rounds,
+            "error_sensitivity": error_sensitivity(self.config.c1, self.config.c2, self.n),
+            "noise_scale": noise_scale(self.config, self.epsilon, self.n),
+            "scaling": scaling,
+            "score": f"1 / (1 + exp(-{LINK:g}·F)), F = Σ_t alpha_t·h_t(x), h_t in {{-1, +1}} "
+                     "(+1 = the positive class)",
+            "ensemble": [self._round_json(t, r) for t, r in enumerate(self.rounds, 1)],
+            "schema": schema_to_dict(self.schema),
+        }
+
+    def _round_json(self, t: int, r: Round) -> dict[str, Any]:
+        out: dict[str, Any] = {"round": t, "kind": r.kind, "alpha": r.alpha}
+        if r.hyperplane is not None:
+            h = r.hyperplane
+            weights: dict[str, Any] = {}
+            numeric = dict(zip(self._numeric(self.private_columns), h.numeric, strict=True))
+            for c in self.private_columns:
+                if c in numeric:
+                    weights[c] = float(numeric[c])
+                else:
+                    levels = self.schema.column(c).levels  # type: ignore[union-attr]
+                    weights[c] = dict(zip(levels, map(float, h.levels[c]), strict=True))
+            out.update(intercept=h.intercept, weights=weights)
+        else:
+            s = r.stump
+            assert s is not None
+            out["column"] = s.column
+            if s.signs is not None:
+                levels = self.schema.column(s.column).levels  # type: ignore[union-attr]
+                out["signs"] = dict(zip(levels, map(int, s.signs), strict=True))
+            else:
+                out.update(threshold=s.threshold, above=s.above)
+        return out
+
+    def _numeric(self, names: Iterable[str]) -> tuple[str, ...]:
+        return tuple(c for c in names if isinstance(self.schema.column(c), NumericColumn))
+
+    @classmethod
+    def from_payload(cls, payload: dict[str, Any], path: Path) -> BRCModel:
+        schema = schema_from_dict(payload["schema"], path)
+        columns = tuple(payload["columns"])
+        public = tuple(payload["public_columns"])
+        private = tuple(c for c in columns if c not in public)
+        numeric = tuple(c for c in private if isinstance(schema.column(c), NumericColumn))
+        rounds = []
+        for r in payload["ensemble"]:
+            alpha = float(r["alpha"])
+            if r["kind"] == "private":
+                w = r["weights"]
+                levels = {c: np.array([float(w[c][v]) for v in schema.column(c).levels])
+                          for c in private if c not in numeric}  # type: ignore[union-attr]
+                h = Hyperplane(float(r["intercept"]),
+                               np.array([float(w[c]) for c in numeric]), levels)
+                rounds.append(Round(alpha, hyperplane=h))
+            elif r["kind"] == "public":
+                column = str(r["column"])
+                if "signs" in r:
+                    col_levels = schema.column(column).levels  # type: ignore[union-attr]
+                    signs = np.array([int(r["signs"][v]) for v in col_levels], dtype=np.int8)
+                    rounds.append(Round(alpha, stump=Stump(column, signs=signs)))
+                else:
+                    rounds.append(Round(alpha, stump=Stump(column, float(r["threshold"]),
+                                                           int(r["above"]))))
+            else:
+                raise ValueError(f"unknown round kind {r['kind']!r}")
+        config = BRCConfig(int(payload["T"]), float(payload["c1"]), float(payload["c2"]))
+        epsilon = float(payload["epsilon_per_round"]) * config.rounds
+        return cls(schema, columns, str(payload["mode"]), public, rounds, config,
+                   int(payload["n"]), epsilon)
+
+
+def model_schema(schema: Schema, columns: Sequence[str]) -> Schema:
+    """The spec's schema restricted to ``columns`` (what the model file carries)."""
+    return Schema(columns=tuple(schema.column(c) for c in columns), label=schema.label,
+                  source=schema.source)
+
+
+def training_set(batches: Iterable[EncodedBatch], schema: Schema, columns: Sequence[str],
+                 public: Sequence[str], positive: int,
+                 progress: Callable[[int], None] | None = None) -> TrainingSet:
+    """Every row of ``columns`` in memory, split into private and public inputs."""
+    parts: dict[str, list[np.ndarray]] = {c: [] for c in columns}
+    labels = []
+    for batch in batches:
+        for c in columns:
+            parts[c].append(np.asarray(batch.columns[c]))
+        labels.append(batch.label)
+        if progress is not None:
+            progress(batch.n)
+    y = np.where(np.concatenate(labels) == positive, 1, -1).astype(np.int8) if labels \
+        else np.zeros(0, dtype=np.int8)
+    merged = {c: np.concatenate(p) if p else np.zeros(0) for c, p in parts.items()}
+    private = [c for c in columns if c not in public]
+    pub = None
+    if public:
+        inputs = Inputs.from_columns(schema, public, merged, y.shape[0])
+        raw = {c: np.asarray(merged[c], dtype=np.float64) for c in inputs.numeric_names}
+        pub = PublicColumns(inputs, raw)
+    return TrainingSet(y, Inputs.from_columns(schema, private, merged, y.shape[0]), pub)

@@ -1,0 +1,191 @@
+"""``dpcli train-brc``: boosting with random classifiers (Shen et al.)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from dpcli.cli.common import (
+    DataArg,
+    DryRunOpt,
+    EpsilonOpt,
+    JsonOpt,
+    QuietOpt,
+    SeedOpt,
+    SpecOpt,
+    VerboseOpt,
+    handle_errors,
+)
+from dpcli.cli.ui import UI
+
+
+@handle_errors
+def train_brc(
+    data: DataArg,
+    spec: SpecOpt,
+    out: Annotated[Path | None, typer.Option(
+        "--out", "-o", help="Model JSON to write (required unless --dry-run).")] = None,
+    rounds: Annotated[str | None, typer.Option(
+        "--rounds", "-T", help="Boosting rounds T, or 'auto': the most rounds up to 25 with "
+        "c1·c2·T/(ε·n) ≤ 1/2. Default: the spec's, else 25.")] = None,
+    c1: Annotated[float | None, typer.Option(
+        "--c1", help="Private weights stay ≥ 1/c1 (≥ 1; default √2).")] = None,
+    c2: Annotated[float | None, typer.Option(
+        "--c2", help="Private weights stay ≤ c2 (≥ 1; default √2).")] = None,
+    columns: Annotated[str | None, typer.Option(
+        help="Comma-separated feature columns (default: the spec's 'train-brc.columns', else "
+        "every numeric, categorical and binary column).")] = None,
+    epsilon: EpsilonOpt = None,
+    seed: SeedOpt = None,
+    dry_run: DryRunOpt = False,
+    json: JsonOpt = False,
+    quiet: QuietOpt = False,
+    verbose: VerboseOpt = False,
+) -> None:
+    """Train a private boosted linear classifier (brc, Shen et al.).
+
+    Each of T rounds draws a random linear classifier over the private
+    features (they are scaled into [-1, 1] with their declared bounds) and
+    releases its weighted error with Laplace noise of scale
+    c1·c2·T/(ε·n), spending ε/T. The private weights are clipped to
+    [1/c1, c2], so one record moves that error by at most c1·c2/n.
+
+    Columns listed under the spec's 'train-brc: public:' are public
+    knowledge, and so is the label: a weighted decision stump on them competes
+    each round at no privacy cost (Algorithm 2), and ε protects the private
+    features only. With no public column, or 'label_private: true', every
+    feature and the label are private (Algorithm 3, replace-one).
+
+    Example:
+
+        dpcli train-brc sample_data/adult_train.parquet --spec configs/adult.yaml \\
+            --out models/brc.json --epsilon 0.16
+        dpcli predict models/brc.json sample_data/adult_test.parquet --out preds.parquet
+    """
+    from dataclasses import replace
+
+    from dpcli.algorithms import brc
+    from dpcli.budget import Budget
+    from dpcli.cli.spend import (
+        noise_generator,
+        preflight,
+        release_json,
+        report_data,
+        resolve_section,
+    )
+    from dpcli.errors import UsageError
+    from dpcli.io import Outputs
+    from dpcli.mechanisms import Plan
+    from dpcli.run import charged
+    from dpcli.spec import TrainBRCSection, load_spec
+
+    ui = UI(quiet=quiet, json=json)
+    s = load_spec(spec)
+    overrides = {"rounds": _rounds(rounds), "c1": _constant("--c1", c1),
+                 "c2": _constant("--c2", c2)}
+    section = resolve_section(s, "train-brc", TrainBRCSection, epsilon, columns, **overrides)
+    if s.schema.n_classes != 2:
+        raise UsageError(f"train-brc needs a binary label; {s.path}: label.classes declares "
+                         f"{s.schema.n_classes}")
+    chosen = section.columns or tuple(c for c in s.schema.names
+                                      if brc.usable(s.schema.column(c)))
+    for c in chosen:
+        if not brc.usable(s.schema.column(c)):
+            raise UsageError(f"train-brc: column {c!r} is a {s.schema.column(c).kind} column; "
+                             "brc reads numeric, categorical and binary columns")
+    mode, public = brc.resolve_mode(chosen, section.public, section.label_private)
+    if mode == "partial" and len(public) == len(chosen):
+        raise UsageError(f"train-brc: every chosen column is declared public in {s.path}; "
+                         "brc needs at least one private feature to spend ε on")
+    if section.public and mode == "private":
+        why = ("label_private: true" if section.label_private
+               else "none of the public columns is among the chosen ones")
+        ui.say(f"note: {why}: every feature and the label are treated as private "
+               "(Algorithm 3)", markup=False)
+    neighbouring = brc.relation(mode, public)
+    total = Budget(section.epsilon)
+    base = brc.BRCConfig(**{k: v for k, v in section.config_values().items()
+                            if k != "rounds"})
+    configs: list[brc.BRCConfig] = []
+
+    def plan_for(n: int) -> Plan:
+        if n == 0:
+            raise UsageError(f"{data}: holds no rows to train on")
+        t = (brc.auto_rounds(section.epsilon, n, base.c1, base.c2) if section.rounds == "auto"
+             else section.config_values().get("rounds", base.rounds))
+        configs.append(replace(base, rounds=t))
+        ratio = brc.noise_scale(configs[-1], section.epsilon, n)
+        if ratio > brc.RULE_OF_THUMB:
+            ui.warn(f"c1·c2·T/(ε·n) = {ratio:.3g} exceeds the paper's rule of thumb "
+                    f"({brc.RULE_OF_THUMB:g}): the noise may swamp each round's error. Use "
+                    "--rounds auto, fewer rounds or more ε.")
+        return brc.plan(total, configs[-1], n)
+
+    source, plan = preflight(ui, s, plan_for, data, chosen, out, [out], dry_run, total=total,
+                             neighbouring=neighbouring)
+    assert out is not None
+    config = configs[-1]
+    outputs = Outputs()
+    rng = noise_generator(ui, s, seed)
+    arguments = {"data": str(data.resolve()), "out": str(out.resolve()), "columns": list(chosen),
+                 "public": list(public), "mode": mode, "epsilon": section.epsilon,
+                 "rounds": config.rounds, "c1": config.c1, "c2": config.c2}
+    positive = s.schema.label.positive_index
+    positive = 1 if positive is None else positive
+    with charged(s, plan, command="train-brc", arguments=arguments, input_path=data,
+                 seeded=seed is not None, neighbouring=neighbouring) as charge, outputs:
+        with ui.progress("reading", source.num_rows_hint()) as advance:
+            rows = brc.training_set(source.batches(chosen, rng=rng), s.schema, chosen, public,
+                                    positive, advance)
+        with ui.progress("boosting", config.rounds) as advance:
+            ensemble, _ = brc.train(rows, config, section.epsilon, rng, advance)
+        model = brc.BRCModel(brc.model_schema(s.schema, chosen), tuple(chosen), mode, public,
+                             ensemble, config, rows.n, section.epsilon)
+        payload = {**model.to_payload(), "breakdown": plan.to_json()}
+        outputs.write_text(out, release_json(brc.KIND, payload, s, plan, charge,
+                                             seeded=seed is not None, neighbouring=neighbouring))
+        charge.outputs = outputs.commit()
+        kinds = [r.kind for r in ensemble]
+        charge.summary = {"mode": mode, "rounds": config.rounds,
+                          "public_rounds": kinds.count("public")}
+
+    report_data(ui, source.report)
+    ratio = brc.noise_scale(config, section.epsilon, rows.n)
+    ui.say(f"trained brc ({mode}: {len(chosen) - len(public)} private, {len(public)} public "
+           f"columns) with T = {config.rounds} rounds ({kinds.count('public')} public), "
+           f"noise scale c1·c2·T/(ε·n) = {ratio:.3g}; wrote {out}, spent {plan.total} "
+           f"(run {charge.run_id[:8]})")
+    if json:
+        ui.emit_json({"command": "train-brc", "dataset": s.dataset, "run_id": charge.run_id,
+                      "model": str(out), "mode": mode, "neighbouring": neighbouring,
+                      "rounds": config.rounds, "public_rounds": kinds.count("public"),
+                      "noise_scale": ratio, "spent": plan.total.to_json(),
+                      "breakdown": plan.to_json()})
+
+
+def _rounds(text: str | None) -> int | str | None:
+    from dpcli.algorithms.brc import MAX_ROUNDS
+    from dpcli.errors import UsageError
+
+    if text is None or text.strip().lower() == "auto":
+        return None if text is None else "auto"
+    try:
+        value = int(text.strip())
+    except ValueError:
+        value = 0
+    if not 1 <= value <= MAX_ROUNDS:
+        raise UsageError(f"--rounds must be a whole number in [1, {MAX_ROUNDS:,}] or 'auto', "
+                         f"got {text!r}")
+    return value
+
+
+def _constant(name: str, value: float | None) -> float | None:
+    import math
+
+    from dpcli.errors import UsageError
+
+    if value is not None and not (math.isfinite(value) and value >= 1):
+        raise UsageError(f"{name} must be a finite number of at least 1, got {value}")
+    return value

@@ -16,6 +16,7 @@ from dpcli.mechanisms.laplace import (
     discrete_laplace_cdf,
     discrete_laplace_mechanism,
     discrete_laplace_pmf,
+    grid_laplace_mechanism,
     laplace_cdf,
     laplace_mechanism,
 )
@@ -49,6 +50,7 @@ __all__ = [
     "exponential_mechanism",
     "exponential_probabilities",
     "exponential_top_k",
+    "grid_laplace_mechanism",
     "heavy_tailed_cdf",
     "heavy_tailed_noise",
     "heavy_tailed_pdf",

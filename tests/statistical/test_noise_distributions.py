@@ -27,6 +27,7 @@ from dpcli.mechanisms import (
     exponential_mechanism,
     exponential_probabilities,
     exponential_top_k,
+    grid_laplace_mechanism,
     heavy_tailed_cdf,
     heavy_tailed_noise,
     laplace_cdf,
@@ -148,6 +149,40 @@ def test_discrete_laplace_empirical_neighbour_check() -> None:
     y_leaky = discrete_laplace_mechanism(np.full(n, 12), sensitivity=2, epsilon=2.0,
                                          rng=make_rng(304))
     assert _max_log_ratio(x_leaky, y_leaky, min_count=2000) > epsilon + math.log(tolerance)
+
+
+# --- grid Laplace (real values without floating-point artefacts) -------------------
+
+def _grid(sensitivity: float) -> tuple[float, int]:
+    grid = 2.0 ** math.floor(math.log2(sensitivity / 1024))
+    return grid, math.ceil(sensitivity / grid) + 1
+
+
+@pytest.mark.parametrize(("value", "sensitivity", "epsilon"),
+                         [(0.4137, 0.01, 200.0), (-3.25, 1.0, 300.0)])
+def test_grid_laplace_is_discrete_laplace_on_the_grid(value: float, sensitivity: float,
+                                                       epsilon: float) -> None:
+    """Outputs are exact multiples of γ = 2^⌊log2(Δ/1024)⌋; in grid units around
+    round(value/γ) they follow discrete Laplace with sensitivity ⌈Δ/γ⌉ + 1 (chi-square)."""
+    rng = make_rng(31)
+    grid, units = _grid(sensitivity)
+    out = np.array([grid_laplace_mechanism(value, sensitivity=sensitivity, epsilon=epsilon,
+                                           rng=rng) for _ in range(20_000)])
+    k = out / grid
+    assert np.array_equal(k, np.round(k))
+    noise = (k - round(value / grid)).astype(np.int64)
+    assert discrete_laplace_chi2_pvalue(noise, units / epsilon) > ALPHA
+    assert units * grid <= sensitivity * (1 + 2 / 1024)
+
+
+def test_grid_laplace_rounding_keeps_the_integer_sensitivity() -> None:
+    """Values Δ apart round to grid points at most ⌈Δ/γ⌉ + 1 steps apart."""
+    rng = make_rng(32)
+    for sensitivity in (1e-6, 3e-4, 0.0123, 1.0, 7.5):
+        grid, units = _grid(sensitivity)
+        x = rng.uniform(-10, 10, 50_000)
+        y = x + rng.uniform(-sensitivity, sensitivity, x.size)
+        assert np.max(np.abs(np.round(x / grid) - np.round(y / grid))) <= units
 
 
 # --- heavy-tailed noise (smooth sensitivity) ---------------------------------------

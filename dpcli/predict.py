@@ -71,6 +71,13 @@ def load_model(path: Path) -> tuple[Model, dict[str, Any]]:
         raise DataError(f"{path}: malformed {kind} model ({type(exc).__name__})") from None
 
 
+def predicted_codes(model: Model, batch: EncodedBatch, proba: np.ndarray) -> np.ndarray:
+    """Each record's predicted class code: the model's own rule if it has one (brc predicts
+    the sign of its ensemble, as the paper does), else the most probable class."""
+    own = getattr(model, "predict_codes", None)
+    return np.asarray(own(batch) if own is not None else proba.argmax(axis=1), dtype=np.int64)
+
+
 def output_columns(model: Model) -> list[str]:
     classes = model.schema.label.classes
     extra = ["prediction"]
@@ -85,7 +92,8 @@ def predict_batch(model: Model, raw: pa.RecordBatch, encoded: EncodedBatch) -> p
     classes = model.schema.label.classes
     arrays = list(raw.columns)
     names = list(raw.schema.names)
-    arrays.append(pa.array(np.asarray(classes, dtype=object)[proba.argmax(axis=1)], pa.string()))
+    codes = predicted_codes(model, encoded, proba)
+    arrays.append(pa.array(np.asarray(classes, dtype=object)[codes], pa.string()))
     names.append("prediction")
     if len(classes) == 2:
         pos = model.schema.label.positive_index

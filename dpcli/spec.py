@@ -405,10 +405,12 @@ def _rounds(raw: Any, where: Where) -> int | str:
 
 
 def _boost_constant(raw: Any, where: Where) -> float:
-    """c1 or c2: a finite number >= 1 (the private weights start at 1, inside [1/c1, c2])."""
+    """c1 or c2: in [1, MAX_C] (the private weights start at 1, inside [1/c1, c2])."""
+    from dpcli.algorithms.brc import MAX_C
+
     value = float(checks.number(raw, where))
-    if not (math.isfinite(value) and value >= 1):
-        raise where.error(f"must be a finite number of at least 1, got {raw}")
+    if not 1 <= value <= MAX_C:
+        raise where.error(f"must be a number in [1, {MAX_C:g}], got {raw}")
     return value
 
 

@@ -38,11 +38,20 @@ Choices where the paper leaves room (each is post-processing or data-free):
   details" print α_t = err_t − 1/2, the opposite sign of its pseudo-code;
   dpcli follows the pseudo-code (a better-than-chance classifier votes with
   a positive weight and its misclassified records gain weight);
-* score: ``1 / (1 + exp(-4 F))`` with F = Σ α_t h_t(x). With α_t = 1/2 − e
-  and e near 1/2, AdaBoost's log((1 − e)/e) ≈ 4 α_t, and AdaBoost's F
-  estimates the log-odds (Friedman, Hastie & Tibshirani 2000), so this is
-  the boosting link on the paper's scale. It is monotone in F (all ROC
-  needs); how well calibrated it is is measured in benchmarks/brc_accuracy.py.
+* prediction: the paper's H(x) = sign(F), F = Σ α_t h_t(x);
+* score: a private Platt scaling σ(a·F + b), a > 0, fitted to a noisy
+  histogram of the training margins by class (:func:`calibrate`, 1/10 of
+  ε). The boosting link alone (σ(4F): near err = 1/2 AdaBoost's
+  log((1 − e)/e) ≈ 4 α_t) was measured badly overconfident (Brier ≥ 0.25 on
+  balanced Adult, where a constant 1/2 scores 0.25). a > 0 keeps the
+  ranking of F, so the ROC is the ensemble's. The class is NOT taken from
+  the score: at small ε the histogram's noise moves b far enough to make
+  every record one class (measured: accuracy 0.51 instead of 0.57 on
+  balanced Adult at ε = 0.01), while sign(F) degrades gracefully. On
+  unbalanced labels sign(F) predicts the majority class nearly everywhere
+  (weights clipped a factor c1·c2 apart cannot re-balance the classes);
+  classify by score > 1/2 instead (``predict``'s score column, then
+  ``evaluate --score-column score --cutoff 0.5``), or read the ROC.
 """
 
 from __future__ import annotations
@@ -50,6 +59,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -65,16 +75,21 @@ from dpcli.data.schema import (
     schema_from_dict,
     schema_to_dict,
 )
-from dpcli.mechanisms import Plan, laplace_mechanism
+from dpcli.mechanisms import Plan, discrete_laplace_mechanism, grid_laplace_mechanism
 
 KIND = "brc"
 MODES = ("partial", "private")
 ROUNDS = 25                 # the paper's T (§5.1)
 MAX_ROUNDS = 10_000
 C_DEFAULT = math.sqrt(2)    # the paper's c1 = c2 (§5.1)
+MAX_C = 1000.0              # c1, c2 at most this: keeps c1·c2/n and the noise finite
 RULE_OF_THUMB = 0.5         # §4: keep c1·c2·T / (ε·n) at most this
 STEP = "error_round_"       # plan step names: error_round_1 ... error_round_T
-LINK = 4.0                  # score = 1 / (1 + exp(-LINK · F))
+LINK = 4.0                  # the boosting link σ(4F): the calibration's start and fallback
+CALIBRATION = "calibration"  # plan step: the noisy histogram of training margins
+CALIBRATION_SHARE = Fraction(1, 10)   # of ε; the rounds share the rest
+CALIBRATION_BINS = 16
+HIST_SENSITIVITY = 2        # one record leaves one (bin, class) cell and enters another
 
 
 @dataclass(frozen=True)
@@ -90,9 +105,9 @@ class BRCConfig:
             raise ValueError(f"rounds must be in [1, {MAX_ROUNDS}], got {self.rounds}")
         for name in ("c1", "c2"):
             value = getattr(self, name)
-            if not (math.isfinite(value) and value >= 1):
+            if not 1 <= value <= MAX_C:
                 # the weights start at 1, which must lie in [1/c1, c2]
-                raise ValueError(f"{name} must be a finite number >= 1, got {value}")
+                raise ValueError(f"{name} must be in [1, {MAX_C:g}], got {value}")
 
 
 # ------------------------------------------------------------------ privacy
@@ -110,24 +125,47 @@ def error_sensitivity(c1: float, c2: float, n: int) -> float:
     return c1 * c2 / n
 
 
+def rounds_epsilon(epsilon: float) -> float:
+    """The ε the T rounds share: all but the calibration's 1/10."""
+    return float(epsilon * (1 - CALIBRATION_SHARE))
+
+
 def noise_scale(config: BRCConfig, epsilon: float, n: int) -> float:
-    """Laplace scale of each round's error: c1·c2·T / (ε·n) (each round spends ε/T)."""
-    return error_sensitivity(config.c1, config.c2, n) * config.rounds / epsilon
+    """Laplace scale of each round's error: c1·c2·T / (ε_r·n), ε_r = 9/10 of the run's ε."""
+    return error_sensitivity(config.c1, config.c2, n) * config.rounds / rounds_epsilon(epsilon)
+
+
+def breaks_rule(config: BRCConfig, epsilon: float, n: int) -> bool:
+    """Whether c1·c2·T/(ε_r·n) exceeds the rule of thumb (beyond float rounding)."""
+    return noise_scale(config, epsilon, n) > RULE_OF_THUMB + 1e-9
 
 
 def auto_rounds(epsilon: float, n: int, c1: float, c2: float) -> int:
-    """The most rounds, up to the paper's 25, that keep c1·c2·T/(ε·n) ≤ 1/2 (at least 1)."""
-    fit = math.floor(RULE_OF_THUMB * epsilon * n / (c1 * c2) + 1e-9)
+    """The most rounds, up to the paper's 25, that keep c1·c2·T/(ε_r·n) ≤ 1/2 (at least 1).
+
+    ε_r is the rounds' share of ``epsilon`` (:func:`rounds_epsilon`).
+    """
+    fit = math.floor(RULE_OF_THUMB * rounds_epsilon(epsilon) * n / (c1 * c2) + 1e-9)
     return max(1, min(ROUNDS, fit))
 
 
 def plan(total: Budget, config: BRCConfig, n: int) -> Plan:
-    """One Laplace step per round, ε/T each (basic composition over the T released errors)."""
+    """One Laplace step per round (9/10 of ε over T), then the calibration histogram (1/10).
+
+    Basic composition over the T released errors and the histogram.
+    """
     sens = error_sensitivity(config.c1, config.c2, n)
     scale = noise_scale(config, float(total.epsilon), n)
     note = f"Δ = c1·c2/n = {sens:.3g} (weighted error, Lemma 1), scale {scale:.3g}"
-    steps = {f"{STEP}{t}": ("laplace", 1) for t in range(1, config.rounds + 1)}
-    return Plan.split(total, steps).with_notes({name: note for name in steps})
+    share = (1 - CALIBRATION_SHARE) / config.rounds
+    steps: dict[str, tuple[str, Fraction | int]] = {
+        f"{STEP}{t}": ("grid_laplace", share) for t in range(1, config.rounds + 1)}
+    steps[CALIBRATION] = ("discrete_laplace", CALIBRATION_SHARE)
+    cal_scale = HIST_SENSITIVITY / float(total.epsilon * CALIBRATION_SHARE)
+    notes = {name: note for name in steps if name != CALIBRATION}
+    notes[CALIBRATION] = (f"Δ = {HIST_SENSITIVITY} ({CALIBRATION_BINS} margin bins × 2 classes), "
+                          f"scale {cal_scale:.3g}")
+    return Plan.split(total, steps).with_notes(notes)
 
 
 def resolve_mode(columns: Sequence[str], public: Sequence[str],
@@ -248,6 +286,7 @@ class PublicColumns:
 
     inputs: Inputs
     raw: dict[str, np.ndarray]                  # numeric public values (declared units)
+    upper: dict[str, float]                     # declared upper bounds (a constant stump's cut)
     order: dict[str, np.ndarray] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -280,9 +319,8 @@ def fit_stump(public: PublicColumns, y: np.ndarray, w: np.ndarray) -> tuple[Stum
         below_pos = np.cumsum(pos_w[order])
         below_neg = np.cumsum(neg_w[order])
         err_up = below_pos + (below_neg[-1] - below_neg)
-        cut = np.flatnonzero(xs[:-1] < xs[1:])          # cut after position i
-        if cut.size == 0:
-            continue
+        # cut after position i; the last position cuts above every value: a constant stump
+        cut = np.append(np.flatnonzero(xs[:-1] < xs[1:]), xs.size - 1)
         up = err_up[cut]
         down = total - up
         i_up, i_down = int(np.argmin(up)), int(np.argmin(down))
@@ -291,7 +329,8 @@ def fit_stump(public: PublicColumns, y: np.ndarray, w: np.ndarray) -> tuple[Stum
         else:
             i, above, err = cut[i_down], -1, float(down[i_down]) / total
         if best is None or err < best[0]:
-            threshold = float((xs[i] + xs[i + 1]) / 2)
+            threshold = (float((xs[i] + xs[i + 1]) / 2) if i + 1 < xs.size
+                         else public.upper[name])
             best = (err, Stump(name, threshold=threshold, above=above))
     assert best is not None
     return best[1], best[0]
@@ -341,6 +380,7 @@ class Trace:
     hyperplanes: list[Hyperplane] = field(default_factory=list)
     noisy_errors: list[float] = field(default_factory=list)
     chosen: list[str] = field(default_factory=list)
+    margin: np.ndarray | None = None   # F on the training rows: private, never released
 
 
 @dataclass
@@ -363,7 +403,10 @@ def train(data: TrainingSet, config: BRCConfig, epsilon: float, rng: np.random.G
     Releases: for each of the T rounds, the weighted error of a random
     linear classifier on the private features, plus Laplace noise of scale
     c1·c2·T/(ε·n) (sensitivity c1·c2/n, :func:`error_sensitivity`; ε/T per
-    round, ε in total by basic composition). The classifier is drawn
+    round, ε in total by basic composition). The noise is discrete Laplace
+    on a fine power-of-two grid (:func:`grid_laplace_mechanism`, 0.2 % more
+    noise): continuous noise on a float would leave the true error in the
+    low-order bits of α_t, which the model file stores exactly. The classifier is drawn
     without looking at the data; the choice between it and the public
     stump, α_t and every weight update are functions of the released
     errors and of public data, so the ensemble costs nothing more.
@@ -375,12 +418,14 @@ def train(data: TrainingSet, config: BRCConfig, epsilon: float, rng: np.random.G
     w_pri = np.ones(n)
     w_pub = np.ones(n)
     rounds: list[Round] = []
-    trace = Trace()
+    margin = np.zeros(n)
+    trace = Trace(margin=margin)
     for _ in range(config.rounds):
         h = random_hyperplane(data.private, rng)
-        miss_pri = (h.predict(data.private) != y).astype(np.float64)
-        noisy = float(laplace_mechanism(weighted_error(miss_pri, w_pri), sensitivity=sens,
-                                        epsilon=eps_round, rng=rng))
+        pred_pri = h.predict(data.private)
+        miss_pri = (pred_pri != y).astype(np.float64)
+        noisy = grid_laplace_mechanism(weighted_error(miss_pri, w_pri), sensitivity=sens,
+                                       epsilon=eps_round, rng=rng)
         trace.hyperplanes.append(h)
         trace.noisy_errors.append(noisy)
         err_pri = min(1.0, max(0.0, noisy))  # post-processing: a true error lies in [0, 1]
@@ -388,8 +433,10 @@ def train(data: TrainingSet, config: BRCConfig, epsilon: float, rng: np.random.G
             stump, err_pub = fit_stump(data.public, y, w_pub)
             if abs(0.5 - err_pub) > abs(0.5 - err_pri):
                 alpha = 0.5 - err_pub
-                miss_pub = stump.predict(data.public.inputs, data.public.raw) != y
-                w_pub = w_pub * np.exp(alpha * miss_pub)
+                pred_pub = stump.predict(data.public.inputs, data.public.raw)
+                w_pub = w_pub * np.exp(alpha * (pred_pub != y))
+                w_pub /= w_pub.mean()   # errors are scale-free; this keeps T large finite
+                margin += alpha * pred_pub
                 rounds.append(Round(alpha, stump=stump))
                 trace.chosen.append("public")
                 if progress is not None:
@@ -397,6 +444,7 @@ def train(data: TrainingSet, config: BRCConfig, epsilon: float, rng: np.random.G
                 continue
         alpha = 0.5 - err_pri
         w_pri = clipped_update(w_pri, miss_pri, alpha, config.c1, config.c2)
+        margin += alpha * pred_pri
         rounds.append(Round(alpha, hyperplane=h))
         trace.chosen.append("private")
         if progress is not None:
@@ -423,6 +471,93 @@ def replay_errors(data: TrainingSet, trace: Trace, config: BRCConfig) -> list[fl
     return out
 
 
+# ------------------------------------------------------------------ calibration
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """score = σ(a·F + b), a > 0, fitted to ``counts`` (released) over ``edges`` of F."""
+
+    a: float = LINK
+    b: float = 0.0
+    edges: tuple[float, ...] = ()
+    counts: tuple[tuple[int, int], ...] = ()   # noisy (negative, positive) per bin
+
+
+def margin_histogram(margin: np.ndarray, y: np.ndarray, span: float,
+                     bins: int = CALIBRATION_BINS) -> tuple[np.ndarray, np.ndarray]:
+    """Bin edges over [−span, span] and the (bins, 2) counts of (negative, positive) rows.
+
+    ``span`` = Σ|α_t| bounds every |F| and is public (the α's are released).
+    Replace-one moves one record out of one (bin, class) cell into another:
+    L1 sensitivity 2.
+    """
+    span = span if span > 0 else 1.0
+    edges = np.linspace(-span, span, bins + 1)
+    index = np.clip(np.searchsorted(edges, margin, side="right") - 1, 0, bins - 1)
+    counts = np.zeros((bins, 2), dtype=np.int64)
+    np.add.at(counts, (index, (y > 0).astype(np.int64)), 1)
+    return edges, counts
+
+
+def noisy_margin_histogram(margin: np.ndarray, y: np.ndarray, span: float, epsilon: float,
+                           rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """Release the counts of :func:`margin_histogram` with discrete Laplace noise: ε-DP.
+
+    Releases: (bins, 2) integer counts, each plus discrete Laplace noise of
+    scale 2/ε (L1 sensitivity 2 under replace-one); ε = ``epsilon``.
+    """
+    edges, counts = margin_histogram(margin, y, span)
+    return edges, np.asarray(discrete_laplace_mechanism(counts, sensitivity=HIST_SENSITIVITY,
+                                                        epsilon=epsilon, rng=rng))
+
+
+def calibrate(margin: np.ndarray, y: np.ndarray, span: float, epsilon: float,
+              rng: np.random.Generator) -> Calibration:
+    """Platt scaling fitted to the noisy margin histogram (ε = ``epsilon``, all on the counts).
+
+    The fit is post-processing: maximise the binomial likelihood of the
+    clamped (≥ 0) noisy counts at the bin centres over a = e^θ > 0 and b.
+    With no mass left in a class it keeps the boosting link σ(4F).
+    """
+    edges, noisy = noisy_margin_histogram(margin, y, span, epsilon, rng)
+    a, b = _platt(edges, np.maximum(noisy, 0).astype(np.float64))
+    return Calibration(a, b, tuple(map(float, edges)),
+                       tuple((int(neg), int(pos)) for neg, pos in noisy))
+
+
+def _platt(edges: np.ndarray, counts: np.ndarray) -> tuple[float, float]:
+    from scipy.optimize import minimize
+    from scipy.special import log_expit
+
+    centres = (edges[:-1] + edges[1:]) / 2
+    span = float(edges[-1])
+    if counts[:, 0].sum() <= 0 or counts[:, 1].sum() <= 0:
+        return LINK, 0.0
+
+    def nll(theta: np.ndarray) -> float:
+        z = math.exp(theta[0]) * centres + theta[1]
+        return -float(counts[:, 1] @ log_expit(z) + counts[:, 0] @ log_expit(-z))
+
+    # a within 1e-3..1e3 per unit of F/span; b within ±30 log-odds: a bounded search
+    bounds = [(math.log(1e-3 / span), math.log(1e3 / span)), (-30.0, 30.0)]
+    start = np.array([min(max(math.log(LINK), bounds[0][0]), bounds[0][1]), 0.0])
+    theta = minimize(nll, start, method="L-BFGS-B", bounds=bounds).x
+    return math.exp(float(theta[0])), float(theta[1])
+
+
+def fit(data: TrainingSet, config: BRCConfig, epsilon: float, rng: np.random.Generator,
+        progress: Callable[[int], None] | None = None
+        ) -> tuple[list[Round], Calibration, Trace]:
+    """The whole release at ε: the T rounds (9/10 of ε, :func:`train`), then the
+    calibration histogram of the ensemble's training margins (1/10, :func:`calibrate`)."""
+    rounds, trace = train(data, config, rounds_epsilon(epsilon), rng, progress)
+    assert trace.margin is not None
+    span = float(sum(abs(r.alpha) for r in rounds))
+    calibration = calibrate(trace.margin, data.y, span, float(epsilon * CALIBRATION_SHARE), rng)
+    return rounds, calibration, trace
+
+
 # ------------------------------------------------------------------ model
 
 
@@ -438,6 +573,7 @@ class BRCModel:
     config: BRCConfig
     n: int
     epsilon: float
+    calibration: Calibration = field(default_factory=Calibration)
 
     def margin(self, batch: EncodedBatch) -> np.ndarray:
         """F(x) = Σ_t α_t h_t(x) for every record of ``batch``."""
@@ -455,9 +591,17 @@ class BRCModel:
     def private_columns(self) -> tuple[str, ...]:
         return tuple(c for c in self.columns if c not in self.public_columns)
 
+    def predict_codes(self, batch: EncodedBatch) -> np.ndarray:
+        """The paper's H(x) = sign(F): the positive class's code where F > 0."""
+        pos = self.schema.label.positive_index
+        pos = 1 if pos is None else pos
+        return np.where(self.margin(batch) > 0, pos, 1 - pos)
+
     def predict_proba(self, batch: EncodedBatch) -> np.ndarray:
-        """Columns in the label's class order; the positive class gets 1/(1+exp(−4F))."""
-        p = 1.0 / (1.0 + np.exp(-LINK * self.margin(batch)))
+        """Columns in the label's class order; the positive class gets σ(a·F + b)."""
+        from scipy.special import expit
+
+        p = expit(self.calibration.a * self.margin(batch) + self.calibration.b)
         pos = self.schema.label.positive_index
         pos = 1 if pos is None else pos
         out = np.empty((batch.n, 2))
@@ -482,12 +626,19 @@ class BRCModel:
             "label_public": self.mode == "partial",
             "n": self.n,
             "T": self.config.rounds, "c1": self.config.c1, "c2": self.config.c2,
-            "epsilon_per_round": self.epsilon / self.config.rounds,
+            "epsilon": self.epsilon,
+            "epsilon_per_round": rounds_epsilon(self.epsilon) / self.config.rounds,
+            "epsilon_calibration": float(self.epsilon * CALIBRATION_SHARE),
             "error_sensitivity": error_sensitivity(self.config.c1, self.config.c2, self.n),
             "noise_scale": noise_scale(self.config, self.epsilon, self.n),
             "scaling": scaling,
-            "score": f"1 / (1 + exp(-{LINK:g}·F)), F = Σ_t alpha_t·h_t(x), h_t in {{-1, +1}} "
-                     "(+1 = the positive class)",
+            "score": "1 / (1 + exp(-(a·F + b))), F = Σ_t alpha_t·h_t(x), h_t in {-1, +1} "
+                     "(+1 = the positive class); prediction: the positive class iff F > 0 "
+                     "(the paper's H(x) = sign(F))",
+            "calibration": {"a": self.calibration.a, "b": self.calibration.b,
+                            "margin_edges": list(self.calibration.edges),
+                            "noisy_counts": [list(c) for c in self.calibration.counts],
+                            "counts_columns": ["negative", "positive"]},
             "ensemble": [self._round_json(t, r) for t, r in enumerate(self.rounds, 1)],
             "schema": schema_to_dict(self.schema),
         }
@@ -548,9 +699,10 @@ class BRCModel:
             else:
                 raise ValueError(f"unknown round kind {r['kind']!r}")
         config = BRCConfig(int(payload["T"]), float(payload["c1"]), float(payload["c2"]))
-        epsilon = float(payload["epsilon_per_round"]) * config.rounds
+        cal = payload["calibration"]
+        calibration = Calibration(float(cal["a"]), float(cal["b"]))
         return cls(schema, columns, str(payload["mode"]), public, rounds, config,
-                   int(payload["n"]), epsilon)
+                   int(payload["n"]), float(payload["epsilon"]), calibration)
 
 
 def model_schema(schema: Schema, columns: Sequence[str]) -> Schema:
@@ -579,5 +731,6 @@ def training_set(batches: Iterable[EncodedBatch], schema: Schema, columns: Seque
     if public:
         inputs = Inputs.from_columns(schema, public, merged, y.shape[0])
         raw = {c: np.asarray(merged[c], dtype=np.float64) for c in inputs.numeric_names}
-        pub = PublicColumns(inputs, raw)
+        upper = {c: schema.column(c).upper for c in inputs.numeric_names}  # type: ignore[union-attr]
+        pub = PublicColumns(inputs, raw, upper)
     return TrainingSet(y, Inputs.from_columns(schema, private, merged, y.shape[0]), pub)

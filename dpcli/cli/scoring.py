@@ -49,9 +49,11 @@ class ScoreInput:
         return np.asarray(batch.columns[self.score_column], dtype=np.float64)
 
     def predictions(self, batch: EncodedBatch, cutoff: float | None) -> np.ndarray:
-        """Predicted class codes: the model's most probable class, or score > cutoff."""
+        """Predicted class codes: the model's (see predicted_codes), or score > cutoff."""
         if self.model is not None:
-            return np.asarray(self.model.predict_proba(batch).argmax(axis=1), dtype=np.int64)
+            from dpcli.predict import predicted_codes
+
+            return predicted_codes(self.model, batch, self.model.predict_proba(batch))
         assert cutoff is not None
         return np.where(self.scores(batch) > cutoff, self.positive, 1 - self.positive)
 

@@ -117,6 +117,65 @@ def test_round_errors_on_neighbours_within_lemma_1(private: bool) -> None:
             assert np.max(np.abs(np.subtract(mine, theirs))) <= bound + 1e-12
 
 
+def _coupled(data: brc.TrainingSet, config: brc.BRCConfig, epsilon: float, seed: int,
+             monkeypatch: pytest.MonkeyPatch, forced: list[float] | None = None
+             ) -> tuple[list, list[float], list[float]]:
+    """Run ``train``, recording each value it passes to the mechanism and its output;
+    with ``forced``, the mechanism returns those outputs instead (coupled noise)."""
+    values: list[float] = []
+    outputs: list[float] = []
+    real = brc.grid_laplace_mechanism
+
+    def mechanism(value: float, **kw: object) -> float:
+        z = real(value, **kw)  # type: ignore[arg-type]
+        values.append(value)
+        z = forced[len(values) - 1] if forced is not None else z
+        outputs.append(z)
+        return z
+
+    monkeypatch.setattr(brc, "grid_laplace_mechanism", mechanism)
+    ensemble, _ = brc.train(data, config, epsilon, make_rng(seed))
+    monkeypatch.setattr(brc, "grid_laplace_mechanism", real)
+    return ensemble, values, outputs
+
+
+def _released(ensemble: list) -> list:
+    out = []
+    for r in ensemble:
+        if r.hyperplane is not None:
+            h = r.hyperplane
+            out.append(("private", r.alpha, h.intercept, tuple(h.numeric),
+                        tuple((k, tuple(v)) for k, v in sorted(h.levels.items()))))
+        else:
+            s = r.stump
+            out.append(("public", r.alpha, s.column, s.threshold, s.above,
+                        None if s.signs is None else tuple(s.signs)))
+    return out
+
+
+@pytest.mark.parametrize("private", [True, False], ids=["all-private", "partial"])
+def test_train_itself_under_coupled_noise(private: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The whole of ``train`` on a neighbour, fed D's noisy outputs: every value it hands
+    the mechanism moves by ≤ c1·c2/n, and the released ensemble is identical, so nothing
+    but the noisy errors carries private data into the model."""
+    rng = make_rng(30)
+    config = brc.BRCConfig(rounds=30)
+    for trial in range(30):
+        n = int(rng.integers(5, 60))
+        cols, label = random_columns(rng, n)
+        public = () if private else PUBLIC
+        epsilon = float(rng.choice([0.5, 5.0, 500.0]))
+        mine, values, outputs = _coupled(training(cols, label, public), config, epsilon,
+                                         trial, monkeypatch)
+        bound = brc.error_sensitivity(config.c1, config.c2, n)
+        for _ in range(4):
+            cols2, label2 = replace_one(rng, cols, label, private)
+            theirs, values2, _ = _coupled(training(cols2, label2, public), config, epsilon,
+                                          trial, monkeypatch, forced=outputs)
+            assert np.max(np.abs(np.subtract(values, values2))) <= bound + 1e-12
+            assert _released(theirs) == _released(mine)
+
+
 def test_private_weights_stay_clipped() -> None:
     rng = make_rng(3)
     for c1, c2 in [(C, C), (1.0, 2.0), (3.0, 1.0)]:
@@ -144,16 +203,22 @@ def test_clipped_update_follows_the_papers_rule() -> None:
 
 
 def test_released_errors_are_laplace_with_the_planned_scale() -> None:
-    """noisy − true error of every round ~ Laplace(c1·c2·T/(ε·n)); KS at α = 1e-4."""
+    """noisy − (grid-rounded) true error of every round ~ Laplace(≈ c1·c2·T/(ε·n)), on the
+    grid γ; KS at α = 1e-4 (the grid's discreteness is 1/26,000 of the scale here)."""
     rng = make_rng(4)
     n, rounds, epsilon = 200, 3000, 150.0
     cols, label = random_columns(rng, n)
     data = training(cols, label, ())
     config = brc.BRCConfig(rounds=rounds)
     _, trace = brc.train(data, config, epsilon, make_rng(5))
-    residual = np.subtract(trace.noisy_errors, brc.replay_errors(data, trace, config))
-    scale = brc.noise_scale(config, epsilon, n)
-    assert scale == pytest.approx(C * C * rounds / (epsilon * n))
+    delta = brc.error_sensitivity(C, C, n)
+    grid = 2.0 ** math.floor(math.log2(delta / 1024))
+    true = np.array(brc.replay_errors(data, trace, config))
+    noisy = np.array(trace.noisy_errors)
+    assert np.all(noisy / grid == np.round(noisy / grid))   # exact multiples of the grid
+    residual = noisy - grid * np.round(true / grid)
+    scale = (math.ceil(delta / grid) + 1) * grid * rounds / epsilon   # ≈ c1·c2·T/(ε·n)
+    assert scale == pytest.approx(C * C * rounds / (epsilon * n), rel=3e-3)
     assert sps.kstest(residual, sps.laplace(scale=scale).cdf).pvalue > ALPHA
 
 
@@ -169,32 +234,39 @@ def test_random_classifiers_are_uniform_and_data_free() -> None:
     x2 = training(cols2, label2, ()).private
     a, b = brc.random_hyperplane(x, make_rng(9)), brc.random_hyperplane(x2, make_rng(9))
     assert a.intercept == b.intercept and np.array_equal(a.numeric, b.numeric)
+    assert all(np.array_equal(a.levels[k], b.levels[k]) for k in a.levels)
 
 
 # --------------------------------------------------------------- plan
 
 
-def test_plan_spends_epsilon_over_t_per_round() -> None:
+def test_plan_spends_nine_tenths_over_t_rounds_and_a_tenth_on_calibration() -> None:
     config = brc.BRCConfig(rounds=7)
     plan = brc.plan(Budget(0.35), config, n=1000)
-    assert len(plan) == 7 and plan.total == Budget(0.35)
-    assert all(s.mechanism == "laplace" and s.budget == Budget(0.05) for s in plan)
-    assert [s.name for s in plan] == [f"error_round_{t}" for t in range(1, 8)]
+    assert len(plan) == 8 and plan.total == Budget(0.35)
+    rounds = [s for s in plan if s.name.startswith("error_round_")]
+    assert [s.name for s in rounds] == [f"error_round_{t}" for t in range(1, 8)]
+    assert all(s.mechanism == "grid_laplace" and s.budget == Budget(0.045) for s in rounds)
+    cal = plan.step("calibration")
+    assert cal.mechanism == "discrete_laplace" and cal.budget == Budget(0.035)
+    assert brc.noise_scale(config, 0.35, 1000) == pytest.approx(C * C * 7 / (0.315 * 1000))
 
 
 @pytest.mark.parametrize(("epsilon", "n", "expected"),
-                         [(0.16, 20_000, 25), (0.01, 3000, 7), (0.001, 100, 1),
-                          (0.04, 2000, 20)])
+                         [(0.16, 20_000, 25), (0.01, 3000, 6), (0.001, 100, 1),
+                          (0.04, 2000, 18)])
 def test_auto_rounds_keeps_the_rule_of_thumb(epsilon: float, n: int, expected: int) -> None:
+    """The rounds get 9/10 of ε: c1·c2·T/(0.9·ε·n) ≤ 1/2 for the largest such T ≤ 25."""
     t = brc.auto_rounds(epsilon, n, C, C)
     assert t == expected
     if t > 1:
-        assert C * C * t / (epsilon * n) <= brc.RULE_OF_THUMB + 1e-9
+        assert C * C * t / (0.9 * epsilon * n) <= brc.RULE_OF_THUMB + 1e-9
     if t < brc.ROUNDS:
-        assert C * C * (t + 1) / (epsilon * n) > brc.RULE_OF_THUMB
+        assert C * C * (t + 1) / (0.9 * epsilon * n) > brc.RULE_OF_THUMB
 
 
-@pytest.mark.parametrize("bad", [{"rounds": 0}, {"c1": 0.9}, {"c2": math.inf}])
+@pytest.mark.parametrize("bad", [{"rounds": 0}, {"c1": 0.9}, {"c2": math.inf},
+                                 {"c1": 1e200}])
 def test_config_refuses_what_breaks_the_bound(bad: dict) -> None:
     with pytest.raises(ValueError):
         brc.BRCConfig(**bad)
@@ -206,6 +278,88 @@ def test_modes() -> None:
     assert brc.resolve_mode(("age",), PUBLIC, False) == ("private", ())
     assert brc.relation("private", ()) == "replace-one"
     assert "member" in brc.relation("partial", ("member",))
+
+
+# --------------------------------------------------------------- calibration
+
+
+def test_margin_histogram_sensitivity_on_neighbours() -> None:
+    """Replace-one moves one (margin, label) pair: the (bin, class) counts move by ≤ 2."""
+    rng = make_rng(20)
+    for _ in range(300):
+        n = int(rng.integers(1, 30))
+        span = float(rng.uniform(0.1, 5))
+        margin = rng.uniform(-span, span, n)
+        margin[rng.random(n) < 0.2] = span                # the top edge belongs to the last bin
+        y = np.where(rng.random(n) < 0.5, 1, -1)
+        _, counts = brc.margin_histogram(margin, y, span)
+        assert counts.sum() == n
+        i = int(rng.integers(n))
+        margin2, y2 = margin.copy(), y.copy()
+        margin2[i] = float(rng.choice([-span, span, rng.uniform(-span, span)]))
+        y2[i] = -y2[i] if rng.random() < 0.5 else y2[i]
+        _, counts2 = brc.margin_histogram(margin2, y2, span)
+        assert np.abs(counts - counts2).sum() <= brc.HIST_SENSITIVITY
+
+
+def test_calibration_counts_carry_discrete_laplace_noise() -> None:
+    """Released counts − true counts ~ discrete Laplace(2/ε) (chi-square, α = 1e-4)."""
+    from tests.statistical.test_noise_distributions import discrete_laplace_chi2_pvalue
+
+    rng = make_rng(21)
+    margin = rng.uniform(-3, 3, 500)
+    y = np.where(rng.random(500) < 0.4, 1, -1)
+    _, true = brc.margin_histogram(margin, y, 3.0)
+    epsilon = 0.5
+    noise = np.concatenate([
+        (brc.noisy_margin_histogram(margin, y, 3.0, epsilon, make_rng(s))[1] - true).ravel()
+        for s in range(250)])
+    assert discrete_laplace_chi2_pvalue(noise, 2 / epsilon) > ALPHA
+
+
+def test_platt_fit_recovers_a_known_link_and_keeps_a_positive() -> None:
+    edges = np.linspace(-2, 2, 17)
+    centres = (edges[:-1] + edges[1:]) / 2
+    p = 1 / (1 + np.exp(-(1.5 * centres - 0.7)))
+    counts = np.column_stack([1e6 * (1 - p), 1e6 * p])
+    a, b = brc._platt(edges, counts)
+    assert a == pytest.approx(1.5, rel=1e-3) and b == pytest.approx(-0.7, abs=1e-3)
+    a, _ = brc._platt(edges, counts[:, ::-1].copy())    # a decreasing relation: a stays > 0
+    assert a > 0
+    assert brc._platt(edges, np.column_stack([counts[:, 0], np.zeros(16)])) == (brc.LINK, 0.0)
+
+
+def test_prediction_is_the_sign_of_f_and_the_score_is_calibrated(tmp_path: Path) -> None:
+    """Unbalanced labels (the top fifth of a line is positive): sign(F) is the paper's
+    prediction; σ(a·F + b) keeps F's ranking (a > 0) and is far better calibrated than
+    the bare link σ(4F); both survive the model file."""
+    from scipy.special import expit
+
+    n = 4000
+    x = np.linspace(17, 90, n)
+    label = (np.arange(n) >= int(0.8 * n)).astype(np.int32)
+    schema = Schema((NumericColumn("age", 17.0, 90.0),), Label("label", ("0", "1"), "1"))
+    batch = EncodedBatch(n, label, {"age": x})
+    data = brc.training_set([batch], schema, ("age",), (), positive=1)
+    config = brc.BRCConfig(rounds=50, c1=2.0, c2=2.0)
+    calibrated, link = [], []
+    for seed in range(5):
+        rounds, calibration, trace = brc.fit(data, config, 100.0, make_rng(seed))
+        assert len(calibration.edges) == brc.CALIBRATION_BINS + 1 and calibration.a > 0
+        model = brc.BRCModel(schema, ("age",), "private", (), rounds, config, n, 100.0,
+                             calibration)
+        proba = model.predict_proba(batch)
+        f = model.margin(batch)
+        assert np.allclose(f, trace.margin)
+        assert np.array_equal(model.predict_codes(batch), (f > 0).astype(int))
+        order = np.argsort(f, kind="stable")
+        assert np.all(np.diff(proba[order, 1]) >= -1e-12)
+        calibrated.append(np.mean((proba[:, 1] - label) ** 2))
+        link.append(np.mean((expit(brc.LINK * f) - label) ** 2))
+    assert np.median(calibrated) < 0.6 * np.median(link)
+    again = brc.BRCModel.from_payload(model.to_payload(), tmp_path / "m.json")
+    assert np.allclose(again.predict_proba(batch), proba)
+    assert np.array_equal(again.predict_codes(batch), model.predict_codes(batch))
 
 
 # --------------------------------------------------------------- learners

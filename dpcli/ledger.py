@@ -107,6 +107,7 @@ class RunView:
     status: str  # "complete" | "failed" | "interrupted" (reserved, never finished)
     seeded: bool
     outputs: list[dict[str, str]] = field(default_factory=list)
+    neighbouring: str = NEIGHBOURING_RELATION
 
 
 @dataclass(frozen=True)
@@ -377,7 +378,8 @@ class Ledger:
                 run_id=e["run_id"], time=e["time"], command=e["command"],
                 epsilon=exact(e["epsilon"]), delta=exact(e["delta"]),
                 status=end["kind"] if end else "interrupted", seeded=e["seeded"],
-                outputs=list(end.get("outputs", [])) if end else []))
+                outputs=list(end.get("outputs", [])) if end else [],
+                neighbouring=e.get("neighbouring", NEIGHBOURING_RELATION)))
         return LedgerSummary(self.dataset, total, spent, total - spent, runs)
 
     def verify(self) -> VerifyReport:

@@ -70,7 +70,8 @@ def show(spec: SpecOpt, json: JsonOpt = False, quiet: QuietOpt = False,
             "remaining": summary.remaining.to_json(),
             "runs": [{"run_id": r.run_id, "time": r.time, "command": r.command,
                       "epsilon": float(r.epsilon), "delta": float(r.delta), "status": r.status,
-                      "seeded": r.seeded, "outputs": r.outputs} for r in summary.runs],
+                      "seeded": r.seeded, "neighbouring": r.neighbouring,
+                      "outputs": r.outputs} for r in summary.runs],
         })
         return
     use_delta = bool(summary.total.delta)
@@ -87,8 +88,21 @@ def show(spec: SpecOpt, json: JsonOpt = False, quiet: QuietOpt = False,
         ui.show(table)
     else:
         ui.say(f"dataset {s.dataset}: no runs recorded yet in {s.ledger_path}", markup=False)
+    _relaxed_runs(ui, summary.runs)
     ui.show(f"total {summary.total}   spent {summary.spent}   "
             f"remaining {summary.remaining}   runs {len(summary.runs)}")
+
+
+def _relaxed_runs(ui: UI, runs: list) -> None:
+    """Name the runs whose ε holds under a weaker relation than replace-one (train-brc with
+    public columns): the total above adds their ε to the others'."""
+    from dpcli import NEIGHBOURING_RELATION
+
+    for r in runs:
+        if r.neighbouring != NEIGHBOURING_RELATION:
+            ui.say(f"note: run {r.run_id[:8]} ({r.command}) holds under '{r.neighbouring}': its "
+                   "ε does not protect those public values, which it may release exactly",
+                   markup=False)
 
 
 @app.command("verify")

@@ -53,7 +53,8 @@ def train_brc(
     are clipped to [1/c1, c2], so one record moves that error by at most
     c1·c2/n. The last 1/10 of ε releases a noisy histogram of the training
     margins by class, to which the score σ(a·F + b) is fitted (Platt
-    scaling); the predicted class is the sign of a·F + b.
+    scaling). The predicted class is the paper's sign(F); on unbalanced
+    labels classify by score > 1/2 instead (see the README).
 
     Columns listed under the spec's 'train-brc: public:' are public
     knowledge, and so is the label: a weighted decision stump on them competes

@@ -1,0 +1,579 @@
+"""End-to-end: ``dpcli train-brc`` (Shen et al.'s boosting with random classifiers) through
+the real entry point, its model envelope and ledger, and ``predict`` / ``roc`` on its model.
+
+The toy project (tests/cli/conftest.py): age numeric [17, 90], color categorical
+red/green/blue (the data also hold "pink", mapped to `other`), member binary no/yes, words
+tokens; label classes [0, 1] positive 1; n = 400 rows; total budget ε = 1, ledger
+initialised and empty. train-brc reads age, color and member by default (not words).
+
+A run at ε spends 9/10 of ε on the T rounds (ε·0.9/T each, steps error_round_1..T) and
+1/10 on a final `calibration` step (a noisy histogram of the training margins, to which
+the score σ(a·F + b) is fitted); the predicted class is the paper's sign(F).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from fractions import Fraction
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from dpcli.algorithms import brc
+from dpcli.ledger import read_entries
+from tests.cli.conftest import Project, toy_frame
+
+N = 400                       # rows of the toy data (conftest.toy_frame)
+DEFAULT_COLUMNS = ["age", "color", "member"]
+COLOR_LEVELS = ["red", "green", "blue", "other"]
+PARTIAL = "replace-one on private features"
+ROUNDS_SHARE = Fraction(9, 10)      # of ε, shared by the T rounds
+CALIBRATION_SHARE = Fraction(1, 10)  # of ε, the final calibration step
+
+
+def _brc_spec(project: Project, section: dict | None = None, *,
+              classes: list | None = None) -> Path:
+    """The toy spec with a train-brc section (partial mode, member public, T = 5 by default)."""
+    def mutate(spec: dict) -> None:
+        spec["train-brc"] = ({"epsilon": 0.5, "public": ["member"], "rounds": 5}
+                             if section is None else section)
+        if classes is not None:
+            spec["label"]["classes"] = classes
+    return project.write_spec(mutate)
+
+
+def _train(cli, project: Project, *extra: object, out: str = "m.json", data: Path | None = None):
+    return cli("train-brc", data or project.data, "--spec", project.spec,
+               "--out", project.root / out, *extra)
+
+
+def _envelope(project: Project, name: str = "m.json") -> dict:
+    return json.loads((project.root / name).read_text())
+
+
+def _reserves(project: Project) -> list[dict]:
+    return [e for e in read_entries(project.ledger) if e["kind"] == "reserve"]
+
+
+def _spent(project: Project, cli) -> float:
+    r = cli("ledger", "show", "--spec", project.spec, "--json")
+    assert r.exit_code == 0, r.stderr
+    return json.loads(r.stdout)["spent"]["epsilon"]
+
+
+def _signal_data(project: Project, label, name: str = "signal.parquet") -> Path:
+    """The toy rows with label = label(frame), written next to the spec."""
+    frame = toy_frame()
+    frame["label"] = label(frame).astype(int)
+    path = project.root / name
+    frame.to_parquet(path, index=False)
+    return path
+
+
+def _expected_auto_rounds(epsilon: str, n: int, c1c2: Fraction) -> int:
+    """min(25, max(1, ⌊½·0.9·ε·n / (c1·c2)⌋)), in exact arithmetic."""
+    fit = Fraction(1, 2) * ROUNDS_SHARE * Fraction(epsilon) * n / c1c2
+    return min(25, max(1, math.floor(fit)))
+
+
+def _noise_scale(epsilon: str, rounds: int, n: int = N, c1c2: Fraction = Fraction(2)) -> float:
+    """c1·c2·T / (0.9·ε·n), in exact arithmetic."""
+    return float(c1c2 * rounds / (ROUNDS_SHARE * Fraction(epsilon) * n))
+
+
+def _check_steps(steps: list[dict], epsilon: str, rounds: int) -> None:
+    """error_round_1..T (grid_laplace, 0.9·ε/T each), then calibration (1/10 of ε)."""
+    names = [f"error_round_{t}" for t in range(1, rounds + 1)]
+    assert [s["step"] for s in steps] == [*names, "calibration"]
+    assert [s["mechanism"] for s in steps] == ["grid_laplace"] * rounds + ["discrete_laplace"]
+    per_round = float(Fraction(epsilon) * ROUNDS_SHARE / rounds)
+    calibration = float(Fraction(epsilon) * CALIBRATION_SHARE)
+    assert [s["epsilon"] for s in steps] == pytest.approx([per_round] * rounds + [calibration],
+                                                          rel=1e-12)
+    assert all(s["delta"] == 0 for s in steps)
+    assert math.fsum(s["epsilon"] for s in steps) == pytest.approx(float(epsilon), rel=1e-12)
+
+
+def _check_round(r: dict, t: int, private_columns: list[str]) -> None:
+    assert r["round"] == t and r["kind"] in {"public", "private"}
+    assert math.isfinite(r["alpha"]) and -0.5 <= r["alpha"] <= 0.5
+    if r["kind"] == "private":
+        assert -1 <= r["intercept"] <= 1
+        assert list(r["weights"]) == private_columns
+        for column, w in r["weights"].items():
+            if column == "age":
+                assert isinstance(w, float) and -1 <= w <= 1
+            else:
+                levels = COLOR_LEVELS if column == "color" else ["no", "yes"]
+                assert list(w) == levels and all(-1 <= v <= 1 for v in w.values())
+
+
+def _check_calibration(payload: dict) -> None:
+    """a > 0, b finite; 17 edges over [−Σ|α|, Σ|α|]; 16 × [negative, positive] integers."""
+    cal = payload["calibration"]
+    assert math.isfinite(cal["a"]) and cal["a"] > 0 and math.isfinite(cal["b"])
+    span = math.fsum(abs(r["alpha"]) for r in payload["ensemble"]) or 1.0
+    assert len(cal["margin_edges"]) == 17
+    np.testing.assert_allclose(cal["margin_edges"], np.linspace(-span, span, 17),
+                               rtol=1e-12, atol=1e-12)
+    assert cal["counts_columns"] == ["negative", "positive"]
+    counts = cal["noisy_counts"]
+    assert len(counts) == 16 and all(len(c) == 2 for c in counts)
+    assert all(isinstance(v, int) and not isinstance(v, bool) for c in counts for v in c)
+
+
+def _margins_from_payload(payload: dict, frame: pd.DataFrame) -> np.ndarray:
+    """F = Σ α_t h_t(x), recomputed from the model file alone."""
+    bounds = payload["scaling"]
+    f = np.zeros(len(frame))
+    for r in payload["ensemble"]:
+        if r["kind"] == "private":
+            z = np.full(len(frame), r["intercept"])
+            for column, w in r["weights"].items():
+                if column in bounds:
+                    lo, hi = bounds[column]["lower"], bounds[column]["upper"]
+                    z += w * np.clip(2 * (frame[column] - lo) / (hi - lo) - 1, -1, 1)
+                else:
+                    z += frame[column].map(lambda v, w=w: w.get(v, w.get("other"))).to_numpy()
+            vote = np.where(z >= 0, 1, -1)
+        elif "signs" in r:
+            vote = frame[r["column"]].map(lambda v, s=r["signs"]: s.get(v, s.get("other")))
+            vote = vote.to_numpy()
+        else:
+            lo, hi = payload["schema"]["columns"][r["column"]]["bounds"]
+            raw = np.clip(frame[r["column"]], lo, hi)
+            vote = np.where(raw > r["threshold"], r["above"], -r["above"])
+        f += r["alpha"] * vote
+    return f
+
+
+# ------------------------------------------------------------------------- partial mode
+def test_partial_mode_writes_the_model_the_relation_and_the_ledger(project: Project,
+                                                                   cli) -> None:
+    _brc_spec(project)
+    r = _train(cli, project, "--json")
+    assert r.exit_code == 0, r.stderr
+    lines = r.stdout.strip().splitlines()
+    assert len(lines) == 1
+    summary = json.loads(lines[0])
+    assert summary["command"] == "train-brc" and summary["mode"] == "partial"
+    assert summary["rounds"] == 5 and summary["spent"] == {"epsilon": 0.5, "delta": 0.0}
+
+    env = _envelope(project)
+    assert env["format"] == "dpcli" and env["kind"] == "brc"
+    assert env["epsilon"] == 0.5 and env["seeded"] is False
+    assert env["ledger_run_id"] == summary["run_id"]
+    assert env["neighbouring"].startswith(PARTIAL) and "member" in env["neighbouring"]
+    assert summary["neighbouring"] == env["neighbouring"]
+    p = env["payload"]
+    assert p["mode"] == "partial" and p["label_public"] is True
+    assert p["columns"] == DEFAULT_COLUMNS  # words (tokens) is skipped by default
+    assert p["public_columns"] == ["member"] and p["private_columns"] == ["age", "color"]
+    assert p["n"] == N and p["T"] == 5
+    assert p["epsilon"] == 0.5
+    assert p["epsilon_per_round"] == pytest.approx(0.09, rel=1e-12)     # 0.9·ε/T
+    assert p["epsilon_calibration"] == pytest.approx(0.05, rel=1e-12)   # ε/10
+    assert p["error_sensitivity"] == pytest.approx(2 / N)       # c1·c2/n, c1 = c2 = √2
+    assert p["noise_scale"] == pytest.approx(_noise_scale("0.5", 5))  # c1·c2·T/(0.9·ε·n)
+    assert summary["noise_scale"] == pytest.approx(p["noise_scale"])
+    assert p["scaling"] == {"age": {"lower": 17.0, "upper": 90.0, "onto": [-1, 1]}}
+    assert len(p["ensemble"]) == 5
+    for t, rnd in enumerate(p["ensemble"], 1):
+        _check_round(rnd, t, ["age", "color"])
+        if rnd["kind"] == "public":
+            assert rnd["column"] == "member" and set(rnd["signs"]) == {"no", "yes"}
+        else:
+            # released on the grid 2^⌊log2(Δ/1024)⌋ = 2^-18 (Δ = 2/400): α is stored exactly
+            assert (Fraction(rnd["alpha"]) * 2**18).denominator == 1
+    _check_calibration(p)
+
+    entries = read_entries(project.ledger)
+    assert [e["kind"] for e in entries] == ["reserve", "complete"]
+    reserve = entries[0]
+    assert reserve["command"] == "train-brc" and reserve["epsilon"] == 0.5
+    assert reserve["neighbouring"] == env["neighbouring"]
+    assert reserve["arguments"]["mode"] == "partial"
+    assert reserve["arguments"]["public"] == ["member"]
+    assert reserve["arguments"]["columns"] == DEFAULT_COLUMNS
+    steps = reserve["breakdown"]
+    _check_steps(steps, "0.5", 5)
+    assert steps == p["breakdown"] == summary["breakdown"]
+    kinds = [rnd["kind"] for rnd in p["ensemble"]]
+    assert entries[1]["summary"] == {"mode": "partial", "rounds": 5,
+                                     "public_rounds": kinds.count("public")}
+    assert _spent(project, cli) == 0.5
+
+
+@pytest.mark.parametrize(("public", "label"), [
+    ("member", lambda f: f["member"] == "yes"),
+    ("color", lambda f: f["color"].isin(["red", "pink"])),
+    ("age", lambda f: f["age"] > 50),
+])
+def test_a_public_column_that_decides_the_label_wins_every_round(project: Project, cli,
+                                                                 public: str, label) -> None:
+    """The public stump has error 0 (|½ − 0| beats any clipped private error but 0 or 1),
+    so F = ±1.5 and the class, sign(F), is the label whatever the calibration's noise."""
+    _brc_spec(project, {"epsilon": 0.5, "public": [public], "rounds": 3})
+    data = _signal_data(project, label)
+    r = _train(cli, project, "--seed", 1, data=data)
+    assert r.exit_code == 0, r.stderr
+    ensemble = _envelope(project)["payload"]["ensemble"]
+    assert [rnd["kind"] for rnd in ensemble] == ["public"] * 3
+    assert {rnd["column"] for rnd in ensemble} == {public}
+    assert all(rnd["alpha"] == 0.5 for rnd in ensemble)
+    if public == "age":
+        assert all(rnd["above"] == 1 and 50 <= rnd["threshold"] <= 51 for rnd in ensemble)
+    out = project.root / "preds.parquet"
+    r = cli("predict", project.root / "m.json", data, "--out", out)
+    assert r.exit_code == 0, r.stderr
+    preds = pd.read_parquet(out)
+    assert (preds["prediction"] == preds["label"].astype(str)).all()
+
+
+# ------------------------------------------------------------------------- all-private
+def test_without_public_columns_every_round_is_private(project: Project, cli) -> None:
+    _brc_spec(project, {"epsilon": 0.4, "rounds": 4})
+    r = _train(cli, project)
+    assert r.exit_code == 0, r.stderr
+    assert "Algorithm 3" not in r.stderr  # nothing was declared public: no note
+    env = _envelope(project)
+    assert env["neighbouring"] == "replace-one"
+    p = env["payload"]
+    assert p["mode"] == "private" and p["label_public"] is False
+    assert p["public_columns"] == [] and p["private_columns"] == DEFAULT_COLUMNS
+    assert [rnd["kind"] for rnd in p["ensemble"]] == ["private"] * 4
+    for t, rnd in enumerate(p["ensemble"], 1):
+        _check_round(rnd, t, DEFAULT_COLUMNS)
+    reserve = _reserves(project)[0]
+    assert reserve["neighbouring"] == "replace-one"
+    assert reserve["arguments"]["mode"] == "private" and reserve["arguments"]["public"] == []
+    _check_steps(reserve["breakdown"], "0.4", 4)
+    _check_calibration(p)
+
+
+def test_label_private_treats_the_public_columns_as_private(project: Project, cli) -> None:
+    _brc_spec(project, {"epsilon": 0.3, "public": ["member"], "label_private": True,
+                        "rounds": 3})
+    r = _train(cli, project)
+    assert r.exit_code == 0, r.stderr
+    assert "label_private: true" in r.stderr and "Algorithm 3" in r.stderr
+    env = _envelope(project)
+    assert env["neighbouring"] == "replace-one"
+    p = env["payload"]
+    assert p["mode"] == "private" and p["public_columns"] == []
+    assert [rnd["kind"] for rnd in p["ensemble"]] == ["private"] * 3
+    assert "member" in p["ensemble"][0]["weights"]
+    assert _reserves(project)[0]["neighbouring"] == "replace-one"
+
+
+def test_public_columns_outside_the_chosen_ones_fall_back_to_all_private(project: Project,
+                                                                        cli) -> None:
+    _brc_spec(project, {"epsilon": 0.3, "public": ["member"], "rounds": 3})
+    r = _train(cli, project, "--columns", "age,color")
+    assert r.exit_code == 0, r.stderr
+    assert "none of the public columns is among the chosen ones" in r.stderr
+    p = _envelope(project)["payload"]
+    assert p["mode"] == "private" and p["columns"] == ["age", "color"]
+    assert _envelope(project)["neighbouring"] == "replace-one"
+
+
+def test_epsilon_alone_runs_without_a_section(project: Project, cli) -> None:
+    """No train-brc section: the defaults (T = 25, c1 = c2 = √2), nothing public."""
+    r = _train(cli, project, "--epsilon", 0.3, "--seed", 1)
+    assert r.exit_code == 0, r.stderr
+    assert "rule of thumb" not in r.stderr  # 2·25 / (0.9·0.3·400) ≈ 0.46
+    env = _envelope(project)
+    assert env["neighbouring"] == "replace-one" and env["epsilon"] == 0.3
+    p = env["payload"]
+    assert p["mode"] == "private" and p["T"] == 25 and p["columns"] == DEFAULT_COLUMNS
+    assert p["c1"] == p["c2"] == pytest.approx(math.sqrt(2))
+    assert [rnd["kind"] for rnd in p["ensemble"]] == ["private"] * 25
+    _check_steps(_reserves(project)[0]["breakdown"], "0.3", 25)
+
+
+# ------------------------------------------------------------------------ predict, roc
+def test_predict_and_roc_accept_the_brc_model(project: Project, cli) -> None:
+    _brc_spec(project)
+    assert _train(cli, project, "--seed", 2).exit_code == 0
+    model = project.root / "m.json"
+    payload = _envelope(project)["payload"]
+    before = project.ledger.read_bytes()
+
+    out = project.root / "preds.parquet"
+    r = cli("predict", model, project.data, "--out", out)
+    assert r.exit_code == 0, r.stderr
+    assert project.ledger.read_bytes() == before  # post-processing: nothing spent
+    preds = pd.read_parquet(out)
+    assert len(preds) == N
+    assert preds["score"].between(0, 1).all()
+    assert set(preds["prediction"].unique()) <= {"0", "1"}
+    np.testing.assert_allclose(preds["proba_0"] + preds["proba_1"], 1.0)
+    np.testing.assert_allclose(preds["score"], preds["proba_1"])
+    # score = σ(a·F + b) with the calibration's a, b; the class is the paper's sign(F)
+    f = _margins_from_payload(payload, toy_frame())
+    a, b = payload["calibration"]["a"], payload["calibration"]["b"]
+    np.testing.assert_allclose(preds["score"], 1 / (1 + np.exp(-(a * f + b))),
+                               rtol=1e-9, atol=1e-12)
+    decided = np.abs(f) > 1e-9  # F = 0 up to rounding could go either way
+    assert (preds["prediction"][decided] == np.where(f[decided] > 0, "1", "0")).all()
+    assert (preds["prediction"][np.abs(f) == 0] == "0").all()  # F = 0 is not > 0
+    order = np.argsort(f, kind="stable")     # a > 0: the score ranks records as F does
+    assert np.all(np.diff(preds["score"].to_numpy()[order]) >= -1e-12)
+
+    r = cli("roc", project.data, "--spec", project.spec, "--model", model,
+            "--out", project.root / "roc", "--epsilon", 0.1, "--seed", 3, "--json")
+    assert r.exit_code == 0, r.stderr
+    summary = json.loads(r.stdout.strip().splitlines()[-1])
+    assert summary["command"] == "roc" and 0 <= summary["auc"] <= 1
+    curve = json.loads((project.root / "roc" / "curve.json").read_text())["payload"]
+    assert curve["model_kind"] == "brc"
+    assert [(e["command"], e["epsilon"]) for e in _reserves(project)] == [
+        ("train-brc", 0.5), ("roc", 0.1)]
+
+
+# ------------------------------------------------------------------------------- rounds
+@pytest.mark.parametrize(("epsilon", "c1", "c2"), [
+    ("0.047", None, None),    # ⌊½·0.9·0.047·400 / 2⌋ = ⌊4.23⌋ = 4
+    ("0.05", None, None),     # ⌊4.5⌋ = 4 (with all of ε it would be 5)
+    ("0.001", None, None),    # ⌊0.09⌋ = 0 → at least 1
+    ("0.5", None, None),      # ⌊45⌋ → at most 25
+    ("0.1", "2", "1.5"),      # ⌊½·0.9·0.1·400 / 3⌋ = 6 exactly
+])
+def test_rounds_auto_follows_the_rule_of_thumb(project: Project, cli, epsilon: str,
+                                               c1: str | None, c2: str | None) -> None:
+    _brc_spec(project)   # the section's rounds: 5 is overridden
+    constants = ["--c1", c1, "--c2", c2] if c1 and c2 else []
+    r = _train(cli, project, "--rounds", "auto", "--epsilon", epsilon, *constants)
+    assert r.exit_code == 0, r.stderr
+    c1c2 = Fraction(c1) * Fraction(c2) if c1 and c2 else Fraction(2)  # √2·√2 = 2
+    expected = _expected_auto_rounds(epsilon, N, c1c2)
+    floats = (float(c1), float(c2)) if c1 and c2 else (math.sqrt(2), math.sqrt(2))
+    assert expected == brc.auto_rounds(float(epsilon), N, *floats)  # cross-check
+    _check_steps(_reserves(project)[0]["breakdown"], epsilon, expected)
+    assert _envelope(project)["payload"]["T"] == expected
+    if expected > 1:  # T = 1 is the floor: it may exceed the rule of thumb
+        assert "rule of thumb" not in r.stderr
+
+
+def test_rounds_auto_in_the_spec(project: Project, cli) -> None:
+    _brc_spec(project, {"epsilon": 0.047, "rounds": "auto"})
+    r = _train(cli, project, "--dry-run", "--json")
+    assert r.exit_code == 0, r.stderr
+    _check_steps(json.loads(r.stdout)["breakdown"], "0.047",
+                 _expected_auto_rounds("0.047", N, Fraction(2)))
+    assert project.ledger.read_bytes() == b""
+
+
+@pytest.mark.parametrize("rounds", ["auto", "9"])
+def test_rounds_at_the_boundary_do_not_warn(project: Project, cli, rounds: str) -> None:
+    """2·9 / (0.9·0.1·400) = 18/36 = ½ exactly (in floats √2·√2 = 2.0000000000000004 and
+    0.9·0.1 = 0.09000000000000001 put it a hair above): no warning at the rule itself."""
+    assert Fraction(2 * 9) / (ROUNDS_SHARE * Fraction("0.1") * N) == Fraction(1, 2)
+    assert _expected_auto_rounds("0.1", N, Fraction(2)) == 9
+    _brc_spec(project)
+    r = _train(cli, project, "--rounds", rounds, "--epsilon", "0.1", "--dry-run", "--json")
+    assert r.exit_code == 0, r.stderr
+    _check_steps(json.loads(r.stdout)["breakdown"], "0.1", 9)
+    assert "rule of thumb" not in r.stderr
+    # one round more is past the rule: 2·10 / 36 ≈ 0.556
+    r = _train(cli, project, "--rounds", 10, "--epsilon", "0.1", "--dry-run", "--json")
+    assert r.exit_code == 0, r.stderr
+    assert "c1·c2·T/(0.9·ε·n) = 0.556 exceeds the paper's rule of thumb" in r.stderr
+
+
+def test_too_many_rounds_for_epsilon_warns_but_runs(project: Project, cli) -> None:
+    _brc_spec(project, {"epsilon": 0.01, "rounds": 5})  # 2·5 / (0.9·0.01·400) ≈ 2.78 > ½
+    r = _train(cli, project)
+    assert r.exit_code == 0, r.stderr
+    ratio = f"{_noise_scale('0.01', 5):.3g}"
+    assert ratio == "2.78"
+    assert f"c1·c2·T/(0.9·ε·n) = {ratio} exceeds the paper's rule of thumb" in r.stderr
+    assert len(_envelope(project)["payload"]["ensemble"]) == 5
+    assert _reserves(project)[0]["epsilon"] == 0.01
+
+
+# ---------------------------------------------------------------------------- bad input
+def _refused(project: Project, r, *needles: str, out: str = "m.json") -> None:
+    assert r.exit_code == 2, r.stderr
+    for needle in needles:
+        assert needle in r.stderr
+    assert project.ledger.read_bytes() == b""  # nothing charged
+    assert not (project.root / out).exists()
+
+
+@pytest.mark.parametrize(("args", "needles"), [
+    (["--columns", "words"], ["'words'", "tokens"]),
+    (["--columns", "age,words"], ["'words'", "tokens"]),
+    (["--columns", "member"], ["every chosen column is declared public"]),
+    (["--columns", "age,height"], ["'height'"]),
+    (["--rounds", "0"], ["--rounds", "'0'"]),
+    (["--rounds", "many"], ["--rounds", "'many'"]),
+    (["--rounds", "1.5"], ["--rounds"]),
+    (["--rounds", "10001"], ["--rounds"]),
+    (["--c1", "0.5"], ["--c1", "[1, 1000]"]),
+    (["--c2", "inf"], ["--c2"]),
+    (["--c2", "1001"], ["--c2", "[1, 1000]"]),
+    (["--epsilon", "0"], ["--epsilon"]),
+])
+def test_bad_options_exit_2_and_charge_nothing(project: Project, cli, args: list[str],
+                                               needles: list[str]) -> None:
+    _brc_spec(project)
+    _refused(project, _train(cli, project, *args), *needles)
+
+
+@pytest.mark.parametrize(("section", "key"), [
+    ({"epsilon": 0.5, "c2": 0.9}, "train-brc.c2"),
+    ({"epsilon": 0.5, "c1": 0}, "train-brc.c1"),
+    ({"epsilon": 0.5, "c1": 1e4}, "train-brc.c1"),
+    ({"epsilon": 0.5, "rounds": "lots"}, "train-brc.rounds"),
+    ({"epsilon": 0.5, "rounds": 0}, "train-brc.rounds"),
+    ({"epsilon": 0.5, "rounds": 2.5}, "train-brc.rounds"),
+    ({"epsilon": 0.5, "rounds": True}, "train-brc.rounds"),
+    ({"epsilon": 0.5, "public": ["nope"]}, "train-brc.public"),
+    ({"epsilon": 0.5, "public": ["member", "member"]}, "train-brc.public"),
+    ({"epsilon": 0.5, "public": ["words"]}, "train-brc.public"),
+    ({"epsilon": 0.5, "public": ["age"], "columns": ["color", "member"]}, "train-brc.public"),
+    ({"epsilon": 0.5, "columns": ["age", "height"]}, "train-brc.columns"),
+    ({"epsilon": 0.5, "label_private": "yes"}, "train-brc.label_private"),
+    ({"epsilon": 0.5, "trees": 3}, "train-brc.trees"),
+    ({"epsilon": 0, "rounds": 3}, "train-brc.epsilon"),
+    ({"rounds": 3}, "train-brc.epsilon"),
+])
+def test_malformed_section_exits_2_naming_the_key(project: Project, cli, section: dict,
+                                                  key: str) -> None:
+    _brc_spec(project, section)
+    _refused(project, _train(cli, project, "--epsilon", 0.3), key, str(project.spec))
+
+
+@pytest.mark.parametrize("extra", [[], ["--columns", "age,color"]])
+def test_a_tokens_column_declared_public_is_refused(project: Project, cli,
+                                                    extra: list[str]) -> None:
+    """public: [words] names a column brc cannot read, whether or not it is chosen."""
+    _brc_spec(project, {"epsilon": 0.5, "public": ["words"], "rounds": 3})
+    _refused(project, _train(cli, project, *extra), str(project.spec), "train-brc.public",
+             "'words'", "tokens")
+
+
+def test_every_chosen_column_public_is_refused(project: Project, cli) -> None:
+    _brc_spec(project, {"epsilon": 0.5, "public": DEFAULT_COLUMNS})
+    _refused(project, _train(cli, project), "every chosen column is declared public",
+             str(project.spec))
+
+
+def test_a_label_with_three_classes_is_refused(project: Project, cli) -> None:
+    _brc_spec(project, classes=[0, 1, 2])
+    _refused(project, _train(cli, project), "binary label", "3")
+
+
+def test_out_is_required_without_dry_run(project: Project, cli) -> None:
+    _brc_spec(project)
+    r = cli("train-brc", project.data, "--spec", project.spec)
+    assert r.exit_code == 2 and "--out" in r.stderr
+    assert project.ledger.read_bytes() == b""
+
+
+def test_a_constant_public_numeric_column_does_not_crash(project: Project, cli) -> None:
+    """One distinct (clamped) value leaves no cut: the stump is constant, cut at the
+    declared upper bound (every value is at or below it)."""
+    _brc_spec(project, {"epsilon": 0.5, "public": ["age"], "rounds": 3})
+    frame = toy_frame().assign(age=95)  # every age clamps to the upper bound 90
+    data = project.root / "old.parquet"
+    frame.to_parquet(data, index=False)
+    r = _train(cli, project, data=data)
+    assert r.exit_code == 0, r.stderr
+    assert [e["kind"] for e in read_entries(project.ledger)] == ["reserve", "complete"]
+    p = _envelope(project)["payload"]
+    assert p["mode"] == "partial" and p["public_columns"] == ["age"] and p["T"] == 3
+    assert len(p["ensemble"]) == 3
+    for t, rnd in enumerate(p["ensemble"], 1):
+        _check_round(rnd, t, ["color", "member"])
+        if rnd["kind"] == "public":
+            assert rnd["column"] == "age" and rnd["threshold"] == 90.0
+            assert rnd["above"] in (1, -1)
+    _check_calibration(p)
+    out = project.root / "preds.parquet"
+    r = cli("predict", project.root / "m.json", data, "--out", out)
+    assert r.exit_code == 0, r.stderr
+    assert len(pd.read_parquet(out)) == N
+
+
+# ---------------------------------------------------------------------- dry run, seeds
+def test_dry_run_charges_nothing(project: Project, cli) -> None:
+    _brc_spec(project)
+    r = _train(cli, project, "--dry-run")
+    assert r.exit_code == 0, r.stderr
+    assert r.stdout == ""
+    assert "error_round_1…5" in r.stderr and "Nothing was charged" in r.stderr
+    assert "calibration" in r.stderr and "discrete_laplace" in r.stderr
+    assert f"sensitivity under {PARTIAL}" in r.stderr  # the plan names the relation
+    assert project.ledger.read_bytes() == b""
+    assert not (project.root / "m.json").exists()
+
+    r = _train(cli, project, "--dry-run", "--json", "--rounds", 3)
+    assert r.exit_code == 0, r.stderr
+    plan = json.loads(r.stdout)
+    assert plan["dry_run"] is True and plan["fits"] is True
+    assert plan["planned"]["epsilon"] == 0.5
+    assert [s["step"] for s in plan["breakdown"]] == ["error_round_1", "error_round_2",
+                                                      "error_round_3", "calibration"]
+    _check_steps(plan["breakdown"], "0.5", 3)   # 0.15 each, then 0.05
+    assert project.ledger.read_bytes() == b""
+    assert not (project.root / "m.json").exists()
+    # a plan too big for the budget exits 3, still charging nothing
+    r = _train(cli, project, "--dry-run", "--epsilon", 5)
+    assert r.exit_code == 3 and "does NOT fit" in r.stderr
+    assert project.ledger.read_bytes() == b""
+
+
+def test_seed_reproduces_the_ensemble(project: Project, cli) -> None:
+    _brc_spec(project, {"epsilon": 0.2, "public": ["member"], "rounds": 4})
+    for out, seed in (("a.json", 3), ("b.json", 3), ("c.json", 4)):
+        r = _train(cli, project, "--seed", seed, out=out)
+        assert r.exit_code == 0, r.stderr
+        assert "--seed" in r.stderr  # the seeded-run warning
+    a, b, c = (_envelope(project, name) for name in ("a.json", "b.json", "c.json"))
+    assert a["payload"]["ensemble"] == b["payload"]["ensemble"]
+    assert a["payload"]["calibration"] == b["payload"]["calibration"]
+    assert a["payload"]["ensemble"] != c["payload"]["ensemble"]
+    assert a["seeded"] is b["seeded"] is c["seeded"] is True
+    assert a["ledger_run_id"] != b["ledger_run_id"]
+    assert [e["seeded"] for e in _reserves(project)] == [True, True, True]
+    assert "seed" not in _reserves(project)[0]["arguments"]  # the seed is never recorded
+
+
+def test_unseeded_runs_differ_and_are_marked(project: Project, cli) -> None:
+    _brc_spec(project, {"epsilon": 0.2, "rounds": 3})
+    for out in ("a.json", "b.json"):
+        assert _train(cli, project, out=out).exit_code == 0
+    a, b = (_envelope(project, name) for name in ("a.json", "b.json"))
+    assert a["seeded"] is False and b["seeded"] is False
+    assert a["payload"]["ensemble"] != b["payload"]["ensemble"]  # continuous draws
+    assert [e["seeded"] for e in _reserves(project)] == [False, False]
+
+
+def test_budget_exhaustion_exits_3_and_writes_nothing(project: Project, cli) -> None:
+    _brc_spec(project, {"epsilon": 0.6, "rounds": 3})
+    assert _train(cli, project, out="first.json").exit_code == 0
+    before = project.ledger.read_bytes()
+    r = _train(cli, project, out="second.json")
+    assert r.exit_code == 3 and "budget exhausted" in r.stderr
+    assert project.ledger.read_bytes() == before
+    assert not (project.root / "second.json").exists()
+
+
+def test_ledger_show_names_runs_under_the_weaker_relation(cli, project: Project) -> None:
+    """The budget's total adds a partial run's ε to replace-one runs: `ledger show` says so."""
+    _brc_spec(project, {"epsilon": 0.2, "public": ["member"], "rounds": 3})
+    assert _train(cli, project).exit_code == 0
+    assert _train(cli, project, "--epsilon", "0.1", "--columns", "age,color",
+                  out="private.json").exit_code == 0
+    shown = cli("ledger", "show", "--spec", project.spec, "--json")
+    runs = json.loads(shown.stdout)["runs"]
+    assert [r["neighbouring"].startswith(PARTIAL) for r in runs] == [True, False]
+    table = cli("ledger", "show", "--spec", project.spec)
+    assert table.exit_code == 0
+    notes = [line for line in table.stderr.splitlines() if line.startswith("note: run")]
+    assert len(notes) == 1 and runs[0]["run_id"][:8] in notes[0] and "member" in notes[0]

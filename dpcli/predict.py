@@ -68,7 +68,8 @@ def load_model(path: Path) -> tuple[Model, dict[str, Any]]:
     try:
         return LOADERS[kind](envelope["payload"], path), envelope
     except (KeyError, TypeError, ValueError) as exc:
-        raise DataError(f"{path}: malformed {kind} model ({type(exc).__name__})") from None
+        # a model file is a release (no private values), so the missing key may be named
+        raise DataError(f"{path}: malformed {kind} model ({type(exc).__name__}: {exc})") from None
 
 
 def predicted_codes(model: Model, batch: EncodedBatch, proba: np.ndarray) -> np.ndarray:

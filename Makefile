@@ -43,9 +43,13 @@ demo: $(VENV)/.installed
 	@$(BIN)/python -c "import pandas as pd; p = pd.read_parquet('demo/predictions_grid.parquet'); \
 		s = pd.read_parquet('demo/synthetic.parquet'); \
 		print(f'grid synopsis as a histogram classifier: accuracy {(p.prediction == p.label.astype(str)).mean():.3f}; synthetic data: {len(s):,} rows of {list(s.columns)}')"
+	$(DPCLI) train-brc sample_data/adult_train.parquet --spec configs/demo.yaml --out demo/brc.json
+	$(DPCLI) predict demo/brc.json sample_data/adult_test.parquet --out demo/predictions_brc.parquet
+	@$(BIN)/python -c "import pandas as pd; p = pd.read_parquet('demo/predictions_brc.parquet'); \
+		print(f'brc (public: workclass, fnlwgt, race, sex, native_country and the label) accuracy: {(p.prediction == p.label.astype(str)).mean():.3f}')"
 	$(DPCLI) ledger show --spec configs/demo.yaml
 	$(DPCLI) ledger verify --spec configs/demo.yaml
-	@echo "demo outputs are in demo/: adult_counts.csv, nb.json, predictions.parquet, features.json, nb_selected.json, roc/curve.png, evaluation.json, synopsis/, synthetic.parquet"
+	@echo "demo outputs are in demo/: adult_counts.csv, nb.json, predictions.parquet, features.json, nb_selected.json, roc/curve.png, evaluation.json, synopsis/, synthetic.parquet, brc.json"
 
 test: $(VENV)/.installed
 	$(BIN)/ruff check dpcli tests benchmarks

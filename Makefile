@@ -46,7 +46,7 @@ demo: $(VENV)/.installed
 	$(DPCLI) train-brc sample_data/adult_train.parquet --spec configs/demo.yaml --out demo/brc.json
 	$(DPCLI) predict demo/brc.json sample_data/adult_test.parquet --out demo/predictions_brc.parquet
 	@$(BIN)/python -c "import pandas as pd; p = pd.read_parquet('demo/predictions_brc.parquet'); \
-		print(f'brc (public: workclass, fnlwgt, race, sex, native_country and the label) accuracy: {(p.prediction == p.label.astype(str)).mean():.3f}')"
+		print(f'brc (public: workclass, fnlwgt, race, sex, native_country and the label): accuracy of its class sign(F) {(p.prediction == p.label.astype(str)).mean():.3f}, of score > 1/2 {((p.score > 0.5) == (p.label == 1)).mean():.3f} (majority class {max(p.label.mean(), 1 - p.label.mean()):.3f}: unbalanced labels, see README train-brc)')"
 	$(DPCLI) ledger show --spec configs/demo.yaml
 	$(DPCLI) ledger verify --spec configs/demo.yaml
 	@echo "demo outputs are in demo/: adult_counts.csv, nb.json, predictions.parquet, features.json, nb_selected.json, roc/curve.png, evaluation.json, synopsis/, synthetic.parquet, brc.json"

@@ -65,6 +65,7 @@ from typing import Any
 
 import numpy as np
 
+from dpcli import NEIGHBOURING_RELATION
 from dpcli.budget import Budget
 from dpcli.data.encode import EncodedBatch
 from dpcli.data.schema import (
@@ -184,7 +185,7 @@ def resolve_mode(columns: Sequence[str], public: Sequence[str],
 def relation(mode: str, public: Sequence[str]) -> str:
     """The neighbouring relation a run's ε holds under, as the ledger and outputs state it."""
     if mode == "private":
-        return "replace-one"
+        return NEIGHBOURING_RELATION
     return f"replace-one on private features; public, not protected: label, {', '.join(public)}"
 
 
@@ -371,14 +372,10 @@ class Round:
 
 @dataclass
 class Trace:
-    """What each round released about the private side (for tests and diagnostics).
-
-    ``hyperplanes[t]`` and ``noisy_errors[t]`` are round t's random private
-    classifier and its released error, whether or not it was chosen.
-    """
+    """Diagnostics of a run: ``hyperplanes[t]`` is round t's random private classifier,
+    chosen or not; ``chosen[t]`` the side that won it."""
 
     hyperplanes: list[Hyperplane] = field(default_factory=list)
-    noisy_errors: list[float] = field(default_factory=list)
     chosen: list[str] = field(default_factory=list)
     margin: np.ndarray | None = None   # F on the training rows: private, never released
 
@@ -427,7 +424,6 @@ def train(data: TrainingSet, config: BRCConfig, epsilon: float, rng: np.random.G
         noisy = grid_laplace_mechanism(weighted_error(miss_pri, w_pri), sensitivity=sens,
                                        epsilon=eps_round, rng=rng)
         trace.hyperplanes.append(h)
-        trace.noisy_errors.append(noisy)
         err_pri = min(1.0, max(0.0, noisy))  # post-processing: a true error lies in [0, 1]
         if data.public is not None:
             stump, err_pub = fit_stump(data.public, y, w_pub)
@@ -450,25 +446,6 @@ def train(data: TrainingSet, config: BRCConfig, epsilon: float, rng: np.random.G
         if progress is not None:
             progress(1)
     return rounds, trace
-
-
-def replay_errors(data: TrainingSet, trace: Trace, config: BRCConfig) -> list[float]:
-    """The true (noise-free) private errors of a training run's rounds on ``data``.
-
-    Follows the released history (classifiers, noisy errors, choices), so the
-    private weights evolve as they would on ``data`` given those outputs:
-    the quantity whose replace-one change Lemma 1 bounds, round by round.
-    """
-    w = np.ones(data.n)
-    out = []
-    for h, noisy, kind in zip(trace.hyperplanes, trace.noisy_errors, trace.chosen,
-                              strict=True):
-        miss = (h.predict(data.private) != data.y).astype(np.float64)
-        out.append(weighted_error(miss, w))
-        if kind == "private":
-            alpha = 0.5 - min(1.0, max(0.0, noisy))
-            w = clipped_update(w, miss, alpha, config.c1, config.c2)
-    return out
 
 
 # ------------------------------------------------------------------ calibration

@@ -95,14 +95,11 @@ def train_brc(
                          f"{s.schema.n_classes}")
     chosen = section.columns or tuple(c for c in s.schema.names
                                       if brc.usable(s.schema.column(c)))
-    for c in chosen:
-        if not brc.usable(s.schema.column(c)):
-            raise UsageError(f"train-brc: column {c!r} is a {s.schema.column(c).kind} column; "
-                             "brc reads numeric, categorical and binary columns")
-    for c in section.public:
-        if not brc.usable(s.schema.column(c)):
-            raise UsageError(f"{s.path}: train-brc.public: {c!r} is a {s.schema.column(c).kind} "
-                             "column; brc reads numeric, categorical and binary columns")
+    for where, names in (("train-brc", chosen), (f"{s.path}: train-brc.public", section.public)):
+        for c in names:
+            if not brc.usable(s.schema.column(c)):
+                raise UsageError(f"{where}: {c!r} is a {s.schema.column(c).kind} column; brc "
+                                 "reads numeric, categorical and binary columns")
     mode, public = brc.resolve_mode(chosen, section.public, section.label_private)
     if mode == "partial" and len(public) == len(chosen):
         raise UsageError(f"train-brc: every chosen column is declared public in {s.path}; "

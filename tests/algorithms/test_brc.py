@@ -95,28 +95,6 @@ def test_weighted_error_sensitivity_brute_force() -> None:
             assert worst <= bound + 1e-12
 
 
-@pytest.mark.parametrize("private", [True, False], ids=["all-private", "partial"])
-def test_round_errors_on_neighbours_within_lemma_1(private: bool) -> None:
-    """Given one run's released history, the true private error of every round differs by
-    at most c1·c2/n between neighbours: the private weights of the other records are
-    functions of their own rows and the released α's, so only the replaced one moves."""
-    rng = make_rng(2)
-    config = brc.BRCConfig(rounds=30)
-    for trial in range(20):
-        n = int(rng.integers(5, 60))
-        cols, label = random_columns(rng, n)
-        public = () if private else PUBLIC
-        data = training(cols, label, public)
-        _, trace = brc.train(data, config, epsilon=float(rng.choice([0.5, 5.0, 500.0])),
-                             rng=make_rng(trial))
-        mine = brc.replay_errors(data, trace, config)
-        bound = brc.error_sensitivity(config.c1, config.c2, n)
-        for _ in range(10):
-            cols2, label2 = replace_one(rng, cols, label, private)
-            theirs = brc.replay_errors(training(cols2, label2, public), trace, config)
-            assert np.max(np.abs(np.subtract(mine, theirs))) <= bound + 1e-12
-
-
 def _coupled(data: brc.TrainingSet, config: brc.BRCConfig, epsilon: float, seed: int,
              monkeypatch: pytest.MonkeyPatch, forced: list[float] | None = None
              ) -> tuple[list, list[float], list[float]]:
@@ -155,9 +133,10 @@ def _released(ensemble: list) -> list:
 
 @pytest.mark.parametrize("private", [True, False], ids=["all-private", "partial"])
 def test_train_itself_under_coupled_noise(private: bool, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The whole of ``train`` on a neighbour, fed D's noisy outputs: every value it hands
-    the mechanism moves by ≤ c1·c2/n, and the released ensemble is identical, so nothing
-    but the noisy errors carries private data into the model."""
+    """Lemma 1 and adaptive composition, on ``train`` itself: on a replace-one neighbour
+    (private features; in all-private mode the label too) fed D's noisy outputs, every
+    value ``train`` hands the mechanism moves by ≤ c1·c2/n, and the released ensemble is
+    identical, so nothing but the noisy errors carries private data into the model."""
     rng = make_rng(30)
     config = brc.BRCConfig(rounds=30)
     for trial in range(30):
@@ -202,19 +181,18 @@ def test_clipped_update_follows_the_papers_rule() -> None:
 # --------------------------------------------------------------- noise
 
 
-def test_released_errors_are_laplace_with_the_planned_scale() -> None:
+def test_released_errors_are_laplace_with_the_planned_scale(
+        monkeypatch: pytest.MonkeyPatch) -> None:
     """noisy − (grid-rounded) true error of every round ~ Laplace(≈ c1·c2·T/(ε·n)), on the
     grid γ; KS at α = 1e-4 (the grid's discreteness is 1/26,000 of the scale here)."""
     rng = make_rng(4)
     n, rounds, epsilon = 200, 3000, 150.0
     cols, label = random_columns(rng, n)
-    data = training(cols, label, ())
     config = brc.BRCConfig(rounds=rounds)
-    _, trace = brc.train(data, config, epsilon, make_rng(5))
+    _, values, outputs = _coupled(training(cols, label, ()), config, epsilon, 5, monkeypatch)
     delta = brc.error_sensitivity(C, C, n)
     grid = 2.0 ** math.floor(math.log2(delta / 1024))
-    true = np.array(brc.replay_errors(data, trace, config))
-    noisy = np.array(trace.noisy_errors)
+    true, noisy = np.array(values), np.array(outputs)
     assert np.all(noisy / grid == np.round(noisy / grid))   # exact multiples of the grid
     residual = noisy - grid * np.round(true / grid)
     scale = (math.ceil(delta / grid) + 1) * grid * rounds / epsilon   # ≈ c1·c2·T/(ε·n)

@@ -72,11 +72,18 @@ def load_model(path: Path) -> tuple[Model, dict[str, Any]]:
         raise DataError(f"{path}: malformed {kind} model ({type(exc).__name__}: {exc})") from None
 
 
-def predicted_codes(model: Model, batch: EncodedBatch, proba: np.ndarray) -> np.ndarray:
-    """Each record's predicted class code: the model's own rule if it has one (brc predicts
-    the sign of its ensemble, as the paper does), else the most probable class."""
-    own = getattr(model, "predict_codes", None)
-    return np.asarray(own(batch) if own is not None else proba.argmax(axis=1), dtype=np.int64)
+def classify(model: Model, batch: EncodedBatch) -> tuple[np.ndarray, np.ndarray]:
+    """Class probabilities and each record's predicted class code, in one evaluation.
+
+    The code is the model's own rule if it has one (brc predicts the sign of
+    its ensemble, as the paper does: ``model.classify``), else the most
+    probable class.
+    """
+    own = getattr(model, "classify", None)
+    if own is not None:
+        return own(batch)
+    proba = model.predict_proba(batch)
+    return proba, proba.argmax(axis=1)
 
 
 def output_columns(model: Model) -> list[str]:
@@ -89,11 +96,10 @@ def output_columns(model: Model) -> list[str]:
 
 def predict_batch(model: Model, raw: pa.RecordBatch, encoded: EncodedBatch) -> pa.RecordBatch:
     """``raw`` with the predicted class, the positive-class score and every class probability."""
-    proba = model.predict_proba(encoded)
+    proba, codes = classify(model, encoded)
     classes = model.schema.label.classes
     arrays = list(raw.columns)
     names = list(raw.schema.names)
-    codes = predicted_codes(model, encoded, proba)
     arrays.append(pa.array(np.asarray(classes, dtype=object)[codes], pa.string()))
     names.append("prediction")
     if len(classes) == 2:

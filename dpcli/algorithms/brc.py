@@ -568,23 +568,24 @@ class BRCModel:
     def private_columns(self) -> tuple[str, ...]:
         return tuple(c for c in self.columns if c not in self.public_columns)
 
-    def predict_codes(self, batch: EncodedBatch) -> np.ndarray:
-        """The paper's H(x) = sign(F): the positive class's code where F > 0."""
-        pos = self.schema.label.positive_index
-        pos = 1 if pos is None else pos
-        return np.where(self.margin(batch) > 0, pos, 1 - pos)
-
-    def predict_proba(self, batch: EncodedBatch) -> np.ndarray:
-        """Columns in the label's class order; the positive class gets σ(a·F + b)."""
+    def classify(self, batch: EncodedBatch) -> tuple[np.ndarray, np.ndarray]:
+        """Class probabilities (label order; the positive class gets σ(a·F + b)) and the
+        paper's class H(x) = sign(F) (the positive code where F > 0), from one margin."""
         from scipy.special import expit
 
-        p = expit(self.calibration.a * self.margin(batch) + self.calibration.b)
+        f = self.margin(batch)
         pos = self.schema.label.positive_index
         pos = 1 if pos is None else pos
         out = np.empty((batch.n, 2))
-        out[:, pos] = p
-        out[:, 1 - pos] = 1.0 - p
-        return out
+        out[:, pos] = expit(self.calibration.a * f + self.calibration.b)
+        out[:, 1 - pos] = 1.0 - out[:, pos]
+        return out, np.where(f > 0, pos, 1 - pos)
+
+    def predict_codes(self, batch: EncodedBatch) -> np.ndarray:
+        return self.classify(batch)[1]
+
+    def predict_proba(self, batch: EncodedBatch) -> np.ndarray:
+        return self.classify(batch)[0]
 
     # ---------------------------------------------------------- serialise
 

@@ -49,11 +49,11 @@ class ScoreInput:
         return np.asarray(batch.columns[self.score_column], dtype=np.float64)
 
     def predictions(self, batch: EncodedBatch, cutoff: float | None) -> np.ndarray:
-        """Predicted class codes: the model's (see predicted_codes), or score > cutoff."""
+        """Predicted class codes: the model's (see predict.classify), or score > cutoff."""
         if self.model is not None:
-            from dpcli.predict import predicted_codes
+            from dpcli.predict import classify
 
-            return predicted_codes(self.model, batch, self.model.predict_proba(batch))
+            return np.asarray(classify(self.model, batch)[1], dtype=np.int64)
         assert cutoff is not None
         return np.where(self.scores(batch) > cutoff, self.positive, 1 - self.positive)
 

@@ -29,7 +29,7 @@ Methods, every one scored on the run's test split:
   data_norm=D)`` on all features, a fresh ``BudgetAccountant`` per fit.
 
 Features of the three LRs, fixed a priori (never fitted on any data): numeric
-columns mapped onto [-1, 1] by their DECLARED bounds (``brc.scale``, the map
+columns mapped onto [-1, 1] by their DECLARED bounds (``inputs.scale``, the map
 brc itself uses), categorical columns one-hot over their declared levels
 (``other`` included). Every row then has L2 norm ≤ D = √(number of columns),
 which is the ``data_norm`` given to diffprivlib (declared, not measured).
@@ -98,7 +98,7 @@ def load(name: str, data: Path, workdir: Path) -> dict:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from dpcli.algorithms import brc
+    from dpcli.algorithms import inputs
     from dpcli.data import DataSource, NumericColumn
     from dpcli.mechanisms import make_rng
     from dpcli.spec import load_spec
@@ -111,7 +111,7 @@ def load(name: str, data: Path, workdir: Path) -> dict:
     path = workdir / f"{name}_balanced.parquet"
     pq.write_table(table.take(np.sort(np.concatenate([pos, neg]))), path)
     schema = load_spec(ROOT / spec_path).schema
-    cols = [c for c in schema.names if brc.usable(schema.column(c))]
+    cols = [c for c in schema.names if inputs.usable(schema.column(c))]
     batches = list(DataSource(path, schema).batches(cols, rng=make_rng(0)))
     values = {c: np.concatenate([b.columns[c] for b in batches]) for c in cols}
     y = np.concatenate([b.label for b in batches]).astype(np.int64)
@@ -120,7 +120,7 @@ def load(name: str, data: Path, workdir: Path) -> dict:
         parts = []
         for c in names:
             col = schema.column(c)
-            parts.append(brc.scale(values[c].astype(float), col)[:, None]
+            parts.append(inputs.scale(values[c].astype(float), col)[:, None]
                          if isinstance(col, NumericColumn) else np.eye(len(col.levels))[values[c]])
         return np.hstack(parts)
 
@@ -204,7 +204,7 @@ def run_unbalanced(data: Path, runs: int) -> list[str]:
     """brc on Adult as given (unbalanced), train file → test file; a Markdown table."""
     from sklearn.linear_model import LogisticRegression
 
-    from dpcli.algorithms import brc
+    from dpcli.algorithms import brc, inputs
     from dpcli.data import DataSource
     from dpcli.data.encode import EncodedBatch
     from dpcli.mechanisms import make_rng
@@ -212,7 +212,7 @@ def run_unbalanced(data: Path, runs: int) -> list[str]:
 
     _, spec_path, _, public, *_ = DATASETS["adult"]
     schema = load_spec(ROOT / spec_path).schema
-    cols = [c for c in schema.names if brc.usable(schema.column(c))]
+    cols = [c for c in schema.names if inputs.usable(schema.column(c))]
 
     def read(f: str) -> EncodedBatch:
         bs = list(DataSource(data / f, schema).batches(cols, rng=make_rng(0)))
@@ -227,7 +227,7 @@ def run_unbalanced(data: Path, runs: int) -> list[str]:
              "| — |"]
     x = {}
     for name, b in (("train", train), ("test", test)):
-        parts = [brc.scale(b.columns[c].astype(float), schema.column(c))[:, None]
+        parts = [inputs.scale(b.columns[c].astype(float), schema.column(c))[:, None]
                  if schema.column(c).kind == "numeric"
                  else np.eye(len(schema.column(c).levels))[b.columns[c]] for c in cols]
         x[name] = np.hstack(parts)

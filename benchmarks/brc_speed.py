@@ -110,7 +110,7 @@ def worker_split(mode: str, spec_path: Path, data: Path) -> dict:
     """Read + encode, then ``brc.train`` alone, timed in process; parts of a round alone."""
     import numpy as np
 
-    from dpcli.algorithms import brc
+    from dpcli.algorithms import brc, inputs
     from dpcli.data import DataSource
     from dpcli.mechanisms import make_rng
     from dpcli.spec import load_spec
@@ -118,7 +118,7 @@ def worker_split(mode: str, spec_path: Path, data: Path) -> dict:
     spec = load_spec(spec_path)
     section = spec.sections["train-brc"]
     cols = section.columns or tuple(c for c in spec.schema.names
-                                    if brc.usable(spec.schema.column(c)))
+                                    if inputs.usable(spec.schema.column(c)))
     got, public = brc.resolve_mode(cols, section.public, section.label_private)
     if got != mode:
         raise RuntimeError(f"{spec_path}: resolves to mode {got!r}, expected {mode!r}")

@@ -66,11 +66,10 @@ from typing import Any
 import numpy as np
 
 from dpcli import NEIGHBOURING_RELATION
+from dpcli.algorithms.inputs import Inputs, read_rows
 from dpcli.budget import Budget
 from dpcli.data.encode import EncodedBatch
 from dpcli.data.schema import (
-    BinaryColumn,
-    CategoricalColumn,
     NumericColumn,
     Schema,
     schema_from_dict,
@@ -190,50 +189,6 @@ def relation(mode: str, public: Sequence[str]) -> str:
 
 
 # ------------------------------------------------------------------ inputs
-
-
-@dataclass
-class Inputs:
-    """Rows of some columns in memory, as both learners read them.
-
-    ``numeric``: (n, d) float64 scaled into [-1, 1] by the declared bounds;
-    ``codes``: int codes of categorical / binary columns (``n_levels`` each).
-    """
-
-    numeric_names: tuple[str, ...]
-    numeric: np.ndarray
-    codes: dict[str, np.ndarray] = field(default_factory=dict)
-    n_levels: dict[str, int] = field(default_factory=dict)
-
-    @property
-    def n(self) -> int:
-        return int(self.numeric.shape[0])
-
-    @classmethod
-    def from_columns(cls, schema: Schema, names: Sequence[str],
-                     columns: dict[str, np.ndarray], n: int) -> Inputs:
-        numeric_names = tuple(c for c in names if isinstance(schema.column(c), NumericColumn))
-        numeric = np.empty((n, len(numeric_names)), dtype=np.float64)
-        for j, name in enumerate(numeric_names):
-            col = schema.column(name)
-            assert isinstance(col, NumericColumn)
-            numeric[:, j] = scale(np.asarray(columns[name], dtype=np.float64), col)
-        codes, levels = {}, {}
-        for name in names:
-            col = schema.column(name)
-            if isinstance(col, CategoricalColumn | BinaryColumn):
-                codes[name] = np.asarray(columns[name], dtype=np.int32)
-                levels[name] = len(col.levels)
-        return cls(numeric_names, numeric, codes, levels)
-
-
-def scale(x: np.ndarray, column: NumericColumn) -> np.ndarray:
-    """``x`` (already clamped to the declared bounds) mapped linearly onto [-1, 1]."""
-    return np.clip(2.0 * (x - column.lower) / column.width - 1.0, -1.0, 1.0)
-
-
-def usable(column: Any) -> bool:
-    return isinstance(column, NumericColumn | CategoricalColumn | BinaryColumn)
 
 
 # ------------------------------------------------------------------ learners
@@ -693,17 +648,8 @@ def training_set(batches: Iterable[EncodedBatch], schema: Schema, columns: Seque
                  public: Sequence[str], positive: int,
                  progress: Callable[[int], None] | None = None) -> TrainingSet:
     """Every row of ``columns`` in memory, split into private and public inputs."""
-    parts: dict[str, list[np.ndarray]] = {c: [] for c in columns}
-    labels = []
-    for batch in batches:
-        for c in columns:
-            parts[c].append(np.asarray(batch.columns[c]))
-        labels.append(batch.label)
-        if progress is not None:
-            progress(batch.n)
-    y = np.where(np.concatenate(labels) == positive, 1, -1).astype(np.int8) if labels \
-        else np.zeros(0, dtype=np.int8)
-    merged = {c: np.concatenate(p) if p else np.zeros(0) for c, p in parts.items()}
+    label, merged = read_rows(batches, columns, progress)
+    y = np.where(label == positive, 1, -1).astype(np.int8)
     private = [c for c in columns if c not in public]
     pub = None
     if public:

@@ -70,7 +70,7 @@ def train_brc(
     """
     from dataclasses import replace
 
-    from dpcli.algorithms import brc
+    from dpcli.algorithms import brc, inputs
     from dpcli.budget import Budget
     from dpcli.cli.spend import (
         noise_generator,
@@ -94,10 +94,10 @@ def train_brc(
         raise UsageError(f"train-brc needs a binary label; {s.path}: label.classes declares "
                          f"{s.schema.n_classes}")
     chosen = section.columns or tuple(c for c in s.schema.names
-                                      if brc.usable(s.schema.column(c)))
+                                      if inputs.usable(s.schema.column(c)))
     for where, names in (("train-brc", chosen), (f"{s.path}: train-brc.public", section.public)):
         for c in names:
-            if not brc.usable(s.schema.column(c)):
+            if not inputs.usable(s.schema.column(c)):
                 raise UsageError(f"{where}: {c!r} is a {s.schema.column(c).kind} column; brc "
                                  "reads numeric, categorical and binary columns")
     mode, public = brc.resolve_mode(chosen, section.public, section.label_private)

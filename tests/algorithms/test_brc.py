@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from dpcli.algorithms import brc
+from dpcli.algorithms import brc, inputs
 from dpcli.budget import Budget
 from dpcli.data.encode import EncodedBatch
 from dpcli.data.schema import (
@@ -371,7 +371,7 @@ def test_stump_is_the_least_weighted_error_over_columns() -> None:
 
 def test_private_features_are_scaled_by_declared_bounds() -> None:
     col = NumericColumn("age", 17.0, 90.0)
-    assert np.allclose(brc.scale(np.array([17.0, 53.5, 90.0]), col), [-1, 0, 1])
+    assert np.allclose(inputs.scale(np.array([17.0, 53.5, 90.0]), col), [-1, 0, 1])
 
 
 # --------------------------------------------------------------- model and accuracy

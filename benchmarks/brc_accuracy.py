@@ -146,7 +146,7 @@ def run_dataset(name: str, d: dict, runs: int, log: Counter, secs: Counter) -> d
     from diffprivlib.models import LogisticRegression as DPLogisticRegression
     from sklearn.linear_model import LogisticRegression
 
-    from dpcli.algorithms import brc
+    from dpcli.algorithms import brc, inputs
     from dpcli.data.encode import EncodedBatch
     from dpcli.mechanisms import make_rng
 
@@ -186,7 +186,7 @@ def run_dataset(name: str, d: dict, runs: int, log: Counter, secs: Counter) -> d
                 t = time.perf_counter()
                 data = brc.training_set([train], schema, cols, public, positive=1)
                 rounds, calibration, _ = brc.fit(data, config, eps, make_rng(seed))
-                model = brc.BRCModel(brc.model_schema(schema, cols), tuple(cols), mode,
+                model = brc.BRCModel(inputs.model_schema(schema, cols), tuple(cols), mode,
                                      tuple(public), rounds, config, data.n, eps, calibration)
                 proba = model.predict_proba(test)
                 m = metrics(proba[:, 1], model.predict_codes(test), y[te])
@@ -242,7 +242,7 @@ def run_unbalanced(data: Path, runs: int) -> list[str]:
             ms = []
             for r in range(runs):
                 rounds, cal, _ = brc.fit(rows, brc.BRCConfig(), eps, make_rng(50_000 + r))
-                model = brc.BRCModel(brc.model_schema(schema, cols), tuple(cols), mode,
+                model = brc.BRCModel(inputs.model_schema(schema, cols), tuple(cols), mode,
                                      tuple(pub), rounds, brc.BRCConfig(), rows.n, eps, cal)
                 proba = model.predict_proba(test)
                 ms.append(metrics(proba[:, 1], model.predict_codes(test), test.label))

@@ -48,9 +48,15 @@ def _brc(payload: dict[str, Any], path: Path) -> Model:
     return BRCModel.from_payload(payload, path)
 
 
-LOADERS: dict[str, Callable[[dict[str, Any], Path], Model]] = {"naive_bayes": _naive_bayes,
-                                                               "grid_synopsis": _grid,
-                                                               "brc": _brc}
+def _logistic(payload: dict[str, Any], path: Path) -> Model:
+    from dpcli.algorithms.validate import LogRegModel
+
+    return LogRegModel.from_payload(payload, path)
+
+
+LOADERS: dict[str, Callable[[dict[str, Any], Path], Model]] = {
+    "naive_bayes": _naive_bayes, "grid_synopsis": _grid, "brc": _brc,
+    "logistic_regression": _logistic}
 
 
 def load_model(path: Path) -> tuple[Model, dict[str, Any]]:

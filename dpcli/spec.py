@@ -159,10 +159,31 @@ class TrainBRCSection:
         return out
 
 
+@dataclass(frozen=True)
+class ValidateSection:
+    """``validate``: None leaves a value to ``validate.ValidateConfig``'s default."""
+
+    epsilon: float
+    learner: str = "logreg"
+    grid: tuple[float, ...] | None = None
+    method: str | None = None
+    score: str | None = None
+    trainer: str | None = None
+    delta: float | None = None
+    validation_fraction: float | None = None
+    split_seed: int | None = None
+    columns: tuple[str, ...] = ()
+
+    def config_values(self) -> dict[str, Any]:
+        """The section's ValidateConfig fields that were set."""
+        return _set(self, ("grid", "method", "score", "trainer", "delta",
+                           "validation_fraction", "split_seed"))
+
+
 SECTIONS: dict[str, type] = {"tabulate": TabulateSection, "train-nb": TrainNBSection,
                              "select-features": SelectFeaturesSection, "roc": RocSection,
                              "evaluate": EvaluateSection, "publish-grid": PublishGridSection,
-                             "train-brc": TrainBRCSection}
+                             "train-brc": TrainBRCSection, "validate": ValidateSection}
 _TOP_KEYS = {"dataset", "description", "budget", "ledger", "label", "schema", "public_data",
              *SECTIONS}
 
@@ -437,7 +458,61 @@ def _parse_train_brc(raw: Any, where: Where, schema: Schema) -> TrainBRCSection:
     return TrainBRCSection(**out)
 
 
+def _parse_validate(raw: Any, where: Where, schema: Schema) -> ValidateSection:
+    from dpcli.algorithms import validate
+
+    keys = {"epsilon", "learner", "grid", "method", "score", "trainer", "delta",
+            "validation_fraction", "split_seed", "columns"}
+    raw = checks.mapping(raw, where, allowed=keys, required={"epsilon"})
+    out: dict[str, Any] = {"epsilon": checks.epsilon(raw["epsilon"], where / "epsilon")}
+    for key, options in (("learner", validate.LEARNERS), ("method", validate.METHODS),
+                         ("score", validate.SCORES), ("trainer", validate.TRAINERS)):
+        if key in raw:
+            out[key] = checks.choice(raw[key], where / key, options)
+    if "grid" in raw:
+        out["grid"] = grid(raw["grid"], where / "grid")
+    if "delta" in raw:
+        out["delta"] = checks.probability(raw["delta"], where / "delta")
+    if "validation_fraction" in raw:
+        value = checks.number(raw["validation_fraction"], where / "validation_fraction")
+        if not 0 < value < 1:
+            raise (where / "validation_fraction").error(f"must be in (0, 1), got {value}")
+        out["validation_fraction"] = float(value)
+    if "split_seed" in raw:
+        out["split_seed"] = checks.integer(raw["split_seed"], where / "split_seed", minimum=0)
+    if "columns" in raw:
+        out["columns"] = _columns(raw["columns"], where / "columns", schema)
+    return ValidateSection(**out)
+
+
+def grid(raw: Any, where: Where) -> tuple[float, ...]:
+    """A grid of regularisers λ: distinct finite numbers > 0 (a list, or comma-separated text)."""
+    from dpcli.algorithms.validate import MAX_GRID
+
+    if isinstance(raw, str):
+        items: list[Any] = []
+        for part in raw.split(","):
+            try:
+                items.append(float(part))
+            except ValueError:
+                raise where.error(f"{part.strip()!r} is not a number") from None
+    elif isinstance(raw, list):
+        items = [checks.number(v, where / i) for i, v in enumerate(raw)]
+    else:
+        raise where.error("must be a list of numbers")
+    if not 1 <= len(items) <= MAX_GRID:
+        raise where.error(f"must hold 1 to {MAX_GRID} values, got {len(items)}")
+    for i, v in enumerate(items):
+        if not (math.isfinite(v) and v > 0):
+            raise (where / i).error(f"a regulariser λ must be a finite number > 0, got {v}")
+        if v in items[:i]:
+            raise (where / i).error(f"{v} is listed twice")
+    return tuple(float(v) for v in items)
+
+
 def _parse_section(name: str, raw: Any, where: Where, schema: Schema) -> Any:
+    if name == "validate":
+        return _parse_validate(raw, where, schema)
     if name == "train-brc":
         return _parse_train_brc(raw, where, schema)
     if name == "publish-grid":

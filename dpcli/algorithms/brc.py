@@ -638,12 +638,6 @@ class BRCModel:
                    int(payload["n"]), float(payload["epsilon"]), calibration)
 
 
-def model_schema(schema: Schema, columns: Sequence[str]) -> Schema:
-    """The spec's schema restricted to ``columns`` (what the model file carries)."""
-    return Schema(columns=tuple(schema.column(c) for c in columns), label=schema.label,
-                  source=schema.source)
-
-
 def training_set(batches: Iterable[EncodedBatch], schema: Schema, columns: Sequence[str],
                  public: Sequence[str], positive: int,
                  progress: Callable[[int], None] | None = None) -> TrainingSet:

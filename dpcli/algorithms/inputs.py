@@ -93,6 +93,12 @@ def usable(column: Any) -> bool:
     return isinstance(column, NumericColumn | CategoricalColumn | BinaryColumn)
 
 
+def model_schema(schema: Schema, columns: Sequence[str]) -> Schema:
+    """The spec's schema restricted to ``columns`` (what the model file carries)."""
+    return Schema(columns=tuple(schema.column(c) for c in columns), label=schema.label,
+                  source=schema.source)
+
+
 def read_rows(batches: Iterable[EncodedBatch], columns: Sequence[str],
               progress: Callable[[int], None] | None = None
               ) -> tuple[np.ndarray, dict[str, np.ndarray]]:

@@ -20,6 +20,7 @@ from dpcli.cli import (
     tabulate_cmd,
     train_brc_cmd,
     train_nb_cmd,
+    validate_cmd,
 )
 
 HELP = f"""dpcli {__version__}: differentially private machine learning on tabular data.
@@ -47,6 +48,7 @@ app.command("publish-grid")(publish_grid_cmd.publish_grid)
 app.command("synthesize")(synthesize_cmd.synthesize)
 app.command("train-nb")(train_nb_cmd.train_nb)
 app.command("train-brc")(train_brc_cmd.train_brc)
+app.command("validate")(validate_cmd.validate)
 app.command("predict")(predict_cmd.predict)
 app.command("roc")(roc_cmd.roc)
 app.command("evaluate")(evaluate_cmd.evaluate)

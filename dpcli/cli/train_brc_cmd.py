@@ -146,7 +146,7 @@ def train_brc(
                                     positive, advance)
         with ui.progress("boosting", config.rounds) as advance:
             ensemble, calibration, _ = brc.fit(rows, config, section.epsilon, rng, advance)
-        model = brc.BRCModel(brc.model_schema(s.schema, chosen), tuple(chosen), mode, public,
+        model = brc.BRCModel(inputs.model_schema(s.schema, chosen), tuple(chosen), mode, public,
                              ensemble, config, rows.n, section.epsilon, calibration)
         payload = {**model.to_payload(), "breakdown": plan.to_json()}
         outputs.write_text(out, release_json(brc.KIND, payload, s, plan, charge,

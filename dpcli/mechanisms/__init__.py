@@ -7,10 +7,18 @@ and its scale, and the ε (δ) it costs.
 """
 
 from dpcli.mechanisms.composition import Plan, Step
+from dpcli.mechanisms.erm import (
+    PrivateFit,
+    l2_laplace_vector,
+    objective_constants,
+    objective_perturbation,
+    output_perturbation,
+)
 from dpcli.mechanisms.exponential import (
     exponential_mechanism,
     exponential_probabilities,
     exponential_top_k,
+    noisy_max_exponential,
 )
 from dpcli.mechanisms.laplace import (
     discrete_laplace_cdf,
@@ -42,6 +50,7 @@ from dpcli.mechanisms.smooth_stats import (
 
 __all__ = [
     "Plan",
+    "PrivateFit",
     "Step",
     "Trimmed",
     "discrete_laplace_cdf",
@@ -54,10 +63,15 @@ __all__ = [
     "heavy_tailed_cdf",
     "heavy_tailed_noise",
     "heavy_tailed_pdf",
+    "l2_laplace_vector",
     "laplace_cdf",
     "laplace_mechanism",
     "make_rng",
     "mean_sensitivity_at",
+    "noisy_max_exponential",
+    "objective_constants",
+    "objective_perturbation",
+    "output_perturbation",
     "smooth_beta",
     "smooth_noise_scale",
     "smooth_sensitivity",

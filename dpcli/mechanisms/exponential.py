@@ -1,4 +1,5 @@
-"""The exponential mechanism (Gumbel-max, in log space) and its top-k version.
+"""The exponential mechanism (Gumbel-max, in log space), its top-k version and
+report-noisy-max with exponential noise.
 
 Scores are quality values q_i(x), higher is better; ``sensitivity`` is
 Δq = max over replace-one neighbours x, y and candidates i of
@@ -122,6 +123,38 @@ def exponential_top_k(
     top = np.argpartition(-noisy, k - 1)[:k]
     order = np.argsort(-noisy[top], kind="stable")
     return top[order].astype(np.int64)
+
+
+def noisy_max_exponential(
+    scores: np.ndarray,
+    *,
+    sensitivity: float,
+    epsilon: float,
+    rng: np.random.Generator,
+) -> int:
+    """Report the index of the largest score plus exponential noise: ε-DP.
+
+    Releases: one index i* = argmax_i (q_i + Z_i), Z_i iid exponential with
+    mean 2Δ/ε (never a score or a noisy score).
+    Sensitivity: the caller supplies Δ = ``sensitivity``, the largest change
+    of any single score between neighbours.
+    Cost: ε = ``epsilon`` (δ = 0). Proof: report-noisy-max with one-sided
+    exponential noise of scale 2Δ/ε has exactly the output distribution of
+    the permute-and-flip mechanism with exp(ε(q_i − max q)/(2Δ)) (Ding,
+    Kifer et al., "The permute-and-flip mechanism is identical to
+    report-noisy-max with exponential noise", 2021), which McKenna & Sheldon
+    (NeurIPS 2020) prove ε-DP for scores of sensitivity Δ, monotone or not.
+    This is the selection step of Chaudhuri & Vinterbo's Algorithm 1
+    (t_i = q_i + 2β·Exp(mean 1/ε2)); it is never worse in expected score
+    than the exponential mechanism at the same ε.
+
+    Scores equal to -inf are never chosen; if all are -inf, ValueError.
+    """
+    logits = _logits(scores, sensitivity=sensitivity, epsilon=epsilon, factor=2.0)
+    rng = check_rng(rng)
+    # on the logit scale ε·q/(2Δ) the noise is a standard exponential
+    noisy = logits + rng.standard_exponential(size=logits.shape)
+    return int(np.argmax(noisy))
 
 
 def _logits(scores: np.ndarray, *, sensitivity: float, epsilon: float,

@@ -387,7 +387,7 @@ def test_seeded_training_is_reproducible_and_the_model_round_trips(tmp_path: Pat
     assert [(r.alpha, r.kind) for r in a] == [(r.alpha, r.kind) for r in b]
     assert {r.kind for r in a} == {"public", "private"}
     assert all(-0.5 <= r.alpha <= 0.5 for r in a)
-    model = brc.BRCModel(brc.model_schema(SCHEMA, COLUMNS), COLUMNS, "partial", PUBLIC, a,
+    model = brc.BRCModel(inputs.model_schema(SCHEMA, COLUMNS), COLUMNS, "partial", PUBLIC, a,
                          config, data.n, 1.0)
     payload = model.to_payload()
     assert payload["public_columns"] == list(PUBLIC) and payload["label_public"] is True
@@ -427,7 +427,7 @@ def test_public_learner_alone_helps_when_private_features_are_noise() -> None:
     data = training(cols, label, PUBLIC)
     rounds, trace = brc.train(data, brc.BRCConfig(rounds=10), 1.0, make_rng(13))
     assert trace.chosen.count("public") >= 5
-    model = brc.BRCModel(brc.model_schema(SCHEMA, COLUMNS), COLUMNS, "partial", PUBLIC,
+    model = brc.BRCModel(inputs.model_schema(SCHEMA, COLUMNS), COLUMNS, "partial", PUBLIC,
                          rounds, brc.BRCConfig(rounds=10), n, 1.0)
     batch = EncodedBatch(n, label, cols)
     assert np.mean(model.predict_proba(batch).argmax(axis=1) == label) > 0.95

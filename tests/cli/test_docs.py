@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 COMMANDS = [["inspect"], ["tabulate"], ["select-features"], ["train-nb"], ["train-brc"],
-            ["predict"],
+            ["validate"], ["predict"],
             ["roc"], ["evaluate"], ["publish-grid"], ["synthesize"], ["ledger", "init"],
             ["ledger", "show"], ["ledger", "verify"]]
 README = (Path(__file__).parents[2] / "README.md").read_text()
@@ -25,7 +25,7 @@ def test_all_commands_are_listed() -> None:
     from dpcli.cli.app import app
 
     names = {c.name for c in app.registered_commands} | {g.name for g in app.registered_groups}
-    assert names == {"inspect", "tabulate", "select-features", "train-nb", "train-brc",
+    assert names == {"inspect", "tabulate", "select-features", "train-nb", "train-brc", "validate",
                      "predict", "roc", "evaluate", "publish-grid", "synthesize", "ledger"}
 
 

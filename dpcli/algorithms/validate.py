@@ -1,0 +1,424 @@
+"""Private tuning of a regulariser by stability: Chaudhuri & Vinterbo (NIPS 2013).
+
+The learner is L2-regularised logistic regression trained privately
+(objective perturbation by default, output perturbation on request:
+:mod:`dpcli.mechanisms.erm`), on rows mapped into the unit ball by the
+declared bounds. Given a grid Λ = (λ_1 … λ_k), a training set T (n rows)
+and a disjoint validation set V (m rows):
+
+``stability`` (the paper's Algorithms 1 and 2; ε1 = ε2 = ε/2 as in §5)
+    trains h_i = F(T, λ_i, ε1, R_i) for every λ_i with independent noise
+    R_i, scores each by q(h_i, V) = −(1/m) Σ_V g(y·wᵀx) with an L-Lipschitz
+    loss g, releases only i* = argmax_i q(h_i, V) + Exp(mean 2β/ε2) with
+    β = max(β1/n, β2/m), then retrains F(T, λ_i*, ε1, R) with fresh noise
+    and releases that model. The k first models are never released.
+    Privacy (Theorems 1, 2 and 4): with R held fixed, replacing one row of
+    T moves q(h_i, V) by at most β1/n = 2L/(λ_min·n) (the fits are
+    λ-strongly convex, so w moves by ≤ 2/(nλ), and g is L-Lipschitz on the
+    unit ball); replacing one row of V moves it by at most β2/m. So every
+    score has sensitivity β and the selection is ε2-DP
+    (:func:`dpcli.mechanisms.noisy_max_exponential`); the retrain is
+    ε1-DP; in all (ε1 + ε2, δ).
+
+    δ: β2 must hold for the largest value one validation row's loss can
+    take. The ramp loss min(1, max(0, 1 − z)) is bounded by 1 whatever w is,
+    so β2 = 1 for every draw of the noise and δ = 0: the guarantee is pure
+    ε-DP. The hinge and logistic losses grow with ‖w‖, which the noise can
+    make large; dpcli bounds ‖w‖ on the event that every ‖R_i‖ is below its
+    Gamma(d, 1) quantile at 1 − δ/k, and δ is the probability (≤ k·δ/k)
+    that this fails — then the selection step has no guarantee.
+    The paper's printed β2 for hinge, (1/λ_min)(1 + d·log(dk/δ)/(nε)), is
+    re-derived here with the exact Gamma quantile and the loss's range on
+    that event (hinge: min(2W, 1 + W); logistic: W, for ‖w‖ ≤ W).
+
+The paper's baselines (§5), every one ε-DP because T and V are disjoint
+(parallel composition, Theorem 5):
+
+``alpha-split``  each λ_i trained on T with ε/k; i* drawn ∝ exp(−ε·e_i/2),
+                 e_i the number of 0/1 errors of h_i on V (sensitivity 1);
+                 h_i* released.
+``data-split``   T cut into k equal parts by a random (data-free) permutation;
+                 λ_i trained on part i with ε; selection as above.
+``random``       i* uniform; λ_i* trained on T with ε. (The paper trains
+                 all k first; releasing one chosen independently of the data
+                 has the same distribution, so only that one is trained.)
+
+Without a validation file, V is cut from the input by a public rule that
+reads no value: row i (0-based, in file order) goes to V iff
+splitmix64(seed·2^32 + i)/2^64 < fraction (:func:`validation_rows`). n and
+m are then functions of the row count, the seed and the fraction: public.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from scipy.special import expit
+from scipy.stats import gamma
+
+from dpcli.algorithms.inputs import Inputs
+from dpcli.budget import Budget, exact
+from dpcli.data.encode import EncodedBatch
+from dpcli.data.schema import NumericColumn, Schema, schema_from_dict, schema_to_dict
+from dpcli.mechanisms import (
+    Plan,
+    PrivateFit,
+    Step,
+    exponential_mechanism,
+    noisy_max_exponential,
+    objective_perturbation,
+    output_perturbation,
+)
+from dpcli.mechanisms.erm import weight_norm_bound
+
+KIND = "logistic_regression"
+METHODS = ("stability", "alpha-split", "data-split", "random")
+SCORES = ("ramp", "hinge", "logistic")
+TRAINERS = ("objective", "output")
+LEARNERS = ("logreg",)
+PAPER_GRID = (0.001, 0.112, 0.223, 0.334, 0.445, 0.556, 0.667, 0.778, 0.889, 1.0)
+DEFAULT_DELTA = 1e-6          # used only by the unbounded (hinge, logistic) scores
+VALIDATION_FRACTION = 0.1
+SPLIT_SEED = 0
+MAX_GRID = 1000
+LIPSCHITZ = 1.0               # all three validation losses are 1-Lipschitz in the margin
+
+TRAIN: dict[str, Callable[..., PrivateFit]] = {"objective": objective_perturbation,
+                                               "output": output_perturbation}
+
+
+@dataclass(frozen=True)
+class ValidateConfig:
+    """What to tune and how. ``delta`` None means: 0 for ramp, DEFAULT_DELTA otherwise."""
+
+    grid: tuple[float, ...] = PAPER_GRID
+    method: str = "stability"
+    score: str = "ramp"
+    trainer: str = "objective"
+    delta: float | None = None
+    validation_fraction: float = VALIDATION_FRACTION
+    split_seed: int = SPLIT_SEED
+
+    def __post_init__(self) -> None:
+        if not self.grid or len(self.grid) > MAX_GRID:
+            raise ValueError(f"grid needs 1 to {MAX_GRID} values")
+        if any(not (math.isfinite(v) and v > 0) for v in self.grid):
+            raise ValueError("every grid value (a regulariser λ) must be a finite number > 0")
+        if len(set(self.grid)) != len(self.grid):
+            raise ValueError("grid values must be distinct")
+        for name, options in (("method", METHODS), ("score", SCORES), ("trainer", TRAINERS)):
+            if getattr(self, name) not in options:
+                raise ValueError(f"{name} must be one of {', '.join(options)}")
+        if self.delta is not None and not 0 <= self.delta < 1:
+            raise ValueError("delta must be in [0, 1)")
+        if not 0 < self.validation_fraction < 1:
+            raise ValueError("validation_fraction must be in (0, 1)")
+
+    @property
+    def k(self) -> int:
+        return len(self.grid)
+
+    @property
+    def needs_delta(self) -> bool:
+        """Only stability with an unbounded validation loss has a δ."""
+        return self.method == "stability" and self.score != "ramp"
+
+    @property
+    def run_delta(self) -> float:
+        if not self.needs_delta:
+            return 0.0
+        return DEFAULT_DELTA if self.delta is None else self.delta
+
+
+# ------------------------------------------------------------------ scores
+
+
+def validation_loss(score: str, margin: np.ndarray) -> np.ndarray:
+    """g(z) at margins z = y·wᵀx: ramp min(1, max(0, 1 − z)), hinge, or logistic."""
+    if score == "ramp":
+        return np.clip(1.0 - margin, 0.0, 1.0)
+    if score == "hinge":
+        return np.maximum(0.0, 1.0 - margin)
+    if score == "logistic":
+        return np.logaddexp(0.0, -margin)
+    raise ValueError(f"unknown validation score {score!r}")
+
+
+def validation_score(score: str, w: np.ndarray, x: np.ndarray, y: np.ndarray) -> float:
+    """q(w, V) = −(1/m) Σ g(y·wᵀx): higher is better. Private: never released."""
+    return float(-np.mean(validation_loss(score, y * (x @ w))))
+
+
+def errors(w: np.ndarray, x: np.ndarray, y: np.ndarray) -> int:
+    """Number of 0/1 errors of sign(wᵀx) (ties to +1) on (x, y). Private."""
+    return int(np.count_nonzero(np.where(x @ w >= 0, 1, -1) != y))
+
+
+@dataclass(frozen=True)
+class Stability:
+    """Chaudhuri & Vinterbo's stability constants for one run (all public).
+
+    q moves by ≤ beta1/n when a training row is replaced (same noise) and by
+    ≤ beta2/m when a validation row is; the selection adds exponential
+    noise of mean 2·beta/ε2, beta = max(beta1/n, beta2/m). ``weight_bound``
+    is the ‖w‖ bound behind beta2 for an unbounded loss (None for ramp),
+    holding except with probability ``delta``.
+    """
+
+    beta1: float
+    beta2: float
+    beta: float
+    delta: float
+    weight_bound: float | None = None
+
+
+def stability_constants(config: ValidateConfig, n: int, m: int, d: int,
+                        epsilon_train: float) -> Stability:
+    """β1 = 2L/λ_min; β2 = 1 for ramp, else the loss's range for ‖w‖ ≤ W (see the module)."""
+    lam_min = min(config.grid)
+    beta1 = 2 * LIPSCHITZ / lam_min
+    delta = config.run_delta
+    bound = None
+    if config.score == "ramp":
+        beta2 = 1.0
+    else:
+        # every R_i has ‖R_i‖ ≤ r except with probability δ/k each: δ in all (union bound)
+        r = float(gamma.isf(delta / config.k, d))
+        bound = max(weight_norm_bound(config.trainer, n, lam, epsilon_train, r)
+                    for lam in config.grid)
+        beta2 = min(2 * bound, 1 + bound) if config.score == "hinge" else bound
+    return Stability(beta1, beta2, max(beta1 / n, beta2 / m), delta, bound)
+
+
+# ------------------------------------------------------------------ procedures
+
+
+@dataclass
+class Outcome:
+    """What a tuning run releases: the chosen index and the model (plus public constants)."""
+
+    index: int
+    fit: PrivateFit
+    stability: Stability | None = None
+
+
+def train(trainer: str, x: np.ndarray, y: np.ndarray, lam: float, epsilon: float,
+          rng: np.random.Generator) -> PrivateFit:
+    return TRAIN[trainer](x, y, lam, epsilon, rng)
+
+
+def tune(config: ValidateConfig, train_set: tuple[np.ndarray, np.ndarray],
+         valid_set: tuple[np.ndarray, np.ndarray], epsilon: float, rng: np.random.Generator,
+         progress: Callable[[int], None] | None = None) -> Outcome:
+    """Run ``config.method`` at total ``epsilon`` (plus ``config.run_delta``); see the module."""
+    x, y = train_set
+    xv, yv = valid_set
+    tick = progress or (lambda _: None)
+    k = config.k
+    if config.method == "stability":
+        eps1 = epsilon / 2
+        constants = stability_constants(config, x.shape[0], xv.shape[0], x.shape[1], eps1)
+        scores = []
+        for lam in config.grid:
+            h = train(config.trainer, x, y, lam, eps1, rng)
+            scores.append(validation_score(config.score, h.weights, xv, yv))
+            tick(1)
+        i = noisy_max_exponential(np.array(scores), sensitivity=constants.beta,
+                                  epsilon=epsilon - eps1, rng=rng)
+        final = train(config.trainer, x, y, config.grid[i], eps1, rng)   # fresh noise
+        tick(1)
+        return Outcome(i, final, constants)
+    if config.method == "random":
+        i = int(rng.integers(k))
+        fit = train(config.trainer, x, y, config.grid[i], epsilon, rng)
+        tick(k + 1)
+        return Outcome(i, fit)
+    if config.method == "alpha-split":
+        fits = []
+        for lam in config.grid:
+            fits.append(train(config.trainer, x, y, lam, epsilon / k, rng))
+            tick(1)
+    elif config.method == "data-split":
+        parts = np.array_split(rng.permutation(x.shape[0]), k)
+        if min(len(p) for p in parts) == 0:
+            raise ValueError(f"data-split needs at least {k} training rows")
+        fits = []
+        for lam, part in zip(config.grid, parts, strict=True):
+            fits.append(train(config.trainer, x[part], y[part], lam, epsilon, rng))
+            tick(1)
+    else:
+        raise ValueError(f"unknown method {config.method!r}")
+    counts = np.array([errors(f.weights, xv, yv) for f in fits], dtype=np.float64)
+    # the paper's p_i ∝ exp(−ε·e_i/2): the exponential mechanism on −e_i, Δ = 1
+    i = exponential_mechanism(-counts, sensitivity=1.0, epsilon=epsilon, rng=rng)
+    tick(1)
+    return Outcome(i, fits[i])
+
+
+def plan(config: ValidateConfig, epsilon: float, n: int, m: int, d: int) -> Plan:
+    """The ledger's steps. Stability: selection ε/2 (with δ) + final training ε/2;
+    a baseline: one step of ε (its trainings on T and selection on V compose in parallel)."""
+    total = Budget(epsilon)
+    trainer = f"{config.trainer}_perturbation"
+    k = config.k
+    if config.method == "stability":
+        half = total.epsilon / 2
+        c = stability_constants(config, n, m, d, float(half))
+        select_note = (f"{k} fits at ε/2 on T (n = {n:,}) scored by {config.score} loss on V "
+                       f"(m = {m:,}); β1 = {c.beta1:.4g}, β2 = {c.beta2:.4g}, "
+                       f"β = max(β1/n, β2/m) = {c.beta:.3g}, noise Exp(mean 2β/ε2 = "
+                       f"{2 * c.beta / float(half):.3g})")
+        return Plan([
+            Step("select", "noisy_max_exponential", Budget(half, exact(c.delta)), select_note),
+            Step("final", trainer, Budget(half),
+                 "the chosen λ retrained on T with fresh noise (ε′ and Δ of CMS Alg. 2)"
+                 if config.trainer == "objective" else
+                 "the chosen λ retrained on T with fresh noise, scale 2/(nλε)"),
+        ])
+    notes = {
+        "alpha-split": f"{k} fits at ε/{k} each on T (n = {n:,}); exponential mechanism on "
+                       f"0/1 errors on V (m = {m:,}, Δ = 1) at ε; T, V disjoint: parallel",
+        "data-split": f"{k} fits at ε on disjoint parts of T (~{n // k:,} rows each); "
+                      f"exponential mechanism on 0/1 errors on V (m = {m:,}, Δ = 1) at ε; "
+                      "parallel",
+        "random": f"one λ of {k} drawn uniformly, trained on T (n = {n:,}) at ε",
+    }
+    mechanism = trainer if config.method == "random" else f"{trainer}+exponential"
+    return Plan([Step(config.method.replace("-", "_"), mechanism, total,
+                      notes[config.method])])
+
+
+def validation_rows(n: int, fraction: float, seed: int, start: int = 0) -> np.ndarray:
+    """Which of rows start … start+n−1 go to V: splitmix64(seed·2^32 + i)/2^64 < fraction.
+
+    Reads no value, so a replace-one neighbour keeps every row on its side;
+    the same file, seed and fraction always give the same split.
+    """
+    i = np.arange(start, start + n, dtype=np.uint64) + np.uint64(seed % 2**32) * np.uint64(2**32)
+    z = i + np.uint64(0x9E3779B97F4A7C15)
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    z = z ^ (z >> np.uint64(31))
+    return (z >> np.uint64(11)).astype(np.float64) / 2.0**53 < fraction
+
+
+# ------------------------------------------------------------------ the model
+
+
+@dataclass
+class LogRegModel:
+    """A released logistic regression: P(positive | x) = σ(wᵀx), x = the row in the unit ball."""
+
+    schema: Schema
+    columns: tuple[str, ...]
+    weights: np.ndarray
+    report: dict[str, Any]
+
+    def design(self, batch: EncodedBatch) -> np.ndarray:
+        return Inputs.from_columns(self.schema, self.columns, batch.columns, batch.n).unit_ball()
+
+    def predict_proba(self, batch: EncodedBatch) -> np.ndarray:
+        pos = self.schema.label.positive_index
+        pos = 1 if pos is None else pos
+        out = np.empty((batch.n, 2))
+        out[:, pos] = expit(self.design(batch) @ self.weights)
+        out[:, 1 - pos] = 1.0 - out[:, pos]
+        return out
+
+    def to_payload(self) -> dict[str, Any]:
+        numeric = [c for c in self.columns if isinstance(self.schema.column(c), NumericColumn)]
+        coded = [c for c in self.columns if c not in numeric]
+        w = self.weights
+        named: dict[str, Any] = {}
+        for j, c in enumerate(numeric, 1):
+            named[c] = float(w[j])
+        k = 1 + len(numeric)
+        for c in coded:
+            levels = self.schema.column(c).levels  # type: ignore[union-attr]
+            named[c] = dict(zip(levels, map(float, w[k:k + len(levels)]), strict=True))
+            k += len(levels)
+        scaling = {c: {"lower": self.schema.column(c).lower,  # type: ignore[union-attr]
+                       "upper": self.schema.column(c).upper,  # type: ignore[union-attr]
+                       "onto": [-1, 1]} for c in numeric}
+        return {
+            "columns": list(self.columns),
+            "score": "P(positive) = 1 / (1 + exp(-(intercept + Σ weight·feature) / divisor)); "
+                     "numeric features scaled onto [-1, 1] by their declared bounds, categorical "
+                     "and binary ones one-hot (the weight of the row's level)",
+            "divisor": float(np.sqrt(1 + len(self.columns))),
+            "intercept": float(w[0]),
+            "weights": named,
+            "scaling": scaling,
+            **self.report,
+            "schema": schema_to_dict(self.schema),
+        }
+
+    @classmethod
+    def from_payload(cls, payload: dict[str, Any], path: Path) -> LogRegModel:
+        schema = schema_from_dict(payload["schema"], path)
+        columns = tuple(payload["columns"])
+        named = payload["weights"]
+        numeric = [c for c in columns if isinstance(schema.column(c), NumericColumn)]
+        parts = [float(payload["intercept"])] + [float(named[c]) for c in numeric]
+        for c in columns:
+            if c not in numeric:
+                parts += [float(named[c][v]) for v in schema.column(c).levels]  # type: ignore[union-attr]
+        report = {k: v for k, v in payload.items()
+                  if k not in ("columns", "score", "divisor", "intercept", "weights", "scaling",
+                               "schema")}
+        return cls(schema, columns, np.array(parts), report)
+
+
+def labels(codes: np.ndarray, positive: int) -> np.ndarray:
+    """Class codes as ±1 (+1 the positive class)."""
+    return np.where(codes == positive, 1.0, -1.0)
+
+
+def fit_report(config: ValidateConfig, outcome: Outcome, epsilon: float, n: int, m: int
+               ) -> dict[str, Any]:
+    """The public description of a tuning run, for the model file and the summary."""
+    fit = outcome.fit
+    report: dict[str, Any] = {
+        "learner": "logreg",
+        "algorithm": "Chaudhuri & Vinterbo 2013, Algorithms 1 and 2 (stability)"
+                     if config.method == "stability" else
+                     f"Chaudhuri & Vinterbo 2013 §5 baseline {config.method}",
+        "method": config.method,
+        "trainer": f"{config.trainer} perturbation (Chaudhuri, Monteleoni & Sarwate 2011, "
+                   f"Algorithm {2 if config.trainer == 'objective' else 1})",
+        "validation_score": config.score,
+        "grid": list(config.grid),
+        "chosen_index": outcome.index,
+        "lambda": fit.lam,
+        "epsilon": epsilon,
+        "delta": config.run_delta,
+        "epsilon_model": fit.epsilon,
+        "noise_scale": fit.noise_scale,
+        "n_train": n,
+        "n_validation": m,
+    }
+    if fit.epsilon_prime is not None:
+        report.update(epsilon_prime=fit.epsilon_prime, extra_regulariser=fit.extra_regulariser)
+    if outcome.stability is not None:
+        s = outcome.stability
+        report.update(epsilon_select=epsilon - fit.epsilon, beta1=s.beta1, beta2=s.beta2,
+                      beta=s.beta, selection_noise_mean=2 * s.beta / (epsilon - fit.epsilon))
+        if s.weight_bound is not None:
+            report["weight_bound"] = s.weight_bound
+    return report
+
+
+def describe_delta(delta: float, score: str) -> str:
+    """δ in words, for the run summary."""
+    if delta == 0:
+        return (f"δ = 0: the {score} loss is bounded, so the stability bound holds for every "
+                "draw of the noise (pure ε-DP)")
+    return (f"δ = {delta:g}: the chance that some trained model's noise is so large that one "
+            f"validation row could move its {score} score by more than β2/m; only then does "
+            "the selection lose its guarantee")
+

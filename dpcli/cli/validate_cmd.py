@@ -1,0 +1,225 @@
+"""``dpcli validate``: private tuning of a regulariser by stability (Chaudhuri & Vinterbo)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from dpcli.cli.common import (
+    DataArg,
+    DryRunOpt,
+    EpsilonOpt,
+    JsonOpt,
+    QuietOpt,
+    SeedOpt,
+    SpecOpt,
+    VerboseOpt,
+    handle_errors,
+)
+from dpcli.cli.ui import UI
+
+HISTOGRAM_NOTE = (
+    "--learner histogram is not available: the paper gives its histogram case study (the "
+    "validation score and its stability constants) only in supplementary material that is "
+    "not part of the published text dpcli follows, so there is nothing to reproduce faithfully")
+
+
+@handle_errors
+def validate(
+    data: DataArg,
+    spec: SpecOpt,
+    validation: Annotated[Path | None, typer.Option(
+        "--validation", help="Validation rows (the same dataset and budget, disjoint rows). "
+        "Default: about 10% of DATA's rows, chosen by a public hash of the row number that "
+        "reads no value (spec keys validate.validation_fraction, validate.split_seed).",
+        dir_okay=False)] = None,
+    out: Annotated[Path | None, typer.Option(
+        "--out", "-o", help="Model JSON to write (required unless --dry-run).")] = None,
+    learner: Annotated[str, typer.Option(
+        help="The model tuned: logreg (L2-regularised logistic regression).")] = "logreg",
+    grid: Annotated[str | None, typer.Option(
+        help="Comma-separated regularisers λ to choose from (default: the paper's ten, "
+        "0.001,0.112,…,1).")] = None,
+    method: Annotated[str | None, typer.Option(
+        help="stability (default; Algorithms 1-2), or a §5 baseline: alpha-split, data-split, "
+        "random.")] = None,
+    score: Annotated[str | None, typer.Option(
+        help="Validation loss for stability: ramp (default; bounded, δ = 0), hinge or "
+        "logistic (need δ).")] = None,
+    trainer: Annotated[str | None, typer.Option(
+        help="objective (default: objective perturbation) or output (output perturbation).")
+    ] = None,
+    delta: Annotated[float | None, typer.Option(
+        "--delta", help="δ for the hinge and logistic scores (default 1e-6); the ramp score "
+        "needs none.")] = None,
+    columns: Annotated[str | None, typer.Option(
+        help="Comma-separated feature columns (default: the spec's 'validate.columns', else "
+        "every numeric, categorical and binary column).")] = None,
+    epsilon: EpsilonOpt = None,
+    seed: SeedOpt = None,
+    dry_run: DryRunOpt = False,
+    json: JsonOpt = False,
+    quiet: QuietOpt = False,
+    verbose: VerboseOpt = False,
+) -> None:
+    """Choose logistic regression's regulariser λ privately, and release the tuned model.
+
+    stability (Chaudhuri & Vinterbo 2013): one private model per λ is
+    trained on the training rows with ε/2; each is scored on the validation
+    rows by a 1-Lipschitz loss (ramp by default); only the index of the best
+    score plus exponential noise is released; the chosen λ is retrained with
+    fresh noise and ε/2. The noise is calibrated to how much one training
+    or validation row can move a score when the models' noise is held fixed
+    (β = max(2/(λ_min·n), β2/m)): the budget does not grow with the grid.
+
+    Models are trained by objective perturbation (Chaudhuri, Monteleoni &
+    Sarwate 2011, Algorithm 2, with its ε′ correction and extra regulariser)
+    on rows mapped into the unit ball by the declared bounds. The baselines
+    alpha-split, data-split and random are the paper's §5 comparisons.
+
+    Example:
+
+        dpcli validate sample_data/adult_train.parquet --spec configs/adult.yaml \\
+            --epsilon 1 --out models/lr.json
+        dpcli predict models/lr.json sample_data/adult_test.parquet --out preds.parquet
+    """
+    from dpcli import checks
+    from dpcli.algorithms import inputs
+    from dpcli.algorithms import validate as tuning
+    from dpcli.budget import Budget
+    from dpcli.cli.spend import (
+        noise_generator,
+        preflight,
+        release_json,
+        report_data,
+        resolve_section,
+    )
+    from dpcli.errors import BudgetExhausted, UsageError
+    from dpcli.io import Outputs
+    from dpcli.ledger import input_digest
+    from dpcli.mechanisms import Plan
+    from dpcli.run import charged, prepare_source
+    from dpcli.spec import ValidateSection, load_spec
+    from dpcli.spec import grid as parse_grid
+
+    ui = UI(quiet=quiet, json=json)
+    if learner == "histogram":
+        raise UsageError(HISTOGRAM_NOTE)
+    if learner not in tuning.LEARNERS:
+        raise UsageError(f"--learner must be one of {', '.join(tuning.LEARNERS)}, got "
+                         f"{learner!r}")
+    for name, value, options in (("--method", method, tuning.METHODS),
+                                 ("--score", score, tuning.SCORES),
+                                 ("--trainer", trainer, tuning.TRAINERS)):
+        if value is not None and value not in options:
+            raise UsageError(f"{name} must be one of {', '.join(options)}, got {value!r}")
+    if delta is not None and not 0 < delta < 1:
+        raise UsageError(f"--delta must be in (0, 1), got {delta}")
+    s = load_spec(spec)
+    grid_values = parse_grid(grid, checks.Where(Path("--grid"))) if grid is not None else None
+    section = resolve_section(s, "validate", ValidateSection, epsilon, columns, grid=grid_values,
+                              method=method, score=score, trainer=trainer, delta=delta)
+    if s.schema.n_classes != 2:
+        raise UsageError(f"validate needs a binary label; {s.path}: label.classes declares "
+                         f"{s.schema.n_classes}")
+    chosen = section.columns or tuple(c for c in s.schema.names
+                                      if inputs.usable(s.schema.column(c)))
+    for c in chosen:
+        if not inputs.usable(s.schema.column(c)):
+            raise UsageError(f"validate: {c!r} is a {s.schema.column(c).kind} column; logistic "
+                             "regression reads numeric, categorical and binary columns")
+    if not chosen:
+        raise UsageError(f"validate: {s.path} declares no numeric, categorical or binary column")
+    config = tuning.ValidateConfig(**section.config_values())
+    if delta is not None and not config.needs_delta:
+        ui.say(f"note: --delta is not used: the {config.score} score is bounded, so this run "
+               "is pure ε-DP (δ = 0)", markup=False)
+    d = inputs.Inputs.from_columns(s.schema, chosen, {c: [] for c in chosen}, 0).design_width
+    total = Budget(section.epsilon, config.run_delta)
+    if total.delta > s.budget.delta:
+        raise BudgetExhausted(f"the {config.score} score needs δ = {config.run_delta:g}, but the "
+                              f"budget of dataset {s.dataset!r} has δ = {s.budget.dlt:g} "
+                              f"({s.path}: budget.delta); use --score ramp, which needs none")
+    sizes: dict[str, int] = {}
+    vsource = None
+    if validation is not None:
+        if validation.resolve() == data.resolve():
+            raise UsageError(f"--validation {validation}: is the training file itself; the two "
+                             "must hold disjoint rows")
+        if out is not None and validation.resolve() == out.resolve():
+            raise UsageError(f"--out {out}: would overwrite the validation file")
+        vsource, sizes["m"] = prepare_source(s, validation, chosen, total, dry_run=dry_run)
+
+    def plan_for(rows: int) -> Plan:
+        if validation is None:
+            m = int(tuning.validation_rows(rows, config.validation_fraction,
+                                           config.split_seed).sum())
+            n = rows - m
+        else:
+            n, m = rows, sizes["m"]
+        where = f"{data}" if validation is None else f"{data} or {validation}"
+        need_n = config.k if config.method == "data-split" else 1
+        if n < need_n or m < 1:
+            raise UsageError(f"{where}: {n} training and {m} validation rows; validate needs at "
+                             f"least {need_n} and 1 (more rows, or another "
+                             "validate.validation_fraction)")
+        sizes.update(n=n, m=m)
+        return tuning.plan(config, section.epsilon, n, m, d)
+
+    source, plan = preflight(ui, s, plan_for, data, chosen, out, [out], dry_run, total=total)
+    assert out is not None
+    n, m = sizes["n"], sizes["m"]
+    outputs = Outputs()
+    rng = noise_generator(ui, s, seed)
+    arguments = {"data": str(data.resolve()), "out": str(out.resolve()), "columns": list(chosen),
+                 "method": config.method, "score": config.score, "trainer": config.trainer,
+                 "grid": list(config.grid), "epsilon": section.epsilon, "delta": config.run_delta,
+                 "n_train": n, "n_validation": m}
+    if validation is None:
+        arguments["split"] = {"validation_fraction": config.validation_fraction,
+                              "split_seed": config.split_seed}
+    else:
+        # the validation rows are part of the charged input: their keyed digest is logged too
+        arguments.update(validation=str(validation.resolve()),
+                         validation_digest=input_digest(s.ledger_path, validation))
+    positive = s.schema.label.positive_index
+    positive = 1 if positive is None else positive
+    with charged(s, plan, command="validate", arguments=arguments, input_path=data,
+                 seeded=seed is not None) as charge, outputs:
+        with ui.progress("reading", source.num_rows_hint()) as advance:
+            label, merged = inputs.read_rows(source.batches(chosen, rng=rng), chosen, advance)
+        x = inputs.Inputs.from_columns(s.schema, chosen, merged, len(label)).unit_ball()
+        y = tuning.labels(label, positive)
+        if vsource is None:
+            held = tuning.validation_rows(len(y), config.validation_fraction, config.split_seed)
+            train_set, valid_set = (x[~held], y[~held]), (x[held], y[held])
+        else:
+            vlabel, vmerged = inputs.read_rows(vsource.batches(chosen, rng=rng), chosen)
+            xv = inputs.Inputs.from_columns(s.schema, chosen, vmerged, len(vlabel)).unit_ball()
+            train_set, valid_set = (x, y), (xv, tuning.labels(vlabel, positive))
+        with ui.progress("tuning", config.k + 1) as advance:
+            outcome = tuning.tune(config, train_set, valid_set, section.epsilon, rng, advance)
+        report = tuning.fit_report(config, outcome, section.epsilon, n, m)
+        model = tuning.LogRegModel(inputs.model_schema(s.schema, chosen), tuple(chosen),
+                                   outcome.fit.weights, report)
+        payload = {**model.to_payload(), "breakdown": plan.to_json()}
+        outputs.write_text(out, release_json(tuning.KIND, payload, s, plan, charge,
+                                             seeded=seed is not None))
+        charge.outputs = outputs.commit()
+        charge.summary.update(method=config.method, chosen_index=outcome.index,
+                              chosen_lambda=outcome.fit.lam)
+
+    report_data(ui, source.report)
+    ui.say(f"{config.method}: chose λ = {outcome.fit.lam:g} (#{outcome.index + 1} of "
+           f"{config.k}) on {n:,} training and {m:,} validation rows; wrote {out}, spent "
+           f"{plan.total} (run {charge.run_id[:8]})", markup=False)
+    if config.method == "stability":
+        ui.say(tuning.describe_delta(config.run_delta, config.score), markup=False)
+    if json:
+        ui.emit_json({"command": "validate", "dataset": s.dataset, "run_id": charge.run_id,
+                      "model": str(out), "method": config.method, "chosen_index": outcome.index,
+                      "lambda": outcome.fit.lam, "n_train": n, "n_validation": m,
+                      "spent": plan.total.to_json(), "breakdown": plan.to_json(),
+                      "report": report})

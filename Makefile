@@ -47,9 +47,14 @@ demo: $(VENV)/.installed
 	$(DPCLI) predict demo/brc.json sample_data/adult_test.parquet --out demo/predictions_brc.parquet
 	@$(BIN)/python -c "import pandas as pd; p = pd.read_parquet('demo/predictions_brc.parquet'); \
 		print(f'brc (public: workclass, fnlwgt, race, sex, native_country and the label): accuracy of its class sign(F) {(p.prediction == p.label.astype(str)).mean():.3f}, of score > 1/2 {((p.score > 0.5) == (p.label == 1)).mean():.3f} (majority class {max(p.label.mean(), 1 - p.label.mean()):.3f}: unbalanced labels, see README train-brc)')"
+	$(DPCLI) validate sample_data/adult_train.parquet --spec configs/demo.yaml --out demo/lr.json
+	$(DPCLI) predict demo/lr.json sample_data/adult_test.parquet --out demo/predictions_lr.parquet
+	@$(BIN)/python -c "import json, pandas as pd; p = pd.read_parquet('demo/predictions_lr.parquet'); \
+		m = json.load(open('demo/lr.json'))['payload']; \
+		print(f'logistic regression (stability chose lambda = {m[\"lambda\"]:g} of {m[\"grid\"]}): accuracy {(p.prediction == p.label.astype(str)).mean():.3f} (majority class {max(p.label.mean(), 1 - p.label.mean()):.3f})')"
 	$(DPCLI) ledger show --spec configs/demo.yaml
 	$(DPCLI) ledger verify --spec configs/demo.yaml
-	@echo "demo outputs are in demo/: adult_counts.csv, nb.json, predictions.parquet, features.json, nb_selected.json, roc/curve.png, evaluation.json, synopsis/, synthetic.parquet, brc.json"
+	@echo "demo outputs are in demo/: adult_counts.csv, nb.json, predictions.parquet, features.json, nb_selected.json, roc/curve.png, evaluation.json, synopsis/, synthetic.parquet, brc.json, lr.json"
 
 test: $(VENV)/.installed
 	$(BIN)/ruff check dpcli tests benchmarks

@@ -472,7 +472,11 @@ def _parse_validate(raw: Any, where: Where, schema: Schema) -> ValidateSection:
     if "grid" in raw:
         out["grid"] = grid(raw["grid"], where / "grid")
     if "delta" in raw:
-        out["delta"] = checks.probability(raw["delta"], where / "delta")
+        value = checks.number(raw["delta"], where / "delta")
+        if not 0 < value < 1:
+            # δ = 0 would make the hinge/logistic stability bound infinite; ramp needs no δ
+            raise (where / "delta").error(f"must be in (0, 1), got {value}")
+        out["delta"] = float(value)
     if "validation_fraction" in raw:
         value = checks.number(raw["validation_fraction"], where / "validation_fraction")
         if not 0 < value < 1:

@@ -86,6 +86,7 @@ DEFAULT_DELTA = 1e-6          # used only by the unbounded (hinge, logistic) sco
 VALIDATION_FRACTION = 0.1
 SPLIT_SEED = 0
 MAX_GRID = 1000
+NOISY_SELECTION = 0.25       # warn above this mean selection noise (scores span ≤ 1 for ramp)
 LIPSCHITZ = 1.0               # all three validation losses are 1-Lipschitz in the margin
 
 TRAIN: dict[str, Callable[..., PrivateFit]] = {"objective": objective_perturbation,
@@ -114,8 +115,8 @@ class ValidateConfig:
         for name, options in (("method", METHODS), ("score", SCORES), ("trainer", TRAINERS)):
             if getattr(self, name) not in options:
                 raise ValueError(f"{name} must be one of {', '.join(options)}")
-        if self.delta is not None and not 0 <= self.delta < 1:
-            raise ValueError("delta must be in [0, 1)")
+        if self.delta is not None and not 0 < self.delta < 1:
+            raise ValueError("delta must be in (0, 1)")
         if not 0 < self.validation_fraction < 1:
             raise ValueError("validation_fraction must be in (0, 1)")
 
@@ -195,6 +196,16 @@ def stability_constants(config: ValidateConfig, n: int, m: int, d: int,
     return Stability(beta1, beta2, max(beta1 / n, beta2 / m), delta, bound)
 
 
+def selection_noise_mean(config: ValidateConfig, epsilon: float, n: int, m: int, d: int
+                         ) -> float:
+    """2β/ε2, the mean of the noise added to each score, for a stability run at ``epsilon``.
+
+    With ε1 = ε2 = ε/2 and β1/n dominant this is 4/(λ_min·n·ε): the smallest
+    λ on the grid sets the price of the whole grid.
+    """
+    return 2 * stability_constants(config, n, m, d, epsilon / 2).beta / (epsilon / 2)
+
+
 # ------------------------------------------------------------------ procedures
 
 
@@ -272,7 +283,7 @@ def plan(config: ValidateConfig, epsilon: float, n: int, m: int, d: int) -> Plan
         select_note = (f"{k} fits at ε/2 on T (n = {n:,}) scored by {config.score} loss on V "
                        f"(m = {m:,}); β1 = {c.beta1:.4g}, β2 = {c.beta2:.4g}, "
                        f"β = max(β1/n, β2/m) = {c.beta:.3g}, noise Exp(mean 2β/ε2 = "
-                       f"{2 * c.beta / float(half):.3g})")
+                       f"{selection_noise_mean(config, epsilon, n, m, d):.3g})")
         return Plan([
             Step("select", "noisy_max_exponential", Budget(half, exact(c.delta)), select_note),
             Step("final", trainer, Budget(half),

@@ -134,8 +134,10 @@ def validate(
         raise UsageError(f"validate: {s.path} declares no numeric, categorical or binary column")
     config = tuning.ValidateConfig(**section.config_values())
     if delta is not None and not config.needs_delta:
-        ui.say(f"note: --delta is not used: the {config.score} score is bounded, so this run "
-               "is pure ε-DP (δ = 0)", markup=False)
+        why = (f"the {config.method} baseline selects by 0/1 errors" if config.method != "stability"
+               else "the ramp score is bounded")
+        ui.say(f"note: --delta is not used: {why}, so this run is pure ε-DP (δ = 0)",
+               markup=False)
     d = inputs.Inputs.from_columns(s.schema, chosen, {c: [] for c in chosen}, 0).design_width
     total = Budget(section.epsilon, config.run_delta)
     if total.delta > s.budget.delta:
@@ -166,6 +168,13 @@ def validate(
                              f"least {need_n} and 1 (more rows, or another "
                              "validate.validation_fraction)")
         sizes.update(n=n, m=m)
+        if config.method == "stability":
+            noise = tuning.selection_noise_mean(config, section.epsilon, n, m, d)
+            if noise > tuning.NOISY_SELECTION:
+                ui.warn(f"the selection noise has mean {noise:.3g} (2β/ε2, β = max(2/(λ_min·n), "
+                        f"β2/m)), large next to differences of validation scores (the ramp loss "
+                        f"keeps them within 1): the choice will be close to random. Raise the "
+                        f"smallest λ (now {min(config.grid):g}), or use more ε or rows.")
         return tuning.plan(config, section.epsilon, n, m, d)
 
     source, plan = preflight(ui, s, plan_for, data, chosen, out, [out], dry_run, total=total)

@@ -276,7 +276,7 @@ def test_delta_is_used_only_by_stability_with_an_unbounded_score() -> None:
 
 @pytest.mark.parametrize("kwargs", [{"grid": ()}, {"grid": (0.0, 1.0)}, {"grid": (1.0, 1.0)},
                                     {"method": "cv"}, {"score": "zero-one"},
-                                    {"trainer": "sgd"}, {"delta": 1.0},
+                                    {"trainer": "sgd"}, {"delta": 1.0}, {"delta": 0.0},
                                     {"validation_fraction": 0.0}])
 def test_config_rejects_bad_values(kwargs: dict) -> None:
     with pytest.raises(ValueError):

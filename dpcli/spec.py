@@ -473,9 +473,9 @@ def _parse_validate(raw: Any, where: Where, schema: Schema) -> ValidateSection:
         out["grid"] = grid(raw["grid"], where / "grid")
     if "delta" in raw:
         value = checks.number(raw["delta"], where / "delta")
-        if not 0 < value < 1:
+        if not validate.MIN_DELTA <= value < 1:
             # δ = 0 would make the hinge/logistic stability bound infinite; ramp needs no δ
-            raise (where / "delta").error(f"must be in (0, 1), got {value}")
+            raise (where / "delta").error(f"must be in [{validate.MIN_DELTA:g}, 1), got {value}")
         out["delta"] = float(value)
     if "validation_fraction" in raw:
         value = checks.number(raw["validation_fraction"], where / "validation_fraction")
@@ -484,6 +484,8 @@ def _parse_validate(raw: Any, where: Where, schema: Schema) -> ValidateSection:
         out["validation_fraction"] = float(value)
     if "split_seed" in raw:
         out["split_seed"] = checks.integer(raw["split_seed"], where / "split_seed", minimum=0)
+        if out["split_seed"] >= 2**32:
+            raise (where / "split_seed").error(f"must be below 2^32, got {out['split_seed']}")
     if "columns" in raw:
         out["columns"] = _columns(raw["columns"], where / "columns", schema)
     return ValidateSection(**out)

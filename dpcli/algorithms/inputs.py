@@ -84,8 +84,16 @@ class Inputs:
 
 
 def scale(x: np.ndarray, column: NumericColumn) -> np.ndarray:
-    """``x`` (already clamped to the declared bounds) mapped linearly onto [-1, 1]."""
-    return np.clip(2.0 * (x - column.lower) / column.width - 1.0, -1.0, 1.0)
+    """``x`` (already clamped to the declared bounds) mapped linearly onto [-1, 1].
+
+    Computed around the midpoint with halves of the bounds, so that it stays
+    finite for any finite bounds (the width of [-1e308, 1e308] overflows,
+    and a NaN for some values only would make a run's failure depend on one
+    record).
+    """
+    middle = column.lower / 2 + column.upper / 2
+    half = column.upper / 2 - column.lower / 2
+    return np.clip((x - middle) / half, -1.0, 1.0)
 
 
 def usable(column: Any) -> bool:

@@ -74,7 +74,7 @@ from dpcli.mechanisms import (
     objective_perturbation,
     output_perturbation,
 )
-from dpcli.mechanisms.erm import weight_norm_bound
+from dpcli.mechanisms.erm import GRADIENT_TOLERANCE, weight_norm_bound
 
 KIND = "logistic_regression"
 METHODS = ("stability", "alpha-split", "data-split", "random")
@@ -83,6 +83,7 @@ TRAINERS = ("objective", "output")
 LEARNERS = ("logreg",)
 PAPER_GRID = (0.001, 0.112, 0.223, 0.334, 0.445, 0.556, 0.667, 0.778, 0.889, 1.0)
 DEFAULT_DELTA = 1e-6          # used only by the unbounded (hinge, logistic) scores
+MIN_DELTA = 1e-100            # smaller δ/k underflows the Gamma quantile
 VALIDATION_FRACTION = 0.1
 SPLIT_SEED = 0
 MAX_GRID = 1000
@@ -115,8 +116,8 @@ class ValidateConfig:
         for name, options in (("method", METHODS), ("score", SCORES), ("trainer", TRAINERS)):
             if getattr(self, name) not in options:
                 raise ValueError(f"{name} must be one of {', '.join(options)}")
-        if self.delta is not None and not 0 < self.delta < 1:
-            raise ValueError("delta must be in (0, 1)")
+        if self.delta is not None and not MIN_DELTA <= self.delta < 1:
+            raise ValueError(f"delta must be in [{MIN_DELTA:g}, 1)")
         if not 0 < self.validation_fraction < 1:
             raise ValueError("validation_fraction must be in (0, 1)")
 
@@ -166,7 +167,9 @@ class Stability:
 
     q moves by ≤ beta1/n when a training row is replaced (same noise) and by
     ≤ beta2/m when a validation row is; the selection adds exponential
-    noise of mean 2·beta/ε2, beta = max(beta1/n, beta2/m). ``weight_bound``
+    noise of mean 2·beta/ε2, beta = max(beta1/n + 2τ/λ_min, beta2/m): the
+    paper's β plus the optimiser's tolerance τ (each fit is within τ/λ of
+    the exact minimiser the paper's bound is about). ``weight_bound``
     is the ‖w‖ bound behind beta2 for an unbounded loss (None for ramp),
     holding except with probability ``delta``.
     """
@@ -183,6 +186,8 @@ def stability_constants(config: ValidateConfig, n: int, m: int, d: int,
     """β1 = 2L/λ_min; β2 = 1 for ramp, else the loss's range for ‖w‖ ≤ W (see the module)."""
     lam_min = min(config.grid)
     beta1 = 2 * LIPSCHITZ / lam_min
+    # the optimiser stops within τ/λ of the exact minimiser, on each side of the neighbours
+    slack = 2 * LIPSCHITZ * GRADIENT_TOLERANCE / lam_min
     delta = config.run_delta
     bound = None
     if config.score == "ramp":
@@ -191,9 +196,12 @@ def stability_constants(config: ValidateConfig, n: int, m: int, d: int,
         # every R_i has ‖R_i‖ ≤ r except with probability δ/k each: δ in all (union bound)
         r = float(gamma.isf(delta / config.k, d))
         bound = max(weight_norm_bound(config.trainer, n, lam, epsilon_train, r)
-                    for lam in config.grid)
+                    + GRADIENT_TOLERANCE / lam for lam in config.grid)
         beta2 = min(2 * bound, 1 + bound) if config.score == "hinge" else bound
-    return Stability(beta1, beta2, max(beta1 / n, beta2 / m), delta, bound)
+    beta = max(beta1 / n + slack, beta2 / m)
+    if not math.isfinite(beta):
+        raise ValueError(f"the stability bound is not finite (δ = {delta:g} is too small)")
+    return Stability(beta1, beta2, beta, delta, bound)
 
 
 def selection_noise_mean(config: ValidateConfig, epsilon: float, n: int, m: int, d: int
@@ -402,7 +410,10 @@ def fit_report(config: ValidateConfig, outcome: Outcome, epsilon: float, n: int,
         "method": config.method,
         "trainer": f"{config.trainer} perturbation (Chaudhuri, Monteleoni & Sarwate 2011, "
                    f"Algorithm {2 if config.trainer == 'objective' else 1})",
-        "validation_score": config.score,
+        "selection": (f"report-noisy-max (exponential noise) on the {config.score} validation "
+                      "score" if config.method == "stability" else
+                      "uniform at random" if config.method == "random" else
+                      "exponential mechanism on 0/1 errors on the validation rows"),
         "grid": list(config.grid),
         "chosen_index": outcome.index,
         "lambda": fit.lam,

@@ -96,6 +96,7 @@ def validate(
         report_data,
         resolve_section,
     )
+    from dpcli.data import DataSource
     from dpcli.errors import BudgetExhausted, UsageError
     from dpcli.io import Outputs
     from dpcli.ledger import input_digest
@@ -115,8 +116,8 @@ def validate(
                                  ("--trainer", trainer, tuning.TRAINERS)):
         if value is not None and value not in options:
             raise UsageError(f"{name} must be one of {', '.join(options)}, got {value!r}")
-    if delta is not None and not 0 < delta < 1:
-        raise UsageError(f"--delta must be in (0, 1), got {delta}")
+    if delta is not None and not tuning.MIN_DELTA <= delta < 1:
+        raise UsageError(f"--delta must be in [{tuning.MIN_DELTA:g}, 1), got {delta}")
     s = load_spec(spec)
     grid_values = parse_grid(grid, checks.Where(Path("--grid"))) if grid is not None else None
     section = resolve_section(s, "validate", ValidateSection, epsilon, columns, grid=grid_values,
@@ -147,14 +148,13 @@ def validate(
     sizes: dict[str, int] = {}
     vsource = None
     if validation is not None:
-        if validation.resolve() == data.resolve():
-            raise UsageError(f"--validation {validation}: is the training file itself; the two "
-                             "must hold disjoint rows")
-        if out is not None and validation.resolve() == out.resolve():
-            raise UsageError(f"--out {out}: would overwrite the validation file")
-        vsource, sizes["m"] = prepare_source(s, validation, chosen, total, dry_run=dry_run)
+        _check_disjoint(data, validation, out)
+        DataSource(validation, s.schema).check_structure(chosen)
 
     def plan_for(rows: int) -> Plan:
+        nonlocal vsource
+        if validation is not None:   # its validation pass, after every structural check
+            vsource, sizes["m"] = prepare_source(s, validation, chosen, total, dry_run=dry_run)
         if validation is None:
             m = int(tuning.validation_rows(rows, config.validation_fraction,
                                            config.split_seed).sum())
@@ -232,3 +232,27 @@ def validate(
                       "lambda": outcome.fit.lam, "n_train": n, "n_validation": m,
                       "spent": plan.total.to_json(), "breakdown": plan.to_json(),
                       "report": report})
+
+
+def _check_disjoint(data: Path, validation: Path, out: Path | None) -> None:
+    """The training and validation files must be different files (not a copy, not a link).
+
+    Every guarantee of validate counts each record once, in T or in V: a
+    record in both would move a score by β1/n + β2/m and double the ε of the
+    selection. dpcli can refuse the same file, a link or a byte-identical
+    copy; that no person has rows in both files is the custodian's to ensure.
+    """
+    from dpcli.errors import UsageError
+    from dpcli.ledger import file_digest
+
+    if out is not None and out.exists() and out.resolve() == validation.resolve():
+        raise UsageError(f"--out {out}: would overwrite the validation file")
+    try:
+        same = data.exists() and validation.exists() and (
+            data.resolve() == validation.resolve() or data.samefile(validation)
+            or file_digest(data) == file_digest(validation))
+    except OSError:
+        same = False   # unreadable files are reported by the structural checks that follow
+    if same:
+        raise UsageError(f"--validation {validation}: is the training file {data} (or a copy of "
+                         "it); the validation rows must be disjoint from the training rows")

@@ -319,3 +319,20 @@ def test_model_predicts_from_its_payload() -> None:
     payload = model.to_payload()
     assert payload["weights"]["color"] == {"r": 0.5, "g": 0.1, "other": -0.2}
     assert payload["divisor"] == pytest.approx(2.0)
+
+
+def test_huge_declared_bounds_scale_without_overflow() -> None:
+    """Bounds [-1e308, 1e308] overflow a naive width: a NaN for some values only would make
+    a run's failure depend on one record."""
+    col = NumericColumn("x", -1e308, 1e308)
+    values = np.array([-1e308, -5e307, 0.0, 9e307, 1e308])
+    scaled = inputs.scale(values, col)
+    assert np.all(np.isfinite(scaled))
+    assert np.allclose(scaled, [-1, -0.5, 0, 0.9, 1])
+
+
+def test_a_delta_too_small_for_the_gamma_quantile_is_refused() -> None:
+    with pytest.raises(ValueError):
+        v.ValidateConfig(score="hinge", delta=1e-300)
+    c = v.stability_constants(v.ValidateConfig(score="hinge", delta=v.MIN_DELTA), 100, 10, 5, 1.0)
+    assert np.isfinite(c.beta)

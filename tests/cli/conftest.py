@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -38,6 +39,16 @@ class Project:
             mutate(spec)
         self.spec.write_text(yaml.safe_dump(spec, sort_keys=False))
         return self.spec
+
+    def envelope(self, name: str = "m.json") -> dict:
+        """A JSON output of the project's folder."""
+        return json.loads((self.root / name).read_text())
+
+    def reserves(self) -> list[dict]:
+        """The ledger's reserve entries, in order."""
+        from dpcli.ledger import read_entries
+
+        return [e for e in read_entries(self.ledger) if e["kind"] == "reserve"]
 
 
 @dataclass

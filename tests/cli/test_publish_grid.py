@@ -53,9 +53,6 @@ def _payload(folder: Path) -> dict:
     return json.loads((folder / "grid.json").read_text())["payload"]
 
 
-def _reserves(project: Project) -> list[dict]:
-    return [e for e in read_entries(project.ledger) if e["kind"] == "reserve"]
-
 
 @pytest.fixture
 def synopsis(project: Project, cli) -> Path:
@@ -165,7 +162,7 @@ def test_age_is_a_default_candidate_only_with_a_taxonomy(project: Project, cli) 
     candidates = _payload(project.root / "aged")["candidates"]
     assert [c["column"] for c in candidates] == ["age", "color", "member"]
     assert candidates[0]["sizes"] == [1, 2]
-    assert [e["arguments"]["columns"] for e in _reserves(project)] == [
+    assert [e["arguments"]["columns"] for e in project.reserves()] == [
         ["color", "member"], ["age", "color", "member"]]
 
 
@@ -255,8 +252,8 @@ def test_a_small_max_pool_selects_columns_first(project: Project, cli) -> None:
     assert {g["column"] for g in p["grid"]} <= set(selected)
     # T with ε_hist = 0.4 of ε
     assert p["threshold"] == math.floor(0.2 * 400 * 0.2 / 2)
-    assert _reserves(project)[0]["epsilon"] == 0.5
-    assert _reserves(project)[0]["arguments"]["max_pool"] == 2
+    assert project.reserves()[0]["epsilon"] == 0.5
+    assert project.reserves()[0]["arguments"]["max_pool"] == 2
 
 
 def test_budget_exhaustion_exits_3_and_charges_nothing(project: Project, cli) -> None:
@@ -497,6 +494,6 @@ def test_roc_and_evaluate_accept_the_grid_model(project: Project, cli) -> None:
     result = json.loads(r.stdout.strip().splitlines()[-1])
     assert result["command"] == "evaluate" and 0 <= result["accuracy"] <= 1
 
-    assert [(e["command"], e["epsilon"]) for e in _reserves(project)] == [
+    assert [(e["command"], e["epsilon"]) for e in project.reserves()] == [
         ("publish-grid", 0.5), ("roc", 0.2), ("evaluate", 0.2)]
-    assert sum(Fraction(str(e["epsilon"])) for e in _reserves(project)) == Fraction("0.9")
+    assert sum(Fraction(str(e["epsilon"])) for e in project.reserves()) == Fraction("0.9")

@@ -50,12 +50,6 @@ def _train(cli, project: Project, *extra: object, out: str = "m.json", data: Pat
                "--out", project.root / out, *extra)
 
 
-def _envelope(project: Project, name: str = "m.json") -> dict:
-    return json.loads((project.root / name).read_text())
-
-
-def _reserves(project: Project) -> list[dict]:
-    return [e for e in read_entries(project.ledger) if e["kind"] == "reserve"]
 
 
 def _spent(project: Project, cli) -> float:
@@ -162,7 +156,7 @@ def test_partial_mode_writes_the_model_the_relation_and_the_ledger(project: Proj
     assert summary["command"] == "train-brc" and summary["mode"] == "partial"
     assert summary["rounds"] == 5 and summary["spent"] == {"epsilon": 0.5, "delta": 0.0}
 
-    env = _envelope(project)
+    env = project.envelope()
     assert env["format"] == "dpcli" and env["kind"] == "brc"
     assert env["epsilon"] == 0.5 and env["seeded"] is False
     assert env["ledger_run_id"] == summary["run_id"]
@@ -220,7 +214,7 @@ def test_a_public_column_that_decides_the_label_wins_every_round(project: Projec
     data = _signal_data(project, label)
     r = _train(cli, project, "--seed", 1, data=data)
     assert r.exit_code == 0, r.stderr
-    ensemble = _envelope(project)["payload"]["ensemble"]
+    ensemble = project.envelope()["payload"]["ensemble"]
     assert [rnd["kind"] for rnd in ensemble] == ["public"] * 3
     assert {rnd["column"] for rnd in ensemble} == {public}
     assert all(rnd["alpha"] == 0.5 for rnd in ensemble)
@@ -239,7 +233,7 @@ def test_without_public_columns_every_round_is_private(project: Project, cli) ->
     r = _train(cli, project)
     assert r.exit_code == 0, r.stderr
     assert "Algorithm 3" not in r.stderr  # nothing was declared public: no note
-    env = _envelope(project)
+    env = project.envelope()
     assert env["neighbouring"] == "replace-one"
     p = env["payload"]
     assert p["mode"] == "private" and p["label_public"] is False
@@ -247,7 +241,7 @@ def test_without_public_columns_every_round_is_private(project: Project, cli) ->
     assert [rnd["kind"] for rnd in p["ensemble"]] == ["private"] * 4
     for t, rnd in enumerate(p["ensemble"], 1):
         _check_round(rnd, t, DEFAULT_COLUMNS)
-    reserve = _reserves(project)[0]
+    reserve = project.reserves()[0]
     assert reserve["neighbouring"] == "replace-one"
     assert reserve["arguments"]["mode"] == "private" and reserve["arguments"]["public"] == []
     _check_steps(reserve["breakdown"], "0.4", 4)
@@ -260,13 +254,13 @@ def test_label_private_treats_the_public_columns_as_private(project: Project, cl
     r = _train(cli, project)
     assert r.exit_code == 0, r.stderr
     assert "label_private: true" in r.stderr and "Algorithm 3" in r.stderr
-    env = _envelope(project)
+    env = project.envelope()
     assert env["neighbouring"] == "replace-one"
     p = env["payload"]
     assert p["mode"] == "private" and p["public_columns"] == []
     assert [rnd["kind"] for rnd in p["ensemble"]] == ["private"] * 3
     assert "member" in p["ensemble"][0]["weights"]
-    assert _reserves(project)[0]["neighbouring"] == "replace-one"
+    assert project.reserves()[0]["neighbouring"] == "replace-one"
 
 
 def test_public_columns_outside_the_chosen_ones_fall_back_to_all_private(project: Project,
@@ -275,9 +269,9 @@ def test_public_columns_outside_the_chosen_ones_fall_back_to_all_private(project
     r = _train(cli, project, "--columns", "age,color")
     assert r.exit_code == 0, r.stderr
     assert "none of the public columns is among the chosen ones" in r.stderr
-    p = _envelope(project)["payload"]
+    p = project.envelope()["payload"]
     assert p["mode"] == "private" and p["columns"] == ["age", "color"]
-    assert _envelope(project)["neighbouring"] == "replace-one"
+    assert project.envelope()["neighbouring"] == "replace-one"
 
 
 def test_epsilon_alone_runs_without_a_section(project: Project, cli) -> None:
@@ -285,13 +279,13 @@ def test_epsilon_alone_runs_without_a_section(project: Project, cli) -> None:
     r = _train(cli, project, "--epsilon", 0.3, "--seed", 1)
     assert r.exit_code == 0, r.stderr
     assert "rule of thumb" not in r.stderr  # 2·25 / (0.9·0.3·400) ≈ 0.46
-    env = _envelope(project)
+    env = project.envelope()
     assert env["neighbouring"] == "replace-one" and env["epsilon"] == 0.3
     p = env["payload"]
     assert p["mode"] == "private" and p["T"] == 25 and p["columns"] == DEFAULT_COLUMNS
     assert p["c1"] == p["c2"] == pytest.approx(math.sqrt(2))
     assert [rnd["kind"] for rnd in p["ensemble"]] == ["private"] * 25
-    _check_steps(_reserves(project)[0]["breakdown"], "0.3", 25)
+    _check_steps(project.reserves()[0]["breakdown"], "0.3", 25)
 
 
 # ------------------------------------------------------------------------ predict, roc
@@ -299,7 +293,7 @@ def test_predict_and_roc_accept_the_brc_model(project: Project, cli) -> None:
     _brc_spec(project)
     assert _train(cli, project, "--seed", 2).exit_code == 0
     model = project.root / "m.json"
-    payload = _envelope(project)["payload"]
+    payload = project.envelope()["payload"]
     before = project.ledger.read_bytes()
 
     out = project.root / "preds.parquet"
@@ -330,7 +324,7 @@ def test_predict_and_roc_accept_the_brc_model(project: Project, cli) -> None:
     assert summary["command"] == "roc" and 0 <= summary["auc"] <= 1
     curve = json.loads((project.root / "roc" / "curve.json").read_text())["payload"]
     assert curve["model_kind"] == "brc"
-    assert [(e["command"], e["epsilon"]) for e in _reserves(project)] == [
+    assert [(e["command"], e["epsilon"]) for e in project.reserves()] == [
         ("train-brc", 0.5), ("roc", 0.1)]
 
 
@@ -352,8 +346,8 @@ def test_rounds_auto_follows_the_rule_of_thumb(project: Project, cli, epsilon: s
     expected = _expected_auto_rounds(epsilon, N, c1c2)
     floats = (float(c1), float(c2)) if c1 and c2 else (math.sqrt(2), math.sqrt(2))
     assert expected == brc.auto_rounds(float(epsilon), N, *floats)  # cross-check
-    _check_steps(_reserves(project)[0]["breakdown"], epsilon, expected)
-    assert _envelope(project)["payload"]["T"] == expected
+    _check_steps(project.reserves()[0]["breakdown"], epsilon, expected)
+    assert project.envelope()["payload"]["T"] == expected
     if expected > 1:  # T = 1 is the floor: it may exceed the rule of thumb
         assert "rule of thumb" not in r.stderr
 
@@ -391,8 +385,8 @@ def test_too_many_rounds_for_epsilon_warns_but_runs(project: Project, cli) -> No
     ratio = f"{_noise_scale('0.01', 5):.3g}"
     assert ratio == "2.78"
     assert f"c1·c2·T/(0.9·ε·n) = {ratio} exceeds the paper's rule of thumb" in r.stderr
-    assert len(_envelope(project)["payload"]["ensemble"]) == 5
-    assert _reserves(project)[0]["epsilon"] == 0.01
+    assert len(project.envelope()["payload"]["ensemble"]) == 5
+    assert project.reserves()[0]["epsilon"] == 0.01
 
 
 # ---------------------------------------------------------------------------- bad input
@@ -485,7 +479,7 @@ def test_a_constant_public_numeric_column_does_not_crash(project: Project, cli) 
     r = _train(cli, project, data=data)
     assert r.exit_code == 0, r.stderr
     assert [e["kind"] for e in read_entries(project.ledger)] == ["reserve", "complete"]
-    p = _envelope(project)["payload"]
+    p = project.envelope()["payload"]
     assert p["mode"] == "partial" and p["public_columns"] == ["age"] and p["T"] == 3
     assert len(p["ensemble"]) == 3
     for t, rnd in enumerate(p["ensemble"], 1):
@@ -534,24 +528,24 @@ def test_seed_reproduces_the_ensemble(project: Project, cli) -> None:
         r = _train(cli, project, "--seed", seed, out=out)
         assert r.exit_code == 0, r.stderr
         assert "--seed" in r.stderr  # the seeded-run warning
-    a, b, c = (_envelope(project, name) for name in ("a.json", "b.json", "c.json"))
+    a, b, c = (project.envelope(name) for name in ("a.json", "b.json", "c.json"))
     assert a["payload"]["ensemble"] == b["payload"]["ensemble"]
     assert a["payload"]["calibration"] == b["payload"]["calibration"]
     assert a["payload"]["ensemble"] != c["payload"]["ensemble"]
     assert a["seeded"] is b["seeded"] is c["seeded"] is True
     assert a["ledger_run_id"] != b["ledger_run_id"]
-    assert [e["seeded"] for e in _reserves(project)] == [True, True, True]
-    assert "seed" not in _reserves(project)[0]["arguments"]  # the seed is never recorded
+    assert [e["seeded"] for e in project.reserves()] == [True, True, True]
+    assert "seed" not in project.reserves()[0]["arguments"]  # the seed is never recorded
 
 
 def test_unseeded_runs_differ_and_are_marked(project: Project, cli) -> None:
     _brc_spec(project, {"epsilon": 0.2, "rounds": 3})
     for out in ("a.json", "b.json"):
         assert _train(cli, project, out=out).exit_code == 0
-    a, b = (_envelope(project, name) for name in ("a.json", "b.json"))
+    a, b = (project.envelope(name) for name in ("a.json", "b.json"))
     assert a["seeded"] is False and b["seeded"] is False
     assert a["payload"]["ensemble"] != b["payload"]["ensemble"]  # continuous draws
-    assert [e["seeded"] for e in _reserves(project)] == [False, False]
+    assert [e["seeded"] for e in project.reserves()] == [False, False]
 
 
 def test_budget_exhaustion_exits_3_and_writes_nothing(project: Project, cli) -> None:

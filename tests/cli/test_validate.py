@@ -67,12 +67,6 @@ def _validate(cli, project: Project, *extra: object, out: str = "m.json",
                "--out", project.root / out, *extra)
 
 
-def _envelope(project: Project, name: str = "m.json") -> dict:
-    return json.loads((project.root / name).read_text())
-
-
-def _reserves(project: Project) -> list[dict]:
-    return [e for e in read_entries(project.ledger) if e["kind"] == "reserve"]
 
 
 def _spent(project: Project, cli) -> dict:
@@ -141,7 +135,7 @@ def test_stability_writes_the_model_the_ledger_and_predicts(project: Project, cl
     assert summary["n_train"] == N - M and summary["n_validation"] == M
     assert "chose λ" in r.stderr and "pure ε-DP" in r.stderr
 
-    env = _envelope(project)
+    env = project.envelope()
     assert env["format"] == "dpcli" and env["kind"] == "logistic_regression"
     assert env["epsilon"] == 0.5 and env["delta"] == 0.0 and env["seeded"] is False
     assert env["ledger_run_id"] == summary["run_id"]
@@ -219,7 +213,7 @@ def test_a_strong_signal_is_learned_with_the_right_orientation(project: Project,
     data = _write(project, frame, "signal.parquet")
     r = _validate(cli, project, "--epsilon", 100, "--seed", 1, data=data)
     assert r.exit_code == 0, r.stderr
-    w = _envelope(project)["payload"]["weights"]["member"]
+    w = project.envelope()["payload"]["weights"]["member"]
     assert (w["yes"] > w["no"]) == (positive == 1)
     out = project.root / "preds.parquet"
     assert cli("predict", project.root / "m.json", data, "--out", out).exit_code == 0
@@ -234,20 +228,20 @@ def test_spec_section_and_options(project: Project, cli) -> None:
     _spec(project, {"epsilon": 0.3, "grid": [0.5, 2], "columns": ["age", "member"]})
     r = _validate(cli, project, "--json")
     assert r.exit_code == 0, r.stderr
-    p = _envelope(project)["payload"]
+    p = project.envelope()["payload"]
     assert p["columns"] == ["age", "member"] and p["grid"] == [0.5, 2.0]
     assert p["lambda"] in (0.5, 2.0) and p["beta1"] == pytest.approx(4.0)
     assert p["divisor"] == pytest.approx(math.sqrt(3))
-    _check_stability_steps(_reserves(project)[0]["breakdown"], 0.3)
+    _check_stability_steps(project.reserves()[0]["breakdown"], 0.3)
 
     r = _validate(cli, project, "--columns", "color", "--grid", "0.25", "--trainer", "output",
                   "--epsilon", 0.2, out="o.json")
     assert r.exit_code == 0, r.stderr
-    p = _envelope(project, "o.json")["payload"]
+    p = project.envelope("o.json")["payload"]
     assert p["columns"] == ["color"] and p["grid"] == [0.25]
     assert p["chosen_index"] == 0 and p["lambda"] == 0.25
     assert "Algorithm 1" in p["trainer"]
-    reserve = _reserves(project)[1]
+    reserve = project.reserves()[1]
     assert reserve["arguments"]["trainer"] == "output" and reserve["epsilon"] == 0.2
     _check_stability_steps(reserve["breakdown"], 0.2, trainer="output")
     assert _spent(project, cli)["epsilon"] == pytest.approx(0.5)
@@ -278,14 +272,14 @@ def test_each_baseline_is_one_step_of_the_whole_epsilon(project: Project, cli, m
     breakdown = [{"step": step, "mechanism": mechanism, "epsilon": 0.4, "delta": 0.0}]
     assert [{k: s[k] for k in ("step", "mechanism", "epsilon", "delta")}
             for s in summary["breakdown"]] == breakdown
-    p = _envelope(project)["payload"]
+    p = project.envelope()["payload"]
     assert p["method"] == method and p["lambda"] == summary["lambda"]
     assert p["epsilon"] == 0.4 and p["delta"] == 0
     assert "beta1" not in p and "selection_noise_mean" not in p   # stability only
     # every training uses T alone: a baseline's model is trained at ε (alpha-split: ε/k)
     expected_model_eps = 0.4 / len(PAPER_GRID) if method == "alpha-split" else 0.4
     assert p["epsilon_model"] == pytest.approx(expected_model_eps)
-    (reserve,) = _reserves(project)
+    (reserve,) = project.reserves()
     assert reserve["command"] == "validate" and reserve["epsilon"] == 0.4
     assert reserve["delta"] == 0.0
     assert reserve["arguments"]["method"] == method
@@ -331,10 +325,10 @@ def test_validation_file_is_used_and_logged(project: Project, cli) -> None:
     assert r.exit_code == 0, r.stderr
     summary = _summary(r)
     assert summary["n_train"] == N and summary["n_validation"] == 57
-    p = _envelope(project)["payload"]
+    p = project.envelope()["payload"]
     assert p["n_train"] == N and p["n_validation"] == 57
     assert p["beta"] == pytest.approx(max(p["beta1"] / N, 1 / 57))
-    (reserve,) = _reserves(project)
+    (reserve,) = project.reserves()
     args = reserve["arguments"]
     assert args["validation"] == str(vfile.resolve())
     assert args["validation_digest"] == input_digest(project.ledger, vfile)
@@ -419,7 +413,7 @@ def test_split_follows_the_spec(project: Project, cli, split: dict, fraction: fl
     assert r.exit_code == 0, r.stderr
     s = _summary(r)
     assert (s["n_train"], s["n_validation"]) == (N - m, m)
-    args = _reserves(project)[0]["arguments"]
+    args = project.reserves()[0]["arguments"]
     assert args["split"] == {"validation_fraction": fraction, "split_seed": seed}
     assert (args["n_train"], args["n_validation"]) == (N - m, m)
 
@@ -444,7 +438,7 @@ def test_unbounded_score_spends_delta(project: Project, cli, score: str, extra: 
     assert r.exit_code == 0, r.stderr
     summary = _summary(r)
     assert summary["spent"] == {"epsilon": 0.2, "delta": delta}
-    env = _envelope(project)
+    env = project.envelope()
     assert env["delta"] == delta
     p = env["payload"]
     assert p["delta"] == delta and f"{score} validation score" in p["selection"]
@@ -452,7 +446,7 @@ def test_unbounded_score_spends_delta(project: Project, cli, score: str, extra: 
     assert w > 0 and math.isfinite(w)
     # β2: the loss's range on the unit ball for ‖w‖ ≤ W (hinge min(2W, 1 + W), logistic W)
     assert p["beta2"] == pytest.approx(min(2 * w, 1 + w) if score == "hinge" else w)
-    (reserve,) = _reserves(project)
+    (reserve,) = project.reserves()
     assert reserve["delta"] == delta and reserve["arguments"]["delta"] == delta
     _check_stability_steps(reserve["breakdown"], 0.2, delta)
     assert f"δ = {delta:g}" in r.stderr
@@ -496,10 +490,10 @@ def test_delta_with_ramp_is_noted_and_not_spent(project: Project, cli) -> None:
     assert r.exit_code == 0, r.stderr
     assert "note: --delta is not used" in r.stderr and "δ = 0" in r.stderr
     assert _summary(r)["spent"] == {"epsilon": 0.2, "delta": 0.0}
-    (reserve,) = _reserves(project)
+    (reserve,) = project.reserves()
     assert reserve["delta"] == 0.0 and reserve["arguments"]["delta"] == 0.0
     assert [s["delta"] for s in reserve["breakdown"]] == [0.0, 0.0]
-    assert _envelope(project)["delta"] == 0.0
+    assert project.envelope()["delta"] == 0.0
 
 
 def test_a_baseline_spends_no_delta_whatever_the_score(project: Project, cli) -> None:
@@ -509,7 +503,7 @@ def test_a_baseline_spends_no_delta_whatever_the_score(project: Project, cli) ->
                   "--epsilon", 0.2, "--json")
     assert r.exit_code == 0, r.stderr
     assert _summary(r)["spent"] == {"epsilon": 0.2, "delta": 0.0}
-    assert _reserves(project)[0]["delta"] == 0.0
+    assert project.reserves()[0]["delta"] == 0.0
     assert "--delta is not used" in r.stderr
 
 
@@ -638,14 +632,14 @@ def test_seed_reproduces_the_choice_and_the_weights(project: Project, cli) -> No
         r = _validate(cli, project, "--epsilon", 0.2, "--seed", seed, out=out)
         assert r.exit_code == 0, r.stderr
         assert "--seed" in r.stderr   # the seeded-run warning
-    a, b, c = (_envelope(project, name) for name in ("a.json", "b.json", "c.json"))
+    a, b, c = (project.envelope(name) for name in ("a.json", "b.json", "c.json"))
     keys = ("chosen_index", "lambda", "intercept", "weights")
     assert {k: a["payload"][k] for k in keys} == {k: b["payload"][k] for k in keys}
     assert a["payload"]["weights"] != c["payload"]["weights"]   # continuous noise
     assert a["seeded"] is b["seeded"] is c["seeded"] is True
     assert a["ledger_run_id"] != b["ledger_run_id"]
-    assert [e["seeded"] for e in _reserves(project)] == [True, True, True]
-    assert "seed" not in _reserves(project)[0]["arguments"]   # the seed is never recorded
+    assert [e["seeded"] for e in project.reserves()] == [True, True, True]
+    assert "seed" not in project.reserves()[0]["arguments"]   # the seed is never recorded
 
 
 def test_quiet_keeps_only_the_seed_warning(project: Project, cli) -> None:
@@ -654,13 +648,13 @@ def test_quiet_keeps_only_the_seed_warning(project: Project, cli) -> None:
     assert _summary(r)["method"] == "stability"
     assert "privacy plan" not in r.stderr and "chose λ" not in r.stderr
     assert "--seed" in r.stderr
-    assert len(_reserves(project)) == 1
+    assert len(project.reserves()) == 1
 
 
 def test_unseeded_runs_differ(project: Project, cli) -> None:
     for out in ("a.json", "b.json"):
         assert _validate(cli, project, "--epsilon", 0.2, out=out).exit_code == 0
-    a, b = (_envelope(project, name) for name in ("a.json", "b.json"))
+    a, b = (project.envelope(name) for name in ("a.json", "b.json"))
     assert a["seeded"] is False and b["seeded"] is False
     assert a["payload"]["weights"] != b["payload"]["weights"]
 

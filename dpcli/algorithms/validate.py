@@ -87,7 +87,7 @@ MIN_DELTA = 1e-100            # smaller δ/k underflows the Gamma quantile
 VALIDATION_FRACTION = 0.1
 SPLIT_SEED = 0
 MAX_GRID = 1000
-NOISY_SELECTION = 0.25       # warn above this mean selection noise (scores span ≤ 1 for ramp)
+NOISY_SELECTION = 0.5        # warn above this mean selection noise (ramp scores span ≤ 1)
 LIPSCHITZ = 1.0               # all three validation losses are 1-Lipschitz in the margin
 
 TRAIN: dict[str, Callable[..., PrivateFit]] = {"objective": objective_perturbation,
@@ -208,7 +208,7 @@ def selection_noise_mean(config: ValidateConfig, epsilon: float, n: int, m: int,
                          ) -> float:
     """2β/ε2, the mean of the noise added to each score, for a stability run at ``epsilon``.
 
-    With ε1 = ε2 = ε/2 and β1/n dominant this is 4/(λ_min·n·ε): the smallest
+    With ε1 = ε2 = ε/2 and β1/n dominant this is 8/(λ_min·n·ε): the smallest
     λ on the grid sets the price of the whole grid.
     """
     return 2 * stability_constants(config, n, m, d, epsilon / 2).beta / (epsilon / 2)

@@ -173,7 +173,7 @@ def validate(
             if noise > tuning.NOISY_SELECTION:
                 ui.warn(f"the selection noise has mean {noise:.3g} (2β/ε2, β = max(2/(λ_min·n), "
                         f"β2/m)), large next to differences of validation scores (the ramp loss "
-                        f"keeps them within 1): the choice will be close to random. Raise the "
+                        f"keeps them within 1): the choice may be close to random. Raise the "
                         f"smallest λ (now {min(config.grid):g}), or use more ε or rows.")
         return tuning.plan(config, section.epsilon, n, m, d)
 

@@ -669,3 +669,12 @@ def test_budget_exhaustion_exits_3_and_writes_nothing(project: Project, cli) -> 
     assert project.ledger.read_bytes() == before
     assert not (project.root / "second.json").exists()
     assert _spent(project, cli)["epsilon"] == 0.6
+
+
+def test_a_grid_whose_smallest_lambda_drowns_the_choice_is_warned_about(project: Project,
+                                                                         cli) -> None:
+    # 8/(λ_min·n·ε) = 8/(0.001·360·0.5) ≈ 44: far above the ramp scores' span of 1
+    r = _validate(cli, project, "--grid", "0.001,1", "--epsilon", 0.5, "--dry-run")
+    assert r.exit_code == 0 and "may be close to random" in r.stderr and "0.001" in r.stderr
+    r = _validate(cli, project, "--grid", "5,10", "--epsilon", 1, "--dry-run")
+    assert r.exit_code == 0 and "close to random" not in r.stderr

@@ -29,8 +29,8 @@ def show_plan(ui: UI, spec: Spec, plan: Plan, neighbouring: str | None = None) -
         table.add_row(name, step.mechanism, format_amount(step.budget.epsilon),
                       format_amount(step.budget.delta), step.note)
     ui.show(table)
-    ui.say(f"Δ: L1 sensitivity under {relation}; scale = Δ / ε of the step; total "
-           f"{plan.total}")
+    ui.say(f"calibration: each step's sensitivity under {relation} and the noise it sets "
+           f"(for Laplace, scale = Δ / ε of the step); total {plan.total}")
 
 
 def _numbered_runs(plan: Plan) -> list[tuple[str, Any]]:

@@ -122,9 +122,9 @@ def load(name: str, data: Path) -> tuple[np.ndarray, np.ndarray]:
     xs, ys = [], []
     for f in files:
         src = DataSource(data / f, spec.schema)
-        label, merged = inputs.read_rows(src.batches(cols, rng=make_rng(0)), cols)
-        xs.append(inputs.Inputs.from_columns(spec.schema, cols, merged, len(label)).unit_ball())
-        ys.append(v.labels(label, positive))
+        x, y = v.design_rows(src.batches(cols, rng=make_rng(0)), spec.schema, cols, positive)
+        xs.append(x)
+        ys.append(y)
     x, y = np.vstack(xs), np.concatenate(ys)
     assert np.einsum("ij,ij->i", x, x).max() <= 1 + 1e-9
     return x, y

@@ -83,6 +83,12 @@ class Inputs:
         return out
 
 
+def design_width(schema: Schema, columns: Sequence[str]) -> int:
+    """The length of :meth:`Inputs.unit_ball` rows for ``columns``: from the schema alone."""
+    return 1 + sum(len(c.levels) if isinstance(c, CategoricalColumn | BinaryColumn) else 1
+                   for c in (schema.column(name) for name in columns))
+
+
 def scale(x: np.ndarray, column: NumericColumn) -> np.ndarray:
     """``x`` (already clamped to the declared bounds) mapped linearly onto [-1, 1].
 

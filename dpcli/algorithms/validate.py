@@ -52,7 +52,7 @@ m are then functions of the row count, the seed and the fraction: public.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -61,7 +61,7 @@ import numpy as np
 from scipy.special import expit
 from scipy.stats import gamma
 
-from dpcli.algorithms.inputs import Inputs
+from dpcli.algorithms.inputs import Inputs, read_rows
 from dpcli.budget import Budget, exact
 from dpcli.data.encode import EncodedBatch
 from dpcli.data.schema import NumericColumn, Schema, schema_from_dict, schema_to_dict
@@ -290,7 +290,7 @@ def plan(config: ValidateConfig, epsilon: float, n: int, m: int, d: int) -> Plan
         c = stability_constants(config, n, m, d, float(half))
         select_note = (f"{k} fits at ε/2 on T (n = {n:,}) scored by {config.score} loss on V "
                        f"(m = {m:,}); β1 = {c.beta1:.4g}, β2 = {c.beta2:.4g}, "
-                       f"β = max(β1/n, β2/m) = {c.beta:.3g}, noise Exp(mean 2β/ε2 = "
+                       f"β = max(β1/n + 2τ/λ_min, β2/m) = {c.beta:.3g}, noise Exp(mean 2β/ε2 = "
                        f"{selection_noise_mean(config, epsilon, n, m, d):.3g})")
         return Plan([
             Step("select", "noisy_max_exponential", Budget(half, exact(c.delta)), select_note),
@@ -396,6 +396,15 @@ class LogRegModel:
 def labels(codes: np.ndarray, positive: int) -> np.ndarray:
     """Class codes as ±1 (+1 the positive class)."""
     return np.where(codes == positive, 1.0, -1.0)
+
+
+def design_rows(batches: Iterable[EncodedBatch], schema: Schema, columns: Sequence[str],
+                positive: int, progress: Callable[[int], None] | None = None
+                ) -> tuple[np.ndarray, np.ndarray]:
+    """Every row in memory as the learner reads it: unit-ball rows and ±1 labels."""
+    codes, merged = read_rows(batches, columns, progress)
+    x = Inputs.from_columns(schema, columns, merged, len(codes)).unit_ball()
+    return x, labels(codes, positive)
 
 
 def fit_report(config: ValidateConfig, outcome: Outcome, epsilon: float, n: int, m: int

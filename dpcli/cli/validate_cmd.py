@@ -139,7 +139,7 @@ def validate(
                else "the ramp score is bounded")
         ui.say(f"note: --delta is not used: {why}, so this run is pure ε-DP (δ = 0)",
                markup=False)
-    d = inputs.Inputs.from_columns(s.schema, chosen, {c: [] for c in chosen}, 0).design_width
+    d = inputs.design_width(s.schema, chosen)
     total = Budget(section.epsilon, config.run_delta)
     if total.delta > s.budget.delta:
         raise BudgetExhausted(f"the {config.score} score needs δ = {config.run_delta:g}, but the "
@@ -153,14 +153,13 @@ def validate(
 
     def plan_for(rows: int) -> Plan:
         nonlocal vsource
-        if validation is not None:   # its validation pass, after every structural check
-            vsource, sizes["m"] = prepare_source(s, validation, chosen, total, dry_run=dry_run)
         if validation is None:
             m = int(tuning.validation_rows(rows, config.validation_fraction,
                                            config.split_seed).sum())
             n = rows - m
-        else:
-            n, m = rows, sizes["m"]
+        else:   # its validation pass, after every structural check
+            vsource, m = prepare_source(s, validation, chosen, total, dry_run=dry_run)
+            n = rows
         where = f"{data}" if validation is None else f"{data} or {validation}"
         need_n = config.k if config.method == "data-split" else 1
         if n < need_n or m < 1:
@@ -198,16 +197,15 @@ def validate(
     with charged(s, plan, command="validate", arguments=arguments, input_path=data,
                  seeded=seed is not None) as charge, outputs:
         with ui.progress("reading", source.num_rows_hint()) as advance:
-            label, merged = inputs.read_rows(source.batches(chosen, rng=rng), chosen, advance)
-        x = inputs.Inputs.from_columns(s.schema, chosen, merged, len(label)).unit_ball()
-        y = tuning.labels(label, positive)
+            x, y = tuning.design_rows(source.batches(chosen, rng=rng), s.schema, chosen,
+                                      positive, advance)
         if vsource is None:
             held = tuning.validation_rows(len(y), config.validation_fraction, config.split_seed)
             train_set, valid_set = (x[~held], y[~held]), (x[held], y[held])
         else:
-            vlabel, vmerged = inputs.read_rows(vsource.batches(chosen, rng=rng), chosen)
-            xv = inputs.Inputs.from_columns(s.schema, chosen, vmerged, len(vlabel)).unit_ball()
-            train_set, valid_set = (x, y), (xv, tuning.labels(vlabel, positive))
+            valid_set = tuning.design_rows(vsource.batches(chosen, rng=rng), s.schema, chosen,
+                                           positive)
+            train_set = (x, y)
         with ui.progress("tuning", config.k + 1) as advance:
             outcome = tuning.tune(config, train_set, valid_set, section.epsilon, rng, advance)
         report = tuning.fit_report(config, outcome, section.epsilon, n, m)
@@ -221,6 +219,8 @@ def validate(
                               chosen_lambda=outcome.fit.lam)
 
     report_data(ui, source.report)
+    if vsource is not None:
+        report_data(ui, vsource.report)
     ui.say(f"{config.method}: chose λ = {outcome.fit.lam:g} (#{outcome.index + 1} of "
            f"{config.k}) on {n:,} training and {m:,} validation rows; wrote {out}, spent "
            f"{plan.total} (run {charge.run_id[:8]})", markup=False)

@@ -361,17 +361,24 @@ class DataSource:
         self.check_structure(columns)
         needed = self.needed_columns(columns)
         if self.format == "csv":
-            strict = [c for c in needed[1:] if self.schema.column(c).missing == "error"]
-            rows = 0
-            classes = pa.array(self.schema.label.classes, pa.string())
-            for batch in self._csv_batches(needed):
-                where = RowPosition(self.path, rows)
-                encode_label(batch.column(0), self.schema.label, where, classes)
-                for name in strict:
-                    _raise_missing(batch.column(name), name, where)
-                rows += batch.num_rows
-            return rows
+            try:
+                return self._check_csv_values(needed, threads=True)
+            except DataError:
+                # the parallel parser does not know row numbers: find the first problem in order
+                return self._check_csv_values(needed, threads=False)
         return self._check_parquet_values(needed)
+
+    def _check_csv_values(self, needed: tuple[str, ...], *, threads: bool) -> int:
+        strict = [c for c in needed[1:] if self.schema.column(c).missing == "error"]
+        rows = 0
+        classes = pa.array(self.schema.label.classes, pa.string())
+        for batch in self._csv_batches(needed, threads=threads):
+            where = RowPosition(self.path, rows)
+            encode_label(batch.column(0), self.schema.label, where, classes)
+            for name in strict:
+                _raise_missing(batch.column(name), name, where)
+            rows += batch.num_rows
+        return rows
 
     def _check_parquet_values(self, needed: tuple[str, ...]) -> int:
         label = self.schema.label
@@ -516,8 +523,14 @@ class DataSource:
                 declared.update(col.values)
         return [v for v in pacsv.ConvertOptions().null_values if v not in declared]
 
-    def _csv_batches(self, needed: Sequence[str]) -> Iterator[pa.RecordBatch]:
-        """Raw record batches of the ``needed`` columns, typed as declared (others as text)."""
+    def _csv_batches(self, needed: Sequence[str], *,
+                     threads: bool = True) -> Iterator[pa.RecordBatch]:
+        """Raw record batches of the ``needed`` columns, typed as declared (others as text).
+
+        ``threads``: pyarrow parses blocks on all cores (rows stay in file order)
+        but then can not number a malformed row; callers that must name the row
+        of a problem re-read with ``threads=False``.
+        """
         header = self._csv_header()
         types = {name: (pa.float64() if name in self.schema.names
                         and isinstance(self._declared(name), NumericColumn)
@@ -532,7 +545,8 @@ class DataSource:
         try:
             reader = pacsv.open_csv(
                 self.path,
-                read_options=pacsv.ReadOptions(use_threads=False, block_size=_CSV_BLOCK_BYTES),
+                read_options=pacsv.ReadOptions(use_threads=threads,
+                                               block_size=_CSV_BLOCK_BYTES),
                 parse_options=pacsv.ParseOptions(delimiter=_delimiter(self.path),
                                                  newlines_in_values=True,
                                                  invalid_row_handler=on_invalid),

@@ -53,6 +53,28 @@ def histogram_edges(col: NumericColumn, bins: int) -> np.ndarray:
     return np.linspace(col.lower, col.upper, bins + 1)
 
 
+def bin_index(x: np.ndarray, edges: np.ndarray) -> np.ndarray:
+    """Bin of each clamped value: k with ``edges[k] <= x < edges[k+1]``, the top edge in the last.
+
+    The same as ``searchsorted(edges, x, side="right") - 1`` clipped to the
+    bins, computed by arithmetic (several times faster than a binary search
+    per value) and then corrected against the edges themselves, so a value
+    that rounding puts one bin off still lands where the edges say.
+    """
+    bins = len(edges) - 1
+    lower, upper = float(edges[0]), float(edges[-1])
+    scale = bins / (upper - lower) if upper > lower else 0.0
+    b = ((x - lower) * scale).astype(np.int64)  # x >= lower: truncation is floor
+    np.clip(b, 0, bins - 1, out=b)
+    while True:
+        down = x < edges[b]
+        up = (b < bins - 1) & (x >= edges[np.minimum(b + 1, bins)])
+        if not (down.any() or up.any()):
+            return b
+        b -= down
+        b += up
+
+
 class Accumulator(abc.ABC):
     """Fold of one statistic over batches (update), combinable across partitions (merge)."""
 
@@ -168,8 +190,7 @@ class HistogramAccumulator(Accumulator):
     def update(self, batch: EncodedBatch) -> None:
         x = batch.columns[self.column.name]
         assert isinstance(x, np.ndarray)
-        b = np.searchsorted(self.edges, x, side="right") - 1
-        np.clip(b, 0, self.bins - 1, out=b)
+        b = bin_index(x, self.edges)
         key = batch.label.astype(np.int64) * self.bins + b
         counts = np.bincount(key, minlength=self.n_classes * self.bins)
         self.table += counts.reshape(self.n_classes, self.bins)

@@ -16,6 +16,7 @@ import numpy as np
 import pyarrow as pa
 
 from dpcli.data.encode import EncodedBatch
+from dpcli.data.prefetch import prefetch
 from dpcli.data.reader import DataSource
 from dpcli.data.report import DataReport
 from dpcli.data.schema import Schema
@@ -46,7 +47,8 @@ class LocalEngine(Engine):
                 rng: np.random.Generator,
                 progress: Callable[[int], None] | None = None) -> Stats:
         request.validate(source.schema)
-        batches = source.batches(request.columns(), rng=rng)
+        # decoding and encoding run one batch ahead in a second thread (same order, same draws)
+        batches = prefetch(source.batches(request.columns(), rng=rng))
         try:
             stats = compute_batches(source.schema, request, batches, progress=progress)
         except (pa.ArrowException, IndexError) as exc:

@@ -1,0 +1,79 @@
+"""Read ahead: run a batch iterator in a background thread while the caller works.
+
+Why: a statistics pass has two halves of similar cost — decoding and
+encoding a batch (pyarrow's CSV/Parquet readers and compute kernels, which
+release the GIL) and folding it into the accumulators (numpy, which mostly
+releases it too). Running the first half one batch ahead in its own thread
+lets the two overlap on a second core. The iterator itself still runs in ONE
+thread, in order, so everything it does (the encoder's counters, the per-row
+token cap's random draws, the row numbers in error messages) is exactly what
+a plain loop would do: the same batches in the same order.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from collections.abc import Iterable, Iterator
+from typing import TypeVar
+
+T = TypeVar("T")
+
+_DONE = object()
+
+
+class _Failed:
+    def __init__(self, exc: BaseException) -> None:
+        self.exc = exc
+
+
+def prefetch(items: Iterable[T], depth: int = 2) -> Iterator[T]:
+    """Yield ``items`` in order, produced up to ``depth`` ahead by a worker thread.
+
+    An exception raised by ``items`` is re-raised here, at the position where
+    a plain loop would have raised it. If the caller stops early (break, an
+    exception, garbage collection), the worker stops after its current item.
+    """
+    if depth < 1:
+        raise ValueError("depth must be at least 1")
+    buffer: queue.Queue[object] = queue.Queue(maxsize=depth)
+    stop = threading.Event()
+
+    def put(item: object) -> bool:
+        while not stop.is_set():
+            try:
+                buffer.put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    source = iter(items)
+
+    def work() -> None:
+        try:
+            for item in source:
+                if not put(item):
+                    return
+        except BaseException as exc:  # handed to the consumer, who re-raises it
+            put(_Failed(exc))
+            return
+        finally:
+            close = getattr(source, "close", None)
+            if close is not None:  # a generator's cleanup (open files) runs here, not at GC
+                close()
+        put(_DONE)
+
+    worker = threading.Thread(target=work, name="dpcli-prefetch", daemon=True)
+    worker.start()
+    try:
+        while True:
+            item = buffer.get()
+            if item is _DONE:
+                return
+            if isinstance(item, _Failed):
+                raise item.exc
+            yield item  # type: ignore[misc]
+    finally:
+        stop.set()
+        worker.join()

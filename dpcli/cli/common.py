@@ -31,8 +31,42 @@ QuietOpt = Annotated[bool, typer.Option(
     "--quiet", "-q", help="No talk on stderr, only errors.")]
 VerboseOpt = Annotated[bool, typer.Option(
     "--verbose", "-v", help="Tracebacks for unexpected errors.")]
+ProgressOpt = Annotated[bool, typer.Option(
+    "--progress", help="Report progress on stderr even without a terminal (a line every 10 s, "
+    "for cron logs). On a terminal a bar (rows, rows/s, time left) shows anyway.")]
 DataArg = Annotated[Path, typer.Argument(
     metavar="DATA", help="Private data: a CSV or Parquet file (or a folder of Parquet files).")]
+SourceArg = Annotated[str, typer.Argument(
+    metavar="DATA", help="Private data: a CSV or Parquet file (or a folder of Parquet files); "
+    "with --engine spark, any path Spark reads (a folder, hdfs://…, s3a://bucket/dir/).")]
+EngineOpt = Annotated[str, typer.Option(
+    "--engine", help="Who computes the statistics: local (this process, streaming the file in "
+    "batches; memory bounded by the statistics) or spark (a Spark cluster: needs "
+    "pip install 'dpcli[spark]' and Java 17; master from the spec's spark section or "
+    "DPCLI_SPARK_MASTER). Noise is always added here, by the same mechanisms.")]
+
+
+def data_location(data: str, engine: str) -> Path | str:
+    """DATA as ``engine`` reads it: a local path, or a URI kept verbatim (``Path`` would
+    fold ``s3a://b/d`` into ``s3a:/b/d``). Unknown engine → UsageError before anything is read.
+    """
+    from dpcli.errors import UsageError
+    from dpcli.stats import available_engines
+
+    if engine not in available_engines():
+        raise UsageError(f"--engine {engine!r}: unknown engine "
+                         f"(available: {', '.join(available_engines())})")
+    if "://" in data:
+        if engine == "local":
+            raise UsageError(f"{data}: the local engine reads local files only; "
+                             "use --engine spark for a URI")
+        return data
+    return Path(data)
+
+
+def location_text(data: Path | str) -> str:
+    """How the ledger and outputs name DATA: an absolute path, or the URI as given."""
+    return str(data.resolve()) if isinstance(data, Path) else data
 
 
 def handle_errors(fn: F) -> F:

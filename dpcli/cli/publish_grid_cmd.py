@@ -8,22 +8,26 @@ from typing import Annotated
 import typer
 
 from dpcli.cli.common import (
-    DataArg,
     DryRunOpt,
+    EngineOpt,
     EpsilonOpt,
     JsonOpt,
+    ProgressOpt,
     QuietOpt,
     SeedOpt,
+    SourceArg,
     SpecOpt,
     VerboseOpt,
+    data_location,
     handle_errors,
+    location_text,
 )
 from dpcli.cli.ui import UI
 
 
 @handle_errors
 def publish_grid(
-    data: DataArg,
+    data: SourceArg,
     spec: SpecOpt,
     out: Annotated[Path | None, typer.Option(
         "--out", "-o", help="Folder for the synopsis: grid.json and cells.parquet (required "
@@ -39,6 +43,8 @@ def publish_grid(
     dry_run: DryRunOpt = False,
     json: JsonOpt = False,
     quiet: QuietOpt = False,
+    progress: ProgressOpt = False,
+    engine: EngineOpt = "local",
     verbose: VerboseOpt = False,
 ) -> None:
     """Publish a private grid synopsis (PrivPfC): noisy class counts over a chosen grid.
@@ -78,7 +84,8 @@ def publish_grid(
     from dpcli.spec import PublishGridSection, load_spec
     from dpcli.stats import StatsRequest
 
-    ui = UI(quiet=quiet, json=json)
+    ui = UI(quiet=quiet, json=json, force_progress=progress)
+    location = data_location(data, engine)
     s = load_spec(spec)
     section = resolve_section(s, "publish-grid", PublishGridSection, epsilon, columns,
                               max_pool=max_pool)
@@ -105,19 +112,20 @@ def publish_grid(
 
     grid_file, cells_file = (None, None) if out is None else (
         out / syn_io.GRID_FILE, out / syn_io.CELLS_FILE)
-    source, plan = preflight(ui, s, plan_for, data, chosen, out,
+    source, plan = preflight(ui, s, plan_for, location, chosen, out,
                              [] if out is None else [grid_file, cells_file], dry_run,
-                             total=total)
+                             total=total, engine=engine)
     assert out is not None and grid_file is not None and cells_file is not None
     d = designs[-1]
     outputs = Outputs()
     rng = noise_generator(ui, s, seed)
-    arguments = {"data": str(data.resolve()), "out": str(out.resolve()), "columns": chosen,
+    arguments = {"data": location_text(location), "engine": engine,
+                 "out": str(out.resolve()), "columns": chosen,
                  "epsilon": section.epsilon, "max_pool": d.max_pool}
     positive = s.schema.label.positive_index
     positive = 1 if positive is None else positive
     request = StatsRequest(joint=tuple(hierarchies))
-    with charged(s, plan, command="publish-grid", arguments=arguments, input_path=data,
+    with charged(s, plan, command="publish-grid", arguments=arguments, input_path=location,
                  seeded=seed is not None) as charge, outputs:
         stats = compute_stats(ui, source, request, rng)
         assert stats.joint is not None

@@ -9,22 +9,26 @@ from typing import Annotated
 import typer
 
 from dpcli.cli.common import (
-    DataArg,
     DryRunOpt,
+    EngineOpt,
     EpsilonOpt,
     JsonOpt,
+    ProgressOpt,
     QuietOpt,
     SeedOpt,
+    SourceArg,
     SpecOpt,
     VerboseOpt,
+    data_location,
     handle_errors,
+    location_text,
 )
 from dpcli.cli.ui import UI
 
 
 @handle_errors
 def select_features(
-    data: DataArg,
+    data: SourceArg,
     spec: SpecOpt,
     out: Annotated[Path | None, typer.Option(
         "--out", "-o", help="Selection JSON to write (required unless --dry-run); "
@@ -54,6 +58,8 @@ def select_features(
     dry_run: DryRunOpt = False,
     json: JsonOpt = False,
     quiet: QuietOpt = False,
+    progress: ProgressOpt = False,
+    engine: EngineOpt = "local",
     verbose: VerboseOpt = False,
 ) -> None:
     """Select features privately: score each one against the label, then pick.
@@ -86,7 +92,8 @@ def select_features(
     from dpcli.run import charged
     from dpcli.spec import SelectFeaturesSection, load_spec
 
-    ui = UI(quiet=quiet, json=json)
+    ui = UI(quiet=quiet, json=json, force_progress=progress)
+    location = data_location(data, engine)
     s = load_spec(spec)
     section = resolve_section(s, "select-features", SelectFeaturesSection, epsilon, columns,
                               score=score, method=method, threshold=threshold, k=k, r=r)
@@ -102,15 +109,16 @@ def select_features(
     request = fs.request(s.schema, chosen, config)
     request.validate(s.schema)  # before the charge: a bad request must cost nothing
 
-    source, _ = preflight(ui, s, plan, data, chosen, out, [out], dry_run)
+    source, _ = preflight(ui, s, plan, location, chosen, out, [out], dry_run, engine=engine)
     assert out is not None  # preflight ended a run without --out
     outputs = Outputs()
 
     rng = noise_generator(ui, s, seed)
-    arguments = {"data": str(data.resolve()), "out": str(out.resolve()), "columns": list(chosen),
+    arguments = {"data": location_text(location), "engine": engine,
+                 "out": str(out.resolve()), "columns": list(chosen),
                  "score": config.score, "method": config.method, "epsilon": section.epsilon,
                  **config.parameters()}
-    with charged(s, plan, command="select-features", arguments=arguments, input_path=data,
+    with charged(s, plan, command="select-features", arguments=arguments, input_path=location,
                  seeded=seed is not None) as charge, outputs:
         stats = compute_stats(ui, source, request, rng)
         selection = fs.select(stats, s.schema, chosen, plan, config, rng)

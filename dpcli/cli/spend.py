@@ -144,7 +144,7 @@ def noise_generator(ui: UI, spec: Spec, seed: int | None) -> Any:
 def preflight(ui: UI, spec: Spec, plan: Plan | Callable[[int], Plan], data: Any, columns: Any,
               out: Any, out_files: list[Any], dry_run: bool, *,
               total: Budget | None = None, require_out: bool = True,
-              neighbouring: str | None = None) -> tuple[Any, Plan]:
+              neighbouring: str | None = None, engine: str = "local") -> tuple[Any, Plan]:
     """Every check a spending command makes before its charge; returns the source and plan.
 
     ``out`` is required unless ``dry_run``; ``out_files`` must be writable; the
@@ -165,7 +165,9 @@ def preflight(ui: UI, spec: Spec, plan: Plan | Callable[[int], Plan], data: Any,
         total = plan.total
     elif total is None:
         raise TypeError("a plan that depends on n needs its total")
-    source, n = prepare_source(spec, data, columns, total, dry_run=dry_run)
+    # the engine keyword is passed only when needed while the Spark engine is being built
+    extra = {} if engine == "local" else {"engine": engine}
+    source, n = prepare_source(spec, data, columns, total, dry_run=dry_run, **extra)
     if not isinstance(plan, Plan):
         plan = plan(n)
     show_plan(ui, spec, plan, neighbouring)
@@ -179,7 +181,8 @@ def compute_stats(ui: UI, source: Any, request: Any, rng: Any, label: str = "rea
     from dpcli.stats import get_engine
 
     with ui.progress(label, source.num_rows_hint()) as advance:
-        return get_engine().compute(source, request, rng=rng, progress=advance)
+        return get_engine(getattr(source, "engine", "local")).compute(
+            source, request, rng=rng, progress=advance)
 
 
 def release_json(kind: str, payload: dict[str, Any], spec: Spec, plan: Plan, charge: Any,

@@ -8,22 +8,26 @@ from typing import Annotated
 import typer
 
 from dpcli.cli.common import (
-    DataArg,
     DryRunOpt,
+    EngineOpt,
     EpsilonOpt,
     JsonOpt,
+    ProgressOpt,
     QuietOpt,
     SeedOpt,
+    SourceArg,
     SpecOpt,
     VerboseOpt,
+    data_location,
     handle_errors,
+    location_text,
 )
 from dpcli.cli.ui import UI
 
 
 @handle_errors
 def tabulate(
-    data: DataArg,
+    data: SourceArg,
     spec: SpecOpt,
     out: Annotated[Path | None, typer.Option(
         "--out", "-o", help="CSV of noisy counts (required unless --dry-run); a JSON record "
@@ -39,6 +43,8 @@ def tabulate(
     dry_run: DryRunOpt = False,
     json: JsonOpt = False,
     quiet: QuietOpt = False,
+    progress: ProgressOpt = False,
+    engine: EngineOpt = "local",
     verbose: VerboseOpt = False,
 ) -> None:
     """Release noisy counts per class of declared columns (discrete Laplace).
@@ -68,7 +74,8 @@ def tabulate(
     from dpcli.run import charged
     from dpcli.spec import TabulateSection, load_spec
 
-    ui = UI(quiet=quiet, json=json)
+    ui = UI(quiet=quiet, json=json, force_progress=progress)
+    location = data_location(data, engine)
     s = load_spec(spec)
     section = resolve_section(s, "tabulate", TabulateSection, epsilon, columns, bins=bins)
     chosen = section.columns or algo.default_columns(s.schema)
@@ -82,14 +89,15 @@ def tabulate(
         raise UsageError(f"--out {out}: give the table a .csv name; the JSON record of the "
                          "release is written beside it with the same stem")
     meta = out.with_suffix(".json") if out is not None else None
-    source, _ = preflight(ui, s, plan, data, chosen, out, [out, meta], dry_run)
+    source, _ = preflight(ui, s, plan, location, chosen, out, [out, meta], dry_run, engine=engine)
     assert out is not None and meta is not None  # preflight ended a run without --out
     outputs = Outputs()
 
     rng = noise_generator(ui, s, seed)
-    arguments = {"data": str(data.resolve()), "out": str(out.resolve()), "columns": list(chosen),
+    arguments = {"data": location_text(location), "engine": engine,
+                 "out": str(out.resolve()), "columns": list(chosen),
                  "bins": section.bins, "epsilon": section.epsilon}
-    with charged(s, plan, command="tabulate", arguments=arguments, input_path=data,
+    with charged(s, plan, command="tabulate", arguments=arguments, input_path=location,
                  seeded=seed is not None) as charge, outputs:
         stats = compute_stats(ui, source, request, rng, "counting")
         rows = algo.release(stats, plan, s.schema, chosen, section.bins, rng)

@@ -8,22 +8,26 @@ from typing import Annotated
 import typer
 
 from dpcli.cli.common import (
-    DataArg,
     DryRunOpt,
+    EngineOpt,
     EpsilonOpt,
     JsonOpt,
+    ProgressOpt,
     QuietOpt,
     SeedOpt,
+    SourceArg,
     SpecOpt,
     VerboseOpt,
+    data_location,
     handle_errors,
+    location_text,
 )
 from dpcli.cli.ui import UI
 
 
 @handle_errors
 def train_nb(
-    data: DataArg,
+    data: SourceArg,
     spec: SpecOpt,
     out: Annotated[Path | None, typer.Option(
         "--out", "-o", help="Model JSON to write (required unless --dry-run).")] = None,
@@ -44,6 +48,8 @@ def train_nb(
     dry_run: DryRunOpt = False,
     json: JsonOpt = False,
     quiet: QuietOpt = False,
+    progress: ProgressOpt = False,
+    engine: EngineOpt = "local",
     verbose: VerboseOpt = False,
 ) -> None:
     """Train a differentially private naive Bayes classifier.
@@ -84,7 +90,8 @@ def train_nb(
     from dpcli.run import charged
     from dpcli.spec import TrainNBSection, load_spec
 
-    ui = UI(quiet=quiet, json=json)
+    ui = UI(quiet=quiet, json=json, force_progress=progress)
+    location = data_location(data, engine)
     s = load_spec(spec)
     section = resolve_section(s, "train-nb", TrainNBSection, epsilon, columns, method=method,
                               r=r)
@@ -102,17 +109,18 @@ def train_nb(
     request = nb.request(s.schema, chosen, config)
     request.validate(s.schema)  # before the charge: a bad request must cost nothing
 
-    source, _ = preflight(ui, s, plan, data, chosen, out, [out], dry_run)
+    source, _ = preflight(ui, s, plan, location, chosen, out, [out], dry_run, engine=engine)
     assert out is not None  # preflight ended a run without --out
     outputs = Outputs()
 
     rng = noise_generator(ui, s, seed)
-    arguments = {"data": str(data.resolve()), "out": str(out.resolve()), "columns": list(chosen),
+    arguments = {"data": location_text(location), "engine": engine,
+                 "out": str(out.resolve()), "columns": list(chosen),
                  "method": config.method, "epsilon": section.epsilon, "trim": config.trim,
                  "r": section.r}
     if features is not None:
         arguments["features"] = str(features.resolve())
-    with charged(s, plan, command="train-nb", arguments=arguments, input_path=data,
+    with charged(s, plan, command="train-nb", arguments=arguments, input_path=location,
                  seeded=seed is not None) as charge, outputs:
         stats = compute_stats(ui, source, request, rng)
         model = nb.fit(stats, s.schema, chosen, plan, config, rng)

@@ -1,13 +1,16 @@
 """Terminal output: talk on stderr, data on stdout, no colour or bars without a TTY.
 
-rich already drops colour when stderr is not a terminal and honours NO_COLOR;
-progress bars are shown only on a terminal and never with ``--quiet``.
+rich already drops colour when stderr is not a terminal and honours NO_COLOR.
+Progress: a bar on a terminal (not with ``--quiet``); without a terminal
+(cron, a Makefile piped to a log) nothing, unless ``--progress`` asks for it —
+then a plain line every few seconds, which a log file can hold.
 """
 
 from __future__ import annotations
 
 import json
 import sys
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -16,12 +19,15 @@ from typing import Any
 from rich.console import Console
 from rich.text import Text
 
+PROGRESS_LINE_SECONDS = 10.0
+
 
 @dataclass
 class UI:
     quiet: bool = False
     json: bool = False
     verbose: bool = False
+    force_progress: bool = False  # --progress: report progress even without a terminal
 
     def __post_init__(self) -> None:
         # markup off: paths and messages may hold '[...]', which rich would eat or reject
@@ -50,8 +56,16 @@ class UI:
 
     @contextmanager
     def progress(self, description: str, total: int | None) -> Iterator[Any]:
-        """Yield ``advance(rows)``; draws a bar (rows, rows/s, ETA) only on a terminal."""
-        if self.quiet or not self.err.is_terminal:
+        """Yield ``advance(rows)``: a bar (rows, rows/s, ETA) on a terminal, else lines on request.
+
+        On a terminal the bar shows unless ``--quiet``; without one, progress
+        is reported only with ``--progress`` (:meth:`_progress_lines`).
+        """
+        if self.force_progress and not self.err.is_terminal:
+            with self._progress_lines(description, total) as advance:
+                yield advance
+            return
+        if (self.quiet and not self.force_progress) or not self.err.is_terminal:
             yield lambda rows: None
             return
         from rich.progress import (
@@ -73,3 +87,30 @@ class UI:
             task = bar.add_task(description, total=total)
             yield lambda rows: bar.advance(task, rows)
 
+    @contextmanager
+    def _progress_lines(self, description: str, total: int | None,
+                        every: float = PROGRESS_LINE_SECONDS) -> Iterator[Any]:
+        """Plain progress lines for a log: one every ``every`` seconds and one at the end."""
+        start = last = time.monotonic()
+        done = 0
+
+        def line(now: float) -> None:
+            rate = done / max(now - start, 1e-9)
+            text = f"{description}: {done:,} rows"
+            if total:
+                text += f" of {total:,} ({100 * done / total:.0f}%)"
+            text += f", {rate:,.0f} rows/s"
+            if total and rate > 0 and done < total:
+                text += f", about {(total - done) / rate:,.0f} s left"
+            self.err.print(text)
+
+        def advance(rows: int) -> None:
+            nonlocal done, last
+            done += rows
+            now = time.monotonic()
+            if now - last >= every:
+                last = now
+                line(now)
+
+        yield advance
+        line(time.monotonic())

@@ -1,0 +1,84 @@
+"""--progress (lines for logs without a terminal) and --engine (who computes statistics)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from tests.cli.conftest import Project
+
+COMMANDS = {
+    "tabulate": ("counts.csv",),
+    "train-nb": ("m.json",),
+    "select-features": ("f.json",),
+    "publish-grid": ("grid",),
+}
+
+
+def _run(cli, project: Project, command: str, *extra: object, data: object = None):
+    return cli(command, data or project.data, "--spec", project.spec,
+               "--out", project.root / COMMANDS[command][0], "--seed", 1, *extra)
+
+
+@pytest.fixture
+def spec_with_sections(project: Project) -> Project:
+    def mutate(spec: dict) -> None:
+        spec["budget"]["epsilon"] = 20.0
+        spec["train-nb"] = {"epsilon": 1.0, "columns": ["age", "color", "member"]}
+        spec["select-features"] = {"epsilon": 0.5, "columns": ["color", "member"],
+                                   "method": "topk", "k": 1, "score": "chi2"}
+        spec["publish-grid"] = {"epsilon": 1.0, "columns": ["age", "color"]}
+        spec["schema"]["columns"]["age"]["taxonomy"] = {"bins": [2, 4]}
+    project.write_spec(mutate)
+    return project
+
+
+def test_no_terminal_no_progress_unless_asked(project: Project, cli) -> None:
+    quiet = _run(cli, project, "tabulate")
+    assert quiet.exit_code == 0, quiet.stderr
+    assert "rows/s" not in quiet.stderr  # cron: no bar, no progress lines
+
+    asked = _run(cli, project, "tabulate", "--progress", "--quiet")
+    assert asked.exit_code == 0, asked.stderr
+    # the closing line: all 400 rows, a rate, no ETA once done; --progress wins over --quiet
+    line = next(s for s in asked.stderr.splitlines() if "rows/s" in s)
+    assert re.fullmatch(r"counting: 400 rows(?: of 400 \(100%\))?, [\d,]+ rows/s", line), line
+    assert "spent" not in asked.stderr  # --quiet still silences the talk
+
+
+def test_progress_lines_are_periodic_and_count_every_row() -> None:
+    from dpcli.cli.ui import UI
+
+    ui = UI(force_progress=True)
+    lines: list[str] = []
+    ui.err.print = lambda text, **_: lines.append(str(text))  # type: ignore[method-assign]
+    with ui._progress_lines("reading", 1000, every=0.0) as advance:
+        for _ in range(4):
+            advance(250)
+    assert len(lines) == 5  # one per batch (every=0) and the closing line
+    assert lines[0].startswith("reading: 250 rows of 1,000 (25%)")
+    assert "s left" in lines[0] and "s left" not in lines[-1]
+    assert lines[-1].startswith("reading: 1,000 rows of 1,000 (100%)")
+
+
+def test_engine_is_recorded_in_the_ledger(spec_with_sections: Project, cli) -> None:
+    p = spec_with_sections
+    for command in COMMANDS:
+        r = _run(cli, p, command, "--engine", "local")
+        assert r.exit_code == 0, (command, r.stderr)
+    reserves = p.reserves()
+    assert [e["command"] for e in reserves] == list(COMMANDS)
+    assert all(e["arguments"]["engine"] == "local" for e in reserves)
+
+
+def test_unknown_engine_and_uri_without_spark_exit_2_charging_nothing(project: Project,
+                                                                       cli) -> None:
+    r = _run(cli, project, "tabulate", "--engine", "dask")
+    assert r.exit_code == 2
+    assert "--engine 'dask'" in r.stderr and "local" in r.stderr
+    r = _run(cli, project, "tabulate", data="s3a://bucket/dir/")
+    assert r.exit_code == 2
+    assert "s3a://bucket/dir/" in r.stderr and "--engine spark" in r.stderr
+    assert project.reserves() == []
+    assert not (project.root / "counts.csv").exists()

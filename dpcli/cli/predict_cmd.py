@@ -7,7 +7,14 @@ from typing import Annotated
 
 import typer
 
-from dpcli.cli.common import DataArg, JsonOpt, QuietOpt, VerboseOpt, handle_errors
+from dpcli.cli.common import (
+    DataArg,
+    JsonOpt,
+    ProgressOpt,
+    QuietOpt,
+    VerboseOpt,
+    handle_errors,
+)
 from dpcli.cli.ui import UI
 
 
@@ -20,6 +27,7 @@ def predict(
         "prediction, score (binary labels) and proba_<class>.")],
     json: JsonOpt = False,
     quiet: QuietOpt = False,
+    progress: ProgressOpt = False,
     verbose: VerboseOpt = False,
 ) -> None:
     """Predict with a dpcli model; spends no budget.
@@ -37,7 +45,7 @@ def predict(
     from dpcli.mechanisms import make_rng
     from dpcli.predict import load_model, write_predictions
 
-    ui = UI(quiet=quiet, json=json)
+    ui = UI(quiet=quiet, json=json, force_progress=progress)
     m, env = load_model(model)
     outputs = Outputs()
     outputs.check_writable(out)

@@ -129,7 +129,7 @@ def publish_grid(
                  seeded=seed is not None) as charge, outputs:
         stats = compute_stats(ui, source, request, rng)
         assert stats.joint is not None
-        with ui.progress("scoring grids", d.pool_size if d.select_k is None else None) \
+        with ui.progress("scoring", d.pool_size if d.select_k is None else None, "grids") \
                 as advance:
             synopsis = privpfc.publish(stats.joint, hierarchies, d, positive, rng, advance)
         cells = syn_io.parquet_bytes(syn_io.cells_table(synopsis))

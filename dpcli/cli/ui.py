@@ -55,14 +55,18 @@ class UI:
         sys.stdout.flush()
 
     @contextmanager
-    def progress(self, description: str, total: int | None) -> Iterator[Any]:
-        """Yield ``advance(rows)``: a bar (rows, rows/s, ETA) on a terminal, else lines on request.
+    def progress(self, description: str, total: int | None,
+                 unit: str = "rows") -> Iterator[Any]:
+        """Yield ``advance(count)``: a bar (count, rate, ETA) on a terminal, else lines on request.
+
+        ``unit`` names what is counted: rows for a pass over the data, or e.g.
+        fits or grids for the steps of an algorithm.
 
         On a terminal the bar shows unless ``--quiet``; without one, progress
         is reported only with ``--progress`` (:meth:`_progress_lines`).
         """
         if self.force_progress and not self.err.is_terminal:
-            with self._progress_lines(description, total) as advance:
+            with self._progress_lines(description, total, unit) as advance:
                 yield advance
             return
         if (self.quiet and not self.force_progress) or not self.err.is_terminal:
@@ -76,19 +80,19 @@ class UI:
             TextColumn,
             TimeRemainingColumn,
         )
-        class RowRate(ProgressColumn):
+        class Rate(ProgressColumn):
             def render(self, task: Any) -> Text:
                 speed = task.finished_speed or task.speed
-                return Text("" if speed is None else f"{speed:,.0f} rows/s")
+                return Text("" if speed is None else f"{speed:,.0f} {unit}/s")
 
         columns = [TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                   TextColumn("rows"), RowRate(), TimeRemainingColumn()]
+                   TextColumn(unit), Rate(), TimeRemainingColumn()]
         with Progress(*columns, console=self.err, transient=True) as bar:
             task = bar.add_task(description, total=total)
             yield lambda rows: bar.advance(task, rows)
 
     @contextmanager
-    def _progress_lines(self, description: str, total: int | None,
+    def _progress_lines(self, description: str, total: int | None, unit: str = "rows",
                         every: float = PROGRESS_LINE_SECONDS) -> Iterator[Any]:
         """Plain progress lines for a log: one every ``every`` seconds and one at the end."""
         start = last = time.monotonic()
@@ -96,10 +100,10 @@ class UI:
 
         def line(now: float) -> None:
             rate = done / max(now - start, 1e-9)
-            text = f"{description}: {done:,} rows"
+            text = f"{description}: {done:,} {unit}"
             if total:
                 text += f" of {total:,} ({100 * done / total:.0f}%)"
-            text += f", {rate:,.0f} rows/s"
+            text += f", {rate:,.0f} {unit}/s"
             if total and rate > 0 and done < total:
                 text += f", about {(total - done) / rate:,.0f} s left"
             self.err.print(text)

@@ -12,6 +12,7 @@ from dpcli.cli.common import (
     DryRunOpt,
     EpsilonOpt,
     JsonOpt,
+    ProgressOpt,
     QuietOpt,
     SeedOpt,
     SpecOpt,
@@ -62,6 +63,7 @@ def validate(
     dry_run: DryRunOpt = False,
     json: JsonOpt = False,
     quiet: QuietOpt = False,
+    progress: ProgressOpt = False,
     verbose: VerboseOpt = False,
 ) -> None:
     """Choose logistic regression's regulariser λ privately, and release the tuned model.
@@ -105,7 +107,7 @@ def validate(
     from dpcli.spec import ValidateSection, load_spec
     from dpcli.spec import grid as parse_grid
 
-    ui = UI(quiet=quiet, json=json)
+    ui = UI(quiet=quiet, json=json, force_progress=progress)
     if learner == "histogram":
         raise UsageError(HISTOGRAM_NOTE)
     if learner not in tuning.LEARNERS:
@@ -206,7 +208,7 @@ def validate(
             valid_set = tuning.design_rows(vsource.batches(chosen, rng=rng), s.schema, chosen,
                                            positive)
             train_set = (x, y)
-        with ui.progress("tuning", config.k + 1) as advance:
+        with ui.progress("tuning", config.k + 1, unit="fits") as advance:
             outcome = tuning.tune(config, train_set, valid_set, section.epsilon, rng, advance)
         report = tuning.fit_report(config, outcome, section.epsilon, n, m)
         model = tuning.LogRegModel(inputs.model_schema(s.schema, chosen), tuple(chosen),

@@ -82,3 +82,18 @@ def test_unknown_engine_and_uri_without_spark_exit_2_charging_nothing(project: P
     assert "s3a://bucket/dir/" in r.stderr and "--engine spark" in r.stderr
     assert project.reserves() == []
     assert not (project.root / "counts.csv").exists()
+
+
+def test_predict_and_validate_report_progress_on_request(spec_with_sections: Project,
+                                                         cli) -> None:
+    p = spec_with_sections
+    assert _run(cli, p, "train-nb").exit_code == 0
+    r = cli("predict", p.root / "m.json", p.data, "--out", p.root / "preds.parquet",
+            "--progress")
+    assert r.exit_code == 0, r.stderr
+    assert re.search(r"^predicting: 400 rows, [\d,]+ rows/s$", r.stderr, re.M), r.stderr
+    r = cli("validate", p.data, "--spec", p.spec, "--out", p.root / "lr.json", "--seed", 1,
+            "--epsilon", 1.0, "--columns", "age,color", "--grid", "0.1,1", "--progress", "-q")
+    assert r.exit_code == 0, r.stderr
+    assert re.search(r"^reading: 400 rows of 400 \(100%\)", r.stderr, re.M), r.stderr
+    assert re.search(r"^tuning: 3 fits of 3 \(100%\), [\d,]+ fits/s$", r.stderr, re.M)

@@ -59,7 +59,6 @@ from typing import Any
 
 import numpy as np
 from scipy.special import expit
-from scipy.stats import gamma
 
 from dpcli.algorithms.inputs import Inputs, read_rows
 from dpcli.budget import Budget, exact
@@ -194,6 +193,8 @@ def stability_constants(config: ValidateConfig, n: int, m: int, d: int,
         beta2 = 1.0
     else:
         # every R_i has ‖R_i‖ ≤ r except with probability δ/k each: δ in all (union bound)
+        from scipy.stats import gamma  # imported here: scipy.stats costs ~0.3 s at start-up
+
         r = float(gamma.isf(delta / config.k, d))
         bound = max(weight_norm_bound(config.trainer, n, lam, epsilon_train, r)
                     + GRADIENT_TOLERANCE / lam for lam in config.grid)

@@ -9,7 +9,6 @@ L2 distance to the true values when they satisfy the constraints.
 from __future__ import annotations
 
 import numpy as np
-from scipy.optimize import isotonic_regression
 
 
 def isotonic_increasing(values: np.ndarray) -> np.ndarray:
@@ -23,6 +22,8 @@ def isotonic_increasing(values: np.ndarray) -> np.ndarray:
         raise ValueError("values must be one-dimensional")
     if y.size < 2:
         return y.copy()
+    from scipy.optimize import isotonic_regression  # scipy.optimize is slow to import
+
     return np.asarray(isotonic_regression(y, increasing=True).x, dtype=np.float64)
 
 

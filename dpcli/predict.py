@@ -213,15 +213,39 @@ def score_schema(spec_schema: Schema, column: str, lower: float, upper: float) -
     return Schema(columns=(*kept, score), label=spec_schema.label, source=spec_schema.source)
 
 
+def fold(source: Any, columns: tuple[str, ...], fn: Callable[[EncodedBatch], np.ndarray],
+         add: Callable[[np.ndarray, np.ndarray], None], *, rng: np.random.Generator,
+         progress: Callable[[int], None]) -> int:
+    """One pass: ``add(fn(batch), label codes)`` for every encoded batch; returns the row count.
+
+    Nothing is kept between batches: memory is whatever ``add`` accumulates
+    (bounded statistics, for ``roc`` and ``evaluate``). Both arguments of
+    ``add`` are private. Raises DataError when the file holds no rows.
+    """
+    rows = 0
+    for batch in source.batches(columns, rng=rng):
+        add(fn(batch), batch.label)
+        rows += batch.n
+        progress(batch.n)
+    if rows == 0:
+        raise DataError(f"{source.path}: holds no rows")
+    return rows
+
+
 def collect(source: Any, columns: tuple[str, ...],
             fn: Callable[[EncodedBatch], np.ndarray], *, rng: np.random.Generator,
             progress: Callable[[int], None]) -> tuple[np.ndarray, np.ndarray]:
-    """``fn`` of every encoded batch, concatenated, with the label codes (both private)."""
-    values, labels = [], []
-    for batch in source.batches(columns, rng=rng):
-        values.append(fn(batch))
-        labels.append(batch.label)
-        progress(batch.n)
-    if not values:
-        raise DataError(f"{source.path}: holds no rows")
+    """``fn`` of every encoded batch, concatenated, with the label codes (both private).
+
+    Holds one value per row: for passes that can fold batches into bounded
+    statistics, use :func:`fold`.
+    """
+    values: list[np.ndarray] = []
+    labels: list[np.ndarray] = []
+
+    def keep(value: np.ndarray, label: np.ndarray) -> None:
+        values.append(value)
+        labels.append(label)
+
+    fold(source, columns, fn, keep, rng=rng, progress=progress)
     return np.concatenate(values), np.concatenate(labels)

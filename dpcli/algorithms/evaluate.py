@@ -36,9 +36,29 @@ def plan(total: Budget, classes: int) -> Plan:
 
 
 def confusion_counts(true: np.ndarray, predicted: np.ndarray, classes: int) -> np.ndarray:
-    """C[i, j] = number of records of class i predicted as j (private)."""
+    """C[i, j] = number of records of class i predicted as j (private; int64)."""
     index = np.asarray(true, dtype=np.int64) * classes + np.asarray(predicted, dtype=np.int64)
-    return np.bincount(index, minlength=classes * classes).reshape(classes, classes)
+    counts = np.bincount(index, minlength=classes * classes).reshape(classes, classes)
+    return counts.astype(np.int64, copy=False)
+
+
+class ConfusionPass:
+    """The K×K confusion counts of a streaming pass, added batch by batch (private).
+
+    Counts add over batches, so :attr:`counts` is :func:`confusion_counts`
+    of the whole file, in K² int64 cells whatever the number of rows.
+    """
+
+    def __init__(self, classes: int) -> None:
+        self.classes = int(classes)
+        self.counts = np.zeros((self.classes, self.classes), dtype=np.int64)
+
+    def add(self, predicted: np.ndarray, true: np.ndarray) -> None:
+        """One batch's predicted and true class codes (the order of ``predict.fold``)."""
+        predicted, true = np.asarray(predicted), np.asarray(true)
+        if predicted.shape != true.shape:
+            raise ValueError("predicted and true class codes must have the same length")
+        self.counts += confusion_counts(true, predicted, self.classes)
 
 
 def noise_sd(epsilon: float) -> float:

@@ -21,7 +21,8 @@ A record is predicted positive at threshold θ when its score is > θ.
      join another, so each part's median gets ε1/(2k) and is private under
      insertion/deletion (:mod:`dpcli.mechanisms.median`). A noisy median
      outside its part's open interval is replaced by the interval's
-     midpoint (post-processing).
+     midpoint (post-processing). The medians are of the scores at the
+     resolution of a fine public grid (below).
 2. Counts, with ε2 = ε - ε1: the per-bin counts of positives (TP) and of
    negatives (FP), as two histograms over the same bins ordered by
    decreasing score, so that TP(θ) and FP(θ) are prefix sums (one-sided
@@ -39,6 +40,52 @@ A record is predicted positive at threshold θ when its score is > θ.
 
 Releases: the thresholds, the curve's points and AUC, and the noisy class
 totals n1 and n0 (already released through step 2). Cost: ε.
+
+One pass, bounded memory (:class:`RocPass`)
+-------------------------------------------
+The scores are streamed in batches and folded into counts; nothing is
+kept per record, so memory is O(bins) whatever n is.
+
+- fixed-space: the thresholds are public before the pass (n is known from
+  the pre-charge check), so each batch adds its :func:`bin_counts`. Counts
+  add, so the release is bit-identical to the in-memory computation for
+  the same generator (tested).
+- recursive medians need order statistics of the scores, which a bounded
+  pass can not keep exactly. Each batch adds, per class, the number of
+  scores in each of the FINE_BINS = 2^20 equal cells of the public grid
+  G_j = lower + (upper - lower)·j/2^20 (:func:`grid_points`): cell c holds
+  (G_c, G_(c+1)], cell 0 also ``lower`` (:func:`fine_cells`); 2 × 8 MiB
+  of int64 during the pass, only the occupied cells after it
+  (:class:`FineHistogram`). A score s in cell c stands for the cell's
+  upper end q(s) = G_(c+1) in the median searches. As s > G_j iff
+  q(s) > G_j for every grid point j >= 1, the counts at grid thresholds
+  are the exact counts of the true scores, and the one pass serves every
+  level's medians and then step 2.
+
+  Output distribution (exactly; :func:`recursive_median_cells`): the
+  thresholds are those of the in-memory algorithm above run on the
+  quantized scores q(s_1), ..., q(s_n) — the same smooth-sensitivity
+  Cauchy median per part, ε1/(2k) per part, parts visited in the same
+  order — with three differences, all post-processing of released values
+  and public bounds: (i) a median strictly inside its part is rounded to
+  the nearest point of the 2^20 grid (the in-memory version rounded to a
+  2^32 grid); (ii) the fallback is the grid midpoint G_ceil((a+b)/2) of a
+  part (G_a, G_b], which is (G_a + G_b)/2 when a + b is even, and it also
+  replaces a median rounded onto its part's end; (iii) a part of fewer
+  than two cells has no interior grid point, so no median (and no noise
+  variate) is drawn for it and its threshold is the fallback, which can
+  repeat a threshold (an empty bin). Steps 2 and 3 are unchanged, on the
+  true scores' counts at these thresholds. What the grid costs is
+  resolution: a median is located to within one cell, (upper - lower)/2^20
+  (under 10^-6 for probabilities), and scores within one cell are tied —
+  so on scores piled up within a few cells (a naive Bayes model's
+  probabilities near 0) the deep levels there fall back to repeated grid
+  midpoints where the in-memory version still split them.
+
+  Privacy is unchanged: q acts on each record alone, so replace-one
+  neighbours stay replace-one neighbours (or become equal), and the
+  mechanism applied to the q-values is the one proven in
+  :mod:`dpcli.mechanisms.median`; ε1 and ε2 are as before.
 """
 
 from __future__ import annotations
@@ -53,14 +100,17 @@ from dpcli.budget import Budget
 from dpcli.errors import UsageError
 from dpcli.mechanisms import Plan
 from dpcli.mechanisms.consistency import isotonic_increasing
-from dpcli.mechanisms.median import noisy_median
 from dpcli.mechanisms.range_queries import STRATEGIES, noisy_prefix_sums, sensitivity
+from dpcli.mechanisms.rng import check_positive
+from dpcli.mechanisms.smooth import heavy_tailed_noise, smooth_beta, smooth_noise_scale
+from dpcli.mechanisms.smooth_stats import smooth_max
 
 THRESHOLDS = ("recursive-medians", "fixed-space")
 COUNTS = STRATEGIES
 MAX_LEVELS = 16  # 2^16 bins: a curve of 65,536 points is plenty, and its files stay small
 MAX_BINS = 1 << MAX_LEVELS
-GRID = 2.0**32  # recursive-median thresholds are rounded to (upper - lower) / GRID
+FINE_LEVELS = 20  # recursive medians: scores are counted in 2^20 equal cells of the range
+FINE_BINS = 1 << FINE_LEVELS  # 2 × 8 MiB of int64 counts, whatever the number of rows
 CHANGES = 2  # unit moves between (label, bin) cells per replace-one neighbour
 
 
@@ -152,37 +202,211 @@ def fixed_space_thresholds(lower: float, upper: float, bins: int) -> np.ndarray:
     return lower + (upper - lower) * np.arange(1, bins) / bins
 
 
-def recursive_median_thresholds(scores: np.ndarray, *, lower: float, upper: float, levels: int,
-                                epsilon: float, rng: np.random.Generator) -> np.ndarray:
-    """k-RecursiveMedians: 2^levels - 1 thresholds, ascending; ε-DP under replace-one.
+def grid_points(j: np.ndarray, *, lower: float, upper: float, cells: int = FINE_BINS
+                ) -> np.ndarray:
+    """The fine grid's points G_j = lower + (upper-lower)·j/cells, G_0 = lower, G_cells = upper.
 
-    ``scores`` must be sorted ascending within [lower, upper]. Each of the
-    ``levels`` levels spends ε/levels; within a level every part's median is
-    released at ε/(2·levels) under insertion/deletion (module docstring).
+    Public. Non-decreasing in j (each float operation rounds monotonically),
+    which is all :func:`fine_cells` relies on.
     """
-    x = np.asarray(scores, dtype=np.float64)
+    j = np.asarray(j, dtype=np.int64)
+    g = lower + (upper - lower) * j.astype(np.float64) / cells
+    return np.where(j <= 0, lower, np.where(j >= cells, upper, g))
+
+
+def fine_cells(scores: np.ndarray, *, lower: float, upper: float, cells: int = FINE_BINS
+               ) -> np.ndarray:
+    """Each score's cell c = #{j in 1..cells-1: G_j < score}: cell c holds (G_c, G_(c+1)].
+
+    So score > G_j iff c >= j, for every grid point j: counts of cells add
+    up to the exact counts of the scores above any grid threshold. Scores
+    must lie in [lower, upper]. A binary search over j on the points of
+    :func:`grid_points`, started from the arithmetic guess ± 2 where that
+    bracket is checked to hold the answer (else from the whole range); the
+    grid is never materialised, so memory is O(len(scores)).
+    """
+    s = np.asarray(scores, dtype=np.float64)
+    top = cells - 1
+
+    def below(j: np.ndarray, values: np.ndarray) -> np.ndarray:  # G_j < value
+        return grid_points(j, lower=lower, upper=upper, cells=cells) < values
+
+    guess = np.clip(np.floor((s - lower) / (upper - lower) * cells), 0, top).astype(np.int64)
+    lo, hi = np.maximum(guess - 2, 0), np.minimum(guess + 2, top)
+    # the answer is in [lo, hi] when G_lo < s (or lo = 0) and G_(hi+1) >= s (or hi = top)
+    held = ((lo == 0) | below(lo, s)) & ((hi == top) | ~below(hi + 1, s))
+    lo, hi = np.where(held, lo, 0), np.where(held, hi, top)
+    open_ = np.flatnonzero(lo < hi)
+    while open_.size:
+        mid = (lo[open_] + hi[open_] + 1) // 2
+        up = below(mid, s[open_])
+        lo[open_] = np.where(up, mid, lo[open_])
+        hi[open_] = np.where(up, hi[open_], mid - 1)
+        open_ = open_[lo[open_] < hi[open_]]
+    return lo
+
+
+class FineHistogram:
+    """Counts of positive and negative scores per cell of the fine grid (private).
+
+    Only the occupied cells are stored (``occupied``, ascending, with
+    ``counts[0]`` positives and ``counts[1]`` negatives), so the size is at
+    most min(n, cells) whichever way it was built. A score in cell c stands
+    for the cell's upper end G_(c+1) in the median searches.
+    """
+
+    def __init__(self, occupied: np.ndarray, counts: np.ndarray, *, lower: float, upper: float,
+                 cells: int = FINE_BINS) -> None:
+        self.occupied = np.asarray(occupied, dtype=np.int64)
+        self.counts = np.asarray(counts, dtype=np.int64).reshape(2, self.occupied.size)
+        self.lower, self.upper, self.cells = float(lower), float(upper), int(cells)
+        # pooled cumulative counts: prefix[i] = scores in the first i occupied cells
+        self.prefix = np.concatenate(([0], np.cumsum(self.counts.sum(axis=0))))
+
+    @classmethod
+    def of_scores(cls, scores: np.ndarray, positive: np.ndarray, *, lower: float, upper: float,
+                  cells: int = FINE_BINS) -> FineHistogram:
+        """From in-memory scores within [lower, upper] and their boolean labels."""
+        c = fine_cells(scores, lower=lower, upper=upper, cells=cells)
+        pos = np.asarray(positive, dtype=bool)
+        occupied, inverse = np.unique(c, return_inverse=True)
+        counts = np.stack([np.bincount(inverse[pos], minlength=occupied.size),
+                           np.bincount(inverse[~pos], minlength=occupied.size)])
+        return cls(occupied, counts, lower=lower, upper=upper, cells=cells)
+
+    @classmethod
+    def of_dense(cls, dense: np.ndarray, *, lower: float, upper: float) -> FineHistogram:
+        """From (2, cells) counts of positives and negatives per cell."""
+        occupied = np.flatnonzero(dense.sum(axis=0))
+        return cls(occupied, dense[:, occupied], lower=lower, upper=upper, cells=dense.shape[1])
+
+    def points(self, j: np.ndarray) -> np.ndarray:
+        """The grid points G_j (public)."""
+        return grid_points(j, lower=self.lower, upper=self.upper, cells=self.cells)
+
+    def part(self, a: int, b: int) -> tuple[int, int, float, float]:
+        """(prefix offset, count, G_a, G_b) of the part made of cells a..b-1 (count private)."""
+        first, last = np.searchsorted(self.occupied, [a, b], side="left")
+        base = int(self.prefix[first])
+        lo, hi = (float(v) for v in self.points(np.array([a, b])))
+        return base, int(self.prefix[last]) - base, lo, hi
+
+    def order_stats(self, a: int, b: int, j: np.ndarray) -> np.ndarray:
+        """x_(j) (1-based) of the part's quantized scores; G_a for j <= 0, G_b for j > count.
+
+        The first pooled cumulative count reaching offset + j closes the
+        cell holding x_(j): O(log cells) per j, whatever the number of rows.
+        """
+        base, n, lo, hi = self.part(a, b)
+        j = np.asarray(j, dtype=np.int64)
+        if n == 0:
+            return np.where(j <= 0, lo, hi)
+        at = np.searchsorted(self.prefix, base + np.clip(j, 1, n), side="left") - 1
+        inside = self.points(self.occupied[at] + 1)
+        return np.where(j <= 0, lo, np.where(j >= n + 1, hi, inside))
+
+    def median(self, a: int, b: int) -> float:
+        """The part's lower median x_(floor((n+1)/2)), G_a when it is empty (private)."""
+        _, n, _, _ = self.part(a, b)
+        return float(self.order_stats(a, b, np.array([(n + 1) // 2]))[0])
+
+    def smooth_sensitivity(self, a: int, b: int, *, beta: float) -> float:
+        """S = max_k e^(-βk)·W_k of :mod:`dpcli.mechanisms.median` for the part (private).
+
+        W_k = x_(c_k+k+1) - x_(c_k-1), c_k = floor((n-k+1)/2), bounds the
+        median's local sensitivity within k insertions or deletions; S is a
+        β-smooth upper bound on it (the derivation is that module's).
+        """
+        _, n, lo, hi = self.part(a, b)
+
+        def window(k: np.ndarray) -> np.ndarray:
+            c = (n - k + 1) // 2
+            return self.order_stats(a, b, c + k + 1) - self.order_stats(a, b, c - 1)
+
+        value, _ = smooth_max(window, beta=beta, global_bound=hi - lo, max_distance=n + 1)
+        return value
+
+    def noisy_median(self, a: int, b: int, *, epsilon: float, rng: np.random.Generator,
+                     gamma: float = 2.0) -> float:
+        """``mechanisms.median.noisy_median`` of the quantized scores in cells a..b-1.
+
+        The part's values lie in [G_a, G_b], the bounds passed for the
+        median's conventions. Its order statistics come from the pooled
+        cumulative counts, never from rows, with every float operation of
+        the array version, so the release is the same value, draw for draw,
+        as ``noisy_median(sorted quantized values, lower=G_a, upper=G_b,
+        epsilon=ε)`` (tested). Releases one real number; sensitivity: the
+        β-smooth bound S (:meth:`smooth_sensitivity`), β = ε/(2(γ+1));
+        noise 2(γ+1)·S/ε·Z, Z ∝ 1/(1+|z|^γ) (γ = 2: Cauchy, 6·S/ε). Cost: ε
+        under one insertion or deletion in the part.
+        """
+        epsilon = check_positive("epsilon", epsilon)
+        sensitivity = self.smooth_sensitivity(a, b, beta=smooth_beta(epsilon, gamma))
+        scale = smooth_noise_scale(sensitivity, epsilon, gamma)
+        return self.median(a, b) + scale * float(heavy_tailed_noise(1, gamma=gamma, rng=rng)[0])
+
+    def bin_counts(self, cuts: np.ndarray) -> np.ndarray:
+        """(2, bins) counts by DEcreasing score at the thresholds G[cuts], as :func:`bin_counts`.
+
+        ``cuts`` are ascending grid indices; bin i (ascending) holds cells
+        cuts[i-1]..cuts[i]-1, i.e. the scores in (G_cuts[i-1], G_cuts[i]]:
+        exactly :func:`bin_counts` of the scores themselves (:func:`fine_cells`).
+        """
+        cumulative = np.concatenate((np.zeros((2, 1), np.int64),
+                                     np.cumsum(self.counts, axis=1)), axis=1)
+        edges = np.searchsorted(self.occupied, np.asarray(cuts, dtype=np.int64), side="left")
+        edges = np.concatenate(([0], edges, [self.occupied.size]))
+        return np.diff(cumulative[:, edges], axis=1)[:, ::-1].astype(np.int64)
+
+
+def recursive_median_cells(histogram: FineHistogram, *, levels: int, epsilon: float,
+                           rng: np.random.Generator) -> np.ndarray:
+    """k-RecursiveMedians on a fine histogram: 2^levels - 1 grid indices, ascending; ε-DP.
+
+    A part is a run of cells a..b-1, i.e. the scores in (G_a, G_b]; the root
+    is every cell. Level by level, parts left to right (the draw order of
+    the in-memory algorithm), a part of at least two cells releases
+    :meth:`FineHistogram.noisy_median` at ε/(2·levels) (a replaced record
+    leaves one part and joins another; module docstring); a release
+    strictly inside (G_a, G_b) is rounded to the nearest grid index j and
+    kept if a < j < b. Otherwise (no interior grid point, a release outside
+    the part, or one rounded onto its end) the threshold is the grid
+    midpoint ceil((a + b)/2): post-processing of public values. Cells below
+    the threshold go left, the rest right. Cost: ε under replace-one.
+    """
+    h = histogram
     part_epsilon = epsilon / (2 * levels)
-    parts = [(lower, upper, 0, x.size)]
-    found: list[float] = []
+    parts = [(0, h.cells)]
+    found: list[int] = []
     for _ in range(levels):
         nxt = []
-        for lo, hi, a, b in parts:
-            m = math.nan
-            if lo < hi:  # a part squeezed to a point (public) has no median to look for
-                m = noisy_median(x[a:b], lower=lo, upper=hi, epsilon=part_epsilon, rng=rng)
+        for a, b in parts:
+            j = (a + b + 1) // 2  # never 0: "score > G_j iff cell >= j" needs j >= 1
+            lo, hi = h.points(np.array([a, b]))
+            if b - a >= 2 and lo < hi:  # public: a part without interior points
+                m = h.noisy_median(a, b, epsilon=part_epsilon, rng=rng)
                 if lo < m < hi:
-                    # released on a public grid: the low-order bits of a float sample can
+                    # released on the public grid: the low-order bits of a float sample can
                     # say more about the value it was added to than the noise allows
                     # (Mironov 2012)
-                    m = lower + round((m - lower) / (upper - lower) * GRID) / GRID * (
-                        upper - lower)
-            if not lo < m < hi:
-                m = (lo + hi) / 2.0
-            cut = a + int(np.searchsorted(x[a:b], m, side="right"))  # scores <= m go left
-            found.append(m)
-            nxt += [(lo, m, a, cut), (m, hi, cut, b)]
+                    r = round((m - h.lower) / (h.upper - h.lower) * h.cells)
+                    if a < r < b:
+                        j = r
+            found.append(j)
+            nxt += [(a, j), (j, b)]
         parts = nxt
-    return np.sort(np.asarray(found))
+    return np.sort(np.asarray(found, dtype=np.int64))
+
+
+def recursive_median_thresholds(scores: np.ndarray, *, lower: float, upper: float, levels: int,
+                                epsilon: float, rng: np.random.Generator) -> np.ndarray:
+    """The 2^levels - 1 thresholds :class:`RocPass` releases, ascending, for in-memory scores.
+
+    ``scores`` within [lower, upper], in any order. ε-DP under replace-one.
+    """
+    s = np.asarray(scores, dtype=np.float64)
+    h = FineHistogram.of_scores(s, np.zeros(s.size, dtype=bool), lower=lower, upper=upper)
+    return h.points(recursive_median_cells(h, levels=levels, epsilon=epsilon, rng=rng))
 
 
 def bin_counts(scores: np.ndarray, positive: np.ndarray, thresholds: np.ndarray) -> np.ndarray:
@@ -245,25 +469,98 @@ def trapezoid_auc(fpr: np.ndarray, tpr: np.ndarray) -> float:
     return float(np.sum(np.diff(fpr) * (tpr[1:] + tpr[:-1]) / 2.0))
 
 
+class RocPass:
+    """The statistics of one streaming pass over (score, label) batches; memory O(bins).
+
+    ``n`` is the public record count (known before the pass), which fixes
+    the fixed-space bins before any value is read. Per batch, :meth:`add`
+    clamps the scores into [lower, upper] (NaN to ``lower``) and adds
+    - fixed-space: the (2, bins) :func:`bin_counts` at the public thresholds;
+    - recursive medians: the (2, FINE_BINS) counts of positives and
+      negatives in each cell of the fine grid (:func:`fine_cells`), from
+      which the noisy medians and then the bin counts follow (module
+      docstring).
+    Counts add over batches, so the released statistics are those of the
+    whole file however it is split. Everything held is private until
+    :meth:`release`.
+    """
+
+    def __init__(self, config: ROCConfig, *, n: int, lower: float, upper: float) -> None:
+        if not lower < upper:
+            raise ValueError(f"the score range needs lower < upper, got [{lower}, {upper}]")
+        self.config, self.n, self.lower, self.upper = config, int(n), float(lower), float(upper)
+        self.rows = 0
+        if config.thresholds == "fixed-space":
+            self._thresholds = fixed_space_thresholds(self.lower, self.upper, config.bins(self.n))
+            self._counts = np.zeros((2, self._thresholds.size + 1), dtype=np.int64)
+        else:
+            self._counts = np.zeros((2, FINE_BINS), dtype=np.int64)
+
+    def add(self, scores: np.ndarray, positive: np.ndarray) -> None:
+        """Fold one batch of scores and their boolean labels (positive class) into the counts."""
+        s, pos = _clamped(scores, positive, self.lower, self.upper)
+        if self.config.thresholds == "fixed-space":
+            self._counts += bin_counts(s, pos, self._thresholds)
+        else:
+            index = fine_cells(s, lower=self.lower, upper=self.upper) + FINE_BINS * (~pos)
+            self._counts += np.bincount(index, minlength=2 * FINE_BINS).reshape(2, FINE_BINS)
+        self.rows += int(s.size)
+
+    def release(self, run_plan: Plan, rng: np.random.Generator) -> tuple[Curve, np.ndarray]:
+        """PriROC: the released curve and thresholds. Cost: ``run_plan.total`` (module doc).
+
+        Call once, after every batch: n must be the number of records added.
+        """
+        if self.rows != self.n:
+            raise ValueError(f"the pass saw {self.rows:,} records, the plan was made for "
+                             f"{self.n:,}")
+        if self.config.thresholds == "fixed-space":
+            return _release(self._counts, self._thresholds, self.config, self.n, self.upper,
+                            run_plan, rng)
+        h = FineHistogram.of_dense(self._counts, lower=self.lower, upper=self.upper)
+        return _release_medians(h, self.config, self.n, run_plan, rng)
+
+
 def private_roc(scores: np.ndarray, positive: np.ndarray, *, lower: float, upper: float,
                 config: ROCConfig, run_plan: Plan, rng: np.random.Generator
                 ) -> tuple[Curve, np.ndarray]:
-    """PriROC: the released curve and thresholds. Cost: ``run_plan.total`` (module docstring).
+    """PriROC on in-memory arrays, released as :class:`RocPass` would. Cost: ``run_plan.total``.
 
     ``scores`` outside [lower, upper] (or NaN) are clamped into it; ``positive``
-    is a boolean array of the same length. n = len(scores) is public.
+    is a boolean array of the same length. n = len(scores) is public. The
+    recursive medians' histogram is built sparse (O(n) memory, no 2^20
+    arrays), which is faster on small test sets.
     """
+    s, pos = _clamped(scores, positive, lower, upper)
+    if config.thresholds == "fixed-space":
+        thresholds = fixed_space_thresholds(lower, upper, config.bins(s.size))
+        return _release(bin_counts(s, pos, thresholds), thresholds, config, s.size, upper,
+                        run_plan, rng)
+    h = FineHistogram.of_scores(s, pos, lower=lower, upper=upper)
+    return _release_medians(h, config, s.size, run_plan, rng)
+
+
+def _clamped(scores: np.ndarray, positive: np.ndarray, lower: float, upper: float
+             ) -> tuple[np.ndarray, np.ndarray]:
     # a score outside the declared range (or NaN) is clamped, so one record can not fail a run
     s = np.clip(np.nan_to_num(np.asarray(scores, dtype=np.float64), nan=lower), lower, upper)
     pos = np.asarray(positive, dtype=bool)
-    n = s.size
-    if config.thresholds == "fixed-space":
-        thresholds = fixed_space_thresholds(lower, upper, config.bins(n))
-    else:
-        thresholds = recursive_median_thresholds(
-            np.sort(s), lower=lower, upper=upper, levels=config.levels(n),
-            epsilon=run_plan.step("thresholds").budget.epsilon, rng=rng)
-    counts = bin_counts(s, pos, thresholds)
+    if s.shape != pos.shape or s.ndim != 1:
+        raise ValueError("scores and labels must be 1-D arrays of the same length")
+    return s, pos
+
+
+def _release_medians(h: FineHistogram, config: ROCConfig, n: int, run_plan: Plan,
+                     rng: np.random.Generator) -> tuple[Curve, np.ndarray]:
+    cuts = recursive_median_cells(h, levels=config.levels(n),
+                                  epsilon=run_plan.step("thresholds").budget.epsilon, rng=rng)
+    return _release(h.bin_counts(cuts), h.points(cuts), config, n, h.upper, run_plan, rng)
+
+
+def _release(counts: np.ndarray, thresholds: np.ndarray, config: ROCConfig, n: int,
+             upper: float, run_plan: Plan, rng: np.random.Generator
+             ) -> tuple[Curve, np.ndarray]:
+    """Steps 2 and 3 of the module docstring, on the (2, bins) counts at public thresholds."""
     prefix = noisy_prefix_sums(counts, strategy=config.counts,
                                epsilon=run_plan.step("counts").budget.epsilon, rng=rng,
                                changes=CHANGES, branching=config.branching)

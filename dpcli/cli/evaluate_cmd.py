@@ -12,6 +12,7 @@ from dpcli.cli.common import (
     DryRunOpt,
     EpsilonOpt,
     JsonOpt,
+    ProgressOpt,
     QuietOpt,
     SeedOpt,
     SpecOpt,
@@ -42,6 +43,7 @@ def evaluate(
     dry_run: DryRunOpt = False,
     json: JsonOpt = False,
     quiet: QuietOpt = False,
+    progress: ProgressOpt = False,
     verbose: VerboseOpt = False,
 ) -> None:
     """Evaluate a classifier privately: noisy confusion matrix, accuracy, precision, recall.
@@ -58,7 +60,7 @@ def evaluate(
     """
     from dpcli.algorithms import evaluate as ev
     from dpcli.budget import Budget
-    from dpcli.cli.scoring import collect_scores, parse_range, score_input
+    from dpcli.cli.scoring import fold_scores, parse_range, score_input
     from dpcli.cli.spend import (
         noise_generator,
         preflight,
@@ -72,7 +74,7 @@ def evaluate(
     from dpcli.run import charged
     from dpcli.spec import EvaluateSection, load_spec
 
-    ui = UI(quiet=quiet, json=json)
+    ui = UI(quiet=quiet, json=json, force_progress=progress)
     s = load_spec(spec)
     section = resolve_section(s, "evaluate", EvaluateSection, epsilon, cutoff=cutoff,
                               score_column=score_column, score_range=parse_range(score_range))
@@ -108,13 +110,12 @@ def evaluate(
                  **({"out": str(out.resolve())} if out is not None else {})}
     with charged(si.spec, plan, command="evaluate", arguments=arguments, input_path=data,
                  seeded=seed is not None) as charge, outputs:
-        predicted, labels = collect_scores(ui, source, si,
-                                           lambda b: si.predictions(b, threshold), rng)
-        counts = ev.confusion_counts(labels, predicted, len(si.classes))
-        del predicted, labels
-        result = ev.private_confusion(counts, si.classes, epsilon=section.epsilon, rng=rng,
+        confusion = ev.ConfusionPass(len(si.classes))  # K² counts, whatever the rows
+        fold_scores(ui, source, si, lambda b: si.predictions(b, threshold), confusion.add, rng)
+        result = ev.private_confusion(confusion.counts, si.classes, epsilon=section.epsilon,
+                                      rng=rng,
                                       positive=si.positive if len(si.classes) == 2 else None)
-        del counts  # nothing below may touch private values
+        del confusion  # nothing below may touch private values
         payload = {**result.to_payload(), **si.source_note,
                    **({"cutoff": threshold} if threshold is not None else {}),
                    "breakdown": plan.to_json()}

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -12,6 +13,7 @@ from dpcli.cli.common import (
     DryRunOpt,
     EpsilonOpt,
     JsonOpt,
+    ProgressOpt,
     QuietOpt,
     SeedOpt,
     SpecOpt,
@@ -19,6 +21,11 @@ from dpcli.cli.common import (
     handle_errors,
 )
 from dpcli.cli.ui import UI
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from dpcli.algorithms.roc import RocPass
 
 ModelOpt = Annotated[Path | None, typer.Option(
     "--model", "-m", dir_okay=False, help="A dpcli model JSON whose scores to evaluate "
@@ -62,6 +69,7 @@ def roc(
     dry_run: DryRunOpt = False,
     json: JsonOpt = False,
     quiet: QuietOpt = False,
+    progress: ProgressOpt = False,
     verbose: VerboseOpt = False,
 ) -> None:
     """Draw a differentially private ROC curve and its AUC on a private test set.
@@ -78,9 +86,11 @@ def roc(
         dpcli roc sample_data/adult_test.parquet --spec configs/adult.yaml \\
             --model models/nb.json --out roc/ --epsilon 1.0
     """
+    import numpy as np
+
     from dpcli.algorithms import roc as pr
     from dpcli.budget import Budget
-    from dpcli.cli.scoring import collect_scores, parse_range, score_input
+    from dpcli.cli.scoring import fold_scores, parse_range, score_input
     from dpcli.cli.spend import (
         noise_generator,
         preflight,
@@ -88,13 +98,13 @@ def roc(
         report_data,
         resolve_section,
     )
-    from dpcli.errors import UsageError
+    from dpcli.errors import DataError, UsageError
     from dpcli.io import Outputs
     from dpcli.mechanisms import Plan
     from dpcli.run import charged
     from dpcli.spec import RocSection, load_spec
 
-    ui = UI(quiet=quiet, json=json)
+    ui = UI(quiet=quiet, json=json, force_progress=progress)
     s = load_spec(spec)
     section = resolve_section(s, "roc", RocSection, epsilon, thresholds=thresholds, k=k,
                               alpha=alpha, counts=counts, score_column=score_column,
@@ -107,10 +117,13 @@ def roc(
                          f"refused because {spec} does not declare 'public_data: true'. Use it "
                          "only on public data (benchmarks, teaching).")
     total = Budget(section.epsilon)
+    checked_n = 0  # the record count of the pre-charge check (public)
 
     def plan_for(n: int) -> Plan:
+        nonlocal checked_n
         if n < 2:
             raise UsageError(f"{data}: an ROC curve needs at least 2 records, found {n}")
+        checked_n = n
         return pr.plan(config, n, total)
 
     files = [] if out is None else [out / "curve.csv", out / "curve.json", out / "curve.png"]
@@ -127,11 +140,15 @@ def roc(
                  "compare_true": compare_true}
     with charged(si.spec, plan, command="roc", arguments=arguments, input_path=data,
                  seeded=seed is not None) as charge, outputs:
-        scores, labels = collect_scores(ui, source, si, si.scores, rng)
-        positive = labels == si.positive
-        curve, cuts = pr.private_roc(scores, positive, lower=si.lower, upper=si.upper,
-                                     config=config, run_plan=plan, rng=rng)
-        n = int(scores.size)
+        # one pass folds every batch into counts (memory bounded by the bins, not the rows)
+        roc_pass = pr.RocPass(config, n=checked_n, lower=si.lower, upper=si.upper)
+        kept: list[tuple[np.ndarray, np.ndarray]] = []  # --compare-true only: public data
+        n = fold_scores(ui, source, si, si.scores,
+                        _folder(roc_pass, si.positive, kept if compare_true else None), rng)
+        if n != checked_n:
+            raise DataError(f"{data}: changed while being read ({n:,} records, {checked_n:,} "
+                            "when checked)")
+        curve, cuts = roc_pass.release(plan, rng)
         noise = pr.count_noise_scale(config, n, plan)
         payload = {**curve.to_payload(), "n": n,
                    "positive_class": si.classes[si.positive],
@@ -140,8 +157,11 @@ def roc(
                    "thresholds": [float(t) for t in cuts], "count_noise_scale": noise,
                    **si.source_note,
                    "compare_true": compare_true, "breakdown": plan.to_json()}
-        true_curve = pr.true_roc(scores, positive) if compare_true else None
-        del scores, labels, positive  # nothing below may touch private values
+        true_curve = None
+        if compare_true:
+            true_curve = pr.true_roc(np.concatenate([s for s, _ in kept]),
+                                     np.concatenate([p for _, p in kept]))
+        del roc_pass, kept  # nothing below may touch private values
         title = f"private ROC, ε={section.epsilon:g} ({config.thresholds}, {config.counts})"
         outputs.write_text(out / "curve.csv", _csv(curve))
         outputs.write_text(out / "curve.json", release_json("roc_curve", payload, si.spec, plan,
@@ -170,6 +190,18 @@ def roc(
         ui.emit_json({"command": "roc", "dataset": s.dataset, "run_id": charge.run_id,
                       "auc": curve.auc, "out": str(out), "spent": plan.total.to_json(),
                       "breakdown": plan.to_json()})
+
+
+def _folder(roc_pass: RocPass, positive: int, kept: list[tuple[np.ndarray, np.ndarray]] | None
+            ) -> Callable[[np.ndarray, np.ndarray], None]:
+    """Fold a batch's scores and label codes into ``roc_pass`` (and ``kept``, if given)."""
+    def add(scores: np.ndarray, labels: np.ndarray) -> None:
+        is_positive = labels == positive
+        roc_pass.add(scores, is_positive)
+        if kept is not None:
+            kept.append((scores, is_positive))
+
+    return add
 
 
 def _csv(curve: object) -> str:

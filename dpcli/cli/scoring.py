@@ -89,14 +89,17 @@ def score_input(spec: Spec, section: Any, model: Path | None, score_column: str 
     return _resolve(spec, model, score_column, parse_range(score_range))
 
 
-def collect_scores(ui: Any, source: Any, si: ScoreInput,
-                   fn: Callable[[EncodedBatch], np.ndarray], rng: np.random.Generator
-                   ) -> tuple[np.ndarray, np.ndarray]:
-    """The run's one pass: ``fn`` of every batch and the labels (call only once charged)."""
-    from dpcli.predict import collect
+def fold_scores(ui: Any, source: Any, si: ScoreInput, fn: Callable[[EncodedBatch], np.ndarray],
+                add: Callable[[np.ndarray, np.ndarray], None], rng: np.random.Generator) -> int:
+    """The run's one pass: ``add(fn(batch), labels)`` per batch; returns n (call once charged).
+
+    Nothing per record outlives its batch: ``add`` folds it into bounded
+    statistics. Raises DataError when the file holds no rows.
+    """
+    from dpcli.predict import fold
 
     with ui.progress("scoring", source.num_rows_hint()) as advance:
-        return collect(source, si.columns, fn, rng=rng, progress=advance)
+        return fold(source, si.columns, fn, add, rng=rng, progress=advance)
 
 
 def _resolve(spec: Spec, model: Path | None, score_column: str | None,

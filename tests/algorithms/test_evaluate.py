@@ -85,3 +85,15 @@ def test_f1_is_zero_not_missing_when_precision_is_zero() -> None:
     r = ev.Evaluation(classes=("0", "1"), matrix=np.array([[50, 10], [5, 0]]), epsilon=1.0)
     m = r.per_class()["1"]
     assert m["precision"] == 0.0 and m["recall"] == 0.0 and m["f1"] == 0.0
+
+
+def test_confusion_pass_adds_batches_to_the_whole_files_counts() -> None:
+    rng = np.random.default_rng(21)
+    true, predicted = rng.integers(0, 3, 1000), rng.integers(0, 3, 1000)
+    p = ev.ConfusionPass(3)
+    for a, b in [(0, 0), (0, 333), (333, 334), (334, 1000)]:
+        p.add(predicted[a:b], true[a:b])
+    assert p.counts.dtype == np.int64
+    np.testing.assert_array_equal(p.counts, ev.confusion_counts(true, predicted, 3))
+    with pytest.raises(ValueError, match="same length"):
+        p.add(np.zeros(2, dtype=int), np.zeros(3, dtype=int))

@@ -280,7 +280,7 @@ def test_recursive_median_thresholds_are_on_the_public_grid() -> None:
     scores, _ = _sample(20_000)
     cuts = roc.recursive_median_thresholds(np.sort(scores), lower=0.0, upper=1.0, levels=2,
                                            epsilon=50.0, rng=np.random.default_rng(2))
-    np.testing.assert_array_equal(cuts * roc.GRID, np.round(cuts * roc.GRID))
+    np.testing.assert_array_equal(cuts * roc.FINE_BINS, np.round(cuts * roc.FINE_BINS))
 
 
 def test_out_of_range_and_nan_scores_are_clamped() -> None:
@@ -290,3 +290,289 @@ def test_out_of_range_and_nan_scores_are_clamped() -> None:
     config = roc.ROCConfig(thresholds="recursive-medians", k=3)
     curve, _ = _run(wild, positive, config, 1.0, 0)
     assert 0.0 <= curve.auc <= 1.0
+
+
+# ------------------------------------------------- one streaming pass (RocPass)
+
+
+def _old_fixed_space_roc(scores, positive, config, run_plan, rng, lower, upper):
+    """The in-memory release as it was before streaming (fixed-space): every score at once."""
+    from dpcli.mechanisms.range_queries import noisy_prefix_sums
+
+    s = np.clip(np.nan_to_num(np.asarray(scores, dtype=np.float64), nan=lower), lower, upper)
+    pos = np.asarray(positive, dtype=bool)
+    thresholds = roc.fixed_space_thresholds(lower, upper, config.bins(s.size))
+    counts = roc.bin_counts(s, pos, thresholds)
+    prefix = noisy_prefix_sums(counts, strategy=config.counts,
+                               epsilon=run_plan.step("counts").budget.epsilon, rng=rng,
+                               changes=roc.CHANGES, branching=config.branching)
+    return roc.curve_from_prefix(prefix, thresholds, n=s.size, upper=upper), thresholds
+
+
+def _edgy_scores(rng, n, lower, upper, thresholds):
+    """Uniform scores with some exactly on thresholds and range ends, out of range, NaN."""
+    s = rng.uniform(lower, upper, n)
+    k = n // 10
+    s[:k] = rng.choice(thresholds, k) if thresholds.size else lower
+    s[k:k + 5] = [lower, upper, lower - 3.0, upper + 3.0, np.nan]
+    rng.shuffle(s)
+    return s
+
+
+def _streamed(config, scores, positive, run_plan, rng, lower, upper, split_rng):
+    """RocPass over random batches (empty ones included) of the same records."""
+    cuts = np.sort(split_rng.integers(0, scores.size + 1, 6))
+    p = roc.RocPass(config, n=scores.size, lower=lower, upper=upper)
+    for a, b in zip(np.concatenate(([0], cuts)), np.concatenate((cuts, [scores.size])),
+                    strict=True):
+        p.add(scores[a:b], positive[a:b])
+    return p.release(run_plan, rng)
+
+
+@pytest.mark.parametrize("config", [
+    roc.ROCConfig(),
+    roc.ROCConfig(counts="privelet", k=5),
+    roc.ROCConfig(counts="laplace", k=3),
+    roc.ROCConfig(alpha=0.05),
+    roc.ROCConfig(counts="hierarchical", branching=4, alpha=0.3),
+])
+def test_streamed_fixed_space_is_bit_identical_to_the_in_memory_release(config) -> None:
+    """Same generator, same records in any batches: the same noise and the same counts."""
+    data = np.random.default_rng(11)
+    for trial, (lower, upper, n) in enumerate([(0.0, 1.0, 500), (-2.5, 7.0, 1234),
+                                                (0.0, 10.0, 97)]):
+        thresholds = roc.fixed_space_thresholds(lower, upper, config.bins(n))
+        scores = _edgy_scores(data, n, lower, upper, thresholds)
+        positive = data.random(n) < 0.4
+        plan = roc.plan(config, n, Budget(0.7))
+        old, old_cuts = _old_fixed_space_roc(scores, positive, config, plan,
+                                             np.random.default_rng(trial), lower, upper)
+        new, new_cuts = _streamed(config, scores, positive, plan, np.random.default_rng(trial),
+                                  lower, upper, data)
+        np.testing.assert_array_equal(new_cuts, old_cuts)
+        for field in ("thresholds", "fpr", "tpr"):
+            np.testing.assert_array_equal(getattr(new, field), getattr(old, field))
+        assert (new.auc, new.positives, new.negatives) == (old.auc, old.positives,
+                                                           old.negatives)
+        arrays, _ = roc.private_roc(scores, positive, lower=lower, upper=upper, config=config,
+                                    run_plan=plan, rng=np.random.default_rng(trial))
+        assert arrays.auc == old.auc
+
+
+def test_streamed_recursive_medians_equal_the_in_memory_release() -> None:
+    """The dense per-cell counts of the pass and the sparse histogram of the arrays agree."""
+    data = np.random.default_rng(12)
+    config = roc.ROCConfig(thresholds="recursive-medians", k=5)
+    for seed, n in enumerate((40, 700, 5000)):
+        scores = np.round(data.beta(0.5, 3.0, n), 4)  # skewed, with ties
+        scores[:3] = [0.0, 1.0, np.nan]
+        positive = data.random(n) < 0.3
+        plan = roc.plan(config, n, Budget(2.0))
+        a, a_cuts = roc.private_roc(scores, positive, lower=0.0, upper=1.0, config=config,
+                                    run_plan=plan, rng=np.random.default_rng(seed))
+        b, b_cuts = _streamed(config, scores, positive, plan, np.random.default_rng(seed),
+                              0.0, 1.0, data)
+        np.testing.assert_array_equal(a_cuts, b_cuts)
+        np.testing.assert_array_equal(a.tpr, b.tpr)
+        np.testing.assert_array_equal(a.fpr, b.fpr)
+
+
+def test_release_refuses_a_pass_of_another_size() -> None:
+    p = roc.RocPass(roc.ROCConfig(), n=10, lower=0.0, upper=1.0)
+    p.add(np.linspace(0, 1, 9), np.arange(9) < 4)
+    with pytest.raises(ValueError, match="9 records"):
+        p.release(roc.plan(roc.ROCConfig(), 10, Budget(1.0)), np.random.default_rng(0))
+    with pytest.raises(ValueError, match="same length"):
+        p.add(np.zeros(3), np.zeros(2, dtype=bool))
+
+
+# ------------------------------------------------------------ the fine grid
+
+
+@pytest.mark.parametrize(("lower", "upper", "cells"), [
+    (0.0, 1.0, roc.FINE_BINS), (-3.0, 7.0, 1000), (0.0, 10.0, 16), (0.0, 1.0, 1),
+    (1e12, 1e12 + 1.0, 1 << 20),  # points collide in float: the search must still be exact
+])
+def test_fine_cells_agree_with_a_search_of_the_materialised_grid(lower, upper, cells) -> None:
+    rng = np.random.default_rng(13)
+    g = roc.grid_points(np.arange(cells + 1), lower=lower, upper=upper, cells=cells)
+    assert g[0] == lower and g[-1] == upper and np.all(np.diff(g) >= 0)
+    probe = g[rng.integers(0, cells + 1, 3000)]
+    s = np.clip(np.concatenate([rng.uniform(lower, upper, 20_000), probe,
+                                np.nextafter(probe, np.inf), np.nextafter(probe, -np.inf)]),
+                lower, upper)
+    c = roc.fine_cells(s, lower=lower, upper=upper, cells=cells)
+    np.testing.assert_array_equal(c, np.searchsorted(g[1:-1], s, side="left"))
+    # the property the counts rely on: score > G_j iff cell >= j, for every j >= 1
+    for j in rng.integers(1, cells + 1, 50):
+        np.testing.assert_array_equal(s > g[j], c >= j)
+
+
+def test_fine_histogram_counts_at_grid_thresholds_are_the_scores_own() -> None:
+    rng = np.random.default_rng(14)
+    cells = 64
+    g = roc.grid_points(np.arange(cells + 1), lower=-1.0, upper=3.0, cells=cells)
+    s = np.concatenate([rng.uniform(-1.0, 3.0, 400), g, g[5:9]])
+    positive = rng.random(s.size) < 0.5
+    h = roc.FineHistogram.of_scores(s, positive, lower=-1.0, upper=3.0, cells=cells)
+    for cuts in ([1, 2, 2, 30, 63, 64], [32], [1, 64, 64], list(range(1, 64))):
+        cuts = np.array(cuts)
+        np.testing.assert_array_equal(h.bin_counts(cuts), roc.bin_counts(s, positive, g[cuts]))
+    dense = np.zeros((2, cells), dtype=np.int64)
+    dense[:, h.occupied] = h.counts
+    d = roc.FineHistogram.of_dense(dense, lower=-1.0, upper=3.0)
+    np.testing.assert_array_equal(d.occupied, h.occupied)
+    np.testing.assert_array_equal(d.counts, h.counts)
+
+
+def _quantized(scores, lower, upper, cells):
+    """Each score as its cell's upper end, sorted: computed without FineHistogram."""
+    g = roc.grid_points(np.arange(cells + 1), lower=lower, upper=upper, cells=cells)
+    return np.sort(g[np.searchsorted(g[1:-1], scores, side="left") + 1]), g
+
+
+def test_grid_median_is_the_array_mechanism_on_quantized_scores() -> None:
+    """Same median, same smooth sensitivity, same release draw for draw (rule 3's proof)."""
+    from dpcli.mechanisms.median import lower_median, noisy_median, smooth_sensitivity_median
+
+    rng = np.random.default_rng(15)
+    for cells, n in [(16, 0), (16, 1), (64, 7), (1024, 300), (roc.FINE_BINS, 2000)]:
+        s = np.round(rng.beta(0.7, 2.0, n), 3)
+        h = roc.FineHistogram.of_scores(s, np.zeros(n, dtype=bool), lower=0.0, upper=1.0,
+                                        cells=cells)
+        q, g = _quantized(s, 0.0, 1.0, cells)
+        for _ in range(20):
+            a, b = sorted(rng.integers(0, cells + 1, 2))
+            if g[a] == g[b]:
+                continue
+            x = q[(q > g[a]) & (q <= g[b])] if a > 0 else q[q <= g[b]]
+            beta = float(rng.uniform(0.01, 1.0))
+            assert h.median(a, b) == lower_median(x, lower=g[a], upper=g[b])
+            assert h.smooth_sensitivity(a, b, beta=beta) == smooth_sensitivity_median(
+                x, lower=g[a], upper=g[b], beta=beta)
+            seed = int(rng.integers(1 << 30))
+            assert h.noisy_median(a, b, epsilon=0.3, rng=np.random.default_rng(seed)) == \
+                noisy_median(x, lower=g[a], upper=g[b], epsilon=0.3,
+                             rng=np.random.default_rng(seed))
+
+
+def _reference_recursive_medians(q, g, levels, epsilon, rng):
+    """The in-memory k-RecursiveMedians as before streaming, on sorted quantized scores q,
+    with the module docstring's three differences: grid rounding, grid midpoint, no draw for
+    a part of fewer than two cells."""
+    from dpcli.mechanisms.median import noisy_median
+
+    cells = g.size - 1
+    parts = [(0, cells, 0, q.size)]
+    found = []
+    for _ in range(levels):
+        nxt = []
+        for a, b, i, k in parts:
+            j = (a + b + 1) // 2
+            if b - a >= 2 and g[a] < g[b]:
+                m = noisy_median(q[i:k], lower=g[a], upper=g[b], epsilon=epsilon / (2 * levels),
+                                 rng=rng)
+                if g[a] < m < g[b]:
+                    r = round((m - g[0]) / (g[-1] - g[0]) * cells)
+                    if a < r < b:
+                        j = r
+            cut = i + int(np.searchsorted(q[i:k], g[j], side="right"))  # <= G_j goes left
+            found.append(j)
+            nxt += [(a, j, i, cut), (j, b, cut, k)]
+        parts = nxt
+    return np.sort(np.array(found))
+
+
+@pytest.mark.parametrize(("cells", "n", "levels", "epsilon"), [
+    (32, 50, 4, 1.0),     # parts run out of cells: fallbacks without draws
+    (1024, 400, 5, 0.5),
+    (roc.FINE_BINS, 3000, 6, 2.0),
+    (roc.FINE_BINS, 3, 3, 0.01),
+])
+def test_recursive_median_cells_follow_the_stated_output_distribution(cells, n, levels,
+                                                                      epsilon) -> None:
+    """Fixed seeds: exactly the reference algorithm on the quantized scores."""
+    data = np.random.default_rng(16)
+    for seed in range(5):
+        s = np.round(np.concatenate([data.beta(0.4, 4.0, n - n // 3), data.random(n // 3)]), 5)
+        h = roc.FineHistogram.of_scores(s, np.zeros(s.size, dtype=bool), lower=0.0, upper=1.0,
+                                        cells=cells)
+        q, g = _quantized(s, 0.0, 1.0, cells)
+        got = roc.recursive_median_cells(h, levels=levels, epsilon=epsilon,
+                                         rng=np.random.default_rng(seed))
+        want = _reference_recursive_medians(q, g, levels, epsilon, np.random.default_rng(seed))
+        np.testing.assert_array_equal(got, want)
+        assert got.size == 2**levels - 1 and np.all((got >= 1) & (got <= cells))
+
+
+def test_recursive_median_thresholds_fixed_seed() -> None:
+    """A pinned release: a change of the algorithm or of its draws shows here."""
+    scores, _ = _sample(2000, seed=3)
+    cuts = roc.recursive_median_thresholds(scores, lower=0.0, upper=1.0, levels=2, epsilon=4.0,
+                                           rng=np.random.default_rng(17))
+    np.testing.assert_array_equal(cuts * roc.FINE_BINS, [202_498, 367_305, 602_877])
+
+
+def test_fine_histogram_changes_by_at_most_two_over_replace_one_neighbours() -> None:
+    """Rule 4: per-class and pooled cell counts move by L1 <= 2 (so the parts of any level
+    see at most two insertions/deletions in all) — and 2 is reached."""
+    cells = 4
+    values = [0.0, 0.1, 0.25, 0.3, 0.5, 0.9, 1.0]
+    records = [(v, lab) for v in values for lab in (False, True)]
+
+    def dense(data):
+        s = np.array([d[0] for d in data])
+        h = roc.FineHistogram.of_scores(s, np.array([d[1] for d in data]), lower=0.0,
+                                        upper=1.0, cells=cells)
+        out = np.zeros((2, cells), dtype=np.int64)
+        out[:, h.occupied] = h.counts
+        return out
+
+    worst = worst_pooled = 0
+    for data in itertools.combinations_with_replacement(records, 3):
+        base = dense(data)
+        for i, new in itertools.product(range(3), records):
+            changed = list(data)
+            changed[i] = new
+            other = dense(changed)
+            worst = max(worst, int(np.abs(other - base).sum()))
+            worst_pooled = max(worst_pooled, int(np.abs(other.sum(0) - base.sum(0)).sum()))
+    assert worst == worst_pooled == 2
+    # the streaming pass's dense counts (2^20 cells) too
+    p1 = roc.RocPass(roc.ROCConfig(thresholds="recursive-medians"), n=3, lower=0.0, upper=1.0)
+    p2 = roc.RocPass(roc.ROCConfig(thresholds="recursive-medians"), n=3, lower=0.0, upper=1.0)
+    p1.add(np.array([0.1, 0.5, 0.9]), np.array([True, False, True]))
+    p2.add(np.array([0.1, 0.75, 0.9]), np.array([True, True, True]))
+    assert int(np.abs(p1._counts - p2._counts).sum()) == 2
+
+
+def test_grid_median_smooth_bound_holds_over_insertions_and_deletions() -> None:
+    """Rule 4 for the histogram median: for every one-step neighbour x' of a part (a score
+    inserted in any of its cells, or one deleted), |median(x') - median(x)| <= S(x) and
+    S(x) <= e^β·S(x') — brute force over small histograms on an 8-cell grid."""
+    cells, beta = 8, 0.3
+    rng = np.random.default_rng(18)
+
+    def hist(counts):
+        counts = np.asarray(counts)
+        occupied = np.flatnonzero(counts)
+        return roc.FineHistogram(occupied, np.stack([counts[occupied], 0 * occupied]),
+                                 lower=0.0, upper=1.0, cells=cells)
+
+    checked = 0
+    for _ in range(300):
+        counts = rng.integers(0, 3, cells) * (rng.random(cells) < 0.6)
+        a, b = sorted(rng.choice(cells + 1, 2, replace=False))
+        h = hist(counts)
+        m, s = h.median(a, b), h.smooth_sensitivity(a, b, beta=beta)
+        for c in range(a, b):
+            for step in (1, -1):
+                if counts[c] + step < 0:
+                    continue
+                other = counts.copy()
+                other[c] += step
+                h2 = hist(other)
+                assert abs(h2.median(a, b) - m) <= s + 1e-12
+                assert s <= math.exp(beta) * h2.smooth_sensitivity(a, b, beta=beta) + 1e-12
+                checked += 1
+    assert checked > 1000

@@ -245,3 +245,50 @@ def test_a_declared_score_column_keeps_its_missing_policy(project: Project) -> N
     schema = score_schema(load_spec(project.spec).schema, "p", 0.0, 10.0)
     column = schema.column("p")
     assert column.missing == "impute" and column.fill == 5
+
+
+@pytest.fixture
+def small_batches(monkeypatch):
+    """Read every file in batches of 7 rows (the toy file is otherwise one batch)."""
+    import functools
+
+    import dpcli.run
+    from dpcli.data import DataSource
+
+    batches: list[int] = []
+    original = DataSource.batches
+
+    def counted(self, columns, *, rng):
+        for batch in original(self, columns, rng=rng):
+            batches.append(batch.n)
+            yield batch
+
+    monkeypatch.setattr(dpcli.run, "prepare_source",
+                        functools.partial(dpcli.run.prepare_source, batch_rows=7))
+    monkeypatch.setattr(DataSource, "batches", counted)
+    return batches
+
+
+@pytest.mark.parametrize("args", [
+    ("roc", "--score-column", "p", "--score-range", "0,10", "--thresholds", "fixed-space"),
+    ("roc", "--score-column", "p", "--score-range", "0,10", "--thresholds", "recursive-medians",
+     "--counts", "privelet"),
+    ("evaluate", "--score-column", "p", "--score-range", "0,10", "--cutoff", "5"),
+])
+def test_batches_do_not_change_a_seeded_release(project: Project, cli, scored, args,
+                                                request) -> None:
+    """The pass folds batch by batch: 58 batches of 7 rows give the one-batch release."""
+    project.write_spec(lambda s: s["budget"].update(epsilon=10.0))
+    payloads = []
+    for run in ("whole", "batched"):
+        if run == "batched":
+            batches = request.getfixturevalue("small_batches")
+        out = project.root / f"{run}_out"
+        target = ("--out", out / "e.json") if args[0] == "evaluate" else ("--out", out)
+        r = cli(args[0], scored, "--spec", project.spec, *args[1:], *target, "--epsilon", 0.5,
+                "--seed", 9, "-q")
+        assert r.exit_code == 0, r.stderr
+        path = out / "e.json" if args[0] == "evaluate" else out / "curve.json"
+        payloads.append(json.loads(path.read_text())["payload"])
+    assert len(batches) == 58 and sum(batches) == 400
+    assert payloads[0] == payloads[1]

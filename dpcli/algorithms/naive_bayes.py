@@ -47,6 +47,19 @@ Laplace-smoothed, means clipped into the declared bounds, variances clipped
 into [((U−L)/20)², (U−L)²/4] (a standard deviation of at least 5% of the
 declared range: a noisy variance near 0 would make one feature dominate).
 
+**What the smooth method keeps** (memory bounded by statistics, not rows).
+The smooth bounds read, per class and numeric column, the window's count,
+mean and M2 and the order statistics x_(m-k), x_(n-m+1+k) for the distances k
+examined (:mod:`dpcli.mechanisms.smooth_stats`). With ``request(...,
+rows_in_memory=False)`` the run's pass keeps a 2^16-bin histogram per class
+instead of the values, and ``fit`` re-reads the file once (``reread``), after
+the priors are released and m is public, keeping only the distinct values of
+the few bins that hold the ranks read and the moments of the bins inside the
+window (:mod:`dpcli.stats.order`): two passes, both after the charge, and the
+same order statistics — so the same bounds and, up to summation order, the
+same T and V as with every value kept (the default for library callers that
+fit many times from one pass).
+
 **Why global is the default.** Under replace-one accounting the smooth
 method pays twice (ε/2 per class) and the heavy-tailed calibration costs a
 factor 2(γ+1); its noise on a class mean is about 4(γ+1)·R/(U−L) times the
@@ -58,7 +71,7 @@ declared bounds are far wider than the data; on UCI Adult it loses at every
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
@@ -83,17 +96,24 @@ from dpcli.mechanisms import (
 )
 from dpcli.mechanisms.smooth import smooth_beta
 from dpcli.mechanisms.smooth_stats import (
-    smooth_sensitivity_trimmed_mean,
-    smooth_sensitivity_trimmed_variance,
+    OrderStatistics,
+    SortedSample,
+    distances_needed,
+    smooth_trimmed_mean_of,
+    smooth_trimmed_variance_of,
     trim_count,
-    trimmed_stats,
+    trimmed_of,
 )
 from dpcli.stats import Stats, StatsRequest
+from dpcli.stats.order import ORDER_BINS, Band, BandAccumulator, HistogramBounds, collect
 
 METHODS = ("smooth", "global")
 DISTRIBUTIONS = ("truncated", "gaussian")
 PRIOR = "prior"
 SPLIT_PARTS = ("prior", "categorical", "mean", "variance")
+
+Reread = Callable[[Sequence[str]], Iterable[EncodedBatch]]
+"""Columns → a fresh pass of encoded batches over the same data (the smooth method's re-read)."""
 
 
 @dataclass(frozen=True)
@@ -163,12 +183,24 @@ def plan(schema: Schema, columns: Sequence[str], total: Budget, config: NBConfig
     return p.with_notes(notes)
 
 
-def request(schema: Schema, columns: Sequence[str], config: NBConfig) -> StatsRequest:
-    """The statistics one pass must compute (sorted class samples for the smooth method)."""
+def request(schema: Schema, columns: Sequence[str], config: NBConfig, *,
+            rows_in_memory: bool = True) -> StatsRequest:
+    """The statistics the run's pass must compute.
+
+    Tables for categorical, binary and tokens columns; per-class moments of
+    numeric columns for the global method. The smooth method's numeric
+    columns: with ``rows_in_memory`` every clamped value, sorted (8 bytes per
+    row and column; ``fit`` needs nothing else, and may be called many times),
+    else a histogram of ``ORDER_BINS`` bins per class (bounded memory; ``fit``
+    must then be given ``reread``).
+    """
     numeric = tuple(c for c in columns if _kind(schema, c) == "numeric")
     tables = tuple(c for c in columns if _kind(schema, c) != "numeric")
     if config.method == "smooth":
-        return StatsRequest(contingency=tables, keep_values=numeric)
+        if rows_in_memory:
+            return StatsRequest(contingency=tables, keep_values=numeric)
+        return StatsRequest(contingency=tables,
+                            histograms=tuple((c, ORDER_BINS) for c in numeric))
     return StatsRequest(contingency=tables, moments=numeric)
 
 
@@ -281,11 +313,18 @@ class NaiveBayesModel:
 
 
 def fit(stats: Stats, schema: Schema, columns: Sequence[str], p: Plan, config: NBConfig,
-        rng: np.random.Generator) -> NaiveBayesModel:
-    """Release the model's parameters from one pass of statistics; costs exactly ``p.total``.
+        rng: np.random.Generator, *, reread: Reread | None = None) -> NaiveBayesModel:
+    """Release the model's parameters from the statistics of :func:`request`; costs ``p.total``.
 
     The priors are released first: the smooth method derives its public
-    trimming counts from them.
+    trimming counts from them. A smooth numeric column whose pass kept a
+    histogram rather than its values is completed by ONE call of
+    ``reread(columns)`` (all such columns at once), after the priors and
+    before any other release. That read releases nothing and ``fit`` hands it
+    no generator; a ``reread`` that draws nothing from ``rng`` (the CLI's
+    reads numeric columns only, which draws nothing) gives the model that
+    keeping every value gives under the same ``rng``: the same smooth bounds,
+    T and V up to floating-point summation order.
     """
     k = schema.n_classes
     noisy_counts = discrete_laplace_mechanism(
@@ -293,6 +332,9 @@ def fit(stats: Stats, schema: Schema, columns: Sequence[str], p: Plan, config: N
     class_counts = np.maximum(noisy_counts, 0).astype(float)
     model = NaiveBayesModel(schema=schema, columns=tuple(columns), config=config,
                             class_counts=class_counts)
+    samples: dict[str, list[OrderStatistics]] = {}
+    if config.method == "smooth":
+        samples = _class_samples(stats, schema, columns, p, config, class_counts, reread)
     for name in columns:
         col = schema.column(name)
         if not isinstance(col, NumericColumn):
@@ -305,8 +347,8 @@ def fit(stats: Stats, schema: Schema, columns: Sequence[str], p: Plan, config: N
         eps_mean = p.step(f"mean:{name}").budget.eps
         eps_var = p.step(f"variance:{name}").budget.eps
         if config.method == "smooth":
-            mean, var = _smooth_numeric(stats.values[name], col, class_counts, eps_mean,
-                                        eps_var, config, rng)
+            mean, var = _smooth_numeric(samples[name], col, class_counts, eps_mean, eps_var,
+                                        config, rng)
         else:
             mean, var = _global_numeric(stats, name, col, class_counts, eps_mean, eps_var, rng)
         model.numeric[name] = NumericParams(col.lower, col.upper, *_post_process(mean, var, col))
@@ -314,25 +356,75 @@ def fit(stats: Stats, schema: Schema, columns: Sequence[str], p: Plan, config: N
     return model
 
 
-def _smooth_numeric(values: list[np.ndarray], col: NumericColumn, noisy_counts: np.ndarray,
-                    eps_mean: float, eps_var: float, config: NBConfig,
+def _class_samples(stats: Stats, schema: Schema, columns: Sequence[str], p: Plan,
+                   config: NBConfig, class_counts: np.ndarray,
+                   reread: Reread | None) -> dict[str, list[OrderStatistics]]:
+    """Per smooth numeric column, each class sample as the smooth bounds read it.
+
+    Kept values: a :class:`SortedSample` per class. A histogram: the public
+    m (from the released counts) and β give, per class, the distances the
+    bounds can read (:func:`distances_needed`, from the histogram's bin edges
+    alone) and so the bins to keep; one re-read gathers them
+    (:mod:`dpcli.stats.order`).
+    """
+    out: dict[str, list[OrderStatistics]] = {}
+    accumulators: dict[str, BandAccumulator] = {}
+    for name in columns:
+        col = schema.column(name)
+        if not isinstance(col, NumericColumn):
+            continue
+        if name in stats.values:
+            out[name] = [SortedSample(v, lower=col.lower, upper=col.upper)
+                         for v in stats.values[name]]
+            continue
+        if name not in stats.histograms:
+            raise ValueError(f"the smooth method needs the kept values or the histogram of "
+                             f"column '{name}' (see naive_bayes.request)")
+        mean_beta, variance_beta = (
+            smooth_beta(p.step(f"{part}:{name}").budget.eps / 2, config.gamma)
+            for part in ("mean", "variance"))
+        bands = []
+        for c, counts in enumerate(stats.histograms[name]):
+            bounds = HistogramBounds(counts, stats.edges[name], lower=col.lower,
+                                     upper=col.upper)
+            m = trim_count(float(class_counts[c]), config.trim)
+            distances = distances_needed(bounds, m=m, mean_beta=mean_beta,
+                                         variance_beta=variance_beta)
+            bands.append(Band.plan(bounds, m=m, distances=distances))
+        accumulators[name] = BandAccumulator(col, stats.edges[name], stats.histograms[name],
+                                             bands)
+    if accumulators:
+        if reread is None:
+            raise ValueError("the statistics hold histograms, not values: the smooth method "
+                             "needs reread to gather its order statistics")
+        out.update(collect(reread(tuple(accumulators)), accumulators))
+    return out
+
+
+def _smooth_numeric(samples: Sequence[OrderStatistics | np.ndarray], col: NumericColumn,
+                    noisy_counts: np.ndarray, eps_mean: float, eps_var: float,
+                    config: NBConfig,
                     rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-    """Per class: trimmed mean and variance + heavy-tailed noise, each at ε_step/2."""
+    """Per class: trimmed mean and variance + heavy-tailed noise, each at ε_step/2.
+
+    A class sample is an :class:`OrderStatistics` or a sorted array of its
+    clamped values.
+    """
     means, variances = [], []
-    for c, sample in enumerate(values):
+    for c, given in enumerate(samples):
+        sample = (SortedSample(given, lower=col.lower, upper=col.upper)
+                  if isinstance(given, np.ndarray) else given)
         m = trim_count(float(noisy_counts[c]), config.trim)
-        t = trimmed_stats(sample, m=m, lower=col.lower, upper=col.upper)
+        t = trimmed_of(sample, m=m)
         e_mean, e_var = eps_mean / 2, eps_var / 2
-        s_mean = smooth_sensitivity_trimmed_mean(
-            sample, m=m, lower=col.lower, upper=col.upper, beta=smooth_beta(e_mean, config.gamma))
-        s_var = smooth_sensitivity_trimmed_variance(
-            sample, m=m, lower=col.lower, upper=col.upper, beta=smooth_beta(e_var, config.gamma))
+        s_mean, _ = smooth_trimmed_mean_of(sample, m=m, beta=smooth_beta(e_mean, config.gamma))
+        s_var, _ = smooth_trimmed_variance_of(sample, m=m,
+                                              beta=smooth_beta(e_var, config.gamma))
         means.append(smooth_sensitivity_mechanism(t.mean, smooth_sensitivity=s_mean,
                                                   epsilon=e_mean, gamma=config.gamma, rng=rng))
         variances.append(smooth_sensitivity_mechanism(t.variance, smooth_sensitivity=s_var,
                                                       epsilon=e_var, gamma=config.gamma, rng=rng))
     return np.asarray(means, float), np.asarray(variances, float)
-
 
 
 def _global_numeric(stats: Stats, name: str, col: NumericColumn, noisy_counts: np.ndarray,

@@ -72,7 +72,9 @@ def train_nb(
         dpcli train-nb data/train.parquet --spec configs/tweets.yaml \\
             --features features.json --out nb.json --epsilon 0.8
     """
+    from collections.abc import Iterator, Sequence
     from dataclasses import replace
+    from typing import Any
 
     from dpcli.algorithms import naive_bayes as nb
     from dpcli.algorithms.common import cap_tokens
@@ -86,6 +88,7 @@ def train_nb(
         report_data,
         resolve_section,
     )
+    from dpcli.data.prefetch import prefetch
     from dpcli.io import Outputs
     from dpcli.run import charged
     from dpcli.spec import TrainNBSection, load_spec
@@ -106,7 +109,9 @@ def train_nb(
         s = replace(s, schema=schema)
     s = replace(s, schema=cap_tokens(s.schema, chosen, section.r))
     plan = nb.plan(s.schema, chosen, Budget(section.epsilon), config)
-    request = nb.request(s.schema, chosen, config)
+    # the local engine re-reads the file for the smooth method's order statistics (bounded
+    # memory); another engine keeps the values, as it has no re-read of its own yet
+    request = nb.request(s.schema, chosen, config, rows_in_memory=engine != "local")
     request.validate(s.schema)  # before the charge: a bad request must cost nothing
 
     source, _ = preflight(ui, s, plan, location, chosen, out, [out], dry_run, engine=engine)
@@ -123,7 +128,16 @@ def train_nb(
     with charged(s, plan, command="train-nb", arguments=arguments, input_path=location,
                  seeded=seed is not None) as charge, outputs:
         stats = compute_stats(ui, source, request, rng)
-        model = nb.fit(stats, s.schema, chosen, plan, config, rng)
+
+        def reread(numeric: Sequence[str]) -> Iterator[Any]:
+            # smooth method: the second pass for its order statistics (still after the charge;
+            # numeric columns only, so the encoder draws nothing from rng)
+            with ui.progress("re-reading", source.num_rows_hint()) as advance:
+                for batch in prefetch(source.batches(numeric, rng=rng)):
+                    advance(batch.n)
+                    yield batch
+
+        model = nb.fit(stats, s.schema, chosen, plan, config, rng, reread=reread)
         payload = {**model.to_payload(), "breakdown": plan.to_json()}
         outputs.write_text(out, release_json("naive_bayes", payload, s, plan, charge,
                                              seeded=seed is not None))

@@ -78,6 +78,20 @@ stops at the first k with e^(-βk)·G <= the current maximum (no later term can
 beat it), and k never exceeds n+1 (Â(n+1) = G). Terms are evaluated with
 numpy in chunks (4,096 distances, doubling up to 2^20).
 
+What the computation reads
+--------------------------
+T and V read the window's count, mean and sum of squared deviations; the
+bounds read n, L, U and the order statistics x_(m-k) and x_(n-m+1+k) for
+the distances k that :func:`smooth_max` evaluates (every k of each chunk up
+to the one where it stops). Nothing else. The ``*_of`` functions therefore
+take an :class:`OrderStatistics` — a sorted array in memory
+(:class:`SortedSample`), or a representation holding only those ranks and
+the window's moments (:class:`dpcli.stats.order.BandedSample`) — and compute
+the SAME terms in the same order from it, so both give the same bound.
+:func:`distances_needed` says, from lower and upper bounds on every order
+statistic (e.g. a fine histogram's bin edges), how far the evaluation can
+reach, before the ranks are gathered.
+
 S depends on the data and is private: use it only to scale noise, e.g.
 ``smooth_sensitivity_mechanism(T, smooth_sensitivity=S, epsilon=ε, rng=rng)``
 with ``beta = smooth_beta(ε)`` (Cauchy: β = ε/6, scale 6·S/ε; DESIGN.md rule 7).
@@ -89,6 +103,7 @@ import math
 import numbers
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 
@@ -109,6 +124,84 @@ class Trimmed:
     mean: float
     variance: float
     window: int
+
+
+class OrderStatistics(Protocol):
+    """One class sample as the trimmed statistics and their smooth bounds read it.
+
+    ``size`` is n and ``lower``, ``upper`` the declared bounds L < U.
+    ``order_stat(j)`` returns x_(j) for an int64 array of ranks j, with
+    x_(j) = L for j <= 0 and U for j >= n+1; an implementation that holds
+    only some ranks raises LookupError for a rank in 1..n it does not hold.
+    ``window_moments(m)`` returns (w, mean, M2) of the window x_(m+1..n-m),
+    w = n - 2m >= 1, M2 = the sum of squared deviations from the mean.
+    """
+
+    @property
+    def size(self) -> int: ...
+
+    @property
+    def lower(self) -> float: ...
+
+    @property
+    def upper(self) -> float: ...
+
+    def order_stat(self, j: np.ndarray) -> np.ndarray: ...
+
+    def window_moments(self, m: int) -> tuple[int, float, float]: ...
+
+
+class OrderStatisticBounds(Protocol):
+    """Bounds on every order statistic of a class sample whose values are not at hand.
+
+    For every int64 array of ranks j: ``at_least(j)`` <= x_(j) <= ``at_most(j)``
+    elementwise, both exact (L, U) outside 1..n. ``size`` is n, the exact size.
+    """
+
+    @property
+    def size(self) -> int: ...
+
+    @property
+    def lower(self) -> float: ...
+
+    @property
+    def upper(self) -> float: ...
+
+    def at_least(self, j: np.ndarray) -> np.ndarray: ...
+
+    def at_most(self, j: np.ndarray) -> np.ndarray: ...
+
+
+class SortedSample:
+    """:class:`OrderStatistics` of a sorted array held in memory: every rank, 8 bytes per value.
+
+    The array is validated once (sorted ascending, within [lower, upper]).
+    """
+
+    def __init__(self, sorted_values: object, *, lower: object, upper: object) -> None:
+        self.values, self._lower, self._upper = check_sorted(sorted_values, lower, upper)
+
+    @property
+    def size(self) -> int:
+        return int(self.values.size)
+
+    @property
+    def lower(self) -> float:
+        return self._lower
+
+    @property
+    def upper(self) -> float:
+        return self._upper
+
+    def order_stat(self, j: np.ndarray) -> np.ndarray:
+        return order_stat(self.values, j, self._lower, self._upper)
+
+    def window_moments(self, m: int) -> tuple[int, float, float]:
+        """Two-pass: the mean of the slice x[m : n-m], then the sum of squared deviations."""
+        window = self.values[m:self.size - m]
+        mean = float(np.mean(window))
+        deviations = window - mean
+        return int(window.size), mean, float(np.dot(deviations, deviations))
 
 
 def trim_count(noisy_count: float, fraction: float) -> int:
@@ -136,8 +229,23 @@ def trimmed_stats(
     the two-pass mean of squared deviations (numerically stable). An empty
     window gives mean (L+U)/2 and variance 0 (see the module docstring).
     """
-    x, m, lower, upper = _check(sorted_values, m, lower, upper)
-    return _trimmed(x, m, lower, upper)
+    sample, m = _sample(sorted_values, m, lower, upper)
+    return trimmed_of(sample, m=m)
+
+
+def trimmed_of(sample: OrderStatistics, *, m: int) -> Trimmed:
+    """T, V and the window size of any :class:`OrderStatistics` (see :func:`trimmed_stats`).
+
+    Reads only ``window_moments(m)``, and not even that for an empty window.
+    """
+    m = check_int("m", m, minimum=0)
+    w = sample.size - 2 * m
+    if w < 1:
+        return Trimmed(mean=(sample.lower + sample.upper) / 2.0, variance=0.0, window=0)
+    count, mean, m2 = sample.window_moments(m)
+    if count != w:
+        raise ValueError(f"window_moments({m}) counted {count} values, expected {w}")
+    return Trimmed(mean=mean, variance=m2 / w, window=w)
 
 
 def mean_sensitivity_at(
@@ -154,9 +262,9 @@ def mean_sensitivity_at(
     else U-L (derivation in the module docstring). ``k`` is a non-negative int
     (float returned) or an integer array (array returned).
     """
-    x, m, lower, upper = _check(sorted_values, m, lower, upper)
+    sample, m = _sample(sorted_values, m, lower, upper)
     distances, scalar = _check_k(k)
-    result = _mean_at(x, m, lower, upper, distances)
+    result = _mean_at(_spread(sample, m), sample.size, m, sample.lower, sample.upper, distances)
     return float(result[0]) if scalar else result
 
 
@@ -173,9 +281,10 @@ def variance_sensitivity_at(
     Â_V(k) = min((U-L)²/4, 2·(x_(n-m+1+k) - x_(m-k))² / (n-2m-k)) if n-2m-k >= 2,
     else (U-L)²/4 (derivation in the module docstring).
     """
-    x, m, lower, upper = _check(sorted_values, m, lower, upper)
+    sample, m = _sample(sorted_values, m, lower, upper)
     distances, scalar = _check_k(k)
-    result = _variance_at(x, m, lower, upper, distances)
+    result = _variance_at(_spread(sample, m), sample.size, m, sample.lower, sample.upper,
+                          distances)
     return float(result[0]) if scalar else result
 
 
@@ -209,35 +318,88 @@ def smooth_trimmed_mean_with_distances(
     sorted_values: np.ndarray, *, m: int, lower: float, upper: float, beta: float
 ) -> tuple[float, int]:
     """:func:`smooth_sensitivity_trimmed_mean` and K, the number of distances examined."""
-    x, m, lower, upper = _check(sorted_values, m, lower, upper)
-    beta = check_positive("beta", beta)
-    return smooth_max(lambda k: _mean_at(x, m, lower, upper, k), beta=beta,
-                       global_bound=upper - lower, max_distance=x.size + 1)
+    sample, m = _sample(sorted_values, m, lower, upper)
+    return smooth_trimmed_mean_of(sample, m=m, beta=beta)
 
 
 def smooth_trimmed_variance_with_distances(
     sorted_values: np.ndarray, *, m: int, lower: float, upper: float, beta: float
 ) -> tuple[float, int]:
     """:func:`smooth_sensitivity_trimmed_variance` and K, the number of distances examined."""
-    x, m, lower, upper = _check(sorted_values, m, lower, upper)
+    sample, m = _sample(sorted_values, m, lower, upper)
+    return smooth_trimmed_variance_of(sample, m=m, beta=beta)
+
+
+def smooth_trimmed_mean_of(sample: OrderStatistics, *, m: int, beta: float) -> tuple[float, int]:
+    """The trimmed mean's β-smooth bound S and K for any :class:`OrderStatistics`.
+
+    The one implementation behind :func:`smooth_trimmed_mean_with_distances`:
+    it reads ``sample.order_stat`` at ranks m-k and n-m+1+k for the distances
+    k that :func:`smooth_max` evaluates (at most :func:`distances_needed`).
+    Private: only scale noise with S.
+    """
+    m = check_int("m", m, minimum=0)
     beta = check_positive("beta", beta)
-    return smooth_max(lambda k: _variance_at(x, m, lower, upper, k), beta=beta,
-                       global_bound=(upper - lower) ** 2 / 4.0, max_distance=x.size + 1)
+    return _smooth_mean(_spread(sample, m), sample.size, m, sample.lower, sample.upper, beta)
+
+
+def smooth_trimmed_variance_of(sample: OrderStatistics, *, m: int,
+                               beta: float) -> tuple[float, int]:
+    """The trimmed variance's β-smooth bound S and K for any :class:`OrderStatistics`.
+
+    Reads the same ranks as :func:`smooth_trimmed_mean_of`. Private: only scale noise with S.
+    """
+    m = check_int("m", m, minimum=0)
+    beta = check_positive("beta", beta)
+    return _smooth_variance(_spread(sample, m), sample.size, m, sample.lower, sample.upper, beta)
+
+
+def distances_needed(bounds: OrderStatisticBounds, *, m: int, mean_beta: float,
+                     variance_beta: float) -> int:
+    """The largest distance k at which the ``*_of`` functions may read x_(m-k) or x_(n-m+1+k).
+
+    For every sample x of size ``bounds.size`` whose order statistics lie
+    within ``bounds``, :func:`smooth_trimmed_mean_of` (β = ``mean_beta``) and
+    :func:`smooth_trimmed_variance_of` (β = ``variance_beta``) with this m
+    read no rank outside m-K..m and n-m+1..n-m+1+K, K the value returned.
+
+    Why: both run :func:`smooth_max` over terms decay(k)·Â(k), Â(k) a
+    non-decreasing function of the spread R_k = x_(n-m+1+k) - x_(m-k) >= 0
+    (same denominators; R_k is read only where the denominator is valid, and
+    there n-m+1+k > m-k). The spread computed from the bounds,
+    max(at_least(n-m+1+k) - at_most(m-k), 0), is at most R_k in floating
+    point too (subtraction, the maximum with 0, squaring a non-negative
+    number, division by the same positive number, minimum and product with
+    the same decay are monotone under rounding; without the maximum with 0 a
+    negative spread would square to a large one), so every term, and every
+    running maximum, is at most the real one. smooth_max stops at the first k
+    where decay(k)·G <= the running maximum: where the bounds' run stops, the
+    real one has stopped already, in the same chunk or an earlier one. It
+    evaluates whole chunks, so K is the last distance of the chunk where the
+    bounds' run stops (or n+1 if it never does). Costs nothing: no data is
+    read beyond the bounds, and nothing is released.
+    """
+    m = check_int("m", m, minimum=0)
+    n = bounds.size
+    lower, upper = bounds.lower, bounds.upper
+
+    def spread(k: np.ndarray) -> np.ndarray:
+        return np.maximum(bounds.at_least(n - m + 1 + k) - bounds.at_most(m - k), 0.0)
+
+    _, stop_mean = _smooth_mean(spread, n, m, lower, upper,
+                                check_positive("mean_beta", mean_beta))
+    _, stop_variance = _smooth_variance(spread, n, m, lower, upper,
+                                        check_positive("variance_beta", variance_beta))
+    return max(last_evaluated(stop, max_distance=n + 1) for stop in (stop_mean, stop_variance))
 
 
 # --- internals (inputs already validated) -------------------------------------------
 
 
-def _trimmed(x: np.ndarray, m: int, lower: float, upper: float) -> Trimmed:
-    n = x.size
-    w = n - 2 * m
-    if w < 1:
-        return Trimmed(mean=(lower + upper) / 2.0, variance=0.0, window=0)
-    window = x[m:n - m]
-    mean = float(np.mean(window))
-    deviations = window - mean
-    variance = float(np.dot(deviations, deviations) / w)
-    return Trimmed(mean=mean, variance=variance, window=w)
+def _sample(sorted_values: object, m: object, lower: object,
+            upper: object) -> tuple[SortedSample, int]:
+    return (SortedSample(sorted_values, lower=lower, upper=upper),
+            check_int("m", m, minimum=0))
 
 
 def order_stat(x: np.ndarray, j: np.ndarray, lower: float, upper: float) -> np.ndarray:
@@ -249,32 +411,69 @@ def order_stat(x: np.ndarray, j: np.ndarray, lower: float, upper: float) -> np.n
     return np.where(j <= 0, lower, np.where(j >= n + 1, upper, inside))
 
 
-def _range_at(x: np.ndarray, m: int, lower: float, upper: float, k: np.ndarray) -> np.ndarray:
-    """R_k = x_(n-m+1+k) - x_(m-k)."""
-    n = x.size
-    return order_stat(x, n - m + 1 + k, lower, upper) - order_stat(x, m - k, lower, upper)
+Spread = Callable[[np.ndarray], np.ndarray]
 
 
-def _mean_at(x: np.ndarray, m: int, lower: float, upper: float, k: np.ndarray) -> np.ndarray:
+def _spread(sample: OrderStatistics, m: int) -> Spread:
+    """k ↦ R_k = x_(n-m+1+k) - x_(m-k)."""
+    n = sample.size
+
+    def spread(k: np.ndarray) -> np.ndarray:
+        return sample.order_stat(n - m + 1 + k) - sample.order_stat(m - k)
+
+    return spread
+
+
+def _mean_at(spread: Spread, n: int, m: int, lower: float, upper: float,
+             k: np.ndarray) -> np.ndarray:
     bound = upper - lower
-    denominator = (x.size - 2 * m - 1 - k).astype(np.float64)
+    denominator = (n - 2 * m - 1 - k).astype(np.float64)
     valid = denominator >= 1
     result = np.full(k.shape, bound)
     if np.any(valid):
-        ratio = _range_at(x, m, lower, upper, k[valid]) / denominator[valid]
+        ratio = spread(k[valid]) / denominator[valid]
         result[valid] = np.minimum(bound, ratio)
     return result
 
 
-def _variance_at(x: np.ndarray, m: int, lower: float, upper: float, k: np.ndarray) -> np.ndarray:
+def _variance_at(spread: Spread, n: int, m: int, lower: float, upper: float,
+                 k: np.ndarray) -> np.ndarray:
     bound = (upper - lower) ** 2 / 4.0
-    denominator = (x.size - 2 * m - k).astype(np.float64)
+    denominator = (n - 2 * m - k).astype(np.float64)
     valid = denominator >= 2
     result = np.full(k.shape, bound)
     if np.any(valid):
-        spread = _range_at(x, m, lower, upper, k[valid])
-        result[valid] = np.minimum(bound, 2.0 * spread * spread / denominator[valid])
+        r = spread(k[valid])
+        result[valid] = np.minimum(bound, 2.0 * r * r / denominator[valid])
     return result
+
+
+def _smooth_mean(spread: Spread, n: int, m: int, lower: float, upper: float,
+                 beta: float) -> tuple[float, int]:
+    return smooth_max(lambda k: _mean_at(spread, n, m, lower, upper, k), beta=beta,
+                      global_bound=upper - lower, max_distance=n + 1)
+
+
+def _smooth_variance(spread: Spread, n: int, m: int, lower: float, upper: float,
+                     beta: float) -> tuple[float, int]:
+    return smooth_max(lambda k: _variance_at(spread, n, m, lower, upper, k), beta=beta,
+                      global_bound=(upper - lower) ** 2 / 4.0, max_distance=n + 1)
+
+
+def last_evaluated(stop: int, *, max_distance: int) -> int:
+    """The largest k :func:`smooth_max` evaluated when it returned K = ``stop``.
+
+    It evaluates whole chunks: the last distance of the chunk holding ``stop``,
+    or ``max_distance`` when it never stopped (``stop = max_distance + 1``).
+    """
+    start, chunk = 0, _FIRST_CHUNK
+    while start <= max_distance:
+        end = min(start + chunk, max_distance + 1)
+        if stop < end:
+            return end - 1
+        start = end
+        chunk = min(2 * chunk, _MAX_CHUNK)
+    return max_distance
 
 
 def smooth_max(
@@ -307,13 +506,6 @@ def smooth_max(
         start += k.size
         chunk = min(2 * chunk, _MAX_CHUNK)
     return best, max_distance + 1
-
-
-def _check(
-    sorted_values: object, m: object, lower: object, upper: object
-) -> tuple[np.ndarray, int, float, float]:
-    x, lower, upper = check_sorted(sorted_values, lower, upper)
-    return x, check_int("m", m, minimum=0), lower, upper
 
 
 def check_sorted(sorted_values: object, lower: object, upper: object

@@ -34,6 +34,11 @@ What is released (module docstring of naive_bayes) and what is asserted here:
 5. Serialisation: to_payload → JSON → from_payload predicts identically; the
    payload is plain JSON and holds nothing data-derived but the released
    (noisy, post-processed) parameters.
+6. Bounded memory (``request(..., rows_in_memory=False)`` + ``reread``): on
+   continuous, heavily tied, all-equal and bound-clamped data, tiny and empty
+   classes, m = 0 and m >= n/2, the smooth bounds fit hands to the mechanism
+   are IDENTICAL to those from every value kept, T and V equal to 1e-12
+   relative, and under the same seed the released model is the same.
 """
 
 from __future__ import annotations
@@ -64,7 +69,7 @@ from dpcli.data.schema import (
     Schema,
     TokensColumn,
 )
-from dpcli.errors import SpecError
+from dpcli.errors import DataError, SpecError
 from dpcli.mechanisms import (
     discrete_laplace_mechanism,
     laplace_mechanism,
@@ -78,7 +83,8 @@ from dpcli.mechanisms import (
     variance_sensitivity_at,
 )
 from dpcli.predict import _uncapped
-from dpcli.stats import Stats, compute_batches
+from dpcli.stats import Stats, StatsRequest, compute_batches
+from dpcli.stats.order import collect
 
 L, U = -3.0, 5.0
 MID, H = (L + U) / 2, (U - L) / 2
@@ -233,12 +239,13 @@ class Capture:
         return call.output
 
     def fit(self, stats: Stats, config: nb.NBConfig, columns=COLUMNS, *,
-            epsilon: float = 1.0, public_counts=None,
-            seed: int = 0) -> tuple[Released, nb.NaiveBayesModel]:
+            epsilon: float = 1.0, public_counts=None, seed: int = 0,
+            reread: nb.Reread | None = None) -> tuple[Released, nb.NaiveBayesModel]:
         self.released = Released()
         self.public_counts = None if public_counts is None else np.asarray(public_counts)
         plan = nb.plan(SCHEMA, columns, Budget(epsilon), config)
-        model = nb.fit(stats, SCHEMA, columns, plan, config, np.random.default_rng(seed))
+        model = nb.fit(stats, SCHEMA, columns, plan, config, np.random.default_rng(seed),
+                       reread=reread)
         return self.released, model
 
 
@@ -836,3 +843,145 @@ def test_payload_holds_only_public_values_and_released_parameters(
     expected_mean = np.clip(MID + rel.centred.output / n, L, U)
     np.testing.assert_allclose(payload["numeric"]["x"]["mean"], expected_mean, rtol=1e-12)
     assert not np.allclose(payload["numeric"]["x"]["mean"], exact.mean, atol=1e-3)
+
+
+# ============================================================ 6. bounded memory
+
+
+def _numeric_batches(kind: str, seed: int) -> list[EncodedBatch]:
+    """Column x only, classes interleaved, in batches of 997 rows."""
+    rng = np.random.default_rng(seed)
+    sizes = {"continuous": (3_000, 2_000, 800), "ties": (4_000, 1_500, 600),
+             "equal": (900, 700, 500), "bounds": (900, 700, 500), "tiny": (0, 1, 3),
+             "empty": (600, 500, 0), "edges": (1_500, 1_500, 1_500),
+             "large": (150_000, 60_000, 9_000)}[kind]
+    label = rng.permutation(np.repeat(np.arange(K), sizes)).astype(np.int32)
+    n = label.size
+    if kind in ("continuous", "tiny", "empty", "large"):
+        x = rng.normal(1.0, 1.5, n)
+    elif kind == "ties":
+        x = rng.choice(np.arange(-3.0, 6.0), n, p=[.02, .03, .05, .6, .1, .1, .05, .03, .02])
+    elif kind == "equal":
+        x = np.full(n, 0.25)
+    elif kind == "bounds":
+        x = rng.choice([L - 1.0, U + 1.0], n)
+    else:  # exactly on the 2^16-bin edges, clustered in a few bins
+        x = L + (U - L) * rng.integers(30_000, 30_040, n) / nb.ORDER_BINS
+    x = np.clip(x, L, U)
+    size = 997 if n < 20_000 else 65_536
+    return [EncodedBatch(n=len(x[i:i + size]), label=label[i:i + size],
+                         columns={"x": x[i:i + size]}) for i in range(0, n, size)]
+
+
+class Rereads:
+    """A reread for fit: fresh iterators over the same batches; records each call."""
+
+    def __init__(self, batches: list[EncodedBatch]) -> None:
+        self.batches = batches
+        self.calls: list[tuple[str, ...]] = []
+
+    def __call__(self, columns) -> Any:
+        self.calls.append(tuple(columns))
+        return iter(self.batches)
+
+
+def _numeric_stats(batches: list[EncodedBatch], config: nb.NBConfig, *,
+                   rows_in_memory: bool) -> Stats:
+    request = nb.request(SCHEMA, ("x",), config, rows_in_memory=rows_in_memory)
+    return compute_batches(SCHEMA, request, iter(batches))
+
+
+@pytest.mark.parametrize("kind", ["continuous", "ties", "equal", "bounds", "tiny", "empty",
+                                  "edges", "large"])
+@pytest.mark.parametrize(("trim", "inflate"), [(0.0, 1), (0.05, 1), (0.45, 1), (0.3, 3)])
+@pytest.mark.parametrize("epsilon", [0.004, 3.0])
+def test_banded_statistics_hand_the_mechanism_the_same_values(
+        capture: Capture, monkeypatch: pytest.MonkeyPatch, kind: str, trim: float,
+        inflate: int, epsilon: float) -> None:
+    """Kept values vs histogram + one re-read: identical smooth bounds, T and V to 1e-12.
+
+    m = trim · public count; inflate = 3 makes the public counts three times
+    the true ones, so with trim 0.3 m is 0.9 n >= n/2 (an empty window).
+    "large" has classes where m exceeds the distances examined, so the
+    re-read keeps only some bins (below: not every value is kept).
+    """
+    config = nb.NBConfig(method="smooth", trim=trim)
+    batches = _numeric_batches(kind, seed=len(kind))
+    kept = _numeric_stats(batches, config, rows_in_memory=True)
+    banded = _numeric_stats(batches, config, rows_in_memory=False)
+    assert not banded.values and banded.histograms["x"].shape == (K, nb.ORDER_BINS)
+    public = kept.class_counts * inflate
+    rel_kept, _ = capture.fit(kept, config, ("x",), epsilon=epsilon, public_counts=public)
+    rereads = Rereads(batches)
+    gathered: list[dict] = []
+
+    def spy(batches, accumulators):
+        gathered.append(collect(batches, accumulators))
+        return gathered[-1]
+
+    monkeypatch.setattr(nb, "collect", spy)
+    rel_band, _ = capture.fit(banded, config, ("x",), epsilon=epsilon, public_counts=public,
+                              reread=rereads)
+    assert rereads.calls == [("x",)]  # one extra pass, numeric columns only
+    assert len(rel_kept.smooth) == len(rel_band.smooth) == 2 * K
+    for a, b in zip(rel_kept.smooth, rel_band.smooth, strict=True):
+        assert a.sensitivity == b.sensitivity  # the same bound, bit for bit
+        assert (a.epsilon, a.gamma) == (b.epsilon, b.gamma)
+        assert float(b.value) == pytest.approx(float(a.value), rel=1e-12, abs=1e-12)
+    if kind == "large" and trim == 0.05:
+        kept_values = sum(len(np.unique(v)) for v in kept.values["x"])
+        assert sum(sample.values.size for sample in gathered[0]["x"]) < kept_values / 10
+    windows = [max(int(n) - 2 * trim_count(float(c), trim), 0)
+               for n, c in zip(kept.class_counts, public, strict=True)]
+    if inflate == 3 or kind in ("tiny", "empty"):
+        assert min(windows) == 0  # the empty-window fallback is exercised
+
+
+def test_banded_fit_releases_the_same_model_under_the_same_seed(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Real noise, every column kind: the re-read draws nothing from the generator."""
+    capture = Capture(monkeypatch, passthrough=True)
+    config = nb.NBConfig(method="smooth", trim=0.1)
+    rows = dataset(3_000, seed=12)
+    batch = encode(rows)
+    kept = compute_batches(SCHEMA, nb.request(SCHEMA, COLUMNS, config), [batch])
+    banded = compute_batches(SCHEMA, nb.request(SCHEMA, COLUMNS, config, rows_in_memory=False),
+                             [batch])
+    _, a = capture.fit(kept, config, epsilon=0.7, seed=21)
+    _, b = capture.fit(banded, config, epsilon=0.7, seed=21, reread=Rereads([batch]))
+    assert np.array_equal(a.class_counts, b.class_counts)
+    for name in TABLES:
+        assert np.array_equal(a.tables[name], b.tables[name])
+    np.testing.assert_allclose(b.numeric["x"].mean, a.numeric["x"].mean, rtol=1e-12)
+    np.testing.assert_allclose(b.numeric["x"].variance, a.numeric["x"].variance, rtol=1e-12)
+    _, c = capture.fit(banded, config, epsilon=0.7, seed=22, reread=Rereads([batch]))
+    assert not np.allclose(c.numeric["x"].mean, a.numeric["x"].mean)  # the seed matters
+
+
+def test_banded_statistics_without_reread_are_refused(capture: Capture) -> None:
+    config = nb.NBConfig(method="smooth")
+    banded = _numeric_stats(_numeric_batches("continuous", 1), config, rows_in_memory=False)
+    with pytest.raises(ValueError, match="needs reread"):
+        capture.fit(banded, config, ("x",))
+    empty = compute_batches(SCHEMA, StatsRequest(), iter(_numeric_batches("tiny", 1)))
+    with pytest.raises(ValueError, match="kept values or the histogram"):
+        capture.fit(empty, config, ("x",))
+
+
+def test_a_reread_of_other_data_is_a_data_error(capture: Capture) -> None:
+    config = nb.NBConfig(method="smooth")
+    batches = _numeric_batches("continuous", 1)
+    banded = _numeric_stats(batches, config, rows_in_memory=False)
+    with pytest.raises(DataError, match="changed between the two reads"):
+        capture.fit(banded, config, ("x",), reread=Rereads(_numeric_batches("continuous", 2)))
+
+
+def test_global_and_in_memory_requests_are_unchanged() -> None:
+    smooth = nb.NBConfig(method="smooth")
+    assert nb.request(SCHEMA, COLUMNS, smooth).keep_values == ("x",)
+    assert nb.request(SCHEMA, COLUMNS, smooth, rows_in_memory=False).histograms == (
+        ("x", nb.ORDER_BINS),)
+    for rows_in_memory in (True, False):
+        request = nb.request(SCHEMA, COLUMNS, GLOBAL, rows_in_memory=rows_in_memory)
+        assert request.moments == ("x",) and not request.keep_values
+        assert not request.histograms

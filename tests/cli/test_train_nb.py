@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 
 import pandas as pd
 import pytest
@@ -266,3 +267,41 @@ def test_tokens_column_without_cap_is_refused_before_any_charge(project: Project
     assert project.ledger.read_bytes() == b""
     # without the tokens column the same spec trains
     assert _train(cli, project, "--epsilon", 0.3, "--columns", "age,color").exit_code == 0
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "csv"])
+def test_smooth_run_releases_what_keeping_every_value_would(project: Project, cli,
+                                                            fmt: str) -> None:
+    """The command keeps a histogram and re-reads the file for the order statistics
+    (bounded memory); under the same seeded generator it releases the model that
+    keeping every value in memory gives: the re-read draws no randomness."""
+    import numpy as np
+
+    from dpcli.algorithms import naive_bayes as nb
+    from dpcli.budget import Budget
+    from dpcli.cli.spend import noise_generator
+    from dpcli.cli.ui import UI
+    from dpcli.data import DataSource
+    from dpcli.spec import load_spec
+    from dpcli.stats import LocalEngine
+
+    data = project.data if fmt == "parquet" else project.csv
+    r = _train(cli, project, "--method", "smooth", "--seed", 9, "--epsilon", 0.5,
+               "--columns", "age,color", "--progress", data=data)
+    assert r.exit_code == 0, r.stderr
+    assert re.search(r"^re-reading: 400 rows", r.stderr, re.M), r.stderr  # the second pass
+    payload = project.envelope()["payload"]
+
+    spec = load_spec(project.spec)
+    rng = noise_generator(UI(quiet=True), spec, 9)
+    config, columns = nb.NBConfig(method="smooth"), ("age", "color")
+    stats = LocalEngine().compute(DataSource(data, spec.schema),
+                                  nb.request(spec.schema, columns, config), rng=rng)
+    assert stats.values["age"][0].size > 100  # the reference really kept every value
+    model = nb.fit(stats, spec.schema, columns, nb.plan(spec.schema, columns, Budget(0.5),
+                                                        config), config, rng)
+    assert payload["class_counts"] == model.class_counts.tolist()
+    assert payload["tables"]["color"] == model.tables["color"].tolist()
+    for part in ("mean", "variance"):
+        np.testing.assert_allclose(payload["numeric"]["age"][part],
+                                   getattr(model.numeric["age"], part), rtol=1e-12)

@@ -30,9 +30,16 @@ from dpcli.mechanisms import (
     variance_sensitivity_at,
 )
 from dpcli.mechanisms.smooth_stats import (
+    SortedSample,
+    distances_needed,
+    last_evaluated,
+    order_stat,
     smooth_max,
+    smooth_trimmed_mean_of,
     smooth_trimmed_mean_with_distances,
+    smooth_trimmed_variance_of,
     smooth_trimmed_variance_with_distances,
+    trimmed_of,
 )
 
 L, U = 0.0, 4.0
@@ -493,3 +500,192 @@ def test_event_check_catches_local_sensitivity_calibration() -> None:
     good_y = _release(y, m, epsilon, 200_000, seed=6)
     events = [(-np.inf, 2.0), (2.0, np.inf), (1.0, 3.0), (-np.inf, -5.0), (9.0, np.inf)]
     assert _worst_ratio(good_x, good_y, events) <= math.exp(epsilon) * 1.2
+
+
+# --- 6. one implementation over any OrderStatistics ---------------------------------------
+
+
+def _previous_implementation(x: np.ndarray, m: int, lower: float, upper: float,
+                             beta: float) -> tuple[Trimmed, tuple[float, int], tuple[float, int]]:
+    """The array-only code this module had before OrderStatistics, verbatim in substance:
+    T, V, (S_T, K_T), (S_V, K_V)."""
+    n = x.size
+
+    def stat(j: np.ndarray) -> np.ndarray:
+        if n == 0:
+            return np.where(j <= 0, lower, upper)
+        inside = x[np.clip(j - 1, 0, n - 1)]
+        return np.where(j <= 0, lower, np.where(j >= n + 1, upper, inside))
+
+    def spread(k: np.ndarray) -> np.ndarray:
+        return stat(n - m + 1 + k) - stat(m - k)
+
+    def mean_at(k: np.ndarray) -> np.ndarray:
+        bound = upper - lower
+        denominator = (n - 2 * m - 1 - k).astype(np.float64)
+        valid = denominator >= 1
+        result = np.full(k.shape, bound)
+        if np.any(valid):
+            result[valid] = np.minimum(bound, spread(k[valid]) / denominator[valid])
+        return result
+
+    def variance_at(k: np.ndarray) -> np.ndarray:
+        bound = (upper - lower) ** 2 / 4.0
+        denominator = (n - 2 * m - k).astype(np.float64)
+        valid = denominator >= 2
+        result = np.full(k.shape, bound)
+        if np.any(valid):
+            r = spread(k[valid])
+            result[valid] = np.minimum(bound, 2.0 * r * r / denominator[valid])
+        return result
+
+    w = n - 2 * m
+    if w < 1:
+        trimmed = Trimmed(mean=(lower + upper) / 2.0, variance=0.0, window=0)
+    else:
+        window = x[m:n - m]
+        mean = float(np.mean(window))
+        deviations = window - mean
+        trimmed = Trimmed(mean=mean, variance=float(np.dot(deviations, deviations) / w),
+                          window=w)
+    return (trimmed,
+            smooth_max(mean_at, beta=beta, global_bound=upper - lower, max_distance=n + 1),
+            smooth_max(variance_at, beta=beta, global_bound=(upper - lower) ** 2 / 4,
+                       max_distance=n + 1))
+
+
+def _random_sorted(rng: np.random.Generator, lower: float, upper: float) -> np.ndarray:
+    n = int(rng.choice([0, 1, 2, 3, 10, 200, 3_000, 20_000]))
+    kind = rng.integers(4)
+    if kind == 0:
+        x = rng.normal((lower + upper) / 2, (upper - lower) * rng.choice([0.01, 0.3]), n)
+    elif kind == 1:
+        x = rng.integers(int(lower), int(upper) + 1, n).astype(float)  # heavy ties
+    elif kind == 2:
+        x = np.full(n, float(rng.choice([lower, upper, 0.3])))  # all equal
+    else:
+        x = rng.uniform(lower - 1, upper + 1, n)  # clamped mass at both bounds
+    return np.sort(np.clip(x, lower, upper))
+
+
+def test_array_functions_equal_the_previous_implementation() -> None:
+    """Same T, V, S and K, bit for bit, as before the OrderStatistics refactoring."""
+    rng = make_rng(31)
+    lower, upper = -3.0, 7.0
+    for _ in range(150):
+        x = _random_sorted(rng, lower, upper)
+        n = x.size
+        m = int(rng.integers(0, n + 3))  # includes m >= n/2 and m > n
+        beta = float(rng.choice([1e-4, 0.01, 0.5]))
+        trimmed, mean_bound, variance_bound = _previous_implementation(x, m, lower, upper, beta)
+        kw = {"m": m, "lower": lower, "upper": upper}
+        assert trimmed_stats(x, **kw) == trimmed
+        assert smooth_trimmed_mean_with_distances(x, beta=beta, **kw) == mean_bound
+        assert smooth_trimmed_variance_with_distances(x, beta=beta, **kw) == variance_bound
+        sample = SortedSample(x, lower=lower, upper=upper)
+        assert trimmed_of(sample, m=m) == trimmed
+        assert smooth_trimmed_mean_of(sample, m=m, beta=beta) == mean_bound
+        assert smooth_trimmed_variance_of(sample, m=m, beta=beta) == variance_bound
+
+
+class _Recording:
+    """A SortedSample that records every rank its order statistics are asked for."""
+
+    def __init__(self, x: np.ndarray, lower: float, upper: float) -> None:
+        self.inner = SortedSample(x, lower=lower, upper=upper)
+        self.size, self.lower, self.upper = x.size, lower, upper
+        self.asked: list[np.ndarray] = []
+
+    def order_stat(self, j: np.ndarray) -> np.ndarray:
+        self.asked.append(np.asarray(j))
+        return self.inner.order_stat(j)
+
+    def window_moments(self, m: int) -> tuple[int, float, float]:
+        return self.inner.window_moments(m)
+
+
+class _Bounds:
+    """Order-statistic bounds: the true values widened by random slack (exact outside 1..n)."""
+
+    def __init__(self, x: np.ndarray, lower: float, upper: float, slack: np.ndarray) -> None:
+        self.x, self.size, self.lower, self.upper = x, x.size, lower, upper
+        self.slack = slack
+
+    def _side(self, j: np.ndarray, sign: float) -> np.ndarray:
+        exact = order_stat(self.x, j, self.lower, self.upper)
+        held = (j >= 1) & (j <= self.size)
+        shifted = exact + sign * self.slack[np.clip(j - 1, 0, max(self.size - 1, 0))]
+        return np.where(held, np.clip(shifted, self.lower, self.upper), exact)
+
+    def at_least(self, j: np.ndarray) -> np.ndarray:
+        return self._side(np.asarray(j), -1.0)
+
+    def at_most(self, j: np.ndarray) -> np.ndarray:
+        return self._side(np.asarray(j), 1.0)
+
+
+def test_distances_needed_covers_every_rank_the_bounds_read() -> None:
+    """Whatever the slack of the bounds, the smooth bounds never read x_(m-k) or
+    x_(n-m+1+k) beyond K = distances_needed; with exact bounds K is the last
+    distance the real runs evaluate."""
+    rng = make_rng(32)
+    lower, upper = -3.0, 7.0
+    loose = 0
+    # built so that the real runs stop in the first chunk (K about 3,300 and 4,000) and
+    # the slack of the bounds pushes the bound's stop into the second
+    concentrated = np.sort(np.clip(rng.normal(2.0, 0.01, 50_000), lower, upper))
+    cases = [(concentrated, 2_500, 0.006, 0.005, 3.0), (concentrated, 2_500, 1e-4, 1e-4, 3.0)]
+    for _ in range(120):
+        x = _random_sorted(rng, lower, upper)
+        cases.append((x, int(rng.integers(0, x.size // 2 + 3)),
+                      float(rng.choice([1e-4, 0.01, 0.5])), float(rng.choice([1e-3, 0.1])),
+                      float(rng.choice([0.0, 0.01, 1.0, 10.0]))))
+    for x, m, mean_beta, variance_beta, width in cases:
+        n = x.size
+        bounds = _Bounds(x, lower, upper, rng.uniform(0, width, max(n, 1)))
+        needed = distances_needed(bounds, m=m, mean_beta=mean_beta, variance_beta=variance_beta)
+        sample = _Recording(x, lower, upper)
+        _, k_mean = smooth_trimmed_mean_of(sample, m=m, beta=mean_beta)
+        _, k_variance = smooth_trimmed_variance_of(sample, m=m, beta=variance_beta)
+        # each spread reads x_(n-m+1+k) first, then x_(m-k)
+        high, low = sample.asked[0::2], sample.asked[1::2]
+        reach = max([0, *(int((j - (n - m + 1)).max()) for j in high if j.size),
+                     *(int((m - j).max()) for j in low if j.size)])
+        assert reach <= needed
+        evaluated = max(last_evaluated(k, max_distance=n + 1) for k in (k_mean, k_variance))
+        assert evaluated <= needed
+        if width == 0.0:
+            assert evaluated == needed
+        else:
+            loose += evaluated < needed
+    assert loose > 0  # the slack did make some bounds reach further than the data
+
+
+def test_last_evaluated_follows_the_chunks() -> None:
+    assert last_evaluated(0, max_distance=10**6) == 4095
+    assert last_evaluated(4095, max_distance=10**6) == 4095
+    assert last_evaluated(4096, max_distance=10**6) == 4096 + 8192 - 1
+    assert last_evaluated(11, max_distance=10) == 10  # never stopped: everything
+    assert last_evaluated(3, max_distance=10) == 10   # one short chunk
+    k = np.arange(5_000)
+    for stop in (0, 100, 4095, 4096, 4999):
+        at = np.where(k < stop, 0.0, 1.0)
+        # a sequence that is 0 until `stop` then G: the maximum stops one step later
+        seen: list[int] = []
+
+        def record(d: np.ndarray, at: np.ndarray = at, seen: list[int] = seen) -> np.ndarray:
+            seen.append(int(d.max()))
+            return at[d]
+
+        _, distances = smooth_max(record, beta=1.0, global_bound=1.0, max_distance=4_998)
+        assert max(seen) == last_evaluated(distances, max_distance=4_998)
+
+
+def test_window_moments_must_count_the_window() -> None:
+    class Short(SortedSample):
+        def window_moments(self, m: int) -> tuple[int, float, float]:
+            count, mean, m2 = super().window_moments(m)
+            return count - 1, mean, m2
+
+    with pytest.raises(ValueError, match="expected 4"):
+        trimmed_of(Short(np.arange(6.0), lower=0.0, upper=5.0), m=1)

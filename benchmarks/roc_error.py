@@ -48,12 +48,15 @@ the JSON):
    of ε on the counts. Rows 6 and 7 differ only in whether 20% of ε buys noisy
    medians as thresholds.
 
-For every recursive-medians run the script also counts the thresholds that are
-their part's midpoint, i.e. where the noisy median fell outside its part's open
-interval and was replaced by the midpoint (read off the released thresholds,
-which are the in-order walk of the tree of parts; cross-checked by wrapping the
-``noisy_median`` that ``dpcli.algorithms.roc`` calls, restored afterwards);
-reported for row 6 on the full test file, all in the JSON.
+For every recursive-medians run the script also counts the fallbacks: the
+thresholds that are their part's grid midpoint G_ceil((a+b)/2) on dpcli's
+2^20-cell grid of [0, 1] because the part (G_a, G_b] had fewer than two cells
+(no median drawn) or its noisy median fell outside (G_a, G_b) or rounded onto
+a or b. They are read off the released thresholds (the in-order walk of the
+tree of parts) and matched, part by part, against a wrapper of
+``roc.FineHistogram.noisy_median`` (restored afterwards) that logs each call's
+part and raw median; ``MedianFallbacks`` has the details. Reported for row 6 on
+the full test file, all in the JSON.
 
 Parameters: methods 1-5 are fixed a priori (the paper's settings, or the
 plainest variant); the k rule and the default thresholds (equal bins rather
@@ -259,75 +262,136 @@ def methods(n: int) -> list[tuple[str, object]]:
 
 
 class MedianFallbacks:
-    """How many recursive-median thresholds are their part's midpoint (the fallback).
+    """How many recursive-median thresholds fell back to their part's grid midpoint.
 
-    ``roc.recursive_median_thresholds`` replaces a noisy median outside its
-    part's open interval (after rounding to its public grid) by the part's
-    midpoint, and uses the midpoint for a part squeezed to a point.
-    ``record`` reads it off the released thresholds: sorted, they are the
-    in-order walk of the complete binary tree of parts, so the node at level
-    l (1 = the root) has sorted index j·2^(k−l+1) + 2^(k−l) − 1, and its part
-    runs from the threshold 2^(k−l) places to its left (or the range's lower
-    end) to the one 2^(k−l) places to its right (or the upper end); the
-    threshold is a fallback when it equals that part's midpoint. As a cross-check,
-    inside the ``with`` block the ``noisy_median`` name that
-    ``dpcli.algorithms.roc`` imported is wrapped (restored on exit) to count
-    the calls and the raw medians outside (lower, upper) of their part.
+    ``roc.recursive_median_cells`` works on the cells of the fine grid
+    G_j = lower + (upper − lower)·j/2^20 (``roc.FINE_BINS``): a part is a run
+    of cells a..b−1, i.e. the scores in (G_a, G_b]. A part of at least two
+    cells releases ``FineHistogram.noisy_median``; a release strictly inside
+    (G_a, G_b) is rounded to the nearest grid index and kept if it is
+    strictly between a and b. The threshold is the fallback, the grid
+    midpoint G_ceil((a+b)/2), when the raw median fell outside (G_a, G_b),
+    when it rounded onto a or b, or when the part has fewer than two cells
+    (no interior grid point: no median, no noise draw).
+
+    Two independent records per run. ``record`` reads the released
+    thresholds: sorted, they are the in-order walk of the complete binary
+    tree of parts (non-decreasing even where a part of < 2 cells repeats a
+    threshold), so the node at level l (1 = the root) has sorted index
+    j·2^(k−l+1) + 2^(k−l) − 1, and its part runs from the threshold 2^(k−l)
+    places to its left (or the range's lower end) to the one 2^(k−l) places
+    to its right (or the upper end); thresholds are mapped back to grid
+    indices. Inside the ``with`` block ``roc.FineHistogram.noisy_median`` is
+    wrapped (restored on exit) to log each call's part (a, b) and its raw
+    median's fate: outside (G_a, G_b), rounded onto a or b, or kept at
+    index r. ``record`` then walks the nodes in draw order (level by level,
+    left to right): each part of >= 2 cells must match the next call's
+    (a, b), each part of < 2 cells must have had no call, and each released
+    index must be what the logged median implies (r if kept, else the grid
+    midpoint); a run where anything differs is counted in
+    ``runs_disagreeing``. The fallbacks are counted per node from this
+    match, so a kept median that happens to land on the midpoint is not a
+    fallback (``kept_at_midpoint``: the released values alone can not tell
+    it from one; ``thresholds_at_midpoint`` counts both).
     """
 
-    def __init__(self, lower: float = 0.0, upper: float = 1.0) -> None:
+    def __init__(self, lower: float = 0.0, upper: float = 1.0, cells: int | None = None) -> None:
+        from dpcli.algorithms import roc
+
         self.lower, self.upper = lower, upper
+        self.cells = roc.FINE_BINS if cells is None else cells
         self.levels: dict[int, list[bool]] = {}  # level -> one bool per threshold and run
-        self.runs: list[tuple[int, int, int]] = []  # (fallbacks, calls, raw outside) per run
-        self._calls = self._outside = 0
+        self.runs: list[dict[str, int]] = []  # per run, the counts of ``summary``
+        self._log: list[tuple[int, int, str, int | None]] = []  # (a, b, fate, kept index)
 
     def __enter__(self) -> MedianFallbacks:
         from dpcli.algorithms import roc
 
-        self._original = original = roc.noisy_median
+        self._original = original = roc.FineHistogram.__dict__["noisy_median"]
 
-        def counted(*args, **kwargs):
-            m = original(*args, **kwargs)
-            self._calls += 1
-            self._outside += not kwargs["lower"] < m < kwargs["upper"]
+        def counted(hist, a, b, *args, **kwargs):
+            m = original(hist, a, b, *args, **kwargs)
+            lo, hi = (float(v) for v in hist.points(np.array([a, b])))
+            if not lo < m < hi:
+                self._log.append((int(a), int(b), "outside", None))
+            else:  # the rounding of roc.recursive_median_cells
+                r = round((m - hist.lower) / (hist.upper - hist.lower) * hist.cells)
+                kept = a < r < b
+                self._log.append((int(a), int(b), "kept" if kept else "onto_end",
+                                  r if kept else None))
             return m
 
-        roc.noisy_median = counted
+        roc.FineHistogram.noisy_median = counted
         return self
 
     def __exit__(self, *exc) -> None:
         from dpcli.algorithms import roc
 
-        roc.noisy_median = self._original
+        roc.FineHistogram.noisy_median = self._original
 
     def record(self, cuts: np.ndarray, k: int) -> None:
         """One run's released thresholds (2^k − 1 of them), after its ``private_roc`` call."""
+        from dpcli.algorithms import roc
+
         t = np.sort(np.asarray(cuts, dtype=np.float64))
         assert t.size == 2 ** k - 1
-        fallbacks = 0
+        cell = np.rint((t - self.lower) / (self.upper - self.lower) * self.cells).astype(np.int64)
+        points = roc.grid_points(cell, lower=self.lower, upper=self.upper, cells=self.cells)
+        assert np.array_equal(points, t), "a released threshold is not a grid point"
+        log, calls = iter(self._log), len(self._log)
+        counts = dict.fromkeys(("fallbacks", "thresholds_at_midpoint", "kept_at_midpoint",
+                                "parts_without_median", "outside_part", "rounded_onto_end"), 0)
+        consistent = True
         for level in range(1, k + 1):
             half = 2 ** (k - level)
             for i in range(half - 1, t.size, 2 * half):
-                lo = t[i - half] if i - half >= 0 else self.lower
-                hi = t[i + half] if i + half < t.size else self.upper
-                f = bool(t[i] == (lo + hi) / 2.0)
-                self.levels.setdefault(level, []).append(f)
-                fallbacks += f
-        self.runs.append((fallbacks, self._calls, self._outside))
-        self._calls = self._outside = 0
+                a = int(cell[i - half]) if i - half >= 0 else 0
+                b = int(cell[i + half]) if i + half < t.size else self.cells
+                j, mid = int(cell[i]), (a + b + 1) // 2
+                ga, gb = roc.grid_points(np.array([a, b]), lower=self.lower, upper=self.upper,
+                                         cells=self.cells)
+                counts["thresholds_at_midpoint"] += j == mid
+                if b - a < 2 or not ga < gb:  # no interior grid point: no call, the fallback
+                    counts["parts_without_median"] += 1
+                    fallback, expected = True, mid
+                else:
+                    call = next(log, None)
+                    if call is None or call[:2] != (a, b):
+                        consistent, fallback, expected = False, j == mid, j
+                    else:
+                        fate, kept = call[2], call[3]
+                        fallback = fate != "kept"
+                        counts["outside_part"] += fate == "outside"
+                        counts["rounded_onto_end"] += fate == "onto_end"
+                        counts["kept_at_midpoint"] += fate == "kept" and kept == mid
+                        expected = mid if fallback else kept
+                consistent &= j == expected
+                self.levels.setdefault(level, []).append(fallback)
+                counts["fallbacks"] += fallback
+        consistent &= next(log, None) is None  # every call matched a part of >= 2 cells
+        self.runs.append({**counts, "noisy_median_calls": calls,
+                          "disagreeing": int(not consistent)})
+        self._log = []
 
     def summary(self) -> dict:
         flat = [f for level in self.levels.values() for f in level]
-        _, calls, outside = (sum(r[i] for r in self.runs) for i in range(3))
+        total = {key: sum(r[key] for r in self.runs) for key in self.runs[0]}
         return {"medians": len(flat), "fallbacks": int(sum(flat)),
                 "fraction": float(np.mean(flat)),
                 "fraction_by_level": [round(float(np.mean(self.levels[lv])), 6)
                                       for lv in sorted(self.levels)],
-                # cross-check: wrapped noisy_median calls, raw medians outside their part, and
-                # runs where fallbacks != raw outside + parts without a call
-                "noisy_median_calls": calls, "noisy_median_raw_outside": outside,
-                "runs_disagreeing": sum(f != o + (2 ** len(self.levels) - 1 - c)
-                                        for f, c, o in self.runs)}
+                # why: parts of < 2 cells (no call), raw medians outside their part (G_a, G_b),
+                # raw medians rounded onto a or b; they add up to "fallbacks"
+                "parts_without_median": total["parts_without_median"],
+                "noisy_median_calls": total["noisy_median_calls"],
+                "noisy_median_outside_part": total["outside_part"],
+                "noisy_median_rounded_onto_end": total["rounded_onto_end"],
+                # released thresholds at their part's grid midpoint = fallbacks + these
+                "thresholds_at_midpoint": total["thresholds_at_midpoint"],
+                "kept_at_midpoint": total["kept_at_midpoint"],
+                # cross-check: runs whose released thresholds differ from what the wrapped
+                # calls imply (the class docstring)
+                "runs_disagreeing": total["disagreeing"]}
 
 
 def private_runs(scores, positive, cfg, eps: float, reps: int, true) -> dict:
@@ -496,10 +560,11 @@ def validation_reading(val: list[dict], epsilons) -> str:
             f"{rule_wins} of {len(eps)} at the rule's k ("
             + "; ".join(f"ε = {e}: {pair(q, m)}" for e, q, m in at_rule)
             + f", equal bins / medians). At the rule's k, {pct(min(fb))}–{pct(max(fb))} of "
-            f"the noisy medians (by ε) fell outside their part and were replaced by its "
-            "midpoint; all of them did, so that the median thresholds were exactly the equal "
-            "bins, in " + ", ".join(f"{x} of {runs} runs at ε = {e}"
-                                     for x, e in zip(same, eps, strict=True)) + ".")
+            f"the median thresholds (by ε) fell back to their part's grid midpoint (no "
+            "median drawn, or one outside its part or rounded onto its end); all of them did, "
+            "so that the median thresholds were exactly the equal bins, in "
+            + ", ".join(f"{x} of {runs} runs at ε = {e}"
+                        for x, e in zip(same, eps, strict=True)) + ".")
     return "\n\n".join(parts)
 
 
@@ -626,8 +691,8 @@ def reading(results: list[dict], epsilons) -> str:
         better = [(e, m / q) for e, m, q in cmp if m < q]
         s += (f"The key comparison, same number of bins ({d['bins']:,}), same counts: "
               f"RecursiveMedians with the k rule, which spends 20% of ε on noisy medians "
-              f"({pct(lo_fb)}–{pct(hi_fb)} of them, by ε, fell outside their part and were "
-              f"replaced by its midpoint) and so leaves 80% of ε for the counts (1.25× the "
+              f"({pct(lo_fb)}–{pct(hi_fb)} of the thresholds, by ε, fell back to their part's "
+              f"grid midpoint) and so leaves 80% of ε for the counts (1.25× the "
               f"default's count noise scale), against the default's equal bins: "
               + "; ".join(f"ε = {e:g}: {pair(m, q, ' against ')}" for e, m, q in cmp) + ". ")
         if not better:
@@ -662,7 +727,7 @@ def reading(results: list[dict], epsilons) -> str:
         e_min = min(epsilons, key=lambda e: area(res, DEFAULT, e))
         floor = d["no_noise_area"] / area(res, DEFAULT, e_min)
         bins_only = pair(d["no_noise_area"], rm["no_noise_area"],
-                         " and exact medians (the RecursiveMedians row at ε = 1e9) ")
+                         " and noise-free grid medians (the RecursiveMedians row at ε = 1e9) ")
         same = [rm["cells"][f"{e:g}"]["median_fallbacks"]["runs_thresholds_equal_bins"]
                 for e in epsilons]
         s += (f"Without noise (last column) the default's {d['bins']:,} equal bins cost "
@@ -708,28 +773,38 @@ def reading(results: list[dict], epsilons) -> str:
 
 
 def fallback_text(res: dict, epsilons, reps: int) -> str:
-    """Header note: how often row 6's noisy medians fell back to their part's midpoint."""
+    """Header note: how often row 6's thresholds fell back to their part's grid midpoint."""
     r = row_of(res, RM_RULE)
     fb = {e: r["cells"][f"{e:g}"]["median_fallbacks"] for e in epsilons}
     k, lo, hi = r["parameters"]["k"], min(epsilons), max(epsilons)
     per_run = 2 ** k - 1
     bad = sum(fb[e]["runs_disagreeing"] for e in epsilons)
-    return (f"Noisy medians that fell back to the midpoint, \"{RM_RULE}\" on all "
-            f"{res['n']:,} test rows (k = {k}: {per_run:,} medians per run, "
-            f"{reps * per_run:,} per ε; a noisy median outside its part's open interval is "
-            f"replaced by the part's midpoint; counted as the released thresholds that equal "
-            f"their part's midpoint, and cross-checked by wrapping the `noisy_median` that "
-            f"`roc.py` calls: "
-            + ("the two counts agree in every run" if bad == 0 else
-               f"the two counts differ in {bad} runs") + "): "
-            + "; ".join(f"ε = {e:g}: {pct(fb[e]['fraction'])} ({fb[e]['fallbacks']:,})"
-                        for e in epsilons)
+    landed = sum(fb[e]["kept_at_midpoint"] for e in epsilons)
+
+    def why(f: dict) -> str:
+        return (f"{f['parts_without_median']:,} parts of < 2 cells, "
+                f"{f['noisy_median_outside_part']:,} outside, "
+                f"{f['noisy_median_rounded_onto_end']:,} rounded onto an end")
+
+    return (f"Recursive-median thresholds that fell back to their part's grid midpoint, "
+            f"\"{RM_RULE}\" on all {res['n']:,} test rows (k = {k}: {per_run:,} thresholds "
+            f"per run, {reps * per_run:,} per ε). The medians are searched on a grid of "
+            f"2^20 equal cells of [0, 1]; a part (G_a, G_b] takes its grid midpoint "
+            f"G_ceil((a+b)/2) when it has fewer than two cells (no median drawn), or when its "
+            f"noisy median falls outside (G_a, G_b) or rounds onto G_a or G_b. Read off the "
+            f"released thresholds and matched, part by part, against a wrapper of "
+            f"`roc.FineHistogram.noisy_median` that logs each call's part and raw median: "
+            + ("they agree in every run" if bad == 0 else f"they disagree in {bad} runs")
+            + (f"; {landed:,} noisy medians landed on their part's midpoint themselves and are "
+               f"not counted" if landed else "") + ". "
+            + "; ".join(f"ε = {e:g}: {pct(fb[e]['fraction'])} ({fb[e]['fallbacks']:,}: "
+                        f"{why(fb[e])})" for e in epsilons)
             + f". By level (1 = the median of all {res['n']:,} scores, {k} = parts of about "
             f"{res['n'] / 2 ** (k - 1):.0f}): at ε = {lo:g} "
             + ", ".join(pct(x) for x in fb[lo]["fraction_by_level"])
             + f"; at ε = {hi:g} " + ", ".join(pct(x) for x in fb[hi]["fraction_by_level"])
-            + ". Runs in which every median fell back, so that the thresholds were exactly the "
-            "default's 2^k equal bins: "
+            + ". Runs in which every threshold fell back, so that the thresholds were exactly "
+            "the default's 2^k equal bins: "
             + "; ".join(f"{fb[e]['runs_thresholds_equal_bins']} of {fb[e]['runs']} at "
                         f"ε = {e:g}" for e in epsilons) + ".")
 

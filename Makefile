@@ -60,6 +60,19 @@ test: $(VENV)/.installed
 	$(BIN)/ruff check dpcli tests benchmarks
 	$(BIN)/python -m pytest -q
 
+# The Spark engine's tests on a local Spark (PySpark from the spark extra; Java 17 must be
+# installed). `DPCLI_SPARK_MASTER=local[4] make test-spark` picks another master.
+.PHONY: test-spark
+DPCLI_SPARK_MASTER ?= local[2]
+test-spark: $(VENV)/.installed-spark
+	@command -v java >/dev/null || test -x "$$JAVA_HOME/bin/java" || { echo "test-spark: \
+	Java 17 is needed (apt-get install openjdk-17-jre-headless)"; exit 2; }
+	DPCLI_SPARK_MASTER='$(DPCLI_SPARK_MASTER)' $(BIN)/python -m pytest -q tests/spark
+
+$(VENV)/.installed-spark: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e '.[test,spark]'
+	touch $@
+
 # Baselines (DuckDB, scikit-learn, diffprivlib) are for the benchmarks only, not dpcli
 # dependencies: they go into a separate venv so that dpcli's own is never pinned by them.
 BENCH_VENV ?= .venv-bench

@@ -56,7 +56,7 @@ import math
 import os
 import secrets
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -210,12 +210,38 @@ def _create_exclusive(path: Path, data: bytes, mode: int) -> None:
             os.close(dir_fd)
 
 
-def input_digest(ledger_path: Path, data: Path) -> str:
+def listing_digest(files: Iterable[tuple[str, int, int]]) -> str:
+    """SHA-256 hex of a file listing: (path, size in bytes, modification time in ms).
+
+    Hashes the lines ``"<path>\\0<size>\\0<mtime>\\n"`` in sorted order, so it
+    changes when a file is added, removed, renamed, resized or rewritten
+    (as far as its modification time shows) — but not when bytes change in
+    place with size and time kept: it is a digest of the listing, not of the
+    contents.
+    """
+    digest = hashlib.sha256()
+    for path, size, mtime in sorted((str(p), int(s), int(m)) for p, s, m in files):
+        digest.update(f"{path}\0{size}\0{mtime}\n".encode("utf-8", "surrogatepass"))
+    return digest.hexdigest()
+
+
+#: prefix of an input digest computed from a file listing instead of the bytes
+LISTING_DIGEST = "hmac-sha256-of-listing:"
+
+
+def input_digest(ledger_path: Path, data: Path | str) -> str:
     """Keyed digest (HMAC-SHA-256) of a private input file, for the audit log.
 
     A plain hash of private data lets anyone who knows all records but one
     test guesses of that record against the log; the key, kept beside the
     ledger and readable only by the custodian, prevents it.
+
+    A local file or folder is digested by its bytes (``hmac-sha256:<hex>``).
+    A remote URI read by the Spark engine (``s3a://…``, ``hdfs://…``) would
+    have to be downloaded in full for that, so it is digested by its Hadoop
+    file listing instead (:func:`listing_digest` of every file the engine
+    reads), marked ``hmac-sha256-of-listing:<hex>``: that records which
+    files of which size and age were read, not their bytes.
     """
     key_file = key_path(ledger_path)
     try:
@@ -223,7 +249,14 @@ def input_digest(ledger_path: Path, data: Path) -> str:
     except OSError:
         raise LedgerError(f"{key_file}: the ledger's digest key is missing or unreadable; "
                           "restore it from the custodian's backup") from None
-    mac = hmac.new(key, file_digest(data).encode(), hashlib.sha256).hexdigest()
+    from dpcli.data.location import is_remote, local_path
+    from dpcli.stats.spark import input_listing
+
+    if is_remote(data):
+        listed = listing_digest(input_listing(data))
+        mac = hmac.new(key, f"listing:{listed}".encode(), hashlib.sha256).hexdigest()
+        return f"{LISTING_DIGEST}{mac}"
+    mac = hmac.new(key, file_digest(local_path(data)).encode(), hashlib.sha256).hexdigest()
     return f"hmac-sha256:{mac}"
 
 

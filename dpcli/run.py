@@ -17,17 +17,15 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from dpcli import NEIGHBOURING_RELATION
 from dpcli.budget import Budget
-from dpcli.errors import BudgetExhausted
+from dpcli.data.location import location_text
+from dpcli.errors import BudgetExhausted, UsageError
 from dpcli.ledger import Ledger, Reservation, input_digest
 from dpcli.mechanisms import Plan
 from dpcli.spec import Spec
-
-if TYPE_CHECKING:
-    from dpcli.data import DataSource
 
 
 @dataclass
@@ -47,12 +45,20 @@ def open_ledger(spec: Spec) -> Ledger:
     return Ledger(spec.ledger_path, spec.dataset, spec.budget)
 
 
-def prepare_source(spec: Spec, data: Path, columns: Sequence[str], total: Budget, *,
-                   dry_run: bool = False, batch_rows: int = 65_536) -> tuple[DataSource, int]:
+def prepare_source(spec: Spec, data: Path | str, columns: Sequence[str], total: Budget, *,
+                   dry_run: bool = False, batch_rows: int = 65_536,
+                   engine: str = "local") -> tuple[Any, int]:
     """Open ``data`` under the spec's schema and run every pre-charge check on it.
 
     Returns the source and its number of records n (public under replace-one:
     a plan may depend on it). ``total`` is what the run will spend.
+
+    ``engine`` picks the source: "local" a :class:`~dpcli.data.DataSource`
+    (a local file or folder), "spark" a :class:`~dpcli.stats.spark.SparkSource`
+    (a local path or any URI Spark reads: ``s3a://bucket/dir/``, ``hdfs://…``;
+    Spark's master and conf come from the spec's ``spark:`` section or
+    ``DPCLI_SPARK_MASTER``). Both have the same surface; ``source.engine``
+    names the engine that computes its statistics.
 
     Order matters: the file's structure (no values), then the budget (an
     unlocked look at the ledger, so that a run that cannot fit exits 3 before
@@ -60,9 +66,24 @@ def prepare_source(spec: Spec, data: Path, columns: Sequence[str], total: Budget
     then the validation pass that reads values. A dry run skips the budget
     look: it reports whether the plan fits once everything else is checked.
     """
-    from dpcli.data import DataSource
+    source: Any
+    if engine == "spark":
+        from dpcli.stats.spark import SparkSource
 
-    source = DataSource(Path(data), spec.schema, batch_rows=batch_rows)
+        source = SparkSource(data, spec.schema, config=spec.spark, batch_rows=batch_rows)
+    elif engine == "local":
+        from dpcli.data import DataSource
+        from dpcli.data.location import is_remote, local_path
+
+        if is_remote(data):
+            raise UsageError(f"{data}: the local engine reads local files only; use "
+                             "--engine spark for a URI")
+        source = DataSource(local_path(data), spec.schema, batch_rows=batch_rows)
+    else:
+        from dpcli.stats import available_engines
+
+        raise UsageError(f"unknown statistics engine {engine!r} "
+                         f"(available: {', '.join(available_engines())})")
     source.check_structure(columns)
     remaining = open_ledger(spec).summary().remaining
     if not dry_run and not total.fits_in(remaining):
@@ -73,9 +94,14 @@ def prepare_source(spec: Spec, data: Path, columns: Sequence[str], total: Budget
 
 @contextmanager
 def charged(spec: Spec, plan: Plan, *, command: str, arguments: dict[str, Any],
-            input_path: Path, seeded: bool,
+            input_path: Path | str, seeded: bool,
             neighbouring: str = NEIGHBOURING_RELATION) -> Iterator[Charge]:
     """Reserve ``plan.total`` in the ledger, then run the body; record how it ended.
+
+    ``input_path`` is a local file or folder (recorded with its absolute path
+    and a keyed digest of its bytes) or a remote URI read by Spark (recorded
+    as given, with a keyed digest of its file listing: see
+    :func:`dpcli.ledger.input_digest`).
 
     Raises BudgetExhausted (exit 3) before the body runs when the plan does
     not fit in what remains. If the body raises, a ``failed`` entry is
@@ -85,7 +111,7 @@ def charged(spec: Spec, plan: Plan, *, command: str, arguments: dict[str, Any],
     ledger = open_ledger(spec)
     reservation = ledger.reserve(
         plan, command=command, arguments=arguments, spec_digest=spec.digest,
-        input_file=str(Path(input_path).resolve()),
+        input_file=location_text(input_path),
         input_digest=input_digest(spec.ledger_path, input_path), seeded=seeded,
         neighbouring=neighbouring)
     charge = Charge(reservation)

@@ -180,12 +180,53 @@ class ValidateSection:
                            "validation_fraction", "split_seed"))
 
 
+@dataclass(frozen=True)
+class SparkConfig:
+    """The optional top-level ``spark:`` section: where the Spark engine runs.
+
+    ``master`` is a Spark master URL (``local[4]``, ``spark://host:7077``,
+    ``yarn``, ``k8s://…``); the environment variable ``DPCLI_SPARK_MASTER``
+    overrides it, and without either the engine uses ``local[*]``. ``conf``
+    holds Spark configuration properties (``spark.executor.memory``, Hadoop
+    options as ``spark.hadoop.<key>``), as text. Only ``--engine spark``
+    reads this section.
+    """
+
+    master: str | None = None
+    conf: tuple[tuple[str, str], ...] = ()
+
+
+def _parse_spark(raw: Any, where: Where) -> SparkConfig:
+    raw = checks.mapping(raw, where, allowed={"master", "conf"})
+    master = None
+    if "master" in raw:
+        master = checks.string(raw["master"], where / "master").strip()
+    conf: list[tuple[str, str]] = []
+    if "conf" in raw:
+        cw = where / "conf"
+        for key, value in checks.mapping(raw["conf"], cw).items():
+            if not key.startswith("spark.") or key == "spark.":
+                raise (cw / key).error("is not a Spark property: keys start with 'spark.' "
+                                       "(Hadoop options are written spark.hadoop.<key>)")
+            if key == "spark.master":
+                raise (cw / key).error("set the master with the section's 'master:' key "
+                                       "(or DPCLI_SPARK_MASTER), not in conf")
+            if isinstance(value, bool):
+                text = "true" if value else "false"
+            elif isinstance(value, int | float | str) and str(value).strip():
+                text = str(value)
+            else:
+                raise (cw / key).error("must be a string, a number or true/false")
+            conf.append((key, text))
+    return SparkConfig(master=master, conf=tuple(conf))
+
+
 SECTIONS: dict[str, type] = {"tabulate": TabulateSection, "train-nb": TrainNBSection,
                              "select-features": SelectFeaturesSection, "roc": RocSection,
                              "evaluate": EvaluateSection, "publish-grid": PublishGridSection,
                              "train-brc": TrainBRCSection, "validate": ValidateSection}
 _TOP_KEYS = {"dataset", "description", "budget", "ledger", "label", "schema", "public_data",
-             *SECTIONS}
+             "spark", *SECTIONS}
 
 
 @dataclass(frozen=True)
@@ -201,6 +242,7 @@ class Spec:
     description: str = ""
     sections: Mapping[str, Any] = field(default_factory=dict)
     public_data: bool = False  # declared public (benchmarks): allows non-private research output
+    spark: SparkConfig | None = None  # where --engine spark runs (the 'spark:' section)
 
     def section(self, name: str) -> Any:
         """The parsed section for subcommand ``name``; a SpecError if the spec has none."""
@@ -250,10 +292,11 @@ def load_spec(path: Path | str) -> Spec:
         public_data = raw["public_data"]
     sections = {name: _parse_section(name, raw[name], where / name, schema)
                 for name in SECTIONS if name in raw}
+    spark = _parse_spark(raw["spark"], where / "spark") if "spark" in raw else None
     digest = _digest([path, *_public_files(raw, where, schema)])
     return Spec(path=path, dataset=dataset, budget=budget, ledger_path=ledger_path,
                 schema=schema, digest=digest, description=description, sections=sections,
-                public_data=public_data)
+                public_data=public_data, spark=spark)
 
 
 def override(section: Any, **values: Any) -> Any:

@@ -46,29 +46,6 @@ EngineOpt = Annotated[str, typer.Option(
     "DPCLI_SPARK_MASTER). Noise is always added here, by the same mechanisms.")]
 
 
-def data_location(data: str, engine: str) -> Path | str:
-    """DATA as ``engine`` reads it: a local path, or a URI kept verbatim (``Path`` would
-    fold ``s3a://b/d`` into ``s3a:/b/d``). Unknown engine → UsageError before anything is read.
-    """
-    from dpcli.errors import UsageError
-    from dpcli.stats import available_engines
-
-    if engine not in available_engines():
-        raise UsageError(f"--engine {engine!r}: unknown engine "
-                         f"(available: {', '.join(available_engines())})")
-    if "://" in data:
-        if engine == "local":
-            raise UsageError(f"{data}: the local engine reads local files only; "
-                             "use --engine spark for a URI")
-        return data
-    return Path(data)
-
-
-def location_text(data: Path | str) -> str:
-    """How the ledger and outputs name DATA: an absolute path, or the URI as given."""
-    return str(data.resolve()) if isinstance(data, Path) else data
-
-
 def handle_errors(fn: F) -> F:
     """Turn dpcli errors into a one-line message and their exit code (2 input, 3 budget).
 

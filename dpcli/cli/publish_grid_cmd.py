@@ -18,9 +18,7 @@ from dpcli.cli.common import (
     SourceArg,
     SpecOpt,
     VerboseOpt,
-    data_location,
     handle_errors,
-    location_text,
 )
 from dpcli.cli.ui import UI
 
@@ -78,6 +76,7 @@ def publish_grid(
         report_data,
         resolve_section,
     )
+    from dpcli.data.location import location_text, parse_location
     from dpcli.errors import UsageError
     from dpcli.io import Outputs
     from dpcli.run import charged
@@ -85,7 +84,7 @@ def publish_grid(
     from dpcli.stats import StatsRequest
 
     ui = UI(quiet=quiet, json=json, force_progress=progress)
-    location = data_location(data, engine)
+    location = parse_location(data)
     s = load_spec(spec)
     section = resolve_section(s, "publish-grid", PublishGridSection, epsilon, columns,
                               max_pool=max_pool)

@@ -19,9 +19,7 @@ from dpcli.cli.common import (
     SourceArg,
     SpecOpt,
     VerboseOpt,
-    data_location,
     handle_errors,
-    location_text,
 )
 from dpcli.cli.ui import UI
 
@@ -88,12 +86,13 @@ def select_features(
         report_data,
         resolve_section,
     )
+    from dpcli.data.location import location_text, parse_location
     from dpcli.io import Outputs
     from dpcli.run import charged
     from dpcli.spec import SelectFeaturesSection, load_spec
 
     ui = UI(quiet=quiet, json=json, force_progress=progress)
-    location = data_location(data, engine)
+    location = parse_location(data)
     s = load_spec(spec)
     section = resolve_section(s, "select-features", SelectFeaturesSection, epsilon, columns,
                               score=score, method=method, threshold=threshold, k=k, r=r)

@@ -165,9 +165,7 @@ def preflight(ui: UI, spec: Spec, plan: Plan | Callable[[int], Plan], data: Any,
         total = plan.total
     elif total is None:
         raise TypeError("a plan that depends on n needs its total")
-    # the engine keyword is passed only when needed while the Spark engine is being built
-    extra = {} if engine == "local" else {"engine": engine}
-    source, n = prepare_source(spec, data, columns, total, dry_run=dry_run, **extra)
+    source, n = prepare_source(spec, data, columns, total, dry_run=dry_run, engine=engine)
     if not isinstance(plan, Plan):
         plan = plan(n)
     show_plan(ui, spec, plan, neighbouring)

@@ -18,9 +18,7 @@ from dpcli.cli.common import (
     SourceArg,
     SpecOpt,
     VerboseOpt,
-    data_location,
     handle_errors,
-    location_text,
 )
 from dpcli.cli.ui import UI
 
@@ -88,13 +86,14 @@ def train_nb(
         report_data,
         resolve_section,
     )
+    from dpcli.data.location import location_text, parse_location
     from dpcli.data.prefetch import prefetch
     from dpcli.io import Outputs
     from dpcli.run import charged
     from dpcli.spec import TrainNBSection, load_spec
 
     ui = UI(quiet=quiet, json=json, force_progress=progress)
-    location = data_location(data, engine)
+    location = parse_location(data)
     s = load_spec(spec)
     section = resolve_section(s, "train-nb", TrainNBSection, epsilon, columns, method=method,
                               r=r)

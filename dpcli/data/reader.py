@@ -220,6 +220,8 @@ class DataSource:
     custodian's stderr only — never for outputs.
     """
 
+    engine = "local"  # the statistics engine that reads this kind of source
+
     def __init__(self, path: Path | str, schema: Schema, *, batch_rows: int = 65_536,
                  label: bool = True) -> None:
         if batch_rows < 1:
@@ -515,13 +517,7 @@ class DataSource:
         return rows[0]
 
     def _null_values(self) -> list[str]:
-        declared: set[str] = set(self.schema.label.classes)
-        for col in self.schema.columns:
-            if isinstance(col, CategoricalColumn):
-                declared.update(col.categories)
-            elif isinstance(col, BinaryColumn):
-                declared.update(col.values)
-        return [v for v in pacsv.ConvertOptions().null_values if v not in declared]
+        return csv_null_values(self.schema)
 
     def _csv_batches(self, needed: Sequence[str], *,
                      threads: bool = True) -> Iterator[pa.RecordBatch]:
@@ -532,9 +528,7 @@ class DataSource:
         of a problem re-read with ``threads=False``.
         """
         header = self._csv_header()
-        types = {name: (pa.float64() if name in self.schema.names
-                        and isinstance(self._declared(name), NumericColumn)
-                        else pa.string()) for name in needed}
+        types = csv_field_types(self.schema, needed)
         bad_rows: list[tuple[int | None, int, int]] = []
 
         def on_invalid(row: Any) -> str:
@@ -554,16 +548,9 @@ class DataSource:
                     column_types=types, include_columns=list(needed),
                     null_values=self._null_values(), strings_can_be_null=True,
                     quoted_strings_can_be_null=True))
-            tokens = [i for i, name in enumerate(needed) if name in self.schema.names
-                      and isinstance(self._declared(name), TokensColumn)]
             for batch in reader:
                 rows += batch.num_rows
-                if tokens:
-                    # CSV can not tell "no tokens" from "missing": an empty field is no tokens
-                    arrays = [pc.fill_null(a, "") if i in tokens else a
-                              for i, a in enumerate(batch.columns)]
-                    batch = pa.RecordBatch.from_arrays(arrays, names=list(needed))
-                yield batch
+                yield csv_tokens_rule(batch, self.schema)
         except pa.ArrowInvalid as exc:
             raise self._csv_error(str(exc), header, bad_rows, rows) from None
         except OSError as exc:
@@ -610,13 +597,75 @@ class DataSource:
                     column_types={name: pa.string()}, include_columns=[name],
                     null_values=self._null_values(), strings_can_be_null=True))
             for batch in reader:
-                i = _first_unparseable(batch.column(0))
+                i = first_unparseable(batch.column(0))  # blanks around numbers are fine
                 if i is not None:
                     return rows + i + 1
                 rows += batch.num_rows
         except (pa.ArrowException, OSError):
             return None
         return None
+
+
+# ------------------------------------------------------- CSV typing rules
+#
+# How a CSV field becomes a value. :meth:`DataSource._csv_batches` hands these
+# rules to pyarrow's CSV reader; the Spark engine (:mod:`dpcli.stats.spark`),
+# whose CSV parser only splits records into text fields, applies the same
+# rules to those fields with :func:`type_csv_text`, so that both engines see
+# the same values.
+
+
+def csv_null_values(schema: Schema) -> list[str]:
+    """The missing-value markers: pyarrow's usual ones minus any declared category,
+    binary value or class (which then stays a value)."""
+    declared: set[str] = set(schema.label.classes)
+    for col in schema.columns:
+        if isinstance(col, CategoricalColumn):
+            declared.update(col.categories)
+        elif isinstance(col, BinaryColumn):
+            declared.update(col.values)
+    return [v for v in pacsv.ConvertOptions().null_values if v not in declared]
+
+
+def csv_field_types(schema: Schema, names: Sequence[str]) -> dict[str, pa.DataType]:
+    """The type each CSV column is read as: declared numeric → float64, all else text."""
+    return {name: (pa.float64() if schema.has(name)
+                   and isinstance(schema.column(name), NumericColumn) else pa.string())
+            for name in names}
+
+
+def csv_tokens_rule(batch: pa.RecordBatch, schema: Schema) -> pa.RecordBatch:
+    """CSV can not tell "no tokens" from "missing": a null tokens field is no tokens."""
+    tokens = [i for i, name in enumerate(batch.schema.names)
+              if schema.has(name) and isinstance(schema.column(name), TokensColumn)]
+    if not tokens:
+        return batch
+    arrays = [pc.fill_null(a, "") if i in tokens else a for i, a in enumerate(batch.columns)]
+    return pa.RecordBatch.from_arrays(arrays, names=batch.schema.names)
+
+
+def type_csv_text(arr: pa.Array, type_: pa.DataType, null_values: pa.Array) -> pa.Array:
+    """Split, unquoted CSV fields (text; null for an empty field) → the values the CSV
+    reader above produces for them with column type ``type_``.
+
+    pyarrow's reader (``strings_can_be_null`` and ``quoted_strings_can_be_null``)
+    makes a field null when it equals a marker of :func:`csv_null_values` byte for
+    byte, quoted or not; it parses a float64 field after trimming spaces and tabs
+    at both ends (the cast kernel does not trim, hence the explicit trim) with the
+    same parser as ``cast``. Raises ``pa.ArrowInvalid`` for a field that is not a
+    number (:func:`first_unparseable` finds it).
+    """
+    arr = arr.cast(pa.string())
+    is_null = pc.fill_null(pc.is_in(arr, value_set=null_values), True)
+    arr = pc.if_else(is_null, pa.nulls(len(arr), pa.string()), arr)
+    if pa.types.is_floating(type_):
+        return pc.utf8_trim(arr, " \t").cast(type_)
+    return arr
+
+
+def first_unparseable(arr: pa.Array) -> int | None:
+    """Index of the first non-null field :func:`type_csv_text` can not read as a number."""
+    return _first_unparseable(pc.utf8_trim(arr.cast(pa.string()), " \t"))
 
 
 # ------------------------------------------------------------------ helpers
@@ -685,7 +734,11 @@ def _open_parquet(path: Path, read_dictionary: Sequence[str] | None = None) -> p
 def _iter_parquet(pf: pq.ParquetFile, path: Path, columns: list[str],
                   batch_rows: int) -> Iterator[pa.RecordBatch]:
     try:
-        yield from pf.iter_batches(batch_size=batch_rows, columns=columns)
+        # one row group at a time: over a whole file pyarrow reads ahead across row groups
+        # and its peak memory grows with the file (10^7 Adult rows: 200 MB against 140 MB)
+        for group in range(pf.metadata.num_row_groups):
+            yield from pf.iter_batches(batch_size=batch_rows, columns=columns,
+                                       row_groups=[group])
     except (pa.ArrowException, OSError):
         raise DataError(f"{path}: Parquet data of column(s) {', '.join(columns)} "
                         "could not be decoded (corrupt file?)") from None

@@ -209,15 +209,21 @@ class Engine(abc.ABC):
     def compute(self, source: DataSource, request: StatsRequest, *,
                 rng: np.random.Generator,
                 progress: Callable[[int], None] | None = None) -> Stats:
-        """One pass over ``source``; ``progress(rows)`` after each batch.
+        """One pass over ``source``; ``progress(rows)`` as rows are folded in (after
+        each batch locally, each merged partition in Spark).
 
+        ``source`` is the kind of source the engine reads (``source.engine``
+        names it: a DataSource for "local", a SparkSource for "spark").
         Implementations validate ``request`` against ``source.schema`` before
         reading any data, and use ``rng`` only for the data layer's per-row
-        token cap.
+        token cap — drawing from it as the local engine does, so that a
+        seeded run's noise does not depend on the engine.
         """
 
 
-_ENGINES: dict[str, str] = {"local": "dpcli.stats.local:LocalEngine"}
+_ENGINES: dict[str, str] = {"local": "dpcli.stats.local:LocalEngine",
+                            # PySpark is optional (dpcli[spark]): imported only when asked for
+                            "spark": "dpcli.stats.spark:SparkEngine"}
 
 
 def register_engine(name: str, target: str) -> None:

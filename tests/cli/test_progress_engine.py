@@ -76,7 +76,7 @@ def test_unknown_engine_and_uri_without_spark_exit_2_charging_nothing(project: P
                                                                        cli) -> None:
     r = _run(cli, project, "tabulate", "--engine", "dask")
     assert r.exit_code == 2
-    assert "--engine 'dask'" in r.stderr and "local" in r.stderr
+    assert "engine 'dask'" in r.stderr and "local" in r.stderr
     r = _run(cli, project, "tabulate", data="s3a://bucket/dir/")
     assert r.exit_code == 2
     assert "s3a://bucket/dir/" in r.stderr and "--engine spark" in r.stderr

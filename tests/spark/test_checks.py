@@ -1,0 +1,211 @@
+"""The Spark source's pre-charge checks: structure without reading a value, then a
+validation job whose errors name file, column and row — never a value."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from dpcli.data import DataSource
+from dpcli.data.schema import (
+    BinaryColumn,
+    CategoricalColumn,
+    Label,
+    NumericColumn,
+    Schema,
+    TokensColumn,
+)
+from dpcli.errors import DataError
+from dpcli.stats import LocalEngine, StatsRequest, get_engine
+
+pytest.importorskip("pyspark")
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")  # pyspark's distutils
+
+SECRET = "Zanzibar"  # a private value: it must never appear in a message
+COLUMNS = ["age", "colour", "member", "words"]
+
+
+@pytest.fixture
+def schema(tmp_path: Path) -> Schema:
+    (tmp_path / "vocab.txt").write_text("a\nb\nc\n")
+    return Schema(columns=(NumericColumn("age", 0.0, 100.0),
+                           CategoricalColumn("colour", ("red", "blue")),
+                           BinaryColumn("member", ("no", "yes"), missing="impute", fill="no"),
+                           TokensColumn("words", ("a", "b", "c"), tmp_path / "vocab.txt",
+                                        max_per_row=2, missing="impute")),
+                  label=Label("y", ("0", "1")))
+
+
+def source(path: Path | str, schema: Schema) -> Any:
+    from dpcli.stats.spark import SparkSource
+
+    return SparkSource(path, schema)
+
+
+def write(path: Path, text: str) -> Path:
+    path.write_text(text)
+    return path
+
+
+GOOD = ("y,age,colour,member,words\n"
+        "0,31,red,yes,a b\n"
+        "1,45,blue,no,\n"
+        f"0,12,{SECRET},,c a b\n")
+
+
+def jobs_during(spark: Any, group: str, action: Any) -> list[int]:
+    sc = spark.sparkContext
+    sc.setJobGroup(group, "dpcli test")
+    try:
+        action()
+    finally:
+        sc.setLocalProperty("spark.jobGroup.id", None)
+    return list(sc.statusTracker().getJobIdsForGroup(group))
+
+
+def test_structure_reads_no_value(spark: Any, tmp_path: Path, schema: Schema) -> None:
+    good = write(tmp_path / "good.csv", GOOD)
+    src = source(good, schema)
+    assert jobs_during(spark, "structure", lambda: src.check_structure(COLUMNS)) == []
+    report = src.check_structure(COLUMNS)
+    assert report.ok and report.present == ("y", *COLUMNS) and src.format == "csv"
+    assert jobs_during(spark, "values", lambda: src.check_values(COLUMNS)) != []
+    assert src.num_rows_hint() == 3  # known once the validation pass counted
+
+    no_colour = write(tmp_path / "no_colour.csv", "y,age,member,words\n0,1,no,a\n")
+    bad = source(no_colour, schema)
+    with pytest.raises(DataError, match=f"^{no_colour}: missing column.*'colour'"):
+        jobs_during(spark, "missing", lambda: bad.check_structure(COLUMNS))
+    assert spark.sparkContext.statusTracker().getJobIdsForGroup("missing") == []
+
+
+@pytest.mark.parametrize(("text", "column", "row"), [
+    ("y,age,colour,member,words\n0,1,red,no,a\n1,2,,no,a\n", "colour", 2),
+    (f"y,age,colour,member,words\n0,1,red,no,a\n{SECRET},2,red,no,a\n", "y", 2),
+    (f"y,age,colour,member,words\n0,1,red,no,a\n1,2,red,no,a\n1,{SECRET},red,no,a\n", "age", 3),
+    ("y,age,colour,member,words\n0,1,red,no,a\n1,NA,red,no,a\n", "age", 2),
+])
+def test_value_errors_name_column_and_row(spark: Any, tmp_path: Path, schema: Schema,
+                                          text: str, column: str, row: int) -> None:
+    path = write(tmp_path / "bad.csv", text)
+    with pytest.raises(DataError) as err:
+        source(path, schema).check_values(COLUMNS)
+    message = str(err.value)
+    assert message.startswith(f"{path}: column '{column}': ")
+    assert f"data row {row} (header not counted)" in message
+    assert SECRET not in message
+    with pytest.raises(DataError) as local:  # the local reader agrees on column and row
+        DataSource(path, schema).check_values(COLUMNS)
+    assert f"column '{column}'" in str(local.value) and f"data row {row} " in str(local.value)
+
+
+def test_broken_csv_records(spark: Any, tmp_path: Path, schema: Schema) -> None:
+    for i, line in enumerate([f"1,2,red,{SECRET}", f"1,2,red,no,a,{SECRET}"]):
+        path = write(tmp_path / f"broken{i}.csv",
+                     f"y,age,colour,member,words\n0,1,red,no,a\n{line}\n")
+        with pytest.raises(DataError) as err:
+            source(path, schema).check_values(COLUMNS)
+        assert str(err.value) == (f"{path}: broken CSV: data row 2 (header not counted) has a "
+                                  "different number of fields than the header")
+
+
+def test_parquet_value_errors(spark: Any, tmp_path: Path, schema: Schema) -> None:
+    rows = {"y": ["0", "1", "1"], "age": [1.0, 2.0, 3.0], "colour": ["red"] * 3,
+            "member": ["no"] * 3, "words": [["a"], [], None]}
+    cases = [("y", ["0", "1", None], "missing label"),
+             ("age", [1.0, float("nan"), 3.0], "missing value"),
+             ("colour", ["red", "red", None], "missing value")]
+    for column, values, what in cases:
+        path = tmp_path / f"{column}.parquet"
+        pq.write_table(pa.table({**rows, column: values}), path, row_group_size=1)
+        with pytest.raises(DataError) as err:
+            source(path, schema).check_values(COLUMNS)
+        row = 2 if column == "age" else 3
+        assert str(err.value).startswith(f"{path}: column '{column}': {what} in data row {row} ")
+    ok = tmp_path / "ok.parquet"
+    pq.write_table(pa.table(rows), ok)
+    assert source(ok, schema).check_values(COLUMNS) == 3
+
+
+def test_undeclared_values_are_counted_not_errors(spark: Any, tmp_path: Path,
+                                                  schema: Schema) -> None:
+    path = write(tmp_path / "good.csv", GOOD)
+    src = source(path, schema)
+    assert src.check_values(COLUMNS) == 3
+    request = StatsRequest(contingency=("colour", "member", "words"), moments=("age",))
+    stats = get_engine("spark").compute(src, request, rng=np.random.default_rng(0))
+    local = LocalEngine().compute(DataSource(path, schema), request,
+                                  rng=np.random.default_rng(0))
+    np.testing.assert_array_equal(stats.contingency["colour"], [[1, 0, 1], [0, 1, 0]])
+    np.testing.assert_array_equal(stats.contingency["colour"], local.contingency["colour"])
+    assert stats.report.columns["colour"].mapped_to_other == 1
+    assert stats.report.columns["member"].imputed == 1
+    assert stats.report.as_dict()["columns"] == local.report.as_dict()["columns"]
+    assert SECRET not in "\n".join(stats.report.lines())
+
+
+def test_folders(spark: Any, tmp_path: Path, schema: Schema) -> None:
+    header = "y,age,colour,member,words\n"
+    folder = tmp_path / "csvs"
+    (folder / "sub").mkdir(parents=True)
+    write(folder / "b.csv", header + "1,2,red,no,a\n")
+    write(folder / "sub" / "a.csv", header + "0,1,red,no,a\n0,3,red,no,b\n")
+    write(folder / "_SUCCESS", "")
+    write(folder / ".b.csv.crc", "junk")
+    (folder / "_tmp").mkdir()
+    write(folder / "_tmp" / "c.csv", "not,the,same,header\n")
+    src = source(folder, schema)
+    assert [str(f.shown) for f in src.files()] == [str(folder / "b.csv"),
+                                                   str(folder / "sub" / "a.csv")]
+    assert src.check_values(COLUMNS) == 3
+
+    write(folder / "z.csv", "y,age,colour,words,member\n")
+    with pytest.raises(DataError, match=f"{folder / 'z.csv'}: its header differs from that of "
+                       f"{folder / 'b.csv'}"):
+        source(folder, schema).check_structure(COLUMNS)
+    (folder / "z.csv").unlink()
+    pq.write_table(pa.table({"y": ["0"]}), folder / "x.parquet")
+    with pytest.raises(DataError, match="folder mixes csv and parquet files"):
+        source(folder, schema).check_structure(COLUMNS)
+
+    parquet = tmp_path / "pq"
+    parquet.mkdir()
+    base = {"y": ["0"], "colour": ["red"], "member": ["no"], "words": [["a"]]}
+    pq.write_table(pa.table({**base, "age": pa.array([1], pa.int64())}), parquet / "a.parquet")
+    pq.write_table(pa.table({**base, "age": pa.array([1.5])}), parquet / "b.parquet")
+    with pytest.raises(DataError, match=r"column 'age' is stored as double in .*b\.parquet, "
+                       r"expected int64 as in .*a\.parquet"):
+        source(parquet, schema).check_structure(COLUMNS)
+    with pytest.raises(DataError, match="file not found"):
+        source(tmp_path / "nothing.parquet", schema).check_structure(COLUMNS)
+
+
+def test_listing_digest_of_a_remote_location(spark: Any, tmp_path: Path,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """A URI Spark reads is digested by its Hadoop listing, marked as such; local files
+    keep their digest of the bytes."""
+    from dpcli.data import location
+    from dpcli.ledger import init_ledger, input_digest
+    from dpcli.stats import spark as spark_module
+
+    ledger = tmp_path / "ledger.jsonl"
+    init_ledger(ledger)
+    folder = tmp_path / "data"
+    folder.mkdir()
+    pq.write_table(pa.table({"y": ["0"]}), folder / "a.parquet")
+    local = input_digest(ledger, folder)
+    assert local.startswith("hmac-sha256:")
+    uri = f"file:{folder}"  # stands in for s3a://…: Hadoop lists it the same way
+    for module in (location, spark_module):  # the ledger's test and the engine's listing
+        monkeypatch.setattr(module, "is_remote", lambda data: str(data) == uri)
+    listed = input_digest(ledger, uri)
+    assert listed.startswith("hmac-sha256-of-listing:") and listed != local
+    assert input_digest(ledger, uri) == listed
+    assert [f[0].rsplit("/", 1)[1] for f in spark_module.input_listing(uri)] == ["a.parquet"]
+    pq.write_table(pa.table({"y": ["1"]}), folder / "b.parquet")
+    assert input_digest(ledger, uri) != listed

@@ -23,10 +23,11 @@ Choices where the paper leaves room (each is post-processing or data-free):
 
 * public learner: a weighted decision stump (a numeric threshold, or one
   class per category). It is AdaBoost's classic weak learner, exact and
-  vectorised (one sort per column before the first round, a cumulative sum
-  per round), and it needs no solver; a weighted logistic regression
-  refitted on re-weighted public rows would give nearly the same
-  hyperplane every round, adding little to the ensemble;
+  streamed (per round, the weighted sums of each class per declared level
+  or per distinct public value, then a cumulative sum over the values),
+  and it needs no solver; a weighted logistic regression refitted on
+  re-weighted public rows would give nearly the same hyperplane every
+  round, adding little to the ensemble;
 * intercept: uniform on [-1, 1], as in Algorithm 2, also in the all-private
   mode (the paper reports zero and uniform alike; its exponential-mechanism
   intercept would spend budget every round);
@@ -52,12 +53,29 @@ Choices where the paper leaves room (each is post-processing or data-free):
   (weights clipped a factor c1·c2 apart cannot re-balance the classes);
   classify by score > 1/2 instead (``predict``'s score column, then
   ``evaluate --score-column score --cutoff 0.5``), or read the ROC.
+
+Training streams (:class:`TrainingStream`): each round is one pass over
+the file's batches, and the calibration one more (T + 1 passes). No
+per-record state is kept between passes: a record's private and public
+weights are functions of the record and of the released history (the
+chosen classifiers and their α's), so each pass recomputes them by
+replaying that history on the batch (:func:`replay_weights`, O(rounds) per
+record). Memory is one batch plus the statistics: two private sums, the
+stump's sums per declared level and per distinct value of each numeric
+public column (at most n values: a continuous public column costs three
+floats per distinct value), and T classifiers. Rows in memory
+(:class:`TrainingSet`, tests and benchmarks) go through the same code as a
+stream of one batch, which keeps its weights between passes instead of
+replaying them (the same weights bit for bit). Every sum is accumulated
+record by record in file order (``np.add.at``), so a model does not depend
+on where the batches split: a seeded run gives the same model from the
+file, from memory, or from any batch size.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
@@ -75,6 +93,7 @@ from dpcli.data.schema import (
     schema_from_dict,
     schema_to_dict,
 )
+from dpcli.errors import DataError
 from dpcli.mechanisms import Plan, discrete_laplace_mechanism, grid_laplace_mechanism
 
 KIND = "brc"
@@ -191,6 +210,103 @@ def relation(mode: str, public: Sequence[str]) -> str:
 # ------------------------------------------------------------------ inputs
 
 
+@dataclass
+class PublicColumns:
+    """Public columns of some records for the stump learner: codes, and raw numeric values."""
+
+    inputs: Inputs
+    raw: dict[str, np.ndarray]                  # numeric public values (declared units)
+    upper: dict[str, float]                     # declared upper bounds (a constant stump's cut)
+
+
+@dataclass
+class TrainingSet:
+    """Records in memory: labels as ±1 (+1 the positive class), the private inputs, and the
+    public ones if any. The whole training set (:func:`training_set`), or one batch of a
+    :class:`TrainingStream`'s pass (:func:`prepare`)."""
+
+    y: np.ndarray
+    private: Inputs
+    public: PublicColumns | None = None
+
+    @property
+    def n(self) -> int:
+        return int(self.y.shape[0])
+
+    @property
+    def layout(self) -> Inputs:
+        """The private inputs: a random classifier reads their sizes only."""
+        return self.private
+
+    def chunks(self) -> Iterator[TrainingSet]:
+        """One pass over records in memory: the records themselves, as one batch."""
+        yield self
+
+
+@dataclass(frozen=True)
+class TrainingStream:
+    """A training set read again, a batch at a time, for every pass (the CLI's input).
+
+    ``batches()`` starts a fresh pass over the same records in the same order
+    (e.g. ``lambda: source.batches(columns, rng=rng)``). ``n`` is their number,
+    counted by the pre-charge pass: public under replace-one, it sets the
+    noise. A pass that reads another number of records is an error (the file
+    changed under the run). Memory: one batch at a time, whatever n.
+    """
+
+    batches: Callable[[], Iterable[EncodedBatch]]
+    n: int
+    schema: Schema
+    columns: tuple[str, ...]
+    public: tuple[str, ...]
+    positive: int
+
+    @property
+    def layout(self) -> Inputs:
+        """The private inputs with no record: their sizes, from the schema alone."""
+        private = [c for c in self.columns if c not in self.public]
+        return Inputs.from_columns(self.schema, private, {c: np.zeros(0) for c in private}, 0)
+
+    def chunks(self) -> Iterator[TrainingSet]:
+        """One pass: each batch as the learners read it."""
+        for batch in self.batches():
+            yield prepare(batch, self.schema, self.columns, self.public, self.positive)
+
+
+Data = TrainingSet | TrainingStream
+
+
+def prepare(batch: EncodedBatch, schema: Schema, columns: Sequence[str], public: Sequence[str],
+            positive: int) -> TrainingSet:
+    """One encoded batch split into private and public inputs; labels ±1 (+1 = ``positive``)."""
+    y = np.where(batch.label == positive, 1, -1).astype(np.int8)
+    private = [c for c in columns if c not in public]
+    pub = None
+    if public:
+        inputs = _indexing(Inputs.from_columns(schema, public, batch.columns, batch.n))
+        raw = {c: np.asarray(batch.columns[c], dtype=np.float64) for c in inputs.numeric_names}
+        upper = {c: schema.column(c).upper for c in inputs.numeric_names}  # type: ignore[union-attr]
+        pub = PublicColumns(inputs, raw, upper)
+    return TrainingSet(y, _indexing(Inputs.from_columns(schema, private, batch.columns, batch.n)),
+                       pub)
+
+
+def _indexing(x: Inputs) -> Inputs:
+    """``x`` with its codes as np.intp: every lookup with int32 codes converts them first
+    (7x slower), and a code is looked up once per round per pass."""
+    x.codes = {name: codes.astype(np.intp) for name, codes in x.codes.items()}
+    return x
+
+
+def training_set(batches: Iterable[EncodedBatch], schema: Schema, columns: Sequence[str],
+                 public: Sequence[str], positive: int,
+                 progress: Callable[[int], None] | None = None) -> TrainingSet:
+    """Every record of ``columns`` in memory (tests, benchmarks; the CLI streams instead)."""
+    label, merged = read_rows(batches, columns, progress)
+    return prepare(EncodedBatch(int(label.shape[0]), label, merged), schema, columns, public,
+                   positive)
+
+
 # ------------------------------------------------------------------ learners
 
 
@@ -205,11 +321,16 @@ class Hyperplane:
     def margin(self, x: Inputs) -> np.ndarray:
         z = x.numeric @ self.numeric + self.intercept
         for name, weights in self.levels.items():
-            z += weights[x.codes[name]]
+            z += weights.take(x.codes[name])   # weights[codes], 3x faster
         return z
 
     def predict(self, x: Inputs) -> np.ndarray:
-        return np.where(self.margin(x) >= 0, 1, -1).astype(np.int8)
+        return _signs(self.margin(x) >= 0)
+
+
+def _signs(positive: np.ndarray) -> np.ndarray:
+    """+1 where ``positive``, else −1 (int8); 10x faster than np.where(...).astype."""
+    return (positive.view(np.int8) << 1) - np.int8(1)
 
 
 def random_hyperplane(x: Inputs, rng: np.random.Generator) -> Hyperplane:
@@ -232,68 +353,140 @@ class Stump:
     def predict(self, x: Inputs, raw: dict[str, np.ndarray]) -> np.ndarray:
         if self.signs is not None:
             return self.signs[x.codes[self.column]]
-        values = raw[self.column]
-        return np.where(values > self.threshold, self.above, -self.above).astype(np.int8)
+        signs = _signs(raw[self.column] > self.threshold)
+        return signs if self.above == 1 else -signs
+
+
+def _add(total: np.ndarray, index: np.ndarray, values: np.ndarray) -> None:
+    """total[index[k]] += values[k] for k in order: the sum of all batches in file order,
+    rounded the same wherever the batches split (``np.bincount`` would start each batch at 0)."""
+    np.add.at(total, index, values)
 
 
 @dataclass
-class PublicColumns:
-    """Public columns for the stump learner: raw numeric values sorted once, codes as is."""
+class ValueSums:
+    """Weighted sums of the negative and of the positive records (columns 0, 1 of ``sums``)
+    per distinct value of one numeric public column, values increasing. Memory: three
+    floats per distinct value."""
 
-    inputs: Inputs
-    raw: dict[str, np.ndarray]                  # numeric public values (declared units)
-    upper: dict[str, float]                     # declared upper bounds (a constant stump's cut)
-    order: dict[str, np.ndarray] = field(default_factory=dict)
+    values: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    sums: np.ndarray = field(default_factory=lambda: np.zeros((0, 2)))
 
-    def __post_init__(self) -> None:
-        for name, values in self.raw.items():
-            self.order[name] = np.argsort(values, kind="stable")
+    @property
+    def pos(self) -> np.ndarray:
+        return np.ascontiguousarray(self.sums[:, 1])
+
+    @property
+    def neg(self) -> np.ndarray:
+        return np.ascontiguousarray(self.sums[:, 0])
+
+    def cleared(self) -> ValueSums:
+        """The same values (a next pass meets no new one), sums at 0."""
+        return ValueSums(self.values, np.zeros((self.values.size, 2)))
+
+    def add(self, x: np.ndarray, positive: np.ndarray, w: np.ndarray) -> None:
+        # the batch's distinct values, sorted, are found 3x faster than each record's value
+        distinct, inverse = np.unique(x, return_inverse=True)
+        where = np.searchsorted(self.values, distinct)
+        known = np.zeros(distinct.size, dtype=bool)
+        if self.values.size:
+            known = self.values[np.minimum(where, self.values.size - 1)] == distinct
+        if not known.all():   # new values (the first pass): insert them, sums at 0
+            values = np.union1d(self.values, distinct[~known])
+            grown = np.zeros((values.size, 2))
+            grown[np.searchsorted(values, self.values)] = self.sums
+            self.values, self.sums = values, grown
+            where = np.searchsorted(values, distinct)
+        _add(self.sums.reshape(-1), 2 * where[inverse] + positive, w)
+
+
+@dataclass
+class StumpStats:
+    """All the stump learner reads of a pass: Σ w, and the weighted sums of the negative and
+    of the positive records (columns 0, 1) per declared level of each coded public column
+    and per distinct value of each numeric one (:class:`ValueSums`).
+
+    Public columns, the public label and public weights only: computing and using them
+    costs no privacy. Memory: the declared levels, plus the distinct values of the numeric
+    public columns (bounded by those values, not by the records; at most n).
+    """
+
+    levels: dict[str, np.ndarray]
+    values: dict[str, ValueSums]
+    upper: dict[str, float]
+    total: np.ndarray = field(default_factory=lambda: np.zeros(1))
+
+    @classmethod
+    def for_columns(cls, public: PublicColumns) -> StumpStats:
+        levels = {name: np.zeros((k, 2)) for name, k in public.inputs.n_levels.items()}
+        return cls(levels, {name: ValueSums() for name in public.raw}, dict(public.upper))
+
+    def cleared(self) -> StumpStats:
+        return StumpStats({name: np.zeros(t.shape) for name, t in self.levels.items()},
+                          {name: v.cleared() for name, v in self.values.items()}, self.upper)
+
+    def add(self, public: PublicColumns, y: np.ndarray, w: np.ndarray) -> None:
+        """Fold in records with labels ``y`` (±1) and public weights ``w``."""
+        positive = (y > 0).astype(np.intp)
+        _add(self.total, np.zeros(w.size, dtype=np.intp), w)
+        for name, table in self.levels.items():
+            _add(table.reshape(-1), 2 * public.inputs.codes[name] + positive, w)
+        for name, sums in self.values.items():
+            sums.add(public.raw[name], positive, w)
+
+    def best(self) -> tuple[Stump, float]:
+        """The stump of least weighted error over every public column, and that error.
+
+        Ties go to the first column (coded ones, then numeric ones, in column
+        order), the lowest cut, and ``above`` = +1.
+        """
+        total = float(self.total[0])
+        best: tuple[float, Stump] | None = None
+        for name, table in self.levels.items():
+            pos, neg = np.ascontiguousarray(table[:, 1]), np.ascontiguousarray(table[:, 0])
+            default = 1 if pos.sum() >= neg.sum() else -1
+            signs = np.where(pos > neg, 1, np.where(neg > pos, -1, default)).astype(np.int8)
+            err = float(np.minimum(pos, neg).sum()) / total
+            if best is None or err < best[0]:
+                best = (err, Stump(name, signs=signs))
+        for name, sums in self.values.items():
+            xs = sums.values
+            if xs.size == 0:
+                continue
+            # "+1 above the cut": errors are positives at or below it and negatives above
+            # it. A cut after each distinct value; the last cuts above every value: a
+            # constant stump.
+            below_pos = np.cumsum(sums.pos)
+            below_neg = np.cumsum(sums.neg)
+            up = below_pos + (below_neg[-1] - below_neg)
+            down = total - up
+            i_up, i_down = int(np.argmin(up)), int(np.argmin(down))
+            if up[i_up] <= down[i_down]:
+                i, above, err = i_up, 1, float(up[i_up]) / total
+            else:
+                i, above, err = i_down, -1, float(down[i_down]) / total
+            if best is None or err < best[0]:
+                threshold = (float((xs[i] + xs[i + 1]) / 2) if i + 1 < xs.size
+                             else self.upper[name])
+                best = (err, Stump(name, threshold=threshold, above=above))
+        assert best is not None
+        return best[1], best[0]
 
 
 def fit_stump(public: PublicColumns, y: np.ndarray, w: np.ndarray) -> tuple[Stump, float]:
-    """The stump of least weighted error over every public column, and that error.
+    """The stump of least weighted error over every public column, and that error, for
+    records in memory (:class:`StumpStats` over one batch).
 
     Public rows, public labels and public weights only: no privacy cost.
     """
-    total = float(w.sum())
-    pos_w = np.where(y > 0, w, 0.0)
-    neg_w = w - pos_w
-    best: tuple[float, Stump] | None = None
-    for name, codes in public.inputs.codes.items():
-        k = public.inputs.n_levels[name]
-        pos = np.bincount(codes, weights=pos_w, minlength=k)
-        neg = np.bincount(codes, weights=neg_w, minlength=k)
-        default = 1 if pos.sum() >= neg.sum() else -1
-        signs = np.where(pos > neg, 1, np.where(neg > pos, -1, default)).astype(np.int8)
-        err = float(np.minimum(pos, neg).sum()) / total
-        if best is None or err < best[0]:
-            best = (err, Stump(name, signs=signs))
-    for name, values in public.raw.items():
-        order = public.order[name]
-        xs = values[order]
-        # "+1 above the cut": errors are positives at or below it and negatives above it
-        below_pos = np.cumsum(pos_w[order])
-        below_neg = np.cumsum(neg_w[order])
-        err_up = below_pos + (below_neg[-1] - below_neg)
-        # cut after position i; the last position cuts above every value: a constant stump
-        cut = np.append(np.flatnonzero(xs[:-1] < xs[1:]), xs.size - 1)
-        up = err_up[cut]
-        down = total - up
-        i_up, i_down = int(np.argmin(up)), int(np.argmin(down))
-        if up[i_up] <= down[i_down]:
-            i, above, err = cut[i_up], 1, float(up[i_up]) / total
-        else:
-            i, above, err = cut[i_down], -1, float(down[i_down]) / total
-        if best is None or err < best[0]:
-            threshold = (float((xs[i] + xs[i + 1]) / 2) if i + 1 < xs.size
-                         else public.upper[name])
-            best = (err, Stump(name, threshold=threshold, above=above))
-    assert best is not None
-    return best[1], best[0]
+    stats = StumpStats.for_columns(public)
+    stats.add(public, y, w)
+    return stats.best()
 
 
 def weighted_error(miss: np.ndarray, w: np.ndarray) -> float:
-    """Σ w_i·miss_i / Σ w_i: the statistic each round releases (with noise) for the private side."""
+    """Σ w_i·miss_i / Σ w_i: the statistic each round releases (with noise) for the private
+    side. :func:`train` accumulates the same two sums a batch at a time."""
     return float(np.dot(w, miss) / w.sum())
 
 
@@ -324,6 +517,13 @@ class Round:
     def kind(self) -> str:
         return "private" if self.hyperplane is not None else "public"
 
+    def vote(self, rows: TrainingSet) -> np.ndarray:
+        """h_t on ``rows``: ±1 (int8)."""
+        if self.hyperplane is not None:
+            return self.hyperplane.predict(rows.private)
+        assert self.stump is not None and rows.public is not None
+        return self.stump.predict(rows.public.inputs, rows.public.raw)
+
 
 @dataclass
 class Trace:
@@ -332,23 +532,49 @@ class Trace:
 
     hyperplanes: list[Hyperplane] = field(default_factory=list)
     chosen: list[str] = field(default_factory=list)
-    margin: np.ndarray | None = None   # F on the training rows: private, never released
+    # F on the training rows when they are in memory (a TrainingSet): private, never
+    # released; None when streamed (it would hold a float per record)
+    margin: np.ndarray | None = None
 
 
-@dataclass
-class TrainingSet:
-    """Labels as ±1 (+1 the positive class), the private inputs, and the public ones if any."""
+def replay_weights(rounds: Sequence[Round], rows: TrainingSet, config: BRCConfig,
+                   start: tuple[np.ndarray, np.ndarray] | None = None
+                   ) -> tuple[np.ndarray, np.ndarray]:
+    """Each record's private weight and public log-weight after ``rounds``.
 
-    y: np.ndarray
-    private: Inputs
-    public: PublicColumns | None = None
+    A record's weights are a function of its own record and the history (the
+    chosen classifiers and their α's), so they are recomputed on each pass
+    instead of stored. Private: from 1, each private round applies
+    :func:`clipped_update` (the skip rule keeps them in [1/c1, c2]). Public:
+    the log of Π exp(α_t·miss_t) over the public rounds; the stump learner
+    reads them as exp(log − shift) (errors are scale-free). ``start``: the
+    weights after earlier rounds (updated in place), instead of 1 and 0.
+    """
+    w_pri, log_pub = (np.ones(rows.n), np.zeros(rows.n)) if start is None else start
+    for r in rounds:
+        miss = r.vote(rows) != rows.y
+        if r.hyperplane is not None:
+            w_pri = clipped_update(w_pri, miss.astype(np.float64), r.alpha, config.c1, config.c2)
+        else:
+            log_pub += r.alpha * miss
+    return w_pri, log_pub
 
-    @property
-    def n(self) -> int:
-        return int(self.y.shape[0])
+
+def ensemble_margin(rounds: Sequence[Round], rows: TrainingSet) -> np.ndarray:
+    """F = Σ_t α_t h_t(x) on ``rows``, summed in round order (as :meth:`BRCModel.margin`)."""
+    f = np.zeros(rows.n)
+    for r in rounds:
+        f += r.alpha * r.vote(rows)
+    return f
 
 
-def train(data: TrainingSet, config: BRCConfig, epsilon: float, rng: np.random.Generator,
+def _check_count(rows: int, n: int, what: str) -> None:
+    if rows != n:
+        raise DataError(f"{what} read {rows:,} records, but {n:,} were counted before the "
+                        "charge: the training file changed during the run")
+
+
+def train(data: Data, config: BRCConfig, epsilon: float, rng: np.random.Generator,
           progress: Callable[[int], None] | None = None) -> tuple[list[Round], Trace]:
     """Run Algorithm 2 (with public columns) or Algorithm 3 (without); ε-DP in all.
 
@@ -362,44 +588,74 @@ def train(data: TrainingSet, config: BRCConfig, epsilon: float, rng: np.random.G
     without looking at the data; the choice between it and the public
     stump, α_t and every weight update are functions of the released
     errors and of public data, so the ensemble costs nothing more.
+
+    Passes: one over ``data`` per round (``progress(records)`` after each
+    batch: T·n in all). A round draws its classifier, then in one pass
+    replays the history on each batch (:func:`replay_weights`) and sums the
+    private weights of the records it classifies right and wrong and the
+    stump's statistics (:class:`StumpStats`); then it releases the error.
+    The generator is drawn in the same order as a trainer holding every
+    record: classifier, noise, classifier, noise, ... Replaying costs
+    O(t) per record in round t, O(T²·n) in all; records already in memory
+    (a :class:`TrainingSet`) keep their weights between passes instead, which
+    gives the same weights bit for bit in O(T·n).
     """
     n = data.n
-    y = data.y
     sens = error_sensitivity(config.c1, config.c2, n)
     eps_round = epsilon / config.rounds
-    w_pri = np.ones(n)
-    w_pub = np.ones(n)
+    layout = data.layout
     rounds: list[Round] = []
-    margin = np.zeros(n)
-    trace = Trace(margin=margin)
-    for _ in range(config.rounds):
-        h = random_hyperplane(data.private, rng)
-        pred_pri = h.predict(data.private)
-        miss_pri = (pred_pri != y).astype(np.float64)
-        noisy = grid_laplace_mechanism(weighted_error(miss_pri, w_pri), sensitivity=sens,
-                                       epsilon=eps_round, rng=rng)
+    trace = Trace()
+    stats: StumpStats | None = None
+    top = 0.0   # the largest public log-weight in the previous pass
+    # records in memory: their weights after the first `applied` rounds
+    kept: tuple[np.ndarray, np.ndarray] | None = None
+    applied = 0
+    for t in range(1, config.rounds + 1):
+        h = random_hyperplane(layout, rng)
         trace.hyperplanes.append(h)
+        # Public weights are read as exp(log − shift): scale-free errors, and floats that
+        # stay finite for any T. The last round moved each log-weight by α·miss, |α| ≤ 1/2,
+        # so the largest weight lies in [e^-1/2, 1]: none overflows and Σ w ≥ e^-1/2.
+        last = rounds[-1] if rounds else None
+        shift = top + (max(0.0, last.alpha) if last is not None and last.stump is not None
+                       else 0.0)
+        top = -math.inf
+        stats = stats.cleared() if stats is not None else None
+        sums = np.zeros(2)   # Σ w_pri over the records h classifies right, wrong
+        count = 0
+        for rows in data.chunks():
+            if rows is data:
+                kept = replay_weights(rounds[applied:], rows, config, kept)
+                applied = len(rounds)
+                w_pri, log_pub = kept
+            else:
+                w_pri, log_pub = replay_weights(rounds, rows, config)
+            miss = h.predict(rows.private) != rows.y
+            _add(sums, miss.astype(np.intp), w_pri)
+            if rows.public is not None:
+                if stats is None:
+                    stats = StumpStats.for_columns(rows.public)
+                if rows.n:
+                    top = max(top, float(log_pub.max()))
+                stats.add(rows.public, rows.y, np.exp(log_pub - shift))
+            count += rows.n
+            if progress is not None:
+                progress(rows.n)
+        _check_count(count, n, f"round {t}'s pass")
+        noisy = grid_laplace_mechanism(float(sums[1] / (sums[0] + sums[1])), sensitivity=sens,
+                                       epsilon=eps_round, rng=rng)
         err_pri = min(1.0, max(0.0, noisy))  # post-processing: a true error lies in [0, 1]
-        if data.public is not None:
-            stump, err_pub = fit_stump(data.public, y, w_pub)
+        if stats is not None:
+            stump, err_pub = stats.best()
             if abs(0.5 - err_pub) > abs(0.5 - err_pri):
-                alpha = 0.5 - err_pub
-                pred_pub = stump.predict(data.public.inputs, data.public.raw)
-                w_pub = w_pub * np.exp(alpha * (pred_pub != y))
-                w_pub /= w_pub.mean()   # errors are scale-free; this keeps T large finite
-                margin += alpha * pred_pub
-                rounds.append(Round(alpha, stump=stump))
+                rounds.append(Round(0.5 - err_pub, stump=stump))
                 trace.chosen.append("public")
-                if progress is not None:
-                    progress(1)
                 continue
-        alpha = 0.5 - err_pri
-        w_pri = clipped_update(w_pri, miss_pri, alpha, config.c1, config.c2)
-        margin += alpha * pred_pri
-        rounds.append(Round(alpha, hyperplane=h))
+        rounds.append(Round(0.5 - err_pri, hyperplane=h))
         trace.chosen.append("private")
-        if progress is not None:
-            progress(1)
+    if isinstance(data, TrainingSet):
+        trace.margin = ensemble_margin(rounds, data)
     return rounds, trace
 
 
@@ -416,6 +672,12 @@ class Calibration:
     counts: tuple[tuple[int, int], ...] = ()   # noisy (negative, positive) per bin
 
 
+def margin_edges(span: float, bins: int = CALIBRATION_BINS) -> np.ndarray:
+    """``bins`` equal bins over [−span, span] (over [−1, 1] if span is 0)."""
+    span = span if span > 0 else 1.0
+    return np.linspace(-span, span, bins + 1)
+
+
 def margin_histogram(margin: np.ndarray, y: np.ndarray, span: float,
                      bins: int = CALIBRATION_BINS) -> tuple[np.ndarray, np.ndarray]:
     """Bin edges over [−span, span] and the (bins, 2) counts of (negative, positive) rows.
@@ -424,12 +686,37 @@ def margin_histogram(margin: np.ndarray, y: np.ndarray, span: float,
     Replace-one moves one record out of one (bin, class) cell into another:
     L1 sensitivity 2.
     """
-    span = span if span > 0 else 1.0
-    edges = np.linspace(-span, span, bins + 1)
+    edges = margin_edges(span, bins)
     index = np.clip(np.searchsorted(edges, margin, side="right") - 1, 0, bins - 1)
     counts = np.zeros((bins, 2), dtype=np.int64)
     np.add.at(counts, (index, (y > 0).astype(np.int64)), 1)
     return edges, counts
+
+
+def margin_counts(data: Data, rounds: Sequence[Round],
+                  progress: Callable[[int], None] | None = None
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`margin_histogram` of the ensemble's training margins: one more pass over
+    ``data`` (``progress(records)`` after each batch), summing each batch's counts.
+
+    It cannot share the last round's pass: the bins' edges and F both need
+    α_T, which that pass ends by releasing.
+    """
+    span = float(sum(abs(r.alpha) for r in rounds))
+    counts = np.zeros((CALIBRATION_BINS, 2), dtype=np.int64)
+    count = 0
+    for rows in data.chunks():
+        counts += margin_histogram(ensemble_margin(rounds, rows), rows.y, span)[1]
+        count += rows.n
+        if progress is not None:
+            progress(rows.n)
+    _check_count(count, data.n, "the calibration pass")
+    return margin_edges(span), counts
+
+
+def _noisy_counts(counts: np.ndarray, epsilon: float, rng: np.random.Generator) -> np.ndarray:
+    return np.asarray(discrete_laplace_mechanism(counts, sensitivity=HIST_SENSITIVITY,
+                                                 epsilon=epsilon, rng=rng))
 
 
 def noisy_margin_histogram(margin: np.ndarray, y: np.ndarray, span: float, epsilon: float,
@@ -440,22 +727,31 @@ def noisy_margin_histogram(margin: np.ndarray, y: np.ndarray, span: float, epsil
     scale 2/ε (L1 sensitivity 2 under replace-one); ε = ``epsilon``.
     """
     edges, counts = margin_histogram(margin, y, span)
-    return edges, np.asarray(discrete_laplace_mechanism(counts, sensitivity=HIST_SENSITIVITY,
-                                                        epsilon=epsilon, rng=rng))
+    return edges, _noisy_counts(counts, epsilon, rng)
+
+
+def release_calibration(edges: np.ndarray, counts: np.ndarray, epsilon: float,
+                        rng: np.random.Generator) -> Calibration:
+    """Platt scaling fitted to the margin histogram ``counts`` released with noise.
+
+    Releases: the (bins, 2) counts, each plus discrete Laplace noise of
+    scale 2/ε (L1 sensitivity 2 under replace-one, :func:`margin_histogram`);
+    ε = ``epsilon``. The fit is post-processing: maximise the binomial
+    likelihood of the clamped (≥ 0) noisy counts at the bin centres over
+    a = e^θ > 0 and b. With no mass left in a class it keeps the boosting
+    link σ(4F).
+    """
+    noisy = _noisy_counts(counts, epsilon, rng)
+    a, b = _platt(edges, np.maximum(noisy, 0).astype(np.float64))
+    return Calibration(a, b, tuple(map(float, edges)),
+                       tuple((int(neg), int(pos)) for neg, pos in noisy))
 
 
 def calibrate(margin: np.ndarray, y: np.ndarray, span: float, epsilon: float,
               rng: np.random.Generator) -> Calibration:
-    """Platt scaling fitted to the noisy margin histogram (ε = ``epsilon``, all on the counts).
-
-    The fit is post-processing: maximise the binomial likelihood of the
-    clamped (≥ 0) noisy counts at the bin centres over a = e^θ > 0 and b.
-    With no mass left in a class it keeps the boosting link σ(4F).
-    """
-    edges, noisy = noisy_margin_histogram(margin, y, span, epsilon, rng)
-    a, b = _platt(edges, np.maximum(noisy, 0).astype(np.float64))
-    return Calibration(a, b, tuple(map(float, edges)),
-                       tuple((int(neg), int(pos)) for neg, pos in noisy))
+    """:func:`release_calibration` of the margins ``margin`` in memory (ε = ``epsilon``)."""
+    edges, counts = margin_histogram(margin, y, span)
+    return release_calibration(edges, counts, epsilon, rng)
 
 
 def _platt(edges: np.ndarray, counts: np.ndarray) -> tuple[float, float]:
@@ -478,15 +774,16 @@ def _platt(edges: np.ndarray, counts: np.ndarray) -> tuple[float, float]:
     return math.exp(float(theta[0])), float(theta[1])
 
 
-def fit(data: TrainingSet, config: BRCConfig, epsilon: float, rng: np.random.Generator,
+def fit(data: Data, config: BRCConfig, epsilon: float, rng: np.random.Generator,
         progress: Callable[[int], None] | None = None
         ) -> tuple[list[Round], Calibration, Trace]:
     """The whole release at ε: the T rounds (9/10 of ε, :func:`train`), then the
-    calibration histogram of the ensemble's training margins (1/10, :func:`calibrate`)."""
+    calibration histogram of the ensemble's training margins (1/10,
+    :func:`release_calibration`). T + 1 passes over ``data``; ``progress``
+    counts (T + 1)·n records."""
     rounds, trace = train(data, config, rounds_epsilon(epsilon), rng, progress)
-    assert trace.margin is not None
-    span = float(sum(abs(r.alpha) for r in rounds))
-    calibration = calibrate(trace.margin, data.y, span, float(epsilon * CALIBRATION_SHARE), rng)
+    edges, counts = margin_counts(data, rounds, progress)
+    calibration = release_calibration(edges, counts, float(epsilon * CALIBRATION_SHARE), rng)
     return rounds, calibration, trace
 
 
@@ -509,8 +806,10 @@ class BRCModel:
 
     def margin(self, batch: EncodedBatch) -> np.ndarray:
         """F(x) = Σ_t α_t h_t(x) for every record of ``batch``."""
-        x = Inputs.from_columns(self.schema, self.private_columns, batch.columns, batch.n)
-        pub = Inputs.from_columns(self.schema, self.public_columns, batch.columns, batch.n)
+        x = _indexing(Inputs.from_columns(self.schema, self.private_columns, batch.columns,
+                                          batch.n))
+        pub = _indexing(Inputs.from_columns(self.schema, self.public_columns, batch.columns,
+                                            batch.n))
         raw = {c: np.asarray(batch.columns[c], dtype=np.float64) for c in pub.numeric_names}
         f = np.zeros(batch.n)
         for r in self.rounds:
@@ -636,19 +935,3 @@ class BRCModel:
         calibration = Calibration(float(cal["a"]), float(cal["b"]))
         return cls(schema, columns, str(payload["mode"]), public, rounds, config,
                    int(payload["n"]), float(payload["epsilon"]), calibration)
-
-
-def training_set(batches: Iterable[EncodedBatch], schema: Schema, columns: Sequence[str],
-                 public: Sequence[str], positive: int,
-                 progress: Callable[[int], None] | None = None) -> TrainingSet:
-    """Every row of ``columns`` in memory, split into private and public inputs."""
-    label, merged = read_rows(batches, columns, progress)
-    y = np.where(label == positive, 1, -1).astype(np.int8)
-    private = [c for c in columns if c not in public]
-    pub = None
-    if public:
-        inputs = Inputs.from_columns(schema, public, merged, y.shape[0])
-        raw = {c: np.asarray(merged[c], dtype=np.float64) for c in inputs.numeric_names}
-        upper = {c: schema.column(c).upper for c in inputs.numeric_names}  # type: ignore[union-attr]
-        pub = PublicColumns(inputs, raw, upper)
-    return TrainingSet(y, Inputs.from_columns(schema, private, merged, y.shape[0]), pub)

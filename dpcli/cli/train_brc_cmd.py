@@ -12,6 +12,7 @@ from dpcli.cli.common import (
     DryRunOpt,
     EpsilonOpt,
     JsonOpt,
+    ProgressOpt,
     QuietOpt,
     SeedOpt,
     SpecOpt,
@@ -42,6 +43,7 @@ def train_brc(
     dry_run: DryRunOpt = False,
     json: JsonOpt = False,
     quiet: QuietOpt = False,
+    progress: ProgressOpt = False,
     verbose: VerboseOpt = False,
 ) -> None:
     """Train a private boosted linear classifier (brc, Shen et al.).
@@ -55,6 +57,10 @@ def train_brc(
     margins by class, to which the score σ(a·F + b) is fitted (Platt
     scaling). The predicted class is the paper's sign(F); on unbalanced
     labels classify by score > 1/2 instead (see the README).
+
+    The file is read once per round and once more for the calibration, a
+    batch at a time: memory does not grow with the number of rows (a
+    numeric public column keeps one sum per distinct value).
 
     Columns listed under the spec's 'train-brc: public:' are public
     knowledge, and so is the label: a weighted decision stump on them competes
@@ -79,13 +85,14 @@ def train_brc(
         report_data,
         resolve_section,
     )
+    from dpcli.data.prefetch import prefetch
     from dpcli.errors import UsageError
     from dpcli.io import Outputs
     from dpcli.mechanisms import Plan
     from dpcli.run import charged
     from dpcli.spec import TrainBRCSection, load_spec
 
-    ui = UI(quiet=quiet, json=json)
+    ui = UI(quiet=quiet, json=json, force_progress=progress)
     s = load_spec(spec)
     overrides = {"rounds": _rounds(rounds), "c1": _constant("--c1", c1),
                  "c2": _constant("--c2", c2)}
@@ -114,10 +121,12 @@ def train_brc(
     base = brc.BRCConfig(**{k: v for k, v in section.config_values().items()
                             if k != "rounds"})
     configs: list[brc.BRCConfig] = []
+    sizes: list[int] = []
 
     def plan_for(n: int) -> Plan:
         if n == 0:
             raise UsageError(f"{data}: holds no rows to train on")
+        sizes.append(n)
         t = (brc.auto_rounds(section.epsilon, n, base.c1, base.c2) if section.rounds == "auto"
              else section.config_values().get("rounds", base.rounds))
         configs.append(replace(base, rounds=t))
@@ -131,7 +140,7 @@ def train_brc(
     source, plan = preflight(ui, s, plan_for, data, chosen, out, [out], dry_run, total=total,
                              neighbouring=neighbouring)
     assert out is not None
-    config = configs[-1]
+    config, n = configs[-1], sizes[-1]
     outputs = Outputs()
     rng = noise_generator(ui, s, seed)
     arguments = {"data": str(data.resolve()), "out": str(out.resolve()), "columns": list(chosen),
@@ -141,13 +150,16 @@ def train_brc(
     positive = 1 if positive is None else positive
     with charged(s, plan, command="train-brc", arguments=arguments, input_path=data,
                  seeded=seed is not None, neighbouring=neighbouring) as charge, outputs:
-        with ui.progress("reading", source.num_rows_hint()) as advance:
-            rows = brc.training_set(source.batches(chosen, rng=rng), s.schema, chosen, public,
-                                    positive, advance)
-        with ui.progress("boosting", config.rounds) as advance:
-            ensemble, calibration, _ = brc.fit(rows, config, section.epsilon, rng, advance)
+        # One pass over the file per round and one for the calibration, a batch at a time
+        # (decoded a batch ahead in a second thread). brc reads no tokens column, so reading
+        # draws nothing from rng: the noise comes in the same order as with rows in memory.
+        stream = brc.TrainingStream(lambda: prefetch(source.batches(chosen, rng=rng)), n,
+                                    s.schema, tuple(chosen), public, positive)
+        with ui.progress(f"boosting ({config.rounds} rounds + calibration: a pass each)",
+                         (config.rounds + 1) * n) as advance:
+            ensemble, calibration, _ = brc.fit(stream, config, section.epsilon, rng, advance)
         model = brc.BRCModel(inputs.model_schema(s.schema, chosen), tuple(chosen), mode, public,
-                             ensemble, config, rows.n, section.epsilon, calibration)
+                             ensemble, config, n, section.epsilon, calibration)
         payload = {**model.to_payload(), "breakdown": plan.to_json()}
         outputs.write_text(out, release_json(brc.KIND, payload, s, plan, charge,
                                              seeded=seed is not None, neighbouring=neighbouring))
@@ -157,7 +169,7 @@ def train_brc(
                           "public_rounds": kinds.count("public")}
 
     report_data(ui, source.report)
-    ratio = brc.noise_scale(config, section.epsilon, rows.n)
+    ratio = brc.noise_scale(config, section.epsilon, n)
     ui.say(f"trained brc ({mode}: {len(chosen) - len(public)} private, {len(public)} public "
            f"columns) with T = {config.rounds} rounds ({kinds.count('public')} public), "
            f"noise scale c1·c2·T/(0.9·ε·n) = {ratio:.3g}; wrote {out}, spent {plan.total} "

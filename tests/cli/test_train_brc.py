@@ -571,3 +571,53 @@ def test_ledger_show_names_runs_under_the_weaker_relation(cli, project: Project)
     assert table.exit_code == 0
     notes = [line for line in table.stderr.splitlines() if line.startswith("note: run")]
     assert len(notes) == 1 and runs[0]["run_id"][:8] in notes[0] and "member" in notes[0]
+
+
+# ---------------------------------------------------------------------------- streaming
+@pytest.mark.parametrize("section", [
+    {"epsilon": 0.5, "public": ["member", "age"], "rounds": 6},   # Algorithm 2
+    {"epsilon": 0.5, "rounds": 6},                                # Algorithm 3
+])
+def test_the_file_is_read_once_per_round_and_the_model_is_the_in_memory_one(
+        project: Project, cli, monkeypatch: pytest.MonkeyPatch, section: dict) -> None:
+    """T + 1 passes over the file (T rounds, then the calibration), each in batches (37
+    records here); the released model is the one brc.fit gives with every record in memory
+    and the same seeded generator, bit for bit."""
+    from dpcli.cli.spend import noise_generator
+    from dpcli.cli.ui import UI
+    from dpcli.data import DataSource
+    from dpcli.data.encode import EncodedBatch
+    from dpcli.mechanisms import make_rng
+    from dpcli.spec import load_spec
+
+    real = DataSource.batches
+    passes = []
+
+    def batches(self, columns, *, rng):
+        passes.append(tuple(columns))
+        for b in real(self, columns, rng=rng):
+            for i in range(0, b.n, 37):
+                yield EncodedBatch(len(b.label[i:i + 37]), b.label[i:i + 37],
+                                   {c: v[i:i + 37] for c, v in b.columns.items()})
+
+    _brc_spec(project, section)
+    monkeypatch.setattr(DataSource, "batches", batches)
+    r = _train(cli, project, "--seed", 6)
+    monkeypatch.setattr(DataSource, "batches", real)
+    assert r.exit_code == 0, r.stderr
+    assert passes == [tuple(DEFAULT_COLUMNS)] * 7
+    payload = project.envelope()["payload"]
+
+    spec = load_spec(project.spec)
+    public = tuple(section.get("public", ()))
+    rows = brc.training_set(DataSource(project.data, spec.schema).batches(
+        DEFAULT_COLUMNS, rng=make_rng(0)), spec.schema, DEFAULT_COLUMNS, public, positive=1)
+    config = brc.BRCConfig(rounds=6)
+    rounds, calibration, _ = brc.fit(rows, config, 0.5, noise_generator(UI(quiet=True), spec, 6))
+    model = brc.BRCModel(spec.schema, tuple(DEFAULT_COLUMNS), payload["mode"], public, rounds,
+                         config, N, 0.5, calibration)
+    expected = json.loads(json.dumps(model.to_payload()))
+    assert payload["ensemble"] == expected["ensemble"]
+    assert payload["calibration"] == expected["calibration"]
+    if public:
+        assert {rnd["kind"] for rnd in payload["ensemble"]} == {"public", "private"}

@@ -196,6 +196,10 @@ class SparkConfig:
     conf: tuple[tuple[str, str], ...] = ()
 
 
+# Spark's own redaction pattern (spark.redaction.regex), with credentials spelled out
+_SECRET_KEY = re.compile(r"(?i)secret|password|passwd|token|credential|access[._-]?key")
+
+
 def _parse_spark(raw: Any, where: Where) -> SparkConfig:
     raw = checks.mapping(raw, where, allowed={"master", "conf"})
     master = None
@@ -211,6 +215,12 @@ def _parse_spark(raw: Any, where: Where) -> SparkConfig:
             if key == "spark.master":
                 raise (cw / key).error("set the master with the section's 'master:' key "
                                        "(or DPCLI_SPARK_MASTER), not in conf")
+            if _SECRET_KEY.search(key):
+                # the spec's digest goes into every released file: a low-entropy secret in
+                # the spec could be guessed from it offline
+                raise (cw / key).error("looks like a secret; keep secrets out of the spec "
+                                       "(environment variables, an instance profile or "
+                                       "spark-defaults.conf)")
             if isinstance(value, bool):
                 text = "true" if value else "false"
             elif isinstance(value, int | float | str) and str(value).strip():

@@ -108,9 +108,17 @@ def train_nb(
         s = replace(s, schema=schema)
     s = replace(s, schema=cap_tokens(s.schema, chosen, section.r))
     plan = nb.plan(s.schema, chosen, Budget(section.epsilon), config)
+    if config.method == "smooth" and engine != "local":
+        from dpcli.errors import UsageError
+
+        # its order statistics need a second, banded pass, which only the local engine makes;
+        # collecting every value to Spark's driver would fail on big data after the charge
+        raise UsageError("--method smooth runs on the local engine only (its second pass over "
+                         "the data is not built for Spark); use --method global with "
+                         "--engine spark")
     # the local engine re-reads the file for the smooth method's order statistics (bounded
-    # memory); another engine keeps the values, as it has no re-read of its own yet
-    request = nb.request(s.schema, chosen, config, rows_in_memory=engine != "local")
+    # memory) instead of keeping every value
+    request = nb.request(s.schema, chosen, config, rows_in_memory=False)
     request.validate(s.schema)  # before the charge: a bad request must cost nothing
 
     source, _ = preflight(ui, s, plan, location, chosen, out, [out], dry_run, engine=engine)

@@ -38,8 +38,23 @@ def local_path(data: Path | str) -> Path:
 
 
 def parse_location(data: str) -> Path | str:
-    """DATA as given on the command line: a remote URI kept verbatim, else a local Path."""
-    return data if is_remote(data) else local_path(data)
+    """DATA as given on the command line: a remote URI kept verbatim, else a local Path.
+
+    A URI with a user name, password or query string is refused (UsageError):
+    it would be written into the ledger and messages, and a signed query
+    string or a password there is a credential.
+    """
+    if is_remote(data):
+        parts = urlparse(data)
+        if parts.username or parts.password or parts.query:
+            from dpcli.errors import UsageError
+
+            raise UsageError(f"{parts.scheme}://{parts.hostname or ''}{parts.path}: the URI "
+                             "carries credentials or a query string, which would be written "
+                             "to the ledger; give credentials to Spark through its "
+                             "configuration or environment instead")
+        return data
+    return local_path(data)
 
 
 def location_text(data: Path | str) -> str:

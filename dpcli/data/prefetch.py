@@ -7,7 +7,9 @@ releases it too). Running the first half one batch ahead in its own thread
 lets the two overlap on a second core. The iterator itself still runs in ONE
 thread, in order, so everything it does (the encoder's counters, the per-row
 token cap's random draws, the row numbers in error messages) is exactly what
-a plain loop would do: the same batches in the same order.
+a plain loop would do: the same batches in the same order. The caller must
+not draw from a generator the iterator also draws from while a read-ahead is
+live (dpcli's encoders draw their token seeds once, when they are created).
 """
 
 from __future__ import annotations
@@ -51,18 +53,21 @@ def prefetch(items: Iterable[T], depth: int = 2) -> Iterator[T]:
     source = iter(items)
 
     def work() -> None:
+        end: object = _DONE
         try:
             for item in source:
                 if not put(item):
-                    return
+                    break  # the consumer stopped
         except BaseException as exc:  # handed to the consumer, who re-raises it
-            put(_Failed(exc))
-            return
-        finally:
+            end = _Failed(exc)
+        try:
             close = getattr(source, "close", None)
             if close is not None:  # a generator's cleanup (open files) runs here, not at GC
                 close()
-        put(_DONE)
+        except BaseException as exc:  # the consumer must hear of it, or it would wait forever
+            if end is _DONE:
+                end = _Failed(exc)
+        put(end)  # a no-op once the consumer has stopped
 
     worker = threading.Thread(target=work, name="dpcli-prefetch", daemon=True)
     worker.start()

@@ -47,7 +47,9 @@ floor((U - L) / 2^16) + 1 per kept bin for integer-valued data (one for a
 declared range under 2^16 units; 23 for Adult's fnlwgt over [0, 1.5e6]): it
 does not grow with the rows. Continuous data with all values distinct keep
 each kept bin's share of the rows (about n / 2^16 per bin if spread evenly
-over [L, U]). The kept bins cover about 2(K + 1) ranks, K >= 4,095 (the
+over [L, U]); continuous values crowded into a few bins of wide declared
+bounds keep most of their rows — declare bounds that fit the data. The
+kept bins cover about 2(K + 1) ranks, K >= 4,095 (the
 first chunk of distances the maximum evaluates, or n + 1 if that is smaller).
 
 Passes: exactly two; K is a guaranteed bound, so no further pass is ever

@@ -115,8 +115,10 @@ JAVA_MISSING = ("the Spark engine needs Java 17 (Spark runs in a Java VM), and n
 DEFAULT_MASTER = "local[*]"
 MASTER_ENV = "DPCLI_SPARK_MASTER"
 
-# Spark's log: errors only. The two named loggers are the ones Spark consults when it
-# decides whether to print "Setting default log level" on start.
+# Spark's log: errors only, and one line each: no exception text or stack trace, because a
+# parser's exception can quote the record it failed on (univocity shows up to 1,000
+# characters of a field). The two named loggers are the ones Spark consults when it decides
+# whether to print "Setting default log level" on start.
 _LOG4J2 = """\
 rootLogger.level = error
 rootLogger.appenderRef.stderr.ref = console
@@ -125,6 +127,7 @@ appender.console.name = console
 appender.console.target = SYSTEM_ERR
 appender.console.layout.type = PatternLayout
 appender.console.layout.pattern = %d{yy/MM/dd HH:mm:ss} %p %c{1}: %m%n
+appender.console.layout.alwaysWriteExceptions = false
 logger.submit.name = org.apache.spark.deploy.SparkSubmit
 logger.submit.level = error
 logger.gateway.name = org.apache.spark.api.python.PythonGatewayServer
@@ -219,6 +222,7 @@ def spark_session(config: SparkConfig | None = None) -> SparkSession:
     require_pyspark()
     active = _active_session()
     if active is not None:
+        _never_skip_files(active)
         return active
     require_java()
     from pyspark.sql import SparkSession
@@ -227,11 +231,22 @@ def spark_session(config: SparkConfig | None = None) -> SparkSession:
     conf = dict(config.conf) if config is not None else {}
     conf.setdefault("spark.ui.showConsoleProgress", "false")
     conf.setdefault("spark.app.name", "dpcli")
+    # the web UI listens on every interface without authentication and shows task failure
+    # reasons and per-task row counts: off unless the spec asks for it
+    conf.setdefault("spark.ui.enabled", "false")
     # ours first: a -Dlog4j2.configurationFile of the user's, later on the line, wins
     conf["spark.driver.extraJavaOptions"] = (
         f"-Dlog4j2.configurationFile={_log4j_file().as_uri()} "
         + conf.get("spark.driver.extraJavaOptions", "")).strip()
     local = master.startswith("local")
+    if not local:
+        # executors log what their tasks raise: ship the same one-line configuration to them
+        log4j = _log4j_file()
+        conf["spark.files"] = ",".join(f for f in (str(log4j), conf.get("spark.files", ""))
+                                       if f)
+        conf["spark.executor.extraJavaOptions"] = (
+            f"-Dlog4j2.configurationFile={log4j.name} "
+            + conf.get("spark.executor.extraJavaOptions", "")).strip()
     if local:
         # pyspark's workers run PYSPARK_PYTHON, else whatever `python3` is on PATH
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -248,7 +263,16 @@ def spark_session(config: SparkConfig | None = None) -> SparkSession:
     spark.sparkContext.setLogLevel("ERROR")
     if not local:
         spark.sparkContext.addPyFile(str(_package_zip()))
+    _never_skip_files(spark)
     return spark
+
+
+def _never_skip_files(spark: SparkSession) -> None:
+    """A corrupt or vanished file must fail the run, not shrink the data silently
+    (cluster defaults may say otherwise; these are runtime settings, so an already
+    running session gets them too)."""
+    spark.conf.set("spark.sql.files.ignoreCorruptFiles", "false")
+    spark.conf.set("spark.sql.files.ignoreMissingFiles", "false")
 
 
 @functools.cache
@@ -356,8 +380,14 @@ def input_listing(data: Path | str) -> list[tuple[str, int, int]]:
     For the ledger's input digest of a remote location
     (:func:`dpcli.ledger.input_digest`); uses the running Spark session.
     """
-    _, files = list_input(spark_session(), data)
+    read = _READ_LISTINGS.get(str(data))
+    _, files = read if read is not None else list_input(spark_session(), data)
     return [(f.uri, f.size, f.mtime) for f in files]
+
+
+# the listing each SparkSource of this process reads, so that the ledger digests the very
+# files the run reads, not a second listing taken a moment later
+_READ_LISTINGS: dict[str, tuple[bool, list[InputFile]]] = {}
 
 
 def _read_bytes(spark: SparkSession, uri: str, offset: int, length: int, *,
@@ -449,6 +479,7 @@ class SparkSource:
             listing = list_input(self.spark, self._data)
             self.format = self._detect_format(*listing)
             self._listing = listing
+            _READ_LISTINGS[str(self._data)] = listing
         return self._listing[1]
 
     def _detect_format(self, is_dir: bool, files: list[InputFile]) -> str:

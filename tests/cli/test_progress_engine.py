@@ -97,3 +97,26 @@ def test_predict_and_validate_report_progress_on_request(spec_with_sections: Pro
     assert r.exit_code == 0, r.stderr
     assert re.search(r"^reading: 400 rows of 400 \(100%\)", r.stderr, re.M), r.stderr
     assert re.search(r"^tuning: 3 fits of 3 \(100%\), [\d,]+ fits/s$", r.stderr, re.M)
+
+
+def test_spark_refusals_before_any_value_is_read(spec_with_sections: Project, cli) -> None:
+    """URIs with credentials, secret-looking Spark properties and the smooth method on Spark
+    exit 2 before the charge (and before Spark or Java is even looked for)."""
+    p = spec_with_sections
+    r = _run(cli, p, "tabulate", "--engine", "spark",
+             data="s3a://user:hunter2@bucket/dir/?X-Amz-Signature=abc")
+    assert r.exit_code == 2
+    assert "credentials or a query string" in r.stderr
+    assert "hunter2" not in r.stderr and "abc" not in r.stderr
+
+    r = _run(cli, p, "train-nb", "--engine", "spark", "--method", "smooth")
+    assert r.exit_code == 2 and "--method smooth runs on the local engine only" in r.stderr
+
+    def secret(spec: dict) -> None:
+        spec["spark"] = {"conf": {"spark.authenticate.secret": "s3cr3t"}}
+    p.write_spec(secret)
+    r = _run(cli, p, "tabulate")
+    assert r.exit_code == 2
+    assert "spark.conf.spark.authenticate.secret" in r.stderr and "secret" in r.stderr
+    assert "s3cr3t" not in r.stderr
+    assert p.reserves() == []

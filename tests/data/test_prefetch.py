@@ -59,3 +59,21 @@ def test_stopping_early_stops_the_worker_and_closes_the_source() -> None:
 def test_depth_must_be_positive() -> None:
     with pytest.raises(ValueError):
         list(prefetch([1], depth=0))
+
+
+def test_an_error_while_closing_the_source_reaches_the_caller() -> None:
+    class Source:
+        def __init__(self) -> None:
+            self.items = iter([1, 2])
+
+        def __iter__(self) -> Source:
+            return self
+
+        def __next__(self) -> int:
+            return next(self.items)
+
+        def close(self) -> None:
+            raise OSError("close failed")
+
+    with pytest.raises(OSError, match="close failed"):  # not a hang
+        assert list(prefetch(Source())) == [1, 2]

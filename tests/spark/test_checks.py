@@ -209,3 +209,65 @@ def test_listing_digest_of_a_remote_location(spark: Any, tmp_path: Path,
     assert [f[0].rsplit("/", 1)[1] for f in spark_module.input_listing(uri)] == ["a.parquet"]
     pq.write_table(pa.table({"y": ["1"]}), folder / "b.parquet")
     assert input_digest(ledger, uri) != listed
+
+
+def test_a_parser_failure_quoting_a_record_never_reaches_stderr(spark: Any,
+                                                                 tmp_path: Path) -> None:
+    """Spark's CSV parser puts up to 1,000 characters of the field it failed on into its
+    exception, and Spark logs that exception. dpcli's log configuration keeps each log line
+    to its one-line message. A fresh process: the shared session's JVM writes to the stderr
+    it was started with, which a test can not capture."""
+    import subprocess
+    import sys
+
+    import yaml
+
+    from dpcli.ledger import init_ledger
+
+    planted = "PATIENT-" + SECRET.upper() + "-POSITIVE"
+    rows = "".join(f"{i % 2},{20 + i % 50},red\n" for i in range(200))
+    huge = ",".join(["0"] * 20_480) + ',"' + (planted + ";") * 300 + "\n" + planted + '"\n'
+    bad = write(tmp_path / "bad.csv", "y,age,colour\n" + rows + huge)
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(yaml.safe_dump({
+        "dataset": "leak", "budget": {"epsilon": 1.0}, "ledger": "ledger.jsonl",
+        "label": {"column": "y", "classes": ["0", "1"]},
+        "schema": {"columns": {"age": {"type": "numeric", "bounds": [0, 100]},
+                               "colour": {"type": "categorical",
+                                          "categories": ["red", "blue"]}}},
+        "tabulate": {"epsilon": 0.5},
+        "spark": {"master": "local[1]"}}))
+    init_ledger(tmp_path / "ledger.jsonl")
+    run = subprocess.run([sys.executable, "-m", "dpcli", "tabulate", str(bad), "--spec",
+                          str(spec), "--engine", "spark", "--out", str(tmp_path / "t.csv")],
+                         capture_output=True, text=True, timeout=300,
+                         env={k: v for k, v in __import__("os").environ.items()
+                              if k != "DPCLI_SPARK_MASTER"})
+    assert run.returncode == 2, run.stderr[-2000:]
+    assert "bad.csv" in run.stderr  # dpcli's own message names the file
+    assert planted not in run.stderr and planted not in run.stdout
+    assert not (tmp_path / "t.csv").exists()
+
+
+def test_spark_is_never_allowed_to_skip_corrupt_or_missing_files(spark: Any) -> None:
+    from dpcli.stats.spark import spark_session
+
+    spark.conf.set("spark.sql.files.ignoreCorruptFiles", "true")  # e.g. a cluster default
+    spark.conf.set("spark.sql.files.ignoreMissingFiles", "true")
+    assert spark_session() is spark
+    assert spark.conf.get("spark.sql.files.ignoreCorruptFiles") == "false"
+    assert spark.conf.get("spark.sql.files.ignoreMissingFiles") == "false"
+
+
+def test_the_ledger_digests_the_listing_the_run_reads(spark: Any, tmp_path: Path,
+                                                      schema: Schema) -> None:
+    from dpcli.stats.spark import input_listing
+
+    folder = tmp_path / "parts"
+    folder.mkdir()
+    write(folder / "a.csv", GOOD)
+    src = source(folder, schema)
+    read = [f.uri for f in src.files()]
+    write(folder / "b.csv", GOOD)  # appears between the check and the charge
+    assert [uri for uri, _, _ in input_listing(folder)] == read
+    assert len(read) == 1

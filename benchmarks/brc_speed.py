@@ -32,9 +32,10 @@ pre-exec ~10 MiB), median wall and max peak RSS over --repeats runs:
 2. In-process split (this script with --worker split MODE; one run per mode,
    timed after imports): read + encode =
    ``brc.training_set(DataSource(path, spec.schema).batches(cols,
-   rng=make_rng(0)), spec.schema, cols, public, 1)`` (includes the one argsort
-   per numeric public column), then ``brc.train(data, brc.BRCConfig(), 0.16,
-   make_rng(0))`` alone; per-round ms and rows·rounds/s; then, as the CLI's
+   rng=make_rng(0)), spec.schema, cols, public, 1)`` (every row in memory: the
+   library's in-memory path, not the CLI's streaming one), then
+   ``brc.train(data, brc.BRCConfig(), 0.16, make_rng(0))`` alone; per-round ms
+   and rows·rounds/s; then, as the CLI's
    ``brc.fit`` does after the rounds, ``brc.calibrate`` (the noisy margin
    histogram and its Platt fit, ε/10) alone. Also, outside
    ``train``, the two parts of a round timed alone: the T random hyperplanes'
@@ -621,7 +622,6 @@ def reading(n: int, results: dict, split: dict, baseline: dict) -> str:
 
     dry = results.get("train-brc --dry-run (partial; no training, no charge)", {})
     cal = sp.get("calibrate_s", 0.0)
-    overhead = part["wall_s"] - sp["read_encode_s"] - sp["train_s"] - cal
     hyper_rate = n / (sa["hyperplane_predict_ms"] / 1e3)
     ratio = part["wall_s"] / ada["wall_s"]
     ballpark = ("in the same ballpark as a standard library's fit" if 1 / 3 <= ratio <= 3
@@ -658,21 +658,20 @@ def reading(n: int, results: dict, split: dict, baseline: dict) -> str:
         f"only the margin at {sa['python_loop_rows_per_s'] / 1e6:.2f} M rows/s, "
         f"{hyper_rate / sa['python_loop_rows_per_s']:.0f}× slower (T rounds of it would take "
         f"about {25 * n / sa['python_loop_rows_per_s']:.0f} s)." + side
-        + f" Where dpcli loses: (1) fixed cost. In process, read + encode takes "
-        f"{sp['read_encode_s']:.1f} s and the rounds {sp['train_s']:.1f} s (+ {cal:.2f} s "
-        f"calibration); the other {overhead:.1f} s of the CLI's {part['wall_s']:.1f} s "
-        f"({100 * overhead / part['wall_s']:.0f}%) are start-up, imports, the pre-charge "
-        f"validation pass, input digest, ledger and model write"
-        + (f" (a --dry-run, which stops after the validation pass, takes "
-           f"{dry['wall_s']:.1f} s)" if dry and not dry.get("failed") else "")
-        + f"; that share grows as n shrinks. (2) The partial mode's public stump search "
+        + f" Where dpcli loses: (1) streaming costs time. The CLI holds no rows: it reads "
+        f"the file once per round and once for the calibration, replaying the classifiers "
+        f"chosen so far on every row of every pass, so its {part['wall_s']:.1f} s compare "
+        f"with {sp['read_encode_s'] + sp['train_s'] + cal:.1f} s in process on rows held in "
+        f"memory (read + encode {sp['read_encode_s']:.1f} s, rounds {sp['train_s']:.1f} s, "
+        f"calibration {cal:.2f} s)"
+        + (f"; start-up, imports and the validation pass alone (a --dry-run) take "
+           f"{dry['wall_s']:.1f} s" if dry and not dry.get("failed") else "")
+        + f". (2) The partial mode's public stump search "
         f"makes its rounds {sp['train_per_round_ms'] / sa['train_per_round_ms']:.1f}× as "
-        f"costly as the all-private ones. (3) Memory grows with n: every row is read into "
-        f"memory for the T passes, and the peak comes while reading, not boosting (in "
-        f"process, {sp['rss_after_read_mb']:.0f} MiB right after `training_set`, "
-        f"{sp['peak_rss_mb']:.0f} MiB at the end; `training_set` keeps every batch's "
-        f"column arrays and their concatenation at once). CLI peak "
-        f"{part['peak_rss_mb']:.0f} MiB, against "
+        f"costly as the all-private ones. What the streaming buys: memory does not grow "
+        f"with n. CLI peak {part['peak_rss_mb']:.0f} MiB, against "
+        f"{sp['peak_rss_mb']:.0f} MiB in process with every row held "
+        f"({sp['rss_after_read_mb']:.0f} MiB right after `training_set`), "
         f"{pred['peak_rss_mb']:.0f} MiB for the streaming `predict`"
         + (f" and {dry['peak_rss_mb']:.0f} MiB for the dry run" if dry and not dry.get("failed")
            else "")

@@ -232,6 +232,7 @@ class DataSource:
         self.batch_rows = int(batch_rows)
         self.format = detect_format(self.path)
         self.report = DataReport(file=self.path)
+        self._checked_rows: int | None = None
 
     def __repr__(self) -> str:
         return f"DataSource({str(self.path)!r}, format={self.format!r})"
@@ -337,9 +338,10 @@ class DataSource:
         return files
 
     def num_rows_hint(self) -> int | None:
-        """Parquet: the row count in the footers; CSV: None (unknown without a pass)."""
+        """Parquet: the row count in the footers; CSV: the count of :meth:`check_values`
+        (n, public), else None (unknown without a pass). For progress bars."""
         if self.format != "parquet":
-            return None
+            return self._checked_rows
         try:
             return sum(_open_parquet(f).metadata.num_rows for f in self._check_readable_parquet())
         except DataError:
@@ -364,10 +366,11 @@ class DataSource:
         needed = self.needed_columns(columns)
         if self.format == "csv":
             try:
-                return self._check_csv_values(needed, threads=True)
+                self._checked_rows = self._check_csv_values(needed, threads=True)
             except DataError:
                 # the parallel parser does not know row numbers: find the first problem in order
-                return self._check_csv_values(needed, threads=False)
+                self._checked_rows = self._check_csv_values(needed, threads=False)
+            return self._checked_rows
         return self._check_parquet_values(needed)
 
     def _check_csv_values(self, needed: tuple[str, ...], *, threads: bool) -> int:

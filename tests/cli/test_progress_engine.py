@@ -84,6 +84,12 @@ def test_unknown_engine_and_uri_without_spark_exit_2_charging_nothing(project: P
     assert not (project.root / "counts.csv").exists()
 
 
+def test_a_csv_pass_knows_its_total_from_the_pre_charge_count(project: Project, cli) -> None:
+    r = _run(cli, project, "tabulate", "--progress", data=project.csv)
+    assert r.exit_code == 0, r.stderr
+    assert re.search(r"^counting: 400 rows of 400 \(100%\)", r.stderr, re.M), r.stderr
+
+
 def test_predict_and_validate_report_progress_on_request(spec_with_sections: Project,
                                                          cli) -> None:
     p = spec_with_sections

@@ -40,7 +40,7 @@ from __future__ import annotations
 import csv
 import io
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -300,32 +300,13 @@ class DataSource:
     def _structure_parquet(self, rep: StructureReport) -> None:
         files = self._check_readable_parquet()
         rep.files = tuple(files)
-        present: dict[str, None] = {}
-        missing: dict[str, None] = {}
-        extra: dict[str, None] = {}
-        mismatches: list[TypeMismatch] = []
+        schemas: list[tuple[Path | str, pa.Schema]] = []
         total = 0
         for f in files:
             pf = _open_parquet(f)
             total += pf.metadata.num_rows
-            schema = pf.schema_arrow
-            for name in rep.needed:
-                if schema.get_field_index(name) < 0:
-                    missing[name] = None
-                    rep.missing_in.setdefault(name, f)
-                    continue
-                present[name] = None
-                t = schema.field(name).type
-                col = self._declared(name)
-                if not _compatible(col, t):
-                    mismatches.append(TypeMismatch(name, _expected(col), str(t), f))
-            for name in schema.names:
-                if name not in rep.needed:
-                    extra[name] = None
-        rep.present = tuple(c for c in present if c not in missing)
-        rep.missing = tuple(missing)
-        rep.extra = tuple(extra)
-        rep.mismatches = tuple(mismatches)
+            schemas.append((f, pf.schema_arrow))
+        parquet_structure(rep, schemas, self._declared)
         rep.num_rows = total
 
     def _check_readable_parquet(self) -> list[Path]:
@@ -672,6 +653,44 @@ def first_unparseable(arr: pa.Array) -> int | None:
 
 
 # ------------------------------------------------------------------ helpers
+
+
+def parquet_structure(rep: StructureReport, schemas: Sequence[tuple[Path | str, pa.Schema]],
+                      declared: Callable[[str], Column | None], *,
+                      one_type: bool = False) -> None:
+    """Fill ``rep``'s present, missing, extra and mismatched columns from each Parquet
+    file's Arrow schema (no value is read). ``one_type``: a column must have the same
+    type in every file (the Spark engine reads a folder as one table)."""
+    present: dict[str, None] = {}
+    missing: dict[str, None] = {}
+    extra: dict[str, None] = {}
+    mismatches: list[TypeMismatch] = []
+    first: dict[str, tuple[pa.DataType, Path | str]] = {}
+    for shown, schema in schemas:
+        for name in rep.needed:
+            if schema.get_field_index(name) < 0:
+                missing[name] = None
+                rep.missing_in.setdefault(name, shown)  # type: ignore[arg-type]
+                continue
+            present[name] = None
+            t = schema.field(name).type
+            col = declared(name)
+            if not _compatible(col, t):
+                mismatches.append(TypeMismatch(name, _expected(col), str(t),
+                                               shown))  # type: ignore[arg-type]
+            elif one_type and name in first and first[name][0] != t:
+                mismatches.append(TypeMismatch(
+                    name, f"{first[name][0]} as in {first[name][1]} (the Spark engine "
+                    "needs one type per column across the files)", str(t),
+                    shown))  # type: ignore[arg-type]
+            first.setdefault(name, (t, shown))
+        for name in schema.names:
+            if name not in rep.needed:
+                extra[name] = None
+    rep.present = tuple(c for c in present if c not in missing)
+    rep.missing = tuple(missing)
+    rep.extra = tuple(extra)
+    rep.mismatches = tuple(mismatches)
 
 
 def _end_of_first_record(data: bytes) -> int | None:

@@ -85,15 +85,13 @@ from dpcli.data.reader import (
     PARQUET_SUFFIXES,
     DataSource,
     StructureReport,
-    TypeMismatch,
-    _compatible,
     _end_of_first_record,
-    _expected,
     _raise_missing,
     csv_field_types,
     csv_null_values,
     csv_tokens_rule,
     first_unparseable,
+    parquet_structure,
     type_csv_text,
 )
 from dpcli.data.report import ColumnCounts, DataReport
@@ -593,37 +591,9 @@ class SparkSource:
         if self._footers is None:
             self._footers = [self._footer(f) for f in files]
             self._file_rows = [m.num_rows for m in self._footers]
-        present: dict[str, None] = {}
-        missing: dict[str, None] = {}
-        extra: dict[str, None] = {}
-        mismatches: list[TypeMismatch] = []
-        types: dict[str, tuple[pa.DataType, Path | str]] = {}
-        for f, meta in zip(files, self._footers, strict=True):
-            schema = meta.schema.to_arrow_schema()
-            for name in rep.needed:
-                if schema.get_field_index(name) < 0:
-                    missing[name] = None
-                    rep.missing_in.setdefault(name, f.shown)  # type: ignore[arg-type]
-                    continue
-                present[name] = None
-                t = schema.field(name).type
-                col = self._declared(name)
-                if not _compatible(col, t):
-                    mismatches.append(TypeMismatch(name, _expected(col), str(t),
-                                                   f.shown))  # type: ignore[arg-type]
-                elif name in types and types[name][0] != t:
-                    mismatches.append(TypeMismatch(
-                        name, f"{types[name][0]} as in {types[name][1]} (the Spark engine "
-                        "needs one type per column across the files)", str(t),
-                        f.shown))  # type: ignore[arg-type]
-                types.setdefault(name, (t, f.shown))
-            for name in schema.names:
-                if name not in rep.needed:
-                    extra[name] = None
-        rep.present = tuple(c for c in present if c not in missing)
-        rep.missing = tuple(missing)
-        rep.extra = tuple(extra)
-        rep.mismatches = tuple(mismatches)
+        parquet_structure(rep, [(f.shown, meta.schema.to_arrow_schema())
+                                for f, meta in zip(files, self._footers, strict=True)],
+                          self._declared, one_type=True)
         rep.num_rows = sum(self._file_rows or [])
 
     def num_rows_hint(self) -> int | None:

@@ -179,8 +179,7 @@ def compute_stats(ui: UI, source: Any, request: Any, rng: Any, label: str = "rea
     from dpcli.stats import get_engine
 
     with ui.progress(label, source.num_rows_hint()) as advance:
-        return get_engine(getattr(source, "engine", "local")).compute(
-            source, request, rng=rng, progress=advance)
+        return get_engine(source.engine).compute(source, request, rng=rng, progress=advance)
 
 
 def release_json(kind: str, payload: dict[str, Any], spec: Spec, plan: Plan, charge: Any,

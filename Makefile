@@ -46,7 +46,7 @@ demo: $(VENV)/.installed
 	$(DPCLI) train-brc sample_data/adult_train.parquet --spec configs/demo.yaml --out demo/brc.json
 	$(DPCLI) predict demo/brc.json sample_data/adult_test.parquet --out demo/predictions_brc.parquet
 	@$(BIN)/python -c "import pandas as pd; p = pd.read_parquet('demo/predictions_brc.parquet'); \
-		print(f'brc (public: workclass, fnlwgt, race, sex, native_country and the label): accuracy of its class sign(F) {(p.prediction == p.label.astype(str)).mean():.3f}, of score > 1/2 {((p.score > 0.5) == (p.label == 1)).mean():.3f} (majority class {max(p.label.mean(), 1 - p.label.mean()):.3f}: unbalanced labels, see README train-brc)')"
+		print(f'brc (all private: the label is protected): accuracy of its class sign(F) {(p.prediction == p.label.astype(str)).mean():.3f}, of score > 1/2 {((p.score > 0.5) == (p.label == 1)).mean():.3f} (majority class {max(p.label.mean(), 1 - p.label.mean()):.3f}: unbalanced labels, see README train-brc)')"
 	$(DPCLI) validate sample_data/adult_train.parquet --spec configs/demo.yaml --out demo/lr.json
 	$(DPCLI) predict demo/lr.json sample_data/adult_test.parquet --out demo/predictions_lr.parquet
 	@$(BIN)/python -c "import json, pandas as pd; p = pd.read_parquet('demo/predictions_lr.parquet'); \

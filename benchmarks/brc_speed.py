@@ -120,7 +120,7 @@ def worker_split(mode: str, spec_path: Path, data: Path) -> dict:
     section = spec.sections["train-brc"]
     cols = section.columns or tuple(c for c in spec.schema.names
                                     if inputs.usable(spec.schema.column(c)))
-    got, public = brc.resolve_mode(cols, section.public, section.label_private)
+    got, public = brc.resolve_mode(cols, section.public, bool(spec.schema.label.public))
     if got != mode:
         raise RuntimeError(f"{spec_path}: resolves to mode {got!r}, expected {mode!r}")
     t0 = time.perf_counter()
@@ -306,7 +306,8 @@ def make_spec(folder: Path, mode: str) -> Path:
     raw["ledger"] = f"ledger-{mode}.jsonl"          # relative to the spec: inside ``folder``
     if mode == "private":
         raw["train-brc"].pop("public", None)
-        raw["train-brc"]["label_private"] = False
+    else:  # the paper's Algorithm 2: public label, declared
+        raw["label"]["public"] = True
     spec = folder / f"adult-{mode}.yaml"
     spec.write_text(yaml.safe_dump(raw, sort_keys=False))
     init = subprocess.run([*dpcli_command(), "ledger", "init", "--spec", str(spec)],

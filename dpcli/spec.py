@@ -139,8 +139,9 @@ class PublishGridSection:
 class TrainBRCSection:
     """``train-brc``: None leaves a value to ``brc.BRCConfig``'s default.
 
-    ``public`` lists the columns declared public knowledge; with any, and the
-    label not declared private, the partially private Algorithm 2 runs.
+    ``public`` lists the columns declared public knowledge. The partially
+    private Algorithm 2 runs only when the spec also declares the label public
+    (``label: public: true``); see :func:`dpcli.algorithms.brc.resolve_mode`.
     """
 
     epsilon: float
@@ -149,7 +150,6 @@ class TrainBRCSection:
     c2: float | None = None
     columns: tuple[str, ...] = ()
     public: tuple[str, ...] = ()
-    label_private: bool = False
 
     def config_values(self) -> dict[str, Any]:
         """The section's BRCConfig fields that were set (``rounds: auto`` is resolved from n)."""
@@ -489,7 +489,12 @@ def _boost_constant(raw: Any, where: Where) -> float:
 
 
 def _parse_train_brc(raw: Any, where: Where, schema: Schema) -> TrainBRCSection:
-    keys = {"epsilon", "rounds", "c1", "c2", "columns", "public", "label_private"}
+    keys = {"epsilon", "rounds", "c1", "c2", "columns", "public"}
+    if isinstance(raw, Mapping) and "label_private" in raw:
+        # a weaker guarantee must be declared where it is a fact about the data, in one place
+        raise (where / "label_private").error(
+            "is no longer read: the label is private unless the spec's label section says "
+            "'public: true' (write 'public: false' there to keep it private)")
     raw = checks.mapping(raw, where, allowed=keys, required={"epsilon"})
     out: dict[str, Any] = {"epsilon": checks.epsilon(raw["epsilon"], where / "epsilon")}
     if "rounds" in raw:
@@ -504,10 +509,6 @@ def _parse_train_brc(raw: Any, where: Where, schema: Schema) -> TrainBRCSection:
         outside = [c for c in out["public"] if out.get("columns") and c not in out["columns"]]
         if outside:
             raise (where / "public").error(f"{outside[0]!r} is not one of the section's columns")
-    if "label_private" in raw:
-        if not isinstance(raw["label_private"], bool):
-            raise (where / "label_private").error("must be true or false")
-        out["label_private"] = raw["label_private"]
     return TrainBRCSection(**out)
 
 

@@ -188,23 +188,27 @@ def plan(total: Budget, config: BRCConfig, n: int) -> Plan:
 
 
 def resolve_mode(columns: Sequence[str], public: Sequence[str],
-                 label_private: bool) -> tuple[str, tuple[str, ...]]:
+                 label_public: bool) -> tuple[str, tuple[str, ...]]:
     """``partial`` with the public columns among ``columns``, or ``private`` with none.
 
-    Algorithm 2 needs a public label: with ``label_private`` (or no public
-    column) every feature and the label are treated as private (Algorithm 3).
+    Algorithm 2 needs a public label (Shen et al., section 2): only when the spec
+    declares it (``label_public``) does it run. Otherwise every feature and the
+    label are private (Algorithm 3, replace-one) and the declared public columns
+    are used as ordinary, protected features.
     """
     chosen = tuple(c for c in columns if c in set(public))
-    if label_private or not chosen:
+    if not label_public or not chosen:
         return "private", ()
     return "partial", chosen
 
 
 def relation(mode: str, public: Sequence[str]) -> str:
     """The neighbouring relation a run's ε holds under, as the ledger and outputs state it."""
+    from dpcli import relation as rel
+
     if mode == "private":
         return NEIGHBOURING_RELATION
-    return f"replace-one on private features; public, not protected: label, {', '.join(public)}"
+    return rel.partial(public)
 
 
 # ------------------------------------------------------------------ inputs

@@ -31,6 +31,15 @@ def show_plan(ui: UI, spec: Spec, plan: Plan, neighbouring: str | None = None) -
     ui.show(table)
     ui.say(f"calibration: each step's sensitivity under {relation} and the noise it sets "
            f"(for Laplace, scale = Δ / ε of the step); total {plan.total}")
+    show_relation(ui, relation)
+
+
+def show_relation(ui: UI, relation: str) -> None:
+    """The guarantee in words, before anything is charged: neighbours, protected, public."""
+    from dpcli.relation import lines
+
+    for line in lines(relation):
+        ui.say(line, markup=False)
 
 
 def _numbered_runs(plan: Plan) -> list[tuple[str, Any]]:
@@ -62,15 +71,21 @@ def _numbered_runs(plan: Plan) -> list[tuple[str, Any]]:
     return rows
 
 
-def dry_run_exit(ui: UI, spec: Spec, plan: Plan,
-                 extra: dict[str, Any] | None = None) -> None:
+def dry_run_exit(ui: UI, spec: Spec, plan: Plan, extra: dict[str, Any] | None = None,
+                 neighbouring: str | None = None) -> None:
     """Report what the run would spend and whether it fits; exit 0 if it does, 3 if not."""
+    from dpcli import NEIGHBOURING_RELATION
+    from dpcli.relation import describe
     from dpcli.run import open_ledger
 
     summary = open_ledger(spec).summary()
     fits = plan.total.fits_in(summary.remaining)
+    relation = neighbouring or NEIGHBOURING_RELATION
+    neighbours, protected, public = describe(relation)
     if ui.json:
         ui.emit_json({"dry_run": True, "dataset": spec.dataset, "planned": plan.total.to_json(),
+                      "neighbouring": relation, "relation": {
+                          "neighbours": neighbours, "protected": protected, "public": public},
                       "breakdown": plan.to_json(), "remaining": summary.remaining.to_json(),
                       "fits": fits, **(extra or {})})
     verdict = "fits" if fits else "does NOT fit"
@@ -112,24 +127,27 @@ def resolve_section(spec: Spec, name: str, default: type, epsilon: float | None,
     return override(base, epsilon=epsilon, columns=cols, **overrides)
 
 
-def noise_generator(ui: UI, spec: Spec, seed: int | None) -> Any:
+def noise_generator(ui: UI, spec: Spec, seed: int | None, *, command: str,
+                    arguments: dict[str, Any], data: Any) -> Any:
     """The run's generator: OS entropy, or a seeded one with a warning that survives --quiet.
 
-    A seeded stream is keyed with the ledger's secret key (HMAC of the seed),
-    so the same seed reproduces a run for the custodian who holds the key,
-    while someone who merely guesses a small seed cannot regenerate the noise
-    and subtract it. The seed is never written to the ledger or the outputs.
+    A seeded stream (:func:`dpcli.seeding.seeded_stream`) is keyed with the ledger's
+    secret key, so someone who merely guesses a small seed cannot regenerate the
+    noise, and derived from the command, its ``arguments`` (as recorded in the
+    ledger), the spec's digest and the input's keyed fingerprint, so the same seed
+    reproduces a run on the same data and gives independent noise anywhere else.
+    A seeded run reads the input once more for its fingerprint (tests and
+    benchmarks only). The seed is never written to the ledger or the outputs.
     """
-    import hashlib
-    import hmac
-
-    from dpcli.ledger import key_path
+    from dpcli.ledger import input_digest, key_path
     from dpcli.mechanisms import make_rng
+    from dpcli.seeding import seeded_stream
 
     if seed is None:
         return make_rng(None)
     ui.warn("--seed makes this run's noise reproducible by whoever holds the seed and the "
-            "ledger key. Use it for tests and benchmarks only; the run is marked 'seeded'.")
+            "ledger key, on this input with these parameters only. Use it for tests and "
+            "benchmarks only; the run is marked 'seeded'.")
     try:
         key = key_path(spec.ledger_path).read_bytes().strip()
     except OSError:
@@ -137,8 +155,9 @@ def noise_generator(ui: UI, spec: Spec, seed: int | None) -> Any:
 
         raise LedgerError(f"{key_path(spec.ledger_path)}: the ledger key is needed for a "
                           "seeded run; run `dpcli ledger init` first") from None
-    digest = hmac.new(key, f"dpcli-seed:{seed}".encode(), hashlib.sha256).digest()
-    return make_rng(int.from_bytes(digest, "big"))
+    return make_rng(seeded_stream(key, seed, command=command, arguments=arguments,
+                                  spec_digest=spec.digest,
+                                  input_fingerprint=input_digest(spec.ledger_path, data)))
 
 
 def preflight(ui: UI, spec: Spec, plan: Plan | Callable[[int], Plan], data: Any, columns: Any,
@@ -170,7 +189,7 @@ def preflight(ui: UI, spec: Spec, plan: Plan | Callable[[int], Plan], data: Any,
         plan = plan(n)
     show_plan(ui, spec, plan, neighbouring)
     if dry_run:
-        dry_run_exit(ui, spec, plan)
+        dry_run_exit(ui, spec, plan, neighbouring=neighbouring)
     return source, plan
 
 

@@ -63,10 +63,12 @@ def train_brc(
     numeric public column keeps one sum per distinct value).
 
     Columns listed under the spec's 'train-brc: public:' are public
-    knowledge, and so is the label: a weighted decision stump on them competes
-    each round at no privacy cost (Algorithm 2), and ε protects the private
-    features only. With no public column, or 'label_private: true', every
-    feature and the label are private (Algorithm 3, replace-one).
+    knowledge. If the spec also declares the label public ('label: public:
+    true'), a weighted decision stump on the public columns competes each round
+    at no privacy cost (Algorithm 2), and ε protects the private features only.
+    With 'label: public: false', or no public column, every feature and the
+    label are private (Algorithm 3, replace-one). Public columns with nothing
+    said about the label are refused before any charge.
 
     Example:
 
@@ -86,7 +88,7 @@ def train_brc(
         resolve_section,
     )
     from dpcli.data.prefetch import prefetch
-    from dpcli.errors import UsageError
+    from dpcli.errors import SpecError, UsageError
     from dpcli.io import Outputs
     from dpcli.mechanisms import Plan
     from dpcli.run import charged
@@ -107,15 +109,20 @@ def train_brc(
             if not inputs.usable(s.schema.column(c)):
                 raise UsageError(f"{where}: {c!r} is a {s.schema.column(c).kind} column; brc "
                                  "reads numeric, categorical and binary columns")
-    mode, public = brc.resolve_mode(chosen, section.public, section.label_private)
+    declared = tuple(c for c in chosen if c in set(section.public))
+    if declared and s.schema.label.public is None:
+        raise SpecError(label_undeclared(s.path, declared, s.schema.label.column))
+    mode, public = brc.resolve_mode(chosen, section.public, bool(s.schema.label.public))
     if mode == "partial" and len(public) == len(chosen):
         raise UsageError(f"train-brc: every chosen column is declared public in {s.path}; "
                          "brc needs at least one private feature to spend ε on")
     if section.public and mode == "private":
-        why = ("label_private: true" if section.label_private
+        why = ("the label is declared private (label: public: false)" if declared
                else "none of the public columns is among the chosen ones")
-        ui.say(f"note: {why}: every feature and the label are treated as private "
-               "(Algorithm 3)", markup=False)
+        ui.say(f"note: {why}: running Algorithm 3 (all private); the columns listed under "
+               "train-brc.public are used as ordinary, protected features", markup=False)
+    ui.say("algorithm: " + ("Algorithm 2 (partially private: public label and columns)"
+                            if mode == "partial" else "Algorithm 3 (all private)"), markup=False)
     neighbouring = brc.relation(mode, public)
     total = Budget(section.epsilon)
     base = brc.BRCConfig(**{k: v for k, v in section.config_values().items()
@@ -142,12 +149,13 @@ def train_brc(
     assert out is not None
     config, n = configs[-1], sizes[-1]
     outputs = Outputs()
-    rng = noise_generator(ui, s, seed)
     arguments = {"data": str(data.resolve()), "out": str(out.resolve()), "columns": list(chosen),
                  "public": list(public), "mode": mode, "epsilon": section.epsilon,
                  "rounds": config.rounds, "c1": config.c1, "c2": config.c2}
     positive = s.schema.label.positive_index
     positive = 1 if positive is None else positive
+    rng = noise_generator(ui, s, seed, command="train-brc", arguments=arguments,
+                          data=data)
     with charged(s, plan, command="train-brc", arguments=arguments, input_path=data,
                  seeded=seed is not None, neighbouring=neighbouring) as charge, outputs:
         # One pass over the file per round and one for the calibration, a batch at a time
@@ -205,3 +213,19 @@ def _constant(name: str, value: float | None) -> float | None:
     if value is not None and not 1 <= value <= MAX_C:
         raise UsageError(f"{name} must be a number in [1, {MAX_C:g}], got {value}")
     return value
+
+
+def label_undeclared(spec: Path, public: tuple[str, ...], label: str) -> str:
+    """The refusal for public columns without a word about the label: both ways to write it."""
+    return (
+        f"{spec}: train-brc.public declares {', '.join(public)} public, but the spec says "
+        f"nothing about the label {label!r}. The partially private algorithm (Algorithm 2) "
+        "also treats the label as public knowledge, not protected, so it runs only when the "
+        "spec says so. Add one line to the spec's 'label:' section:\n"
+        "  label:\n"
+        "    public: true    # the label is public knowledge: Algorithm 2, ε protects the "
+        "private features only\n"
+        "or\n"
+        "  label:\n"
+        "    public: false   # the label is private: Algorithm 3, every column and the label "
+        "protected (the public columns become ordinary features)")

@@ -125,6 +125,10 @@ class Label:
     column: str
     classes: tuple[str, ...]
     positive: str | None = None
+    # Whether the spec declares the label public knowledge (``label: public: true``), says
+    # it is private (``false``), or says nothing (None: private). Only a command that can use
+    # a public label (train-brc's Algorithm 2) reads it; every other command protects it.
+    public: bool | None = field(default=None, compare=False)
 
     @property
     def positive_index(self) -> int | None:
@@ -167,7 +171,7 @@ _COLUMN_KEYS = {
 
 
 def parse_label(raw: Any, where: Where) -> Label:
-    raw = checks.mapping(raw, where, allowed={"column", "classes", "positive"},
+    raw = checks.mapping(raw, where, allowed={"column", "classes", "positive", "public"},
                          required={"column", "classes"})
     column = checks.string(raw["column"], where / "column")
     classes = checks.scalar_list(raw["classes"], where / "classes", min_len=2)
@@ -179,7 +183,13 @@ def parse_label(raw: Any, where: Where) -> Label:
                 f"{positive!r} is not one of the declared classes {list(classes)}")
     elif len(classes) == 2:
         positive = classes[1]
-    return Label(column=column, classes=classes, positive=positive)
+    public = None
+    if "public" in raw:
+        if not isinstance(raw["public"], bool):
+            raise (where / "public").error(
+                "must be true (the label is public knowledge and not protected) or false")
+        public = raw["public"]
+    return Label(column=column, classes=classes, positive=positive, public=public)
 
 
 def parse_schema(raw: Any, where: Where, label: Label) -> Schema:

@@ -251,9 +251,10 @@ def test_config_refuses_what_breaks_the_bound(bad: dict) -> None:
 
 
 def test_modes() -> None:
-    assert brc.resolve_mode(COLUMNS, PUBLIC, False) == ("partial", PUBLIC)
-    assert brc.resolve_mode(COLUMNS, PUBLIC, True) == ("private", ())
-    assert brc.resolve_mode(("age",), PUBLIC, False) == ("private", ())
+    # the third argument: whether the spec declares the label public
+    assert brc.resolve_mode(COLUMNS, PUBLIC, True) == ("partial", PUBLIC)
+    assert brc.resolve_mode(COLUMNS, PUBLIC, False) == ("private", ())
+    assert brc.resolve_mode(("age",), PUBLIC, True) == ("private", ())
     assert brc.relation("private", ()) == "replace-one"
     assert "member" in brc.relation("partial", ("member",))
 

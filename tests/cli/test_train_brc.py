@@ -35,13 +35,18 @@ CALIBRATION_SHARE = Fraction(1, 10)  # of ε, the final calibration step
 
 
 def _brc_spec(project: Project, section: dict | None = None, *,
-              classes: list | None = None) -> Path:
-    """The toy spec with a train-brc section (partial mode, member public, T = 5 by default)."""
+              classes: list | None = None, label_public: bool | None = True) -> Path:
+    """The toy spec with a train-brc section (partial mode, member public, T = 5 by default).
+
+    ``label_public`` is written as the label's ``public:`` declaration (None: not written).
+    """
     def mutate(spec: dict) -> None:
         spec["train-brc"] = ({"epsilon": 0.5, "public": ["member"], "rounds": 5}
                              if section is None else section)
         if classes is not None:
             spec["label"]["classes"] = classes
+        if label_public is not None:
+            spec["label"]["public"] = label_public
     return project.write_spec(mutate)
 
 
@@ -232,7 +237,8 @@ def test_without_public_columns_every_round_is_private(project: Project, cli) ->
     _brc_spec(project, {"epsilon": 0.4, "rounds": 4})
     r = _train(cli, project)
     assert r.exit_code == 0, r.stderr
-    assert "Algorithm 3" not in r.stderr  # nothing was declared public: no note
+    assert "note:" not in r.stderr  # nothing was declared public: no note
+    assert "algorithm: Algorithm 3 (all private)" in r.stderr  # the run says what it ran
     env = project.envelope()
     assert env["neighbouring"] == "replace-one"
     p = env["payload"]
@@ -248,12 +254,11 @@ def test_without_public_columns_every_round_is_private(project: Project, cli) ->
     _check_calibration(p)
 
 
-def test_label_private_treats_the_public_columns_as_private(project: Project, cli) -> None:
-    _brc_spec(project, {"epsilon": 0.3, "public": ["member"], "label_private": True,
-                        "rounds": 3})
+def test_private_label_treats_the_public_columns_as_private(project: Project, cli) -> None:
+    _brc_spec(project, {"epsilon": 0.3, "public": ["member"], "rounds": 3}, label_public=False)
     r = _train(cli, project)
     assert r.exit_code == 0, r.stderr
-    assert "label_private: true" in r.stderr and "Algorithm 3" in r.stderr
+    assert "label: public: false" in r.stderr and "Algorithm 3" in r.stderr
     env = project.envelope()
     assert env["neighbouring"] == "replace-one"
     p = env["payload"]
@@ -431,7 +436,8 @@ def test_bad_options_exit_2_and_charge_nothing(project: Project, cli, args: list
     ({"epsilon": 0.5, "public": ["words"]}, "train-brc.public"),
     ({"epsilon": 0.5, "public": ["age"], "columns": ["color", "member"]}, "train-brc.public"),
     ({"epsilon": 0.5, "columns": ["age", "height"]}, "train-brc.columns"),
-    ({"epsilon": 0.5, "label_private": "yes"}, "train-brc.label_private"),
+    ({"epsilon": 0.5, "label_private": True}, "train-brc.label_private"),
+    ({"epsilon": 0.5, "label_private": False}, "train-brc.label_private"),
     ({"epsilon": 0.5, "trees": 3}, "train-brc.trees"),
     ({"epsilon": 0, "rounds": 3}, "train-brc.epsilon"),
     ({"rounds": 3}, "train-brc.epsilon"),
@@ -583,8 +589,6 @@ def test_the_file_is_read_once_per_round_and_the_model_is_the_in_memory_one(
     """T + 1 passes over the file (T rounds, then the calibration), each in batches (37
     records here); the released model is the one brc.fit gives with every record in memory
     and the same seeded generator, bit for bit."""
-    from dpcli.cli.spend import noise_generator
-    from dpcli.cli.ui import UI
     from dpcli.data import DataSource
     from dpcli.data.encode import EncodedBatch
     from dpcli.mechanisms import make_rng
@@ -613,7 +617,7 @@ def test_the_file_is_read_once_per_round_and_the_model_is_the_in_memory_one(
     rows = brc.training_set(DataSource(project.data, spec.schema).batches(
         DEFAULT_COLUMNS, rng=make_rng(0)), spec.schema, DEFAULT_COLUMNS, public, positive=1)
     config = brc.BRCConfig(rounds=6)
-    rounds, calibration, _ = brc.fit(rows, config, 0.5, noise_generator(UI(quiet=True), spec, 6))
+    rounds, calibration, _ = brc.fit(rows, config, 0.5, project.seeded_rng(6))
     model = brc.BRCModel(spec.schema, tuple(DEFAULT_COLUMNS), payload["mode"], public, rounds,
                          config, N, 0.5, calibration)
     expected = json.loads(json.dumps(model.to_payload()))
@@ -621,3 +625,26 @@ def test_the_file_is_read_once_per_round_and_the_model_is_the_in_memory_one(
     assert payload["calibration"] == expected["calibration"]
     if public:
         assert {rnd["kind"] for rnd in payload["ensemble"]} == {"public", "private"}
+
+
+@pytest.mark.parametrize("public_label", [None, False, True])
+def test_public_columns_need_the_label_declared(project: Project, cli,
+                                                 public_label: bool | None) -> None:
+    """Public columns with nothing said about the label: refused before the charge, showing
+    both declarations; either declaration runs, and only 'true' makes the label public."""
+    _brc_spec(project, {"epsilon": 0.3, "public": ["member"], "rounds": 3},
+              label_public=public_label)
+    r = _train(cli, project)
+    if public_label is None:
+        assert r.exit_code == 2
+        assert "says nothing about the label" in r.stderr
+        assert "public: true" in r.stderr and "public: false" in r.stderr
+        assert project.reserves() == [] and not (project.root / "m.json").exists()
+        return
+    assert r.exit_code == 0, r.stderr
+    env = project.envelope()
+    assert env["payload"]["label_public"] is public_label
+    if public_label:
+        assert "Algorithm 2" in r.stderr and "label" in env["neighbouring"]
+    else:
+        assert "Algorithm 3" in r.stderr and env["neighbouring"] == "replace-one"

@@ -103,11 +103,12 @@ def evaluate(
                              [] if out is None else [out], dry_run, total=total,
                              require_out=False)
     outputs = Outputs()
-    rng = noise_generator(ui, si.spec, seed)
     arguments = {"data": str(data.resolve()), **si.source_note,
                  "epsilon": section.epsilon,
                  **({"cutoff": threshold} if threshold is not None else {}),
                  **({"out": str(out.resolve())} if out is not None else {})}
+    rng = noise_generator(ui, si.spec, seed, command="evaluate", arguments=arguments,
+                          data=data)
     with charged(si.spec, plan, command="evaluate", arguments=arguments, input_path=data,
                  seeded=seed is not None) as charge, outputs:
         confusion = ev.ConfusionPass(len(si.classes))  # K² counts, whatever the rows

@@ -117,13 +117,14 @@ def publish_grid(
     assert out is not None and grid_file is not None and cells_file is not None
     d = designs[-1]
     outputs = Outputs()
-    rng = noise_generator(ui, s, seed)
     arguments = {"data": location_text(location), "engine": engine,
                  "out": str(out.resolve()), "columns": chosen,
                  "epsilon": section.epsilon, "max_pool": d.max_pool}
     positive = s.schema.label.positive_index
     positive = 1 if positive is None else positive
     request = StatsRequest(joint=tuple(hierarchies))
+    rng = noise_generator(ui, s, seed, command="publish-grid", arguments=arguments,
+                          data=location)
     with charged(s, plan, command="publish-grid", arguments=arguments, input_path=location,
                  seeded=seed is not None) as charge, outputs:
         stats = compute_stats(ui, source, request, rng)

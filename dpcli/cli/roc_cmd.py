@@ -133,11 +133,12 @@ def roc(
                              total=total)
     assert out is not None  # preflight ended a run without --out
     outputs = Outputs()
-    rng = noise_generator(ui, si.spec, seed)
     arguments = {"data": str(data.resolve()), "out": str(out.resolve()),
                  **si.source_note, "epsilon": section.epsilon,
                  "thresholds": config.thresholds, "counts": config.counts,
                  "compare_true": compare_true}
+    rng = noise_generator(ui, si.spec, seed, command="roc", arguments=arguments,
+                          data=data)
     with charged(si.spec, plan, command="roc", arguments=arguments, input_path=data,
                  seeded=seed is not None) as charge, outputs:
         # one pass folds every batch into counts (memory bounded by the bins, not the rows)

@@ -112,11 +112,12 @@ def select_features(
     assert out is not None  # preflight ended a run without --out
     outputs = Outputs()
 
-    rng = noise_generator(ui, s, seed)
     arguments = {"data": location_text(location), "engine": engine,
                  "out": str(out.resolve()), "columns": list(chosen),
                  "score": config.score, "method": config.method, "epsilon": section.epsilon,
                  **config.parameters()}
+    rng = noise_generator(ui, s, seed, command="select-features", arguments=arguments,
+                          data=location)
     with charged(s, plan, command="select-features", arguments=arguments, input_path=location,
                  seeded=seed is not None) as charge, outputs:
         stats = compute_stats(ui, source, request, rng)

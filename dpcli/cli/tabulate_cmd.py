@@ -92,10 +92,11 @@ def tabulate(
     assert out is not None and meta is not None  # preflight ended a run without --out
     outputs = Outputs()
 
-    rng = noise_generator(ui, s, seed)
     arguments = {"data": location_text(location), "engine": engine,
                  "out": str(out.resolve()), "columns": list(chosen),
                  "bins": section.bins, "epsilon": section.epsilon}
+    rng = noise_generator(ui, s, seed, command="tabulate", arguments=arguments,
+                          data=location)
     with charged(s, plan, command="tabulate", arguments=arguments, input_path=location,
                  seeded=seed is not None) as charge, outputs:
         stats = compute_stats(ui, source, request, rng, "counting")

@@ -125,13 +125,14 @@ def train_nb(
     assert out is not None  # preflight ended a run without --out
     outputs = Outputs()
 
-    rng = noise_generator(ui, s, seed)
     arguments = {"data": location_text(location), "engine": engine,
                  "out": str(out.resolve()), "columns": list(chosen),
                  "method": config.method, "epsilon": section.epsilon, "trim": config.trim,
                  "r": section.r}
     if features is not None:
         arguments["features"] = str(features.resolve())
+    rng = noise_generator(ui, s, seed, command="train-nb", arguments=arguments,
+                          data=location)
     with charged(s, plan, command="train-nb", arguments=arguments, input_path=location,
                  seeded=seed is not None) as charge, outputs:
         stats = compute_stats(ui, source, request, rng)

@@ -182,7 +182,6 @@ def validate(
     assert out is not None
     n, m = sizes["n"], sizes["m"]
     outputs = Outputs()
-    rng = noise_generator(ui, s, seed)
     arguments = {"data": str(data.resolve()), "out": str(out.resolve()), "columns": list(chosen),
                  "method": config.method, "score": config.score, "trainer": config.trainer,
                  "grid": list(config.grid), "epsilon": section.epsilon, "delta": config.run_delta,
@@ -196,6 +195,8 @@ def validate(
                          validation_digest=input_digest(s.ledger_path, validation))
     positive = s.schema.label.positive_index
     positive = 1 if positive is None else positive
+    rng = noise_generator(ui, s, seed, command="validate", arguments=arguments,
+                          data=data)
     with charged(s, plan, command="validate", arguments=arguments, input_path=data,
                  seeded=seed is not None) as charge, outputs:
         with ui.progress("reading", source.num_rows_hint()) as advance:

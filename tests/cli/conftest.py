@@ -50,6 +50,19 @@ class Project:
 
         return [e for e in read_entries(self.ledger) if e["kind"] == "reserve"]
 
+    def seeded_rng(self, seed: int, run: int = -1):
+        """The generator a seeded run drew its noise from, rebuilt from its reserve entry
+        (command, arguments, spec digest, input fingerprint) and the ledger key."""
+        from dpcli.ledger import key_path
+        from dpcli.mechanisms import make_rng
+        from dpcli.seeding import seeded_stream
+
+        e = self.reserves()[run]
+        key = key_path(self.ledger).read_bytes().strip()
+        return make_rng(seeded_stream(key, seed, command=e["command"], arguments=e["arguments"],
+                                      spec_digest=e["spec_digest"],
+                                      input_fingerprint=e["input_digest"]))
+
 
 @dataclass
 class Result:

@@ -49,12 +49,16 @@ def test_release_writes_table_record_and_ledger(project: Project, cli) -> None:
     assert any(p.endswith("counts.csv") for p in outputs)
 
 
-def test_seed_reproduces_and_csv_matches_parquet(project: Project, cli) -> None:
+def test_seed_reproduces_on_the_same_file_only(project: Project, cli) -> None:
+    """The same seed on the same file reproduces the release; on another file (the same
+    records as CSV: other bytes, other fingerprint) it draws independent noise."""
     assert _run(cli, project, "--seed", 3, out="a.csv").exit_code == 0
+    assert _run(cli, project, "--seed", 3, out="a2.csv").exit_code == 0
     assert _run(cli, project, "--seed", 3, out="b.csv", data=project.csv).exit_code == 0
-    a = pd.read_csv(project.root / "a.csv")
-    b = pd.read_csv(project.root / "b.csv")
-    pd.testing.assert_frame_equal(a, b)
+    a, a2, b = (pd.read_csv(project.root / f) for f in ("a.csv", "a2.csv", "b.csv"))
+    pd.testing.assert_frame_equal(a, a2)
+    # 32 noisy counts at scale ~27 on the same true counts: identical w.p. < 1e-30
+    assert not a["count"].equals(b["count"])
 
 
 def test_unseeded_runs_differ_and_are_marked(project: Project, cli) -> None:

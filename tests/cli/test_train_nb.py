@@ -279,8 +279,6 @@ def test_smooth_run_releases_what_keeping_every_value_would(project: Project, cl
 
     from dpcli.algorithms import naive_bayes as nb
     from dpcli.budget import Budget
-    from dpcli.cli.spend import noise_generator
-    from dpcli.cli.ui import UI
     from dpcli.data import DataSource
     from dpcli.spec import load_spec
     from dpcli.stats import LocalEngine
@@ -293,7 +291,7 @@ def test_smooth_run_releases_what_keeping_every_value_would(project: Project, cl
     payload = project.envelope()["payload"]
 
     spec = load_spec(project.spec)
-    rng = noise_generator(UI(quiet=True), spec, 9)
+    rng = project.seeded_rng(9)
     config, columns = nb.NBConfig(method="smooth"), ("age", "color")
     stats = LocalEngine().compute(DataSource(data, spec.schema),
                                   nb.request(spec.schema, columns, config), rng=rng)

@@ -6,11 +6,39 @@ unexpected. Messages name the file, column or key, never a private value.
 
 from __future__ import annotations
 
+import re
+
+# A private figure inside a message (a data row's number) is wrapped in these two
+# control characters: shown with --report, withheld otherwise (see docs on stderr).
+_OPEN, _CLOSE = "\x02", "\x03"
+_MARKED = re.compile(f"{_OPEN}(.*?){_CLOSE}", re.S)
+WITHHELD = " (where: withheld; rerun with --report to see the data row)"
+
+
+def private(text: str) -> str:
+    """Mark ``text`` (e.g. "in data row 50") as an exact private figure of a message.
+
+    It is part of the message for the custodian who asks (``--report``) and for
+    Python callers (``str(error)``); without ``--report`` the CLI leaves it out.
+    """
+    return f"{_OPEN}{text}{_CLOSE}"
+
 
 class DpcliError(Exception):
     """Base class for errors a user can act on."""
 
     exit_code = 1
+
+    def __init__(self, message: str = "", *args: object) -> None:
+        self.marked = message
+        super().__init__(_MARKED.sub(r"\1", message), *args)
+
+    def redacted(self) -> str:
+        """The message without its private figures (what stderr says without --report)."""
+        if not _MARKED.search(self.marked):
+            return self.marked
+        text = re.sub(r" {2,}", " ", _MARKED.sub("", self.marked)).replace(" ;", ";")
+        return text.rstrip() + WITHHELD
 
 
 class SpecError(DpcliError):

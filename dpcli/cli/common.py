@@ -29,6 +29,10 @@ JsonOpt = Annotated[bool, typer.Option(
     "--json", help="Print a machine-readable summary on stdout.")]
 QuietOpt = Annotated[bool, typer.Option(
     "--quiet", "-q", help="No talk on stderr, only errors.")]
+ReportOpt = Annotated[bool, typer.Option(
+    "--report", help="Also print the custodian's data report on stderr: exact private figures "
+    "(rows read, values clamped, mapped, imputed or dropped; the data row of a bad value). "
+    "Off by default so that logs and cron mail hold only released or data-independent text.")]
 VerboseOpt = Annotated[bool, typer.Option(
     "--verbose", "-v", help="Tracebacks for unexpected errors.")]
 ProgressOpt = Annotated[bool, typer.Option(
@@ -55,13 +59,15 @@ def handle_errors(fn: F) -> F:
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        ui = UI(quiet=bool(kwargs.get("quiet")), verbose=bool(kwargs.get("verbose")))
+        ui = UI(quiet=bool(kwargs.get("quiet")), verbose=bool(kwargs.get("verbose")),
+                report=bool(kwargs.get("report")))
         try:
             return fn(*args, **kwargs)
         except typer.Exit:
             raise
         except DpcliError as exc:
-            ui.error(str(exc))
+            # a bad value's data row is a private figure: shown only to a custodian who asks
+            ui.error(str(exc) if ui.report else exc.redacted())
             raise typer.Exit(exc.exit_code) from None
         except KeyboardInterrupt:
             ui.error("interrupted")

@@ -14,6 +14,7 @@ from dpcli.cli.common import (
     JsonOpt,
     ProgressOpt,
     QuietOpt,
+    ReportOpt,
     SeedOpt,
     SpecOpt,
     VerboseOpt,
@@ -44,6 +45,7 @@ def evaluate(
     json: JsonOpt = False,
     quiet: QuietOpt = False,
     progress: ProgressOpt = False,
+    report: ReportOpt = False,
     verbose: VerboseOpt = False,
 ) -> None:
     """Evaluate a classifier privately: noisy confusion matrix, accuracy, precision, recall.
@@ -74,7 +76,7 @@ def evaluate(
     from dpcli.run import charged
     from dpcli.spec import EvaluateSection, load_spec
 
-    ui = UI(quiet=quiet, json=json, force_progress=progress)
+    ui = UI(quiet=quiet, json=json, force_progress=progress, report=report)
     s = load_spec(spec)
     section = resolve_section(s, "evaluate", EvaluateSection, epsilon, cutoff=cutoff,
                               score_column=score_column, score_range=parse_range(score_range))

@@ -12,6 +12,7 @@ from dpcli.cli.common import (
     JsonOpt,
     ProgressOpt,
     QuietOpt,
+    ReportOpt,
     VerboseOpt,
     handle_errors,
 )
@@ -28,6 +29,7 @@ def predict(
     json: JsonOpt = False,
     quiet: QuietOpt = False,
     progress: ProgressOpt = False,
+    report: ReportOpt = False,
     verbose: VerboseOpt = False,
 ) -> None:
     """Predict with a dpcli model; spends no budget.
@@ -45,7 +47,7 @@ def predict(
     from dpcli.mechanisms import make_rng
     from dpcli.predict import load_model, write_predictions
 
-    ui = UI(quiet=quiet, json=json, force_progress=progress)
+    ui = UI(quiet=quiet, json=json, force_progress=progress, report=report)
     m, env = load_model(model)
     outputs = Outputs()
     outputs.check_writable(out)

@@ -14,6 +14,7 @@ from dpcli.cli.common import (
     JsonOpt,
     ProgressOpt,
     QuietOpt,
+    ReportOpt,
     SeedOpt,
     SourceArg,
     SpecOpt,
@@ -43,6 +44,7 @@ def publish_grid(
     quiet: QuietOpt = False,
     progress: ProgressOpt = False,
     engine: EngineOpt = "local",
+    report: ReportOpt = False,
     verbose: VerboseOpt = False,
 ) -> None:
     """Publish a private grid synopsis (PrivPfC): noisy class counts over a chosen grid.
@@ -83,7 +85,7 @@ def publish_grid(
     from dpcli.spec import PublishGridSection, load_spec
     from dpcli.stats import StatsRequest
 
-    ui = UI(quiet=quiet, json=json, force_progress=progress)
+    ui = UI(quiet=quiet, json=json, force_progress=progress, report=report)
     location = parse_location(data)
     s = load_spec(spec)
     section = resolve_section(s, "publish-grid", PublishGridSection, epsilon, columns,

@@ -15,6 +15,7 @@ from dpcli.cli.common import (
     JsonOpt,
     ProgressOpt,
     QuietOpt,
+    ReportOpt,
     SeedOpt,
     SpecOpt,
     VerboseOpt,
@@ -70,6 +71,7 @@ def roc(
     json: JsonOpt = False,
     quiet: QuietOpt = False,
     progress: ProgressOpt = False,
+    report: ReportOpt = False,
     verbose: VerboseOpt = False,
 ) -> None:
     """Draw a differentially private ROC curve and its AUC on a private test set.
@@ -104,7 +106,7 @@ def roc(
     from dpcli.run import charged
     from dpcli.spec import RocSection, load_spec
 
-    ui = UI(quiet=quiet, json=json, force_progress=progress)
+    ui = UI(quiet=quiet, json=json, force_progress=progress, report=report)
     s = load_spec(spec)
     section = resolve_section(s, "roc", RocSection, epsilon, thresholds=thresholds, k=k,
                               alpha=alpha, counts=counts, score_column=score_column,

@@ -15,6 +15,7 @@ from dpcli.cli.common import (
     JsonOpt,
     ProgressOpt,
     QuietOpt,
+    ReportOpt,
     SeedOpt,
     SourceArg,
     SpecOpt,
@@ -58,6 +59,7 @@ def select_features(
     quiet: QuietOpt = False,
     progress: ProgressOpt = False,
     engine: EngineOpt = "local",
+    report: ReportOpt = False,
     verbose: VerboseOpt = False,
 ) -> None:
     """Select features privately: score each one against the label, then pick.
@@ -91,7 +93,7 @@ def select_features(
     from dpcli.run import charged
     from dpcli.spec import SelectFeaturesSection, load_spec
 
-    ui = UI(quiet=quiet, json=json, force_progress=progress)
+    ui = UI(quiet=quiet, json=json, force_progress=progress, report=report)
     location = parse_location(data)
     s = load_spec(spec)
     section = resolve_section(s, "select-features", SelectFeaturesSection, epsilon, columns,

@@ -95,7 +95,10 @@ def dry_run_exit(ui: UI, spec: Spec, plan: Plan, extra: dict[str, Any] | None = 
 
 
 def report_data(ui: UI, report: Any) -> None:
-    """What the data layer clamped, mapped or imputed: for the custodian, on stderr only."""
+    """What the data layer clamped, mapped or imputed: for the custodian, on stderr, with
+    --report only (exact private figures must not reach logs and cron mail unasked)."""
+    if not ui.report:
+        return
     lines = report.lines()
     if lines:
         ui.say("data report (for the custodian; not part of any output):")

@@ -14,6 +14,7 @@ from dpcli.cli.common import (
     JsonOpt,
     ProgressOpt,
     QuietOpt,
+    ReportOpt,
     SeedOpt,
     SourceArg,
     SpecOpt,
@@ -43,6 +44,7 @@ def tabulate(
     quiet: QuietOpt = False,
     progress: ProgressOpt = False,
     engine: EngineOpt = "local",
+    report: ReportOpt = False,
     verbose: VerboseOpt = False,
 ) -> None:
     """Release noisy counts per class of declared columns (discrete Laplace).
@@ -73,7 +75,7 @@ def tabulate(
     from dpcli.run import charged
     from dpcli.spec import TabulateSection, load_spec
 
-    ui = UI(quiet=quiet, json=json, force_progress=progress)
+    ui = UI(quiet=quiet, json=json, force_progress=progress, report=report)
     location = parse_location(data)
     s = load_spec(spec)
     section = resolve_section(s, "tabulate", TabulateSection, epsilon, columns, bins=bins)

@@ -14,6 +14,7 @@ from dpcli.cli.common import (
     JsonOpt,
     ProgressOpt,
     QuietOpt,
+    ReportOpt,
     SeedOpt,
     SpecOpt,
     VerboseOpt,
@@ -44,6 +45,7 @@ def train_brc(
     json: JsonOpt = False,
     quiet: QuietOpt = False,
     progress: ProgressOpt = False,
+    report: ReportOpt = False,
     verbose: VerboseOpt = False,
 ) -> None:
     """Train a private boosted linear classifier (brc, Shen et al.).
@@ -94,7 +96,7 @@ def train_brc(
     from dpcli.run import charged
     from dpcli.spec import TrainBRCSection, load_spec
 
-    ui = UI(quiet=quiet, json=json, force_progress=progress)
+    ui = UI(quiet=quiet, json=json, force_progress=progress, report=report)
     s = load_spec(spec)
     overrides = {"rounds": _rounds(rounds), "c1": _constant("--c1", c1),
                  "c2": _constant("--c2", c2)}

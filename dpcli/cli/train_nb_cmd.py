@@ -14,6 +14,7 @@ from dpcli.cli.common import (
     JsonOpt,
     ProgressOpt,
     QuietOpt,
+    ReportOpt,
     SeedOpt,
     SourceArg,
     SpecOpt,
@@ -48,6 +49,7 @@ def train_nb(
     quiet: QuietOpt = False,
     progress: ProgressOpt = False,
     engine: EngineOpt = "local",
+    report: ReportOpt = False,
     verbose: VerboseOpt = False,
 ) -> None:
     """Train a differentially private naive Bayes classifier.
@@ -92,7 +94,7 @@ def train_nb(
     from dpcli.run import charged
     from dpcli.spec import TrainNBSection, load_spec
 
-    ui = UI(quiet=quiet, json=json, force_progress=progress)
+    ui = UI(quiet=quiet, json=json, force_progress=progress, report=report)
     location = parse_location(data)
     s = load_spec(spec)
     section = resolve_section(s, "train-nb", TrainNBSection, epsilon, columns, method=method,

@@ -28,6 +28,7 @@ class UI:
     json: bool = False
     verbose: bool = False
     force_progress: bool = False  # --progress: report progress even without a terminal
+    report: bool = False  # --report: the custodian's exact private figures on stderr too
 
     def __post_init__(self) -> None:
         # markup off: paths and messages may hold '[...]', which rich would eat or reject

@@ -14,6 +14,7 @@ from dpcli.cli.common import (
     JsonOpt,
     ProgressOpt,
     QuietOpt,
+    ReportOpt,
     SeedOpt,
     SpecOpt,
     VerboseOpt,
@@ -64,6 +65,7 @@ def validate(
     json: JsonOpt = False,
     quiet: QuietOpt = False,
     progress: ProgressOpt = False,
+    report: ReportOpt = False,
     verbose: VerboseOpt = False,
 ) -> None:
     """Choose logistic regression's regulariser λ privately, and release the tuned model.
@@ -107,7 +109,7 @@ def validate(
     from dpcli.spec import ValidateSection, load_spec
     from dpcli.spec import grid as parse_grid
 
-    ui = UI(quiet=quiet, json=json, force_progress=progress)
+    ui = UI(quiet=quiet, json=json, force_progress=progress, report=report)
     if learner == "histogram":
         raise UsageError(HISTOGRAM_NOTE)
     if learner not in tuning.LEARNERS:

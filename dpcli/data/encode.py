@@ -37,7 +37,7 @@ from dpcli.data.schema import (
     Schema,
     TokensColumn,
 )
-from dpcli.errors import DataError, UsageError
+from dpcli.errors import DataError, UsageError, private
 
 #: codes returned by :func:`lookup_codes` besides the index of a declared value
 NOT_DECLARED = -1
@@ -174,8 +174,8 @@ class RowPosition:
     def error(self, column: str, i: int, what: str, hint: str = "") -> DataError:
         prefix = f"{self.file}: " if self.file is not None else ""
         row = self.row_offset + i + 1
-        return DataError(f"{prefix}column '{column}': {what} in data row {row:,} "
-                         f"(header not counted){hint}")
+        return DataError(f"{prefix}column '{column}': {what} "
+                         + private(f"in data row {row:,} (header not counted)") + hint)
 
 
 _MISSING_HINT = " and its missing-value policy is 'error' (declare missing: impute to fill it)"

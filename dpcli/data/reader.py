@@ -69,7 +69,7 @@ from dpcli.data.schema import (
     Schema,
     TokensColumn,
 )
-from dpcli.errors import DataError, UsageError
+from dpcli.errors import DataError, UsageError, private
 
 CSV_SUFFIXES: dict[str, str] = {".csv": ",", ".csv.gz": ",", ".tsv": "\t", ".tsv.gz": "\t"}
 PARQUET_SUFFIXES: tuple[str, ...] = (".parquet", ".pq")
@@ -547,8 +547,8 @@ class DataSource:
         if bad_rows:
             number, expected, actual = bad_rows[0]
             at = ("" if number is None else
-                  f"row {number:,} of the file (counting the header as row 1, "
-                  f"i.e. data row {number - 1:,}) ")
+                  private(f"row {number:,} of the file (counting the header as row 1, "
+                          f"i.e. data row {number - 1:,}) "))
             return DataError(f"{path}: broken CSV: {at}has {actual} fields, "
                              f"expected {expected} as in the header")
         m = re.search(r"CSV column #(\d+)", message)
@@ -556,17 +556,18 @@ class DataSource:
         col = f"column '{name}'" if name else "a column"
         if "to double" in message and name:
             row = self._locate_unparseable(name)
-            at = f" in data row {row:,} (header not counted)" if row else ""
+            at = private(f" in data row {row:,} (header not counted)") if row else ""
             return DataError(f"{path}: {col}: a value is not a number{at}; the column is "
                              "declared numeric")
         if "UTF8" in message or "utf8" in message.lower():
-            after = f" (after data row {rows_done:,})" if rows_done else ""
+            after = private(f" (after data row {rows_done:,})") if rows_done else ""
             return DataError(f"{path}: {col} contains bytes that are not valid UTF-8 text{after}")
         if "Empty CSV file" in message:
             return DataError(f"{path}: file is empty (no header row)")
-        return DataError(f"{path}: not a valid CSV file under the declared schema, near "
-                         f"data row {rows_done + 1:,} (the parser's message is withheld "
-                         "because it may quote private values)")
+        return DataError(f"{path}: not a valid CSV file under the declared schema"
+                         + private(f", near data row {rows_done + 1:,}")
+                         + " (the parser's message is withheld because it may quote private "
+                         "values)")
 
     def _locate_unparseable(self, name: str) -> int | None:
         """The 1-based data row of the first value of ``name`` not parseable as a number."""

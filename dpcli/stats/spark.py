@@ -96,7 +96,7 @@ from dpcli.data.reader import (
 )
 from dpcli.data.report import ColumnCounts, DataReport
 from dpcli.data.schema import Schema
-from dpcli.errors import DataError, UsageError
+from dpcli.errors import DataError, UsageError, private
 from dpcli.stats.accumulators import JointAccumulator, StatsAccumulator
 from dpcli.stats.engine import Engine, Stats, StatsRequest
 
@@ -781,8 +781,9 @@ def _typed(batch: pa.RecordBatch, run: _Run, plan: _Plan) -> pa.RecordBatch:
         if bad.any():
             i = int(np.flatnonzero(bad)[0])
             raise _PartitionError(
-                f"{shown}: broken CSV: data row {run.row + i + 1:,} (header not counted) has "
-                "a different number of fields than the header", run.file, run.row + i)
+                f"{shown}: broken CSV: "
+                + private(f"data row {run.row + i + 1:,} (header not counted) ")
+                + "has a different number of fields than the header", run.file, run.row + i)
     nulls = pa.array(plan.null_values, pa.string())
     arrays = []
     for name, kind in plan.types:
@@ -794,9 +795,9 @@ def _typed(batch: pa.RecordBatch, run: _Run, plan: _Plan) -> pa.RecordBatch:
             masked = type_csv_text(arr, pa.string(), nulls)
             i = first_unparseable(masked) or 0
             raise _PartitionError(
-                f"{shown}: column '{name}': a value is not a number in data row "
-                f"{run.row + i + 1:,} (header not counted); the column is declared numeric",
-                run.file, run.row + i) from None
+                f"{shown}: column '{name}': a value is not a number "
+                + private(f"in data row {run.row + i + 1:,} (header not counted)")
+                + "; the column is declared numeric", run.file, run.row + i) from None
     return csv_tokens_rule(pa.RecordBatch.from_arrays(arrays, names=list(plan.needed)),
                            plan.schema)
 
@@ -835,7 +836,7 @@ def _guarded(batches: Iterator[pa.RecordBatch],
     except _PartitionError as exc:
         out = _output(pid, error=exc.message, error_file=exc.file, error_row=exc.row)
     except DataError as exc:
-        out = _output(pid, error=str(exc), error_file=unplaced, error_row=0)
+        out = _output(pid, error=exc.marked, error_file=unplaced, error_row=0)
     except Exception as exc:
         out = _output(pid, error=f"a Spark task failed ({type(exc).__name__}) while reading "
                       "the data", error_file=unplaced, error_row=0)
@@ -866,7 +867,7 @@ def _check_partition(batches: Iterator[pa.RecordBatch], *, plan: _Plan
                     for name in strict:
                         _raise_missing(part.column(name), name, where)
                 except DataError as exc:
-                    raise _PartitionError(str(exc), run.file, run.row) from None
+                    raise _PartitionError(exc.marked, run.file, run.row) from None
                 per_file[run.file] = per_file.get(run.file, 0) + part.num_rows
                 total += part.num_rows
         return _output(pid, rows=total, files=per_file)
@@ -913,7 +914,7 @@ def _stats_partition(batches: Iterator[pa.RecordBatch], *, plan: _Plan, request:
                 try:
                     acc.update(encoder.encode(part))
                 except DataError as exc:
-                    raise _PartitionError(str(exc), run.file, run.row) from None
+                    raise _PartitionError(exc.marked, run.file, run.row) from None
         return _output(pid, rows=acc.n, state=dump_state(acc),
                        report=json.dumps(report.as_dict()))
 

@@ -127,10 +127,19 @@ def _frame_without(project: Project, column: str):
 
 @pytest.mark.parametrize(("name", "make", "needle"), DATA_CASES, ids=[c[0] for c in DATA_CASES])
 def test_bad_data_file(project: Project, cli, name: str, make, needle: str) -> None:
+    """The custodian who asks (--report) sees the data row; without it, the row number (an
+    exact private figure) is withheld from stderr and the message says how to see it."""
     data = make(project)
-    r = cli("tabulate", data, "--spec", project.spec, "--out", project.root / "o.csv")
+    r = cli("tabulate", data, "--spec", project.spec, "--out", project.root / "o.csv",
+            "--report")
     assert r.exit_code == 2, r.stderr
     assert needle in r.stderr
+    r = cli("tabulate", data, "--spec", project.spec, "--out", project.root / "o.csv")
+    assert r.exit_code == 2, r.stderr
+    located = "row" in needle
+    assert "data row" not in r.stderr.replace("to see the data row", "")
+    assert needle.split(" in data row")[0].split("row 3 of the file")[0] in r.stderr
+    assert ("rerun with --report to see the data row" in r.stderr) is located
     assert project.ledger.read_bytes() == b""  # nothing charged
     assert not (project.root / "o.csv").exists()
 

@@ -76,7 +76,7 @@ def test_roc_with_a_score_column_and_fixed_space(project: Project, cli, scored) 
     out = project.root / "roc"
     r = cli("roc", scored, "--spec", project.spec, "--score-column", "p",
             "--score-range", "0,10", "--thresholds", "fixed-space", "--alpha", 0.1,
-            "--counts", "privelet", "--out", out, "--epsilon", 0.5)
+            "--counts", "privelet", "--out", out, "--epsilon", 0.5, "--report")
     assert r.exit_code == 0, r.stderr
     p = json.loads((out / "curve.json").read_text())["payload"]
     assert p["parameters"] == {"thresholds": "fixed-space", "counts": "privelet", "bins": 40,

@@ -145,3 +145,14 @@ def test_lifetime_budget_cannot_be_raised_in_the_spec(project: Project, cli) -> 
     r = _run(cli, project, out="more.csv")
     assert r.exit_code == 2
     assert "toy" in r.stderr
+
+
+def test_the_data_report_is_shown_only_with_report(project: Project, cli) -> None:
+    """The toy ages (10-99) exceed the declared bounds [17, 90]: the exact counts of clamped
+    values are a private figure, on stderr only when the custodian asks for them."""
+    quiet = _run(cli, project, out="a.csv")
+    assert quiet.exit_code == 0, quiet.stderr
+    assert "clamped" not in quiet.stderr and "data report" not in quiet.stderr
+    told = _run(cli, project, "--report", out="b.csv")
+    assert told.exit_code == 0, told.stderr
+    assert "data report" in told.stderr and "clamped" in told.stderr

@@ -80,7 +80,7 @@ def test_spark_run_with_bad_data_charges_nothing(spark: Any, tmp_path: Path) -> 
     bad.write_text("\n".join([*rows[:50], rows[50].rsplit(",", 1)[0] + ",7", *rows[51:100]])
                    + "\n")
     result = CliRunner().invoke(app, ["train-nb", str(bad), "--spec", str(spec), "--engine",
-                                      "spark", "--out", str(tmp_path / "m.json")])
+                                      "spark", "--out", str(tmp_path / "m.json"), "--report"])
     assert result.exit_code == 2
     assert (f"{bad}: column 'label': label value outside the declared classes in data row 50 "
             in result.output)

@@ -41,21 +41,21 @@ def synthesize(
     import pyarrow.csv as pacsv
     import pyarrow.parquet as pq
 
-    from dpcli.algorithms.synopsis import GridModel
+    from dpcli import protect
     from dpcli.algorithms.synopsis import synthesize as draw
     from dpcli.errors import UsageError
     from dpcli.io import Outputs
     from dpcli.mechanisms import make_rng
-    from dpcli.predict import OUTPUT_FORMATS
+    from dpcli.predict import OUTPUT_FORMATS, load_grid
 
     ui = UI(quiet=quiet, json=json)
     fmt = OUTPUT_FORMATS.get(out.suffix.lower())
     if fmt is None:
         raise UsageError(f"{out}: unknown output format (use {', '.join(OUTPUT_FORMATS)})")
-    model = GridModel.load(synopsis)
+    model = load_grid(synopsis)
     count = model.n if rows is None else rows
     outputs = Outputs()
-    outputs.check_writable(out)
+    outputs.check_writable(out, protected=protect.model_inputs(synopsis, model))
     table = draw(model, count, make_rng(seed))
     with outputs:
         tmp = outputs.stage(out)

@@ -49,13 +49,13 @@ def synthesize(
     from dpcli.predict import OUTPUT_FORMATS, load_grid
 
     ui = UI(quiet=quiet, json=json)
-    fmt = OUTPUT_FORMATS.get(out.suffix.lower())
-    if fmt is None:
-        raise UsageError(f"{out}: unknown output format (use {', '.join(OUTPUT_FORMATS)})")
     model = load_grid(synopsis)
     count = model.n if rows is None else rows
     outputs = Outputs()
     outputs.check_writable(out, protected=protect.model_inputs(synopsis, model))
+    fmt = OUTPUT_FORMATS.get(out.suffix.lower())
+    if fmt is None:
+        raise UsageError(f"{out}: unknown output format (use {', '.join(OUTPUT_FORMATS)})")
     table = draw(model, count, make_rng(seed))
     with outputs:
         tmp = outputs.stage(out)

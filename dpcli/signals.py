@@ -22,6 +22,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from types import FrameType
+from typing import Any
 
 HANDLED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
@@ -60,17 +61,29 @@ def _handler(signum: int, _frame: FrameType | None) -> None:
     raise Terminated(signum)
 
 
+_saved: dict[int, Any] = {}
+
+
 def install() -> None:
-    """Make SIGINT, SIGTERM and SIGHUP raise :class:`Terminated` (main thread only)."""
+    """Make SIGINT, SIGTERM and SIGHUP raise :class:`Terminated` (main thread only).
+
+    A signal the caller ignores stays ignored: ``nohup dpcli …`` must survive
+    a hangup, and a background job of a non-interactive shell ignores SIGINT.
+    """
     _state.update(holding=0, pending=None, ending=False)
     for sig in HANDLED:
+        previous = signal.getsignal(sig)
+        if previous == signal.SIG_IGN:
+            continue
+        _saved[sig] = previous
         signal.signal(sig, _handler)
 
 
 def restore() -> None:
-    """Back to the default actions (the run is over)."""
-    for sig in HANDLED:
-        signal.signal(sig, signal.SIG_DFL)
+    """The handlers found by :func:`install` (the run is over)."""
+    while _saved:
+        sig, previous = _saved.popitem()
+        signal.signal(sig, previous)
 
 
 @contextmanager

@@ -87,7 +87,43 @@ def main() -> None:
         code = exc.exit_code
     finally:
         signals.restore()
-    sys.exit(code)
+    _exit(code)
+
+
+def _exit(code: int | str | None) -> None:
+    """End the process with ``code`` once every thread dpcli started is joined.
+
+    Ordinary exit runs the interpreter's teardown and then C++ static
+    destructors; a native thread still alive then (pyarrow's reader and I/O
+    pools, which dpcli does not own and cannot join) can abort the process
+    with "terminate called without an active exception" (exit 134) after a
+    run that succeeded, and after a release that is recorded. So: join our
+    read-aheads and any non-daemon thread, run the atexit handlers, flush the
+    standard streams, and leave with ``os._exit``: the exit code is the one
+    the run chose.
+    """
+    import atexit
+    import os
+    import threading
+
+    from dpcli.data.prefetch import stop_all
+
+    if isinstance(code, str):  # sys.exit("message") semantics
+        sys.stderr.write(code + "\n")
+        code = 1
+    status = 0 if code is None else int(code)
+    stop_all()
+    for thread in threading.enumerate():
+        if thread is not threading.current_thread() and not thread.daemon:
+            thread.join()
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            if stream is not None:
+                stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(status)
 
 
 def _open_standard_fds() -> None:

@@ -153,7 +153,6 @@ class Outputs:
         return Path(tmp)
 
     def write_bytes(self, path: Path, data: bytes, *, private: bool = False) -> None:
-        self._last = path
         self.stage(path, private=private).write_bytes(data)
 
     def write_text(self, path: Path, text: str) -> None:

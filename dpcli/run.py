@@ -22,7 +22,7 @@ from typing import Any
 from dpcli import NEIGHBOURING_RELATION
 from dpcli.budget import Budget
 from dpcli.data.location import location_text
-from dpcli.errors import BudgetExhausted, DataError, UsageError
+from dpcli.errors import BudgetExhausted, DataError, DpcliError, UsageError
 from dpcli.ledger import Ledger, Reservation, input_digest
 from dpcli.mechanisms import Plan
 from dpcli.spec import Spec
@@ -133,4 +133,13 @@ def charged(spec: Spec, plan: Plan, *, command: str, arguments: dict[str, Any],
             ledger.fail(reservation, type(exc).__name__)
         raise
     with signals.held():
-        ledger.complete(reservation, charge.outputs, charge.summary)
+        try:
+            ledger.complete(reservation, charge.outputs, charge.summary)
+        except DpcliError as exc:
+            if not charge.outputs:
+                raise
+            # the outputs exist: saying only "failed" would hide a release that happened
+            written = ", ".join(str(p) for p in charge.outputs)
+            raise type(exc)(f"the outputs were written ({written}) and the charge is kept, "
+                            f"but the run's complete entry could not be recorded: {exc}") \
+                from exc

@@ -168,3 +168,23 @@ def test_a_file_with_no_rows_is_refused_before_the_charge(project: Project, cli,
         assert r.exit_code == 2, r.stderr
         assert str(empty) in r.stderr and "no records" in r.stderr, r.stderr
     assert project.ledger.read_bytes() == before
+
+
+def test_a_complete_entry_that_cannot_be_written_says_the_output_exists(
+        project: Project, cli, monkeypatch: pytest.MonkeyPatch) -> None:
+    from dpcli.errors import LedgerError
+    from dpcli.ledger import Ledger
+
+    def full(self: Ledger, *args: object, **kwargs: object) -> None:
+        try:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        except OSError as exc:
+            raise LedgerError(f"{self.path}: cannot use the ledger: {exc.strerror}") from exc
+
+    monkeypatch.setattr(Ledger, "complete", full)
+    out = project.root / "counts.csv"
+    r = _tabulate(cli, project, out)
+    assert r.exit_code == 74, r.stderr
+    assert "outputs were written" in r.stderr and str(out) in r.stderr, r.stderr
+    assert "charge is kept" in r.stderr and out.exists()
+    assert [e["kind"] for e in read_entries(project.ledger)] == ["reserve"]

@@ -159,6 +159,15 @@ class Outputs:
         self.write_bytes(path, text.encode("utf-8"))
 
     def commit(self) -> list[Path]:
+        """Rename every staged file into place; a signal meanwhile is held (see
+        :func:`dpcli.signals.held`): the set is renamed whole, then the caller
+        records it (``charged``) or calls ``signals.deliver()``."""
+        from dpcli import signals
+
+        with signals.held(keep=True):
+            return self._commit()
+
+    def _commit(self) -> list[Path]:
         mode = 0o666 & ~_umask()  # mkstemp makes 0600 files; outputs follow the user's umask
         for final, tmp in self._staged.items():
             self._last = final

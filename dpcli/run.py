@@ -116,7 +116,7 @@ def charged(spec: Spec, plan: Plan, *, command: str, arguments: dict[str, Any],
 
     ledger = open_ledger(spec)
     digest = input_digest(spec.ledger_path, input_path)
-    with signals.held():  # a signal now is raised inside the try below, once the line is down
+    with signals.held(keep=True):  # a signal now is raised in the try below, once the line is down
         reservation = ledger.reserve(
             plan, command=command, arguments=arguments, spec_digest=spec.digest,
             input_file=location_text(input_path), input_digest=digest, seeded=seeded,
@@ -129,10 +129,10 @@ def charged(spec: Spec, plan: Plan, *, command: str, arguments: dict[str, Any],
         # only the error's class: a data error's text names columns and row numbers, which
         # are derived from private values and belong on the custodian's stderr, not in a log
         # that may be shared more widely
-        with signals.held():
+        with signals.held(keep=True):  # this run is ending anyway
             ledger.fail(reservation, type(exc).__name__)
         raise
-    with signals.held():
+    with signals.held():  # a signal held since the outputs' commit ends the run once recorded
         try:
             ledger.complete(reservation, charge.outputs, charge.summary)
         except DpcliError as exc:

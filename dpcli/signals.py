@@ -87,8 +87,12 @@ def restore() -> None:
 
 
 @contextmanager
-def held() -> Iterator[None]:
-    """Keep signals pending while the block runs (a ledger append must not be cut)."""
+def held(*, keep: bool = False) -> Iterator[None]:
+    """Keep signals pending while the block runs (a ledger append must not be cut).
+
+    On leaving the outermost block a pending signal is raised, unless ``keep``:
+    then the caller raises it with :func:`deliver` where a run can end cleanly.
+    """
     with _lock:
         _state["holding"] += 1
     try:
@@ -96,6 +100,8 @@ def held() -> Iterator[None]:
     finally:
         with _lock:
             _state["holding"] -= 1
+    if not keep:
+        deliver()
 
 
 def deliver() -> None:

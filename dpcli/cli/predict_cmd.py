@@ -41,7 +41,7 @@ def predict(
 
         dpcli predict models/nb.json sample_data/adult_test.parquet --out preds.parquet
     """
-    from dpcli import protect
+    from dpcli import protect, signals
     from dpcli.io import Outputs
     from dpcli.mechanisms import make_rng
     from dpcli.predict import load_model, write_predictions
@@ -56,6 +56,7 @@ def predict(
         with ui.progress("predicting", None) as advance:
             rows = write_predictions(m, data, out, tmp, rng=make_rng(), progress=advance)
         outputs.commit()
+    signals.deliver()  # a signal held while the file was renamed into place
     ui.say(f"wrote {rows:,} predictions to {out} with {env['kind']} model {model} "
            f"(trained at ε={env['epsilon']:g}); no budget spent")
     if json:

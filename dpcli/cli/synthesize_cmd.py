@@ -41,7 +41,7 @@ def synthesize(
     import pyarrow.csv as pacsv
     import pyarrow.parquet as pq
 
-    from dpcli import protect
+    from dpcli import protect, signals
     from dpcli.algorithms.synopsis import synthesize as draw
     from dpcli.errors import UsageError
     from dpcli.io import Outputs
@@ -64,6 +64,7 @@ def synthesize(
         else:
             pacsv.write_csv(table, tmp)
         outputs.commit()
+    signals.deliver()  # a signal held while the file was renamed into place
     ui.say(f"wrote {count:,} synthetic records ({', '.join(table.column_names)}) to {out}; "
            "no budget spent")
     if json:

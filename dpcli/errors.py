@@ -1,12 +1,23 @@
 """Exceptions that carry the exit code the CLI turns them into.
 
-Exit codes: 0 ok, 2 bad input or spec, 3 budget exhausted, 1 anything
-unexpected. Messages name the file, column or key, never a private value.
+Exit codes: 0 ok, 2 bad input or spec, 3 budget exhausted, 74 the system
+refused an I/O operation (disk full, permission, read-only file system: the
+sysexits EX_IOERR), 128 + N ended by signal N (130 SIGINT, 143 SIGTERM, 129
+SIGHUP), 1 anything unexpected. Messages name the file, column or key, never a
+private value.
 """
 
 from __future__ import annotations
 
+import errno
+import os
 import re
+
+#: errno values that say the environment, not dpcli or its input, refused an operation
+ENVIRONMENT_ERRNOS = frozenset(
+    e for e in (errno.ENOSPC, errno.EACCES, errno.EPERM, errno.EROFS,
+                getattr(errno, "EDQUOT", None), errno.EIO, errno.EFBIG) if e is not None)
+_ARROW_ERRNO = re.compile(r"\[errno (\d+)\]", re.IGNORECASE)  # pyarrow's "... [errno 28] ..."
 
 # A private figure inside a message (a data row's number) is wrapped in these two
 # control characters: shown with --report, withheld otherwise (see docs on stderr).
@@ -69,3 +80,43 @@ class BudgetExhausted(DpcliError):
     """The planned spend exceeds what remains of the dataset's budget: exit code 3."""
 
     exit_code = 3
+
+
+class IOFailure(DpcliError):
+    """The system refused an I/O operation (no space, permission, read-only, I/O error):
+    exit code 74 (EX_IOERR). The message names the path and the cause."""
+
+    exit_code = 74
+
+
+def environment_errno(exc: BaseException) -> int | None:
+    """The errno of an environment failure behind ``exc`` (itself, its cause or context).
+
+    pyarrow's writers raise an OSError without ``errno`` whose text carries
+    "[errno N]"; that is read too.
+    """
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, OSError):
+            code = current.errno
+            if code is None:
+                m = _ARROW_ERRNO.search(str(current))
+                code = int(m.group(1)) if m else None
+            if code in ENVIRONMENT_ERRNOS:
+                return code
+        current = current.__cause__ or current.__context__
+    return None
+
+
+def describe_environment(exc: BaseException, path: object = None) -> str:
+    """One line: the path (``path``, else the OSError's file name) and the cause."""
+    code = environment_errno(exc)
+    cause = os.strerror(code) if code is not None else type(exc).__name__
+    if path is None:
+        current: BaseException | None = exc
+        while current is not None and path is None:
+            path = getattr(current, "filename", None)
+            current = current.__cause__ or current.__context__
+    return f"{path}: {cause}" if path is not None else cause

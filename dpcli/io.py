@@ -7,16 +7,27 @@ only when the whole set is ready (:class:`Outputs`).
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import json
 import os
+import re
+import socket
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from dpcli import NEIGHBOURING_RELATION, __version__
-from dpcli.errors import UsageError
+from dpcli.errors import (
+    DpcliError,
+    IOFailure,
+    UsageError,
+    describe_environment,
+    environment_errno,
+)
 
 ENVELOPE_FORMAT = "dpcli"
 ENVELOPE_SCHEMA_VERSION = 1
@@ -43,21 +54,79 @@ def dumps_json(obj: Any) -> str:
     return json.dumps(obj, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
 
 
+#: dpcli's temporary files: ``.<name>.dpcli-tmp-<pid>-<host>-<random>`` beside their output
+TEMP_MARK = ".dpcli-tmp-"
+_TEMP_NAME = re.compile(r"^\..*" + re.escape(TEMP_MARK) + r"(\d+)-([0-9a-f]{8})-[^/]*$")
+_HOST = hashlib.sha256(socket.gethostname().encode()).hexdigest()[:8]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # EPERM: alive, another user's
+        return True
+    return True
+
+
+def remove_stale_temps(folder: Path) -> list[Path]:
+    """Remove dpcli's temporary files in ``folder`` left by dead runs of this host.
+
+    A run killed with SIGKILL (or a crash) cannot remove its own; the next run
+    writing into the folder does. A temporary file of a live process, or of
+    another host sharing the folder, is kept. Returns what was removed.
+    """
+    removed = []
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return removed
+    for entry in entries:
+        m = _TEMP_NAME.match(entry.name)
+        if m is None or m.group(2) != _HOST:
+            continue
+        pid = int(m.group(1))
+        if pid == os.getpid() or _alive(pid):
+            continue
+        with contextlib.suppress(OSError):
+            os.unlink(entry.path)
+            removed.append(Path(entry.path))
+    return removed
+
+
 @dataclass
 class Outputs:
     """A set of output files committed together: all renamed into place, or none.
 
     ``stage(path)`` gives a temporary path to write; ``commit()`` fsyncs and
     renames every staged file; ``discard()`` removes them. Used as a context
-    manager it discards on error.
+    manager it discards on error, and turns an environment failure (disk
+    full, permission, read-only file system) into an :class:`IOFailure` that
+    names the output (exit 74).
+
+    Files are created 0600 and stay so when staged ``private=True`` (rows of
+    private data); other outputs get the usual mode, 0666 minus the umask.
     """
 
     _staged: dict[Path, Path] = field(default_factory=dict)
+    _private: set[Path] = field(default_factory=set)
+    _cleaned: set[Path] = field(default_factory=set)
+    _last: Path | None = None
 
-    def check_writable(self, *paths: Path) -> None:
-        """Fail before any charge if an output cannot be written (folder is a file, etc.)."""
-        for path in paths:
-            path = Path(path)
+    def check_writable(self, *paths: Path | None,
+                       protected: Sequence[tuple[str, Path | str]] = ()) -> None:
+        """Fail before any charge if an output cannot or must not be written.
+
+        Refused: a folder where a file is due, a folder that is not writable,
+        and any output that would replace a ``protected`` file (see
+        :mod:`dpcli.protect`; a ledger is protected even when not listed).
+        """
+        from dpcli.protect import check_outputs
+
+        real = [Path(p) for p in paths if p is not None]
+        check_outputs(real, protected)
+        for path in real:
             if path.exists() and path.is_dir():
                 raise UsageError(f"{path}: is a folder; give a file name for this output")
             parent = path.parent
@@ -66,47 +135,73 @@ class Outputs:
             if not parent.is_dir() or not os.access(parent, os.W_OK):
                 raise UsageError(f"{path}: cannot write here ({parent} is not a writable folder)")
 
-    def stage(self, path: Path) -> Path:
+    def stage(self, path: Path, *, private: bool = False) -> Path:
         path = Path(path)
         if path in self._staged:
             raise UsageError(f"{path}: two outputs of this run would have the same name")
+        self._last = path
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        if path.parent not in self._cleaned:
+            self._cleaned.add(path.parent)
+            remove_stale_temps(path.parent)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}{TEMP_MARK}{os.getpid()}-{_HOST}-",
+                                   dir=path.parent)
         os.close(fd)
         self._staged[path] = Path(tmp)
+        if private:
+            self._private.add(path)
         return Path(tmp)
 
-    def write_bytes(self, path: Path, data: bytes) -> None:
-        self.stage(path).write_bytes(data)
+    def write_bytes(self, path: Path, data: bytes, *, private: bool = False) -> None:
+        self.stage(path, private=private).write_bytes(data)
 
     def write_text(self, path: Path, text: str) -> None:
         self.write_bytes(path, text.encode("utf-8"))
 
     def commit(self) -> list[Path]:
+        """Rename every staged file into place; a signal meanwhile is held (see
+        :func:`dpcli.signals.held`): the set is renamed whole, then the caller
+        records it (``charged``) or calls ``signals.deliver()``."""
+        from dpcli import signals
+
+        with signals.held(keep=True):
+            return self._commit()
+
+    def _commit(self) -> list[Path]:
         mode = 0o666 & ~_umask()  # mkstemp makes 0600 files; outputs follow the user's umask
-        for tmp in self._staged.values():
-            os.chmod(tmp, mode)
+        for final, tmp in self._staged.items():
+            self._last = final
+            os.chmod(tmp, 0o600 if final in self._private else mode)
             with open(tmp, "rb+") as fh:
                 os.fsync(fh.fileno())
-        for final, tmp in self._staged.items():
-            os.replace(tmp, final)
-        for folder in {p.parent for p in self._staged}:
+        done = []
+        for final in list(self._staged):
+            self._last = final
+            os.replace(self._staged[final], final)
+            del self._staged[final]  # a later failure must not unlink what is now the output
+            done.append(final)
+        for folder in {p.parent for p in done}:
             _fsync_dir(folder)
-        done = list(self._staged)
-        self._staged.clear()
         return done
 
     def discard(self) -> None:
         for tmp in self._staged.values():
-            tmp.unlink(missing_ok=True)
+            with contextlib.suppress(OSError):
+                tmp.unlink(missing_ok=True)
         self._staged.clear()
 
     def __enter__(self) -> Outputs:
         return self
 
-    def __exit__(self, exc_type: object, *_: object) -> None:
-        if exc_type is not None:
-            self.discard()
+    def __exit__(self, exc_type: object, exc: BaseException | None, _tb: object) -> None:
+        if exc_type is None:
+            return
+        self.discard()
+        if exc is not None and not isinstance(exc, DpcliError) \
+                and environment_errno(exc) is not None:
+            where = self._last if self._last is not None else getattr(exc, "filename", None)
+            raise IOFailure(f"cannot write {describe_environment(exc, where)} (nothing "
+                            "partial is left at that path)") from exc
 
 
 def envelope(kind: str, payload: dict[str, Any], *, dataset: str, spec_digest: str,

@@ -175,6 +175,12 @@ def key_path(path: Path) -> Path:
     return path.with_name(path.name + ".key")
 
 
+def companion_paths(path: Path) -> tuple[Path, ...]:
+    """The ledger file and every file kept beside it (key, lock): no output may replace one."""
+    path = Path(path)
+    return (path, key_path(path), path.with_name(path.name + ".lock"))
+
+
 def init_ledger(path: Path) -> bool:
     """Create an empty ledger and its digest key; False (nothing changed) if it exists.
 

@@ -71,11 +71,38 @@ def load_model(path: Path) -> tuple[Model, dict[str, Any]]:
     if kind not in LOADERS:
         raise DataError(f"{path}: holds a {kind!r}, which is not a model dpcli can predict "
                         f"with (models: {', '.join(LOADERS)})")
+    return load_payload(kind, envelope, path), envelope
+
+
+def load_payload(kind: str, envelope: dict[str, Any], path: Path) -> Model:
+    """The model of ``kind`` in ``envelope``, checked in full (:mod:`dpcli.model_check`).
+
+    A DataError (exit 2) ``malformed model PATH: …`` when anything is missing,
+    of the wrong shape or not a finite number: before any charge, since every
+    command loads its model before it reserves budget.
+    """
+    from dpcli.errors import SpecError
+    from dpcli.model_check import check
+
     try:
-        return LOADERS[kind](envelope["payload"], path), envelope
-    except (KeyError, TypeError, ValueError) as exc:
+        model = LOADERS[kind](envelope["payload"], path)
+    except (KeyError, TypeError, ValueError, IndexError, AttributeError, SpecError,
+            UsageError) as exc:
         # a model file is a release (no private values), so the missing key may be named
-        raise DataError(f"{path}: malformed {kind} model ({type(exc).__name__}: {exc})") from None
+        raise DataError(f"malformed model {path}: {kind} payload "
+                        f"({type(exc).__name__}: {exc})") from None
+    check(kind, model, path)
+    return model
+
+
+def load_grid(path: Path) -> Any:
+    """The grid synopsis in a publish-grid folder (or its grid.json), checked in full."""
+    from dpcli.algorithms.synopsis import GRID_FILE, KIND
+
+    path = Path(path)
+    if path.is_dir():
+        path = path / GRID_FILE
+    return load_payload(KIND, read_envelope(path, KIND), path)
 
 
 def classify(model: Model, batch: EncodedBatch) -> tuple[np.ndarray, np.ndarray]:

@@ -22,7 +22,7 @@ from typing import Any
 from dpcli import NEIGHBOURING_RELATION
 from dpcli.budget import Budget
 from dpcli.data.location import location_text
-from dpcli.errors import BudgetExhausted, UsageError
+from dpcli.errors import BudgetExhausted, DataError, DpcliError, UsageError
 from dpcli.ledger import Ledger, Reservation, input_digest
 from dpcli.mechanisms import Plan
 from dpcli.spec import Spec
@@ -89,7 +89,11 @@ def prepare_source(spec: Spec, data: Path | str, columns: Sequence[str], total: 
     if not dry_run and not total.fits_in(remaining):
         raise BudgetExhausted(f"budget exhausted for dataset {spec.dataset!r}: this run needs "
                               f"{total} but only {remaining} remains")
-    return source, source.check_values(columns)
+    n = source.check_values(columns)
+    if n == 0:  # a release over no rows is noise alone: refuse it rather than charge for it
+        raise DataError(f"{location_text(data)}: holds no records (a header only, or an "
+                        "empty Parquet file); nothing was charged")
+    return source, n
 
 
 @contextmanager
@@ -108,19 +112,34 @@ def charged(spec: Spec, plan: Plan, *, command: str, arguments: dict[str, Any],
     appended (with the error's class only: its message can locate private
     values) and the charge stays.
     """
+    from dpcli import signals
+
     ledger = open_ledger(spec)
-    reservation = ledger.reserve(
-        plan, command=command, arguments=arguments, spec_digest=spec.digest,
-        input_file=location_text(input_path),
-        input_digest=input_digest(spec.ledger_path, input_path), seeded=seeded,
-        neighbouring=neighbouring)
+    digest = input_digest(spec.ledger_path, input_path)
+    with signals.held(keep=True):  # a signal now is raised in the try below, once the line is down
+        reservation = ledger.reserve(
+            plan, command=command, arguments=arguments, spec_digest=spec.digest,
+            input_file=location_text(input_path), input_digest=digest, seeded=seeded,
+            neighbouring=neighbouring)
     charge = Charge(reservation)
     try:
+        signals.deliver()
         yield charge
     except BaseException as exc:
         # only the error's class: a data error's text names columns and row numbers, which
         # are derived from private values and belong on the custodian's stderr, not in a log
         # that may be shared more widely
-        ledger.fail(reservation, type(exc).__name__)
+        with signals.held(keep=True):  # this run is ending anyway
+            ledger.fail(reservation, type(exc).__name__)
         raise
-    ledger.complete(reservation, charge.outputs, charge.summary)
+    with signals.held():  # a signal held since the outputs' commit ends the run once recorded
+        try:
+            ledger.complete(reservation, charge.outputs, charge.summary)
+        except DpcliError as exc:
+            if not charge.outputs:
+                raise
+            # the outputs exist: saying only "failed" would hide a release that happened
+            written = ", ".join(str(p) for p in charge.outputs)
+            raise type(exc)(f"the outputs were written ({written}) and the charge is kept, "
+                            f"but the run's complete entry could not be recorded: {exc}") \
+                from exc

@@ -253,6 +253,7 @@ class Spec:
     sections: Mapping[str, Any] = field(default_factory=dict)
     public_data: bool = False  # declared public (benchmarks): allows non-private research output
     spark: SparkConfig | None = None  # where --engine spark runs (the 'spark:' section)
+    files: tuple[Path, ...] = ()  # public files it names: schema, vocabularies, taxonomies
 
     def section(self, name: str) -> Any:
         """The parsed section for subcommand ``name``; a SpecError if the spec has none."""
@@ -303,10 +304,11 @@ def load_spec(path: Path | str) -> Spec:
     sections = {name: _parse_section(name, raw[name], where / name, schema)
                 for name in SECTIONS if name in raw}
     spark = _parse_spark(raw["spark"], where / "spark") if "spark" in raw else None
-    digest = _digest([path, *_public_files(raw, where, schema)])
+    files = tuple(_public_files(raw, where, schema))
+    digest = _digest([path, *files])
     return Spec(path=path, dataset=dataset, budget=budget, ledger_path=ledger_path,
                 schema=schema, digest=digest, description=description, sections=sections,
-                public_data=public_data, spark=spark)
+                public_data=public_data, spark=spark, files=files)
 
 
 def override(section: Any, **values: Any) -> Any:

@@ -30,7 +30,10 @@ dataset's lifetime budget, reserved in an append-only, hash-chained ledger
 before any value is read. Guarantees are ε-DP (or (ε, δ)-DP) under
 replace-one neighbours (train-brc with public features: replace-one on the
 private features). Exit codes: 0 ok, 2 bad input or spec,
-3 budget exhausted, 1 unexpected.
+3 budget exhausted, 74 the system refused an I/O operation (disk full,
+permission, read-only file system), 130 / 143 / 129 ended by SIGINT /
+SIGTERM / SIGHUP (a reserved charge stays, recorded as failed),
+1 unexpected.
 """
 
 app = typer.Typer(
@@ -67,7 +70,75 @@ def root(version: bool = typer.Option(False, "--version", callback=_version, is_
 
 
 def main() -> None:
-    """Console-script entry point."""
-    if hasattr(signal, "SIGPIPE"):  # `dpcli ... --json | head` must not raise BrokenPipeError
-        signal.signal(signal.SIGPIPE, signal.SIG_DFL)
-    sys.exit(app())
+    """Console-script entry point: standard streams, signals, then the command."""
+    from dpcli import signals
+
+    _open_standard_fds()
+    if hasattr(signal, "SIGPIPE"):  # `dpcli ledger show | head` must not raise BrokenPipeError
+        signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # (a release's summary: see UI.emit_json)
+    signals.install()
+    code: int | str | None = 0
+    try:
+        app()
+    except SystemExit as exc:
+        code = exc.code
+    except signals.Terminated as exc:  # before or after a command (its own errors are handled)
+        sys.stderr.write(f"error: {exc.message}\n")
+        code = exc.exit_code
+    finally:
+        signals.restore()
+    _exit(code)
+
+
+def _exit(code: int | str | None) -> None:
+    """End the process with ``code`` once every thread dpcli started is joined.
+
+    Ordinary exit runs the interpreter's teardown and then C++ static
+    destructors; a native thread still alive then (pyarrow's reader and I/O
+    pools, which dpcli does not own and cannot join) can abort the process
+    with "terminate called without an active exception" (exit 134) after a
+    run that succeeded, and after a release that is recorded. So: join our
+    read-aheads and any non-daemon thread, run the atexit handlers, flush the
+    standard streams, and leave with ``os._exit``: the exit code is the one
+    the run chose.
+    """
+    import atexit
+    import os
+    import threading
+
+    from dpcli.data.prefetch import stop_all
+
+    if isinstance(code, str):  # sys.exit("message") semantics
+        sys.stderr.write(code + "\n")
+        code = 1
+    status = 0 if code is None else int(code)
+    stop_all()
+    for thread in threading.enumerate():
+        if thread is not threading.current_thread() and not thread.daemon:
+            thread.join()
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            if stream is not None:
+                stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(status)
+
+
+def _open_standard_fds() -> None:
+    """Hold /dev/null on any of fds 0-2 that the caller closed (``dpcli ... >&-``).
+
+    Otherwise the next file opened (the ledger, an output) would get fd 1 or 2
+    and receive whatever a library prints there.
+    """
+    import os
+
+    for fd in (0, 1, 2):
+        try:
+            os.fstat(fd)
+        except OSError:
+            opened = os.open(os.devnull, os.O_RDWR)
+            if opened != fd:
+                os.dup2(opened, fd)
+                os.close(opened)

@@ -51,14 +51,20 @@ EngineOpt = Annotated[str, typer.Option(
 
 
 def handle_errors(fn: F) -> F:
-    """Turn dpcli errors into a one-line message and their exit code (2 input, 3 budget).
+    """Turn dpcli errors into a one-line message and their exit code.
 
-    Unexpected errors exit 1 with the exception type only: a traceback's
-    text or locals could echo private rows, so it is shown only with -v.
+    2 input, 3 budget, 74 the system refused an I/O operation (no space,
+    permission, read-only: also when it surfaces as a ledger error), 128 + N
+    a signal (130 SIGINT, 143 SIGTERM, 129 SIGHUP). Unexpected errors exit 1
+    with the exception type only: a traceback's text or locals could echo
+    private rows, so it is shown only with -v.
     """
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
+        from dpcli.errors import IOFailure, describe_environment, environment_errno
+        from dpcli.signals import Terminated
+
         ui = UI(quiet=bool(kwargs.get("quiet")), verbose=bool(kwargs.get("verbose")),
                 report=bool(kwargs.get("report")))
         try:
@@ -68,14 +74,29 @@ def handle_errors(fn: F) -> F:
         except DpcliError as exc:
             # a bad value's data row is a private figure: shown only to a custodian who asks
             ui.error(str(exc) if ui.report else exc.redacted())
+            code = exc.exit_code
+            if code != IOFailure.exit_code and environment_errno(exc) is not None:
+                code = IOFailure.exit_code  # e.g. the ledger's disk is full: not a bad input
+            raise typer.Exit(code) from None
+        except Terminated as exc:
+            ui.error(exc.message)
             raise typer.Exit(exc.exit_code) from None
         except KeyboardInterrupt:
             ui.error("interrupted")
             raise typer.Exit(130) from None
+        except OSError as exc:
+            if environment_errno(exc) is None:
+                _unexpected(ui, exc)
+            ui.error(describe_environment(exc))
+            raise typer.Exit(IOFailure.exit_code) from None
         except Exception as exc:
-            if ui.verbose:
-                ui.err.print(traceback.format_exc(), markup=False)
-            ui.error(f"unexpected {type(exc).__name__}; rerun with -v for a traceback")
-            raise typer.Exit(1) from None
+            _unexpected(ui, exc)
 
     return wrapper  # type: ignore[return-value]
+
+
+def _unexpected(ui: UI, exc: BaseException) -> None:
+    if ui.verbose:
+        ui.err.print(traceback.format_exc(), markup=False)
+    ui.error(f"unexpected {type(exc).__name__}; rerun with -v for a traceback")
+    raise typer.Exit(1) from None

@@ -101,9 +101,11 @@ def evaluate(
             raise UsageError(f"{data}: holds no records to evaluate")
         return ev.plan(total, len(si.classes))
 
+    from dpcli import protect
+
     source, plan = preflight(ui, si.spec, plan_for, data, si.columns, out,
                              [] if out is None else [out], dry_run, total=total,
-                             require_out=False)
+                             require_out=False, inputs=protect.model_inputs(model, si.model))
     outputs = Outputs()
     arguments = {"data": str(data.resolve()), **si.source_note,
                  "epsilon": section.epsilon,

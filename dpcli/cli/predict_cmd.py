@@ -43,6 +43,7 @@ def predict(
 
         dpcli predict models/nb.json sample_data/adult_test.parquet --out preds.parquet
     """
+    from dpcli import protect, signals
     from dpcli.io import Outputs
     from dpcli.mechanisms import make_rng
     from dpcli.predict import load_model, write_predictions
@@ -50,12 +51,14 @@ def predict(
     ui = UI(quiet=quiet, json=json, force_progress=progress, report=report)
     m, env = load_model(model)
     outputs = Outputs()
-    outputs.check_writable(out)
+    outputs.check_writable(out, protected=[*protect.model_inputs(model, m),
+                                           *protect.inputs("the input data", data)])
     with outputs:
-        tmp = outputs.stage(out)
+        tmp = outputs.stage(out, private=True)  # rows of the input: the custodian's only
         with ui.progress("predicting", None) as advance:
             rows = write_predictions(m, data, out, tmp, rng=make_rng(), progress=advance)
         outputs.commit()
+    signals.deliver()  # a signal held while the file was renamed into place
     ui.say(f"wrote {rows:,} predictions to {out} with {env['kind']} model {model} "
            f"(trained at ε={env['epsilon']:g}); no budget spent")
     if json:

@@ -131,8 +131,10 @@ def roc(
     files = [] if out is None else [out / "curve.csv", out / "curve.json", out / "curve.png"]
     if out is not None and out.exists() and not out.is_dir():
         raise UsageError(f"--out {out}: is a file; give a folder")
+    from dpcli import protect
+
     source, plan = preflight(ui, si.spec, plan_for, data, si.columns, out, files, dry_run,
-                             total=total)
+                             total=total, inputs=protect.model_inputs(model, si.model))
     assert out is not None  # preflight ended a run without --out
     outputs = Outputs()
     arguments = {"data": str(data.resolve()), "out": str(out.resolve()),

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import typer
@@ -166,10 +166,14 @@ def noise_generator(ui: UI, spec: Spec, seed: int | None, *, command: str,
 def preflight(ui: UI, spec: Spec, plan: Plan | Callable[[int], Plan], data: Any, columns: Any,
               out: Any, out_files: list[Any], dry_run: bool, *,
               total: Budget | None = None, require_out: bool = True,
-              neighbouring: str | None = None, engine: str = "local") -> tuple[Any, Plan]:
+              neighbouring: str | None = None, engine: str = "local",
+              inputs: Sequence[tuple[str, Any]] = ()) -> tuple[Any, Plan]:
     """Every check a spending command makes before its charge; returns the source and plan.
 
-    ``out`` is required unless ``dry_run``; ``out_files`` must be writable; the
+    ``out`` is required unless ``dry_run``; ``out_files`` must be writable and
+    replace none of the protected files: the spec and the files it names, the
+    ledger and its companions, ``data`` and the command's other ``inputs``
+    ((what, path) pairs: a model, a --features or --validation file). The
     file is checked against the schema and the budget; the plan is shown.
     A dry run ends here (exit 0 if the plan fits, 3 if not). ``plan`` may be
     a function of the record count n (public under replace-one), with its
@@ -182,7 +186,11 @@ def preflight(ui: UI, spec: Spec, plan: Plan | Callable[[int], Plan], data: Any,
     if out is None and not dry_run and require_out:
         raise UsageError("--out is required (or pass --dry-run to only see the plan)")
     if out is not None:
-        Outputs().check_writable(*out_files)
+        from dpcli import protect
+
+        protected = [*protect.spec_protected(spec), *protect.inputs("the input data", data),
+                     *inputs]
+        Outputs().check_writable(*out_files, protected=protected)
     if isinstance(plan, Plan):
         total = plan.total
     elif total is None:

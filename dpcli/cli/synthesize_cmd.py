@@ -41,21 +41,21 @@ def synthesize(
     import pyarrow.csv as pacsv
     import pyarrow.parquet as pq
 
-    from dpcli.algorithms.synopsis import GridModel
+    from dpcli import protect, signals
     from dpcli.algorithms.synopsis import synthesize as draw
     from dpcli.errors import UsageError
     from dpcli.io import Outputs
     from dpcli.mechanisms import make_rng
-    from dpcli.predict import OUTPUT_FORMATS
+    from dpcli.predict import OUTPUT_FORMATS, load_grid
 
     ui = UI(quiet=quiet, json=json)
+    model = load_grid(synopsis)
+    count = model.n if rows is None else rows
+    outputs = Outputs()
+    outputs.check_writable(out, protected=protect.model_inputs(synopsis, model))
     fmt = OUTPUT_FORMATS.get(out.suffix.lower())
     if fmt is None:
         raise UsageError(f"{out}: unknown output format (use {', '.join(OUTPUT_FORMATS)})")
-    model = GridModel.load(synopsis)
-    count = model.n if rows is None else rows
-    outputs = Outputs()
-    outputs.check_writable(out)
     table = draw(model, count, make_rng(seed))
     with outputs:
         tmp = outputs.stage(out)
@@ -64,6 +64,7 @@ def synthesize(
         else:
             pacsv.write_csv(table, tmp)
         outputs.commit()
+    signals.deliver()  # a signal held while the file was renamed into place
     ui.say(f"wrote {count:,} synthetic records ({', '.join(table.column_names)}) to {out}; "
            "no budget spent")
     if json:

@@ -123,7 +123,10 @@ def train_nb(
     request = nb.request(s.schema, chosen, config, rows_in_memory=False)
     request.validate(s.schema)  # before the charge: a bad request must cost nothing
 
-    source, _ = preflight(ui, s, plan, location, chosen, out, [out], dry_run, engine=engine)
+    from dpcli import protect
+
+    source, _ = preflight(ui, s, plan, location, chosen, out, [out], dry_run, engine=engine,
+                          inputs=protect.inputs("the --features file", features))
     assert out is not None  # preflight ended a run without --out
     outputs = Outputs()
 

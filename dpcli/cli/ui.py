@@ -22,6 +22,37 @@ from rich.text import Text
 PROGRESS_LINE_SECONDS = 10.0
 
 
+@contextmanager
+def _pipe_errors_raised() -> Iterator[None]:
+    """SIGPIPE ignored for the block (main thread): a closed pipe raises BrokenPipeError
+    there instead of killing the process after its release was recorded."""
+    import signal
+    import threading
+
+    if not hasattr(signal, "SIGPIPE") or threading.current_thread() is not \
+            threading.main_thread():
+        yield
+        return
+    old = signal.signal(signal.SIGPIPE, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGPIPE, old)
+
+
+def _silence_stdout() -> None:
+    """Point fd 1 at /dev/null so that the exit's flush of what is buffered cannot fail."""
+    import os
+
+    try:
+        fd = sys.stdout.fileno()
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, fd)
+        os.close(null)
+    except (AttributeError, OSError, ValueError):
+        pass
+
+
 @dataclass
 class UI:
     quiet: bool = False
@@ -51,9 +82,25 @@ class UI:
         self.err.print(Text("error: ", style="red") + Text(text))
 
     def emit_json(self, obj: Any) -> None:
-        """The machine-readable summary: one line of JSON on stdout (JSON Lines friendly)."""
-        sys.stdout.write(json.dumps(obj, ensure_ascii=False, default=str) + "\n")
-        sys.stdout.flush()
+        """The machine-readable summary: one line of JSON on stdout (JSON Lines friendly).
+
+        A closed or broken stdout (``>&-``, ``| head -c0``) is reported on
+        stderr and the command still ends 0: the summary comes after the
+        release is recorded, which a missing reader must not turn into a
+        failure.
+        """
+        text = json.dumps(obj, ensure_ascii=False, default=str) + "\n"
+        try:
+            if sys.stdout is None:
+                raise ValueError("no standard output")
+            with _pipe_errors_raised():
+                sys.stdout.write(text)
+                sys.stdout.flush()
+        except (OSError, ValueError) as exc:
+            _silence_stdout()
+            why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            self.warn(f"the JSON summary could not be printed on standard output ({why}); "
+                      "the run's result stands (see `dpcli ledger show`)")
 
     @contextmanager
     def progress(self, description: str, total: int | None,

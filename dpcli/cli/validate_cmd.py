@@ -180,7 +180,10 @@ def validate(
                         f"smallest λ (now {min(config.grid):g}), or use more ε or rows.")
         return tuning.plan(config, section.epsilon, n, m, d)
 
-    source, plan = preflight(ui, s, plan_for, data, chosen, out, [out], dry_run, total=total)
+    from dpcli import protect
+
+    source, plan = preflight(ui, s, plan_for, data, chosen, out, [out], dry_run, total=total,
+                             inputs=protect.inputs("the --validation file", validation))
     assert out is not None
     n, m = sizes["n"], sizes["m"]
     outputs = Outputs()

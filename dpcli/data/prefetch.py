@@ -22,6 +22,7 @@ from typing import TypeVar
 T = TypeVar("T")
 
 _DONE = object()
+_live: dict[threading.Thread, threading.Event] = {}  # running read-aheads and their stop flags
 
 
 class _Failed:
@@ -71,6 +72,7 @@ def prefetch(items: Iterable[T], depth: int = 2) -> Iterator[T]:
 
     worker = threading.Thread(target=work, name="dpcli-prefetch", daemon=True)
     worker.start()
+    _live[worker] = stop
     try:
         while True:
             item = buffer.get()
@@ -82,3 +84,24 @@ def prefetch(items: Iterable[T], depth: int = 2) -> Iterator[T]:
     finally:
         stop.set()
         worker.join()
+        _live.pop(worker, None)
+
+
+def stop_all(timeout: float = 10.0) -> list[str]:
+    """Stop and join every read-ahead still running; the names of any that did not end.
+
+    A read-ahead ends with its consumer (the generator's ``finally``); one whose
+    consumer was dropped without being closed would otherwise still be inside
+    pyarrow when the interpreter exits, which can abort the process. Called by
+    the entry point before it exits.
+    """
+    for stop in list(_live.values()):
+        stop.set()
+    stuck = []
+    for worker in list(_live):
+        worker.join(timeout)
+        if worker.is_alive():
+            stuck.append(worker.name)
+        else:
+            _live.pop(worker, None)
+    return stuck

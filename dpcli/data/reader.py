@@ -41,6 +41,7 @@ import csv
 import io
 import re
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -303,9 +304,9 @@ class DataSource:
         schemas: list[tuple[Path | str, pa.Schema]] = []
         total = 0
         for f in files:
-            pf = _open_parquet(f)
-            total += pf.metadata.num_rows
-            schemas.append((f, pf.schema_arrow))
+            with _open_parquet(f) as pf:
+                total += pf.metadata.num_rows
+                schemas.append((f, pf.schema_arrow))
         parquet_structure(rep, schemas, self._declared)
         rep.num_rows = total
 
@@ -324,7 +325,7 @@ class DataSource:
         if self.format != "parquet":
             return self._checked_rows
         try:
-            return sum(_open_parquet(f).metadata.num_rows for f in self._check_readable_parquet())
+            return sum(_footer_rows(f) for f in self._check_readable_parquet())
         except DataError:
             return None
 
@@ -358,50 +359,57 @@ class DataSource:
         strict = [c for c in needed[1:] if self.schema.column(c).missing == "error"]
         rows = 0
         classes = pa.array(self.schema.label.classes, pa.string())
-        for batch in self._csv_batches(needed, threads=threads):
-            where = RowPosition(self.path, rows)
-            encode_label(batch.column(0), self.schema.label, where, classes)
-            for name in strict:
-                _raise_missing(batch.column(name), name, where)
-            rows += batch.num_rows
+        with closing(self._csv_batches(needed, threads=threads)) as batches:
+            for batch in batches:  # a problem stops the pass: its reader closes here
+                where = RowPosition(self.path, rows)
+                encode_label(batch.column(0), self.schema.label, where, classes)
+                for name in strict:
+                    _raise_missing(batch.column(name), name, where)
+                rows += batch.num_rows
         return rows
 
     def _check_parquet_values(self, needed: tuple[str, ...]) -> int:
-        label = self.schema.label
-        classes = pa.array(label.classes, pa.string())
+        classes = pa.array(self.schema.label.classes, pa.string())
         strict = [c for c in needed[1:] if self.schema.column(c).missing == "error"]
         total = 0
         for f in self._check_readable_parquet():  # rows are numbered within each file
-            pf = _open_parquet(f)
+            with _open_parquet(f) as pf:
+                total += self._check_parquet_file(pf, f, strict, classes)
+        return total
+
+    def _check_parquet_file(self, pf: pq.ParquetFile, f: Path, strict: list[str],
+                            classes: pa.Array) -> int:
+        """:meth:`_check_parquet_values` of one file; its number of rows."""
+        label = self.schema.label
+        rows = 0
+        for batch in _iter_parquet(pf, f, [label.column], self.batch_rows):
+            encode_label(batch.column(0), label, RowPosition(f, rows), classes)
+            rows += batch.num_rows
+        total = rows
+        leaf = {pf.metadata.schema.column(j).path: j
+                for j in range(pf.metadata.num_columns)}
+        to_read = []
+        for name in strict:
+            t = pf.schema_arrow.field(name).type
+            j = leaf.get(name)
+            if (j is None or pa.types.is_floating(t) or pa.types.is_nested(t)
+                    or pa.types.is_dictionary(t)):
+                to_read.append(name)
+                continue
+            start = 0
+            for g in range(pf.metadata.num_row_groups):
+                rg = pf.metadata.row_group(g)
+                stats = rg.column(j).statistics
+                if stats is None or not stats.has_null_count or stats.null_count > 0:
+                    table = _read_row_group(pf, f, g, name)
+                    _raise_missing(table.column(0), name, RowPosition(f, start))
+                start += rg.num_rows
+        if to_read:
             rows = 0
-            for batch in _iter_parquet(pf, f, [label.column], self.batch_rows):
-                encode_label(batch.column(0), label, RowPosition(f, rows), classes)
+            for batch in _iter_parquet(pf, f, to_read, self.batch_rows):
+                for name in to_read:
+                    _raise_missing(batch.column(name), name, RowPosition(f, rows))
                 rows += batch.num_rows
-            total += rows
-            leaf = {pf.metadata.schema.column(j).path: j
-                    for j in range(pf.metadata.num_columns)}
-            to_read = []
-            for name in strict:
-                t = pf.schema_arrow.field(name).type
-                j = leaf.get(name)
-                if (j is None or pa.types.is_floating(t) or pa.types.is_nested(t)
-                        or pa.types.is_dictionary(t)):
-                    to_read.append(name)
-                    continue
-                start = 0
-                for g in range(pf.metadata.num_row_groups):
-                    rg = pf.metadata.row_group(g)
-                    stats = rg.column(j).statistics
-                    if stats is None or not stats.has_null_count or stats.null_count > 0:
-                        table = _read_row_group(pf, f, g, name)
-                        _raise_missing(table.column(0), name, RowPosition(f, start))
-                    start += rg.num_rows
-            if to_read:
-                rows = 0
-                for batch in _iter_parquet(pf, f, to_read, self.batch_rows):
-                    for name in to_read:
-                        _raise_missing(batch.column(name), name, RowPosition(f, rows))
-                    rows += batch.num_rows
         return total
 
     # ---------------------------------------------------------- batches
@@ -449,19 +457,20 @@ class DataSource:
     def _parquet_all_columns(self, encoder: BatchEncoder) -> Iterator[pa.RecordBatch]:
         for f in self._check_readable_parquet():
             encoder.start_file(f)
-            pf = _open_parquet(f)
-            yield from _iter_parquet(pf, f, pf.schema_arrow.names, self.batch_rows)
+            with _open_parquet(f) as pf:
+                yield from _iter_parquet(pf, f, pf.schema_arrow.names, self.batch_rows)
 
     def _parquet_batches(self, needed: tuple[str, ...],
                          encoder: BatchEncoder) -> Iterator[pa.RecordBatch]:
         for f in self._check_readable_parquet():
             encoder.start_file(f)  # error messages name the file and its own row numbers
-            schema = _open_parquet(f).schema_arrow
+            with _open_parquet(f) as pf:
+                schema = pf.schema_arrow
             as_dict = [c for c in needed
                        if not isinstance(self._declared(c), NumericColumn | TokensColumn)
                        and pa.types.is_string(schema.field(c).type)]
-            pf = _open_parquet(f, read_dictionary=as_dict)
-            yield from _iter_parquet(pf, f, list(needed), self.batch_rows)
+            with _open_parquet(f, read_dictionary=as_dict) as pf:
+                yield from _iter_parquet(pf, f, list(needed), self.batch_rows)
 
     # -------------------------------------------------------------- CSV
 
@@ -521,7 +530,9 @@ class DataSource:
 
         rows = 0
         try:
-            reader = pacsv.open_csv(
+            # closed however the loop ends (a consumer stopping early, an error): a threaded
+            # reader's read-ahead must not outlive its pass, least of all into interpreter exit
+            with pacsv.open_csv(
                 self.path,
                 read_options=pacsv.ReadOptions(use_threads=threads,
                                                block_size=_CSV_BLOCK_BYTES),
@@ -531,10 +542,10 @@ class DataSource:
                 convert_options=pacsv.ConvertOptions(
                     column_types=types, include_columns=list(needed),
                     null_values=self._null_values(), strings_can_be_null=True,
-                    quoted_strings_can_be_null=True))
-            for batch in reader:
-                rows += batch.num_rows
-                yield csv_tokens_rule(batch, self.schema)
+                    quoted_strings_can_be_null=True)) as reader:
+                for batch in reader:
+                    rows += batch.num_rows
+                    yield csv_tokens_rule(batch, self.schema)
         except pa.ArrowInvalid as exc:
             raise self._csv_error(str(exc), header, bad_rows, rows) from None
         except OSError as exc:
@@ -573,19 +584,19 @@ class DataSource:
         """The 1-based data row of the first value of ``name`` not parseable as a number."""
         rows = 0
         try:
-            reader = pacsv.open_csv(
+            with pacsv.open_csv(
                 self.path,
                 read_options=pacsv.ReadOptions(use_threads=False, block_size=_CSV_BLOCK_BYTES),
                 parse_options=pacsv.ParseOptions(delimiter=_delimiter(self.path),
                                                  newlines_in_values=True),
                 convert_options=pacsv.ConvertOptions(
                     column_types={name: pa.string()}, include_columns=[name],
-                    null_values=self._null_values(), strings_can_be_null=True))
-            for batch in reader:
-                i = first_unparseable(batch.column(0))  # blanks around numbers are fine
-                if i is not None:
-                    return rows + i + 1
-                rows += batch.num_rows
+                    null_values=self._null_values(), strings_can_be_null=True)) as reader:
+                for batch in reader:
+                    i = first_unparseable(batch.column(0))  # blanks around numbers are fine
+                    if i is not None:
+                        return rows + i + 1
+                    rows += batch.num_rows
         except (pa.ArrowException, OSError):
             return None
         return None
@@ -752,6 +763,11 @@ def _open_parquet(path: Path, read_dictionary: Sequence[str] | None = None) -> p
     except UnicodeDecodeError:
         raise DataError(f"{path}: not a readable Parquet file (a column name is not "
                         "UTF-8 text)") from None
+
+
+def _footer_rows(path: Path) -> int:
+    with _open_parquet(path) as pf:
+        return pf.metadata.num_rows
 
 
 def _iter_parquet(pf: pq.ParquetFile, path: Path, columns: list[str],

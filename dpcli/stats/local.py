@@ -10,6 +10,7 @@ the same :class:`~dpcli.stats.engine.Engine` interface.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from contextlib import closing
 from typing import ClassVar
 
 import numpy as np
@@ -48,9 +49,10 @@ class LocalEngine(Engine):
                 progress: Callable[[int], None] | None = None) -> Stats:
         request.validate(source.schema)
         # decoding and encoding run one batch ahead in a second thread (same order, same draws)
-        batches = prefetch(source.batches(request.columns(), rng=rng))
         try:
-            stats = compute_batches(source.schema, request, batches, progress=progress)
+            # closed on any exit: its read-ahead thread is joined here, not at garbage collection
+            with closing(prefetch(source.batches(request.columns(), rng=rng))) as batches:
+                stats = compute_batches(source.schema, request, batches, progress=progress)
         except (pa.ArrowException, IndexError) as exc:
             # a data page the pre-charge pass did not decode (e.g. a corrupt Parquet page in a
             # feature column); pyarrow's text may quote values, so only its type is named

@@ -1,0 +1,123 @@
+"""Paths no output may replace: the ledger and its companions, the spec and its files, inputs.
+
+Why: ``--out`` is typed by hand, and one slip (``--out ledger.jsonl``,
+``tabulate v.csv --out v.csv``) would replace the budget's record, its secret
+key or the private data with a release. Every command checks its outputs
+here before it charges anything (exit 2, nothing touched).
+
+An output is refused when it is, or resolves to, a protected file:
+
+* the same resolved path (relative or absolute spelling, symlinks followed);
+* the same (device, inode) when both exist (a hard link under another name);
+* a path inside a protected folder (a Parquet folder, a synopsis folder):
+  writing there, temporary files included, would change the input;
+* a dpcli ledger or one of its companion files even when the command has no
+  spec (predict, synthesize): a file whose ``<name>.key`` beside it holds a
+  ledger key, or that key or lock itself.
+
+A temporary file is written beside its output (same folder, a name of its
+own), so it is covered by the folder rule.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from dpcli.errors import UsageError
+
+Protected = tuple[str, Path | str]  # (what it is, for the message; the path)
+
+_KEY_TEXT = re.compile(rb"\s*[0-9a-f]{64}\s*")
+
+
+def spec_protected(spec: Any) -> list[Protected]:
+    """The spec, every public file it names and the ledger's files (see ``companion_paths``)."""
+    from dpcli.ledger import companion_paths
+
+    ledger, *companions = companion_paths(spec.ledger_path)
+    return [("the spec", spec.path), *(("a file the spec names", f) for f in spec.files),
+            ("the ledger", ledger), *(("a file of the ledger", c) for c in companions)]
+
+
+def inputs(what: str, *paths: Path | str | None) -> list[Protected]:
+    """Input paths (None and remote URIs skipped) labelled ``what``."""
+    from dpcli.data.location import is_remote, local_path
+
+    return [(what, local_path(p)) for p in paths if p is not None and not is_remote(p)]
+
+
+def model_inputs(path: Path | None, model: Any = None) -> list[Protected]:
+    """A model file and, for a grid synopsis, its cells file beside it."""
+    if path is None:
+        return []
+    found = inputs("the model", path)
+    payload = getattr(model, "payload", None)
+    if isinstance(payload, dict) and isinstance(payload.get("cells_file"), str):
+        folder = Path(path) if Path(path).is_dir() else Path(path).parent
+        found += inputs("the model's cells file", folder / payload["cells_file"])
+    return found
+
+
+def check_outputs(outputs: Iterable[Path | None], protected: Sequence[Protected]) -> None:
+    """UsageError (exit 2) naming the first output that would replace a protected file."""
+    guarded = [_Target(what, Path(p)) for what, p in protected]
+    for out in outputs:
+        if out is None:
+            continue
+        out = Path(out)
+        real = Path(os.path.realpath(out))
+        stat = _stat(out)
+        for g in guarded:
+            if real == g.real or (stat is not None and g.stat is not None
+                                  and os.path.samestat(stat, g.stat)):
+                raise UsageError(f"{out}: is {g.what} ({g.path}); an output must not replace "
+                                 "it. Choose another output path (nothing was charged)")
+            if g.is_dir and g.real in real.parents:
+                raise UsageError(f"{out}: is inside {g.what} ({g.path}), a folder this run "
+                                 "reads; write outputs elsewhere (nothing was charged)")
+        ledger = ledger_of(real)
+        if ledger is not None:
+            raise UsageError(f"{out}: is {'a file of ' if ledger != real else ''}the dpcli "
+                             f"ledger {ledger}; an output must not replace it. Choose another "
+                             "output path (nothing was charged)")
+
+
+def ledger_of(path: Path) -> Path | None:
+    """The ledger whose file (or companion file) ``path`` is, judged by a key beside it."""
+    from dpcli.ledger import companion_paths, key_path
+
+    name = path.name
+    cuts = [len(name)] + [i for i in range(len(name) - 1, 0, -1) if name[i] == "."]
+    for cut in cuts:
+        ledger = path.with_name(name[:cut])
+        if path in companion_paths(ledger) and _holds_key(key_path(ledger)):
+            return ledger
+    return None
+
+
+def _holds_key(path: Path) -> bool:
+    try:
+        with open(path, "rb") as fh:
+            return _KEY_TEXT.fullmatch(fh.read(200)) is not None
+    except OSError:
+        return False
+
+
+def _stat(path: Path) -> os.stat_result | None:
+    try:
+        return os.stat(path)
+    except OSError:
+        return None
+
+
+class _Target:
+    def __init__(self, what: str, path: Path) -> None:
+        self.what = what
+        self.path = path
+        self.real = Path(os.path.realpath(path))
+        self.stat = _stat(path)
+        self.is_dir = self.stat is not None and os.path.isdir(path)

@@ -22,8 +22,9 @@ from typing import Any
 from dpcli import NEIGHBOURING_RELATION
 from dpcli.budget import Budget
 from dpcli.data.location import location_text
-from dpcli.errors import BudgetExhausted, UsageError
-from dpcli.ledger import Ledger, Reservation, input_digest
+from dpcli.errors import BudgetExhausted, LedgerError, UsageError
+from dpcli.fingerprint import input_digest
+from dpcli.ledger import Ledger, Reservation
 from dpcli.mechanisms import Plan
 from dpcli.spec import Spec
 
@@ -85,7 +86,7 @@ def prepare_source(spec: Spec, data: Path | str, columns: Sequence[str], total: 
         raise UsageError(f"unknown statistics engine {engine!r} "
                          f"(available: {', '.join(available_engines())})")
     source.check_structure(columns)
-    remaining = open_ledger(spec).summary().remaining
+    remaining = open_ledger(spec).summary(runs=False).remaining
     if not dry_run and not total.fits_in(remaining):
         raise BudgetExhausted(f"budget exhausted for dataset {spec.dataset!r}: this run needs "
                               f"{total} but only {remaining} remains")
@@ -101,12 +102,13 @@ def charged(spec: Spec, plan: Plan, *, command: str, arguments: dict[str, Any],
     ``input_path`` is a local file or folder (recorded with its absolute path
     and a keyed digest of its bytes) or a remote URI read by Spark (recorded
     as given, with a keyed digest of its file listing: see
-    :func:`dpcli.ledger.input_digest`).
+    :func:`dpcli.fingerprint.input_digest`).
 
     Raises BudgetExhausted (exit 3) before the body runs when the plan does
     not fit in what remains. If the body raises, a ``failed`` entry is
     appended (with the error's class only: its message can locate private
-    values) and the charge stays.
+    values) and the charge stays. If the outputs were written but the
+    ``complete`` entry cannot be, a LedgerError says exactly that.
     """
     ledger = open_ledger(spec)
     reservation = ledger.reserve(
@@ -123,4 +125,11 @@ def charged(spec: Spec, plan: Plan, *, command: str, arguments: dict[str, Any],
         # that may be shared more widely
         ledger.fail(reservation, type(exc).__name__)
         raise
-    ledger.complete(reservation, charge.outputs, charge.summary)
+    try:
+        ledger.complete(reservation, charge.outputs, charge.summary)
+    except LedgerError as exc:
+        written = ", ".join(map(str, charge.outputs)) or "the release"
+        raise LedgerError(
+            f"{written} written and its charge of {reservation.budget} is kept, but the "
+            f"ledger's 'complete' entry could not be recorded ({exc}); `dpcli ledger show` "
+            f"lists run {reservation.run_id[:8]} as interrupted") from exc

@@ -67,7 +67,7 @@ def dry_run_exit(ui: UI, spec: Spec, plan: Plan,
     """Report what the run would spend and whether it fits; exit 0 if it does, 3 if not."""
     from dpcli.run import open_ledger
 
-    summary = open_ledger(spec).summary()
+    summary = open_ledger(spec).summary(runs=False)
     fits = plan.total.fits_in(summary.remaining)
     if ui.json:
         ui.emit_json({"dry_run": True, "dataset": spec.dataset, "planned": plan.total.to_json(),

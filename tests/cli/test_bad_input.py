@@ -77,7 +77,7 @@ def test_malformed_spec(project: Project, cli, name: str, mutate, message: str) 
     assert r.exit_code == 2, r.stderr
     assert message in r.stderr
     assert str(project.spec) in r.stderr
-    assert project.ledger.read_bytes() == b""  # nothing charged
+    assert project.no_runs()  # nothing charged
     assert not (project.root / "o.csv").exists()
 
 
@@ -86,7 +86,7 @@ def test_invalid_yaml(project: Project, cli) -> None:
     r = cli("tabulate", project.data, "--spec", project.spec, "--out", project.root / "o.csv")
     assert r.exit_code == 2
     assert f"{project.spec}: not valid YAML at line" in r.stderr
-    assert project.ledger.read_bytes() == b""  # nothing charged
+    assert project.no_runs()  # nothing charged
 
 
 def _write_csv(project: Project, text: str):
@@ -131,7 +131,7 @@ def test_bad_data_file(project: Project, cli, name: str, make, needle: str) -> N
     r = cli("tabulate", data, "--spec", project.spec, "--out", project.root / "o.csv")
     assert r.exit_code == 2, r.stderr
     assert needle in r.stderr
-    assert project.ledger.read_bytes() == b""  # nothing charged
+    assert project.no_runs()  # nothing charged
     assert not (project.root / "o.csv").exists()
 
 
@@ -145,7 +145,7 @@ def test_private_value_not_echoed(project: Project, cli, bad_row: str) -> None:
     r = cli("tabulate", data, "--spec", project.spec, "--out", project.root / "o.csv")
     assert r.exit_code == 2
     assert "SECRET42" not in r.stderr + r.stdout
-    assert project.ledger.read_bytes() == b""
+    assert project.no_runs()
 
 
 @pytest.mark.parametrize(("args", "needle"), [
@@ -165,7 +165,7 @@ def test_bad_options(project: Project, cli, args, needle) -> None:
         return
     assert r.exit_code == 2
     assert needle in r.stderr
-    assert project.ledger.read_bytes() == b""  # nothing charged
+    assert project.no_runs()  # nothing charged
 
 
 def test_unwritable_output_fails_before_charge(project: Project, cli) -> None:
@@ -174,4 +174,4 @@ def test_unwritable_output_fails_before_charge(project: Project, cli) -> None:
             project.root / "taken" / "o.csv")
     assert r.exit_code == 2
     assert "taken" in r.stderr
-    assert project.ledger.read_bytes() == b""  # nothing charged
+    assert project.no_runs()  # nothing charged

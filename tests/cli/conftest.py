@@ -121,6 +121,11 @@ def toy_frame(n: int = 400, seed: int = 0) -> pd.DataFrame:
 
 @pytest.fixture
 def project(tmp_path: Path) -> Project:
+    return make_project(tmp_path)
+
+
+def make_project(tmp_path: Path) -> Project:
+    """Data, vocabulary, spec and an initialised ledger in the folder ``tmp_path``."""
     (tmp_path / "vocab.txt").write_text("alpha\nbeta\ngamma\ndelta\nomega\n")
     frame = toy_frame()
     data = tmp_path / "toy.parquet"
@@ -134,6 +139,11 @@ def project(tmp_path: Path) -> Project:
 
 @pytest.fixture
 def cli():
+    return cli_runner()
+
+
+def cli_runner():
+    """Run the real CLI in this process: ``run(*args) -> Result``."""
     runner = CliRunner()
 
     def run(*args: object) -> Result:

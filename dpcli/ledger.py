@@ -676,9 +676,11 @@ class _Fold:
             self.problems.append(where + str(exc))
             self._prev = None
             return
-        if canonical({"entry": entry, "hash": stored}).encode("utf-8", "surrogatepass") != raw:
+        # one serialisation for both checks: sorted keys put "entry" before "hash"
+        body = canonical(entry).encode("utf-8", "surrogatepass")
+        if b'{"entry":' + body + b',"hash":' + canonical(stored).encode() + b"}" != raw:
             self.problems.append(where + "bytes differ from the canonical serialisation (edited?)")
-        if entry_hash(entry) != stored:
+        if hashlib.sha256(body).hexdigest() != stored:
             self.problems.append(where + "hash does not match the entry (edited?)")
         if self._prev is not None and entry.get("prev") != self._prev:
             self.problems.append(where + "prev does not match the previous line's hash "

@@ -9,7 +9,8 @@ import typer
 from dpcli.cli.common import JsonOpt, QuietOpt, SpecOpt, VerboseOpt, handle_errors
 from dpcli.cli.ui import UI
 
-app = typer.Typer(help="Read the privacy budget and audit log of a dataset.", no_args_is_help=True)
+app = typer.Typer(help="The privacy budget and audit log of a dataset: init, show, verify, "
+                  "raise, repair.", no_args_is_help=True)
 
 
 @app.command("init")

@@ -1,4 +1,4 @@
-"""The privacy-budget ledger: an append-only, hash-chained audit log.
+"""The privacy-budget ledger: an append-only, hash-chained audit log with a keyed checkpoint.
 
 One JSON Lines file (its path comes from the spec) records every run against
 one or more datasets; budgets are kept per dataset id. Each line is
@@ -7,47 +7,66 @@ no spaces, UTF-8) where ``hash`` is the SHA-256 of the canonical form of
 ``entry`` and every entry holds the hash of the previous line's entry in
 ``prev`` (64 zeros for the first line).
 
-A run writes two lines: ``reserve`` (before it touches any private value: the
-planned ε/δ, checked against what remains) and later ``complete`` or
-``failed``. Both are appended under an exclusive ``fcntl.flock`` on the
-sidecar file ``<ledger>.lock`` and fsynced before the call returns, so
-concurrent runs on one machine (or on a file system with working ``flock``)
-can never together overspend. Nothing is ever refunded: the spent budget is
-the exact sum of ε (and δ) over *all* reserve entries of the dataset,
-including runs that failed or were killed.
+Entries
+-------
+* ``genesis`` (written by ``dpcli ledger init``): a dataset's total ε and δ
+  and the fingerprint of the ledger's key (never the key). A dataset id with
+  no genesis in the ledger cannot spend: a renamed id is not a fresh budget.
+* ``raise``: the custodian deliberately raised a dataset's total.
+* ``reserve`` (before a run touches any private value: the planned ε/δ,
+  checked against what remains) and later ``complete`` or ``failed``.
+* ``repair``: ``dpcli ledger repair`` dropped a torn last line.
 
-Amounts are stored as JSON numbers and read back with ``budget.exact`` (the
-shortest decimal the float prints as). A planned spend that is not exactly
-such a decimal (e.g. 1/3) is rounded *up* to the next float before it is
-recorded and checked, and a lifetime total is rounded *down*, so the ledger
-never undercharges. The ``spent_*`` and ``remaining_*`` fields of a reserve
-entry are informational; accounting is always recomputed from per-run amounts.
+Nothing is ever refunded: the spent budget is the exact sum of ε (and δ)
+over *all* reserve entries of the dataset, including runs that failed or were
+killed. Amounts are stored as JSON numbers and read back with
+``budget.exact``; a planned spend that is not exactly such a decimal is
+rounded *up* before it is recorded, and a lifetime total is rounded *down*.
 
-What the hash chain detects, and what it does not
--------------------------------------------------
+Files beside the ledger (see :func:`companion_paths`)
+----------------------------------------------------
+* ``<ledger>.key`` (mode 0600): the secret key of the input digests and of the
+  checkpoint's MAC.
+* ``<ledger>.head``: the checkpoint -- entry count, byte length, head hash,
+  total and spent per dataset, open runs, and the ledger file's identity
+  (device, inode, size, ctime) -- with an HMAC-SHA-256 under the key. It is
+  rewritten atomically (temp file ``<ledger>.head.tmp``, fsync, rename) after
+  every append.
+
+A symlinked ledger is followed: its key and checkpoint live beside the file
+it points to. A ledger file with more than one hard link is refused (the
+sidecars sit beside one name only; link with a symlink instead).
+
+Locking, appends and cost
+-------------------------
+Every reader takes a shared and every writer an exclusive ``flock`` on the
+ledger file's own open descriptor, so the lock is per file (inode) whatever
+path reaches it; after locking, the descriptor is checked to still be the
+file at the path (not replaced by a rename). Under the lock, a writer loads
+the state: if the file's identity, size and ctime are those the checkpoint
+recorded, nothing was written since and the checkpoint's figures are used
+(O(1)); otherwise the whole file is re-verified (streamed, flat memory) and
+must pass through the checkpointed point. Then it appends one line (fsynced)
+and rewrites the checkpoint. A failed or short append, or a failed
+checkpoint, is rolled back (``ftruncate`` to the previous length) under the
+lock: nothing half-written stays.
+
+What is detected, and what is not
+---------------------------------
 ``verify`` re-serialises every line and rejects any byte that differs from the
-canonical form, recomputes every hash and follows the ``prev`` chain. So any
-edit, insertion, reordering or removal of an entry is detected -- except
-
-* truncating the tail: removing the last k lines leaves a valid, shorter
-  chain (a run "un-spent");
-* a consistent rewrite: whoever can write the file can also recompute all
-  later hashes (SHA-256 is not a signature; there is no secret key).
-
-Both are caught only by comparing the head hash that ``verify`` reports with
-a copy kept elsewhere (a custodian's notebook, a ticket, another machine).
-The chain is tamper-evidence against accidents and casual edits, not
-protection against someone with write access who wants to hide a run.
-
-A ledger that fails verification (including a last line torn by a crash
-mid-write, i.e. without a final newline) is never charged against: a human
-must look at it and repair it. ``reserve`` returns only after its line is on
-disk, so a torn reserve line belongs to a run that never touched the data.
-The lock file is never deleted (deleting lock files reintroduces races).
+canonical form, recomputes every hash, follows the ``prev`` chain, and checks
+the checkpoint's MAC and that the file still contains the checkpointed entries
+with the same head. So edits, insertions, reorderings, removals, a cut tail,
+a ledger emptied or deleted (its key and checkpoint stay) are detected, by
+``verify`` and by every spend. Not detected: rolling back the ledger, its
+checkpoint (and key) *together* to an earlier copy, or deleting all three.
+Against that, anchor the head elsewhere: ``verify`` prints it, and
+``verify --expect-head H`` checks that ``H`` is still in the chain.
 """
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import hashlib
 import hmac
@@ -55,8 +74,9 @@ import json
 import math
 import os
 import secrets
+import stat
 import uuid
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -67,11 +87,14 @@ from typing import Any, Protocol
 from dpcli import NEIGHBOURING_RELATION, __version__
 from dpcli.budget import ZERO, Budget, exact
 from dpcli.errors import BudgetExhausted, LedgerError
+from dpcli.fingerprint import file_digest
 
 GENESIS = "0" * 64
-KINDS = ("reserve", "complete", "failed")
-_CHUNK = 1 << 20
+RUN_KINDS = ("reserve", "complete", "failed")
+KINDS = ("genesis", "raise", *RUN_KINDS, "repair")
+CHECKPOINT_FORMAT = 1
 _MAX_REASON = 500
+_LOCK_TRIES = 20
 
 
 class PlanLike(Protocol):
@@ -127,8 +150,17 @@ class VerifyReport:
 
     ok: bool
     entries: int  # number of lines read (including bad ones)
-    problems: list[str]  # each starts with "line N:" (1-based)
+    problems: list[str]  # each starts with "line N:" (1-based) when it is about a line
     head: str  # hash of the last line's entry (GENESIS for an empty ledger)
+
+
+@dataclass(frozen=True)
+class Repair:
+    """What ``repair_ledger`` dropped."""
+
+    line: int  # 1-based number of the dropped line
+    dropped: bytes
+    kept_bytes: int
 
 
 def canonical(obj: Any) -> str:
@@ -141,129 +173,133 @@ def entry_hash(entry: dict[str, Any]) -> str:
     return hashlib.sha256(canonical(entry).encode("utf-8", "surrogatepass")).hexdigest()
 
 
-def file_digest(path: Path) -> str:
-    """SHA-256 hex of a file's bytes, or of a directory's files.
-
-    For a directory the digest covers every regular file below it (hidden ones
-    too; symlinked directories are not followed), in sorted order of their
-    relative POSIX paths: it hashes the lines ``"<relative path>\\0<sha256>\\n"``,
-    so it changes when any file's name or content changes and does not depend
-    on the order in which files were created. Files are read in 1 MiB chunks.
-    """
-    path = Path(path)
-    if not path.is_dir():
-        digest = hashlib.sha256()
-        with path.open("rb") as handle:
-            while chunk := handle.read(_CHUNK):
-                digest.update(chunk)
-        return digest.hexdigest()
-    files: list[tuple[str, Path]] = []
-    for folder, _dirs, names in os.walk(path):
-        for name in names:
-            full = Path(folder, name)
-            if full.is_file():
-                files.append((full.relative_to(path).as_posix(), full))
-    digest = hashlib.sha256()
-    for rel, full in sorted(files):
-        digest.update(f"{rel}\0{file_digest(full)}\n".encode())
-    return digest.hexdigest()
+def _real(path: Path) -> Path:
+    """The ledger file itself: symlinks followed (its sidecars live beside it)."""
+    return Path(os.path.realpath(Path(path)))
 
 
 def key_path(path: Path) -> Path:
-    """Where the secret key of a ledger's input digests lives (beside the ledger, mode 0600)."""
-    path = Path(path)
-    return path.with_name(path.name + ".key")
+    """Where the ledger's secret key lives (beside the ledger file, mode 0600)."""
+    real = _real(path)
+    return real.with_name(real.name + ".key")
 
 
 def companion_paths(path: Path) -> tuple[Path, ...]:
-    """The ledger file and every file kept beside it (key, lock): no output may replace one."""
-    path = Path(path)
-    return (path, key_path(path), path.with_name(path.name + ".lock"))
+    """The ledger file and every sidecar file it uses: outputs must never be written on them.
 
-
-def init_ledger(path: Path) -> bool:
-    """Create an empty ledger and its digest key; False (nothing changed) if it exists.
-
-    Spending runs refuse a missing ledger rather than start one, so that a
-    moved spec or a deleted file can never silently reset a dataset's budget.
+    Symlinks are resolved (the sidecars live beside the real file): the
+    ledger, its key, its checkpoint, the checkpoint's temporary file, and the
+    ``.lock`` file of earlier versions (which older processes may still use).
     """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if path.exists():
-        return False
-    key = key_path(path)
-    if not key.exists():
-        _create_exclusive(key, secrets.token_hex(32).encode(), 0o600)
-    try:
-        _create_exclusive(path, b"", 0o644)
-    except FileExistsError:  # another process initialised it first
-        return False
-    return True
+    real = _real(path)
+    return (real, key_path(real), head_path(real), real.with_name(real.name + ".head.tmp"),
+            real.with_name(real.name + ".lock"))
 
 
-def _create_exclusive(path: Path, data: bytes, mode: int) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+def head_path(path: Path) -> Path:
+    """Where the ledger's keyed checkpoint lives (beside the ledger file)."""
+    real = _real(path)
+    return real.with_name(real.name + ".head")
+
+
+def read_key(path: Path) -> bytes:
+    """The ledger's secret key; LedgerError when it is missing or unreadable."""
+    key_file = key_path(path)
     try:
+        key = key_file.read_bytes().strip()
+    except OSError:
+        raise LedgerError(f"{key_file}: the ledger's key is missing or unreadable; "
+                          "restore it from the custodian's backup") from None
+    if not key:
+        raise LedgerError(f"{key_file}: the ledger's key is empty; restore it from the "
+                          "custodian's backup")
+    return key
+
+
+def key_fingerprint(key: bytes) -> str:
+    """A public fingerprint of the key (SHA-256 of a labelled copy): it names, never reveals."""
+    return hashlib.sha256(b"dpcli-ledger-key-fingerprint\0" + key).hexdigest()
+
+
+def init_ledger(path: Path, dataset: str, total: Budget) -> str:
+    """Record the genesis of ``dataset`` (total ``total``), creating the ledger if needed.
+
+    Returns "created" (new ledger, key and checkpoint), "added" (a genesis
+    appended to a ledger other datasets use) or "upgraded" (a ledger written
+    by an earlier dpcli, without genesis entries or checkpoint: its runs are
+    verified, kept and counted, and its checkpoint is created).
+
+    Refuses (LedgerError) when the dataset already has a genesis, when a key
+    or checkpoint exists without its ledger (deleted or moved: re-creating it
+    would silently restore the budget), when the ledger fails verification,
+    and when the dataset's earlier runs recorded another total.
+    """
+    if not isinstance(dataset, str) or not dataset:
+        raise ValueError("a dataset id must be a non-empty string")
+    if total.epsilon <= 0:
+        raise ValueError("a dataset's total ε must be positive")
+    real = _real(path)
+    key_file, head = key_path(real), head_path(real)
+    outcome = "added"
+    if not real.exists():
+        for sidecar in (key_file, head):
+            if sidecar.exists():
+                raise LedgerError(
+                    f"{path}: no ledger here, but its {sidecar.name} exists: the ledger was "
+                    "deleted or moved, and a new one would silently restore the budget. Restore "
+                    f"it; only to really start over, delete {sidecar} (and the other sidecars) "
+                    "first")
+        real.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            _create_exclusive(key_file, secrets.token_hex(32).encode() + b"\n", 0o600)
+        except FileExistsError:
+            raise LedgerError(f"{path}: another `dpcli ledger init` is creating this ledger; "
+                              "run it again once that one has finished") from None
+        _write_checkpoint(real, read_key(real), _Fold(), None)
+        _create_exclusive(real, b"", 0o644, exact_mode=False)  # under the umask, as before
+        outcome = "created"
+    ledger = Ledger(path, dataset, total)
+    key = read_key(real)
+    with _locked(real, exclusive=True) as fd:
+        fold = _load_state(real, fd, key, allow_legacy=True, path=path)
+        if outcome == "added" and not head.exists():
+            outcome = "upgraded"
+        state = fold.datasets.get(dataset)
+        if state is not None and state.genesis:
+            raise LedgerError(f"{path}: dataset {dataset!r} already has its genesis in this "
+                              "ledger (total " f"{state.total}); nothing changed")
+        recorded = ledger.recorded_total
+        if state is not None and state.total != recorded:
+            raise LedgerError(
+                f"{path}: the spec declares a total of {total} for dataset {dataset!r} but its "
+                f"runs recorded {state.total}: init with the recorded total, then raise it with "
+                "`dpcli ledger raise` if you mean to")
+        entry = ledger._common("genesis", fold.entries, fold.head) | {
+            "total_epsilon": float(recorded.epsilon), "total_delta": float(recorded.delta),
+            "key_fingerprint": key_fingerprint(key)}
+        _append(real, fd, key, fold, entry, path=path)
+    return outcome
+
+
+def _create_exclusive(path: Path, data: bytes, mode: int, *, exact_mode: bool = True) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, mode)
+    try:
+        if exact_mode:
+            os.fchmod(fd, mode)  # whatever the umask
         os.write(fd, data)
         os.fsync(fd)
     finally:
         os.close(fd)
+    _fsync_dir(path.parent)
+
+
+def _fsync_dir(folder: Path) -> None:
     with suppress(OSError):
-        dir_fd = os.open(path.parent, os.O_RDONLY)
+        dir_fd = os.open(folder, os.O_RDONLY)
         try:
             os.fsync(dir_fd)
         finally:
             os.close(dir_fd)
-
-
-def listing_digest(files: Iterable[tuple[str, int, int]]) -> str:
-    """SHA-256 hex of a file listing: (path, size in bytes, modification time in ms).
-
-    Hashes the lines ``"<path>\\0<size>\\0<mtime>\\n"`` in sorted order, so it
-    changes when a file is added, removed, renamed, resized or rewritten
-    (as far as its modification time shows) — but not when bytes change in
-    place with size and time kept: it is a digest of the listing, not of the
-    contents.
-    """
-    digest = hashlib.sha256()
-    for path, size, mtime in sorted((str(p), int(s), int(m)) for p, s, m in files):
-        digest.update(f"{path}\0{size}\0{mtime}\n".encode("utf-8", "surrogatepass"))
-    return digest.hexdigest()
-
-
-#: prefix of an input digest computed from a file listing instead of the bytes
-LISTING_DIGEST = "hmac-sha256-of-listing:"
-
-
-def input_digest(ledger_path: Path, data: Path | str) -> str:
-    """Keyed digest (HMAC-SHA-256) of a private input file, for the audit log.
-
-    A plain hash of private data lets anyone who knows all records but one
-    test guesses of that record against the log; the key, kept beside the
-    ledger and readable only by the custodian, prevents it.
-
-    A local file or folder is digested by its bytes (``hmac-sha256:<hex>``).
-    A remote URI read by the Spark engine (``s3a://…``, ``hdfs://…``) would
-    have to be downloaded in full for that, so it is digested by its Hadoop
-    file listing instead (:func:`listing_digest` of every file the engine
-    reads), marked ``hmac-sha256-of-listing:<hex>``: that records which
-    files of which size and age were read, not their bytes.
-    """
-    key_file = key_path(ledger_path)
-    try:
-        key = key_file.read_bytes().strip()
-    except OSError:
-        raise LedgerError(f"{key_file}: the ledger's digest key is missing or unreadable; "
-                          "restore it from the custodian's backup") from None
-    from dpcli.data.location import is_remote, local_path
-    from dpcli.stats.spark import input_listing
-
-    if is_remote(data):
-        listed = listing_digest(input_listing(data))
-        mac = hmac.new(key, f"listing:{listed}".encode(), hashlib.sha256).hexdigest()
-        return f"{LISTING_DIGEST}{mac}"
-    mac = hmac.new(key, file_digest(local_path(data)).encode(), hashlib.sha256).hexdigest()
-    return f"hmac-sha256:{mac}"
 
 
 def read_entries(path: Path) -> list[dict[str, Any]]:
@@ -273,33 +309,69 @@ def read_entries(path: Path) -> list[dict[str, Any]]:
     does not check hashes -- use ``verify_file`` for that. Raises LedgerError
     naming the file and line when a line cannot be read.
     """
-    path = Path(path)
-    if not path.exists():
+    real = _real(path)
+    if not real.exists():
         return []
-    with _locked(path, exclusive=False):
-        data = path.read_bytes()
     entries = []
-    for number, raw in enumerate(data.split(b"\n"), start=1):
-        if not raw:
-            continue
-        try:
-            entries.append(_parse(raw)[0])
-        except ValueError as exc:
-            raise LedgerError(f"{path}: line {number}: {exc}") from None
+    with _locked(real, exclusive=False) as fd:
+        for number, raw in enumerate(_lines(fd), start=1):
+            try:
+                entries.append(_parse(raw.rstrip(b"\n"))[0])
+            except ValueError as exc:
+                raise LedgerError(f"{path}: line {number}: {exc}") from None
     return entries
 
 
-def verify_file(path: Path) -> VerifyReport:
-    """Check a whole ledger file; a missing file is an empty, valid ledger.
+def verify_file(path: Path, *, expect_head: str | None = None, dataset: str | None = None,
+                total: Budget | None = None) -> VerifyReport:
+    """Check a whole ledger file, streamed: chain, rules, key, checkpoint (and one dataset).
 
-    Bad content never raises: every problem is reported with its line number.
-    Raises LedgerError only when the file cannot be read at all.
+    ``expect_head``: a head hash anchored elsewhere earlier; it must still be
+    the hash of some entry (the ledger may have grown since). ``dataset`` and
+    ``total`` (the recorded form) add: that dataset has its genesis and the
+    given total. A missing file with no sidecars is an empty, valid ledger.
+
+    Bad content never raises: every problem is reported (with its line number
+    when it is about a line). Raises LedgerError only when the file cannot be
+    read at all.
     """
-    path = Path(path)
-    if not path.exists():
+    real = _real(path)
+    if not real.exists():
+        sidecars = [p.name for p in (key_path(real), head_path(real)) if p.exists()]
+        if sidecars:
+            return VerifyReport(False, 0, [f"the ledger is missing but its {' and '.join(sidecars)}"
+                                           " exist: deleted or moved?"], GENESIS)
         return VerifyReport(True, 0, [], GENESIS)
-    with _locked(path, exclusive=False):
-        return _scan(path.read_bytes())[1]
+    problems: list[str] = []
+    try:
+        key: bytes | None = read_key(real)
+    except LedgerError as exc:
+        key, problems = None, [str(exc)]
+    with _locked(real, exclusive=False) as fd:
+        checkpoint = None
+        if key is not None:
+            try:
+                checkpoint = _read_checkpoint(real, key)
+            except LedgerError as exc:
+                problems.append(str(exc))
+        fold = _scan(fd, checkpoint, key, expect_head=expect_head)
+    problems = fold.problems + problems
+    if key is not None and checkpoint is None and not any("checkpoint" in p for p in problems):
+        problems.append(_no_checkpoint_problem(real, fold))
+    for name, state in fold.datasets.items():
+        if not state.genesis:
+            problems.append(f"dataset {name!r} has runs but no genesis entry (a ledger written "
+                            "by an earlier dpcli: run `dpcli ledger init --spec SPEC` once)")
+    if dataset is not None:
+        state = fold.datasets.get(dataset)
+        if state is None or not state.genesis:
+            problems.append(_no_genesis_message(real, dataset))
+        elif total is not None and state.total != total:
+            problems.append(_total_message(dataset, total, state.total))
+    if expect_head is not None and not fold.anchor_seen:
+        problems.append(f"the expected head {expect_head} is not the hash of any entry: entries "
+                        "up to it were removed or rewritten")
+    return VerifyReport(not problems, fold.entries, problems, fold.head)
 
 
 class Ledger:
@@ -311,11 +383,12 @@ class Ledger:
         if total.epsilon <= 0:
             raise ValueError("a dataset's total ε must be positive")
         self.path = Path(path)
+        self.file = _real(self.path)
         self.dataset = dataset
         self.total = total
         # The total as recorded (rounded down to a float if it is not one already).
-        self._recorded_total = Budget(_amount(total.epsilon, up=False),
-                                      _amount(total.delta, up=False))
+        self.recorded_total = Budget(_amount(total.epsilon, up=False),
+                                     _amount(total.delta, up=False))
 
     def reserve(self, plan: PlanLike, *, command: str, arguments: dict[str, Any],
                 spec_digest: str, input_file: str | None, input_digest: str | None,
@@ -330,8 +403,9 @@ class Ledger:
         in what remained; no two processes can both succeed when together they
         would overspend. Raises BudgetExhausted (nothing written) when the
         planned spend does not fit, LedgerError (nothing written) when the
-        file fails verification or the spec's total differs from the recorded
-        one, ValueError when the planned ε is not positive.
+        file fails verification, the dataset has no genesis, or the spec's
+        total differs from the recorded one; ValueError when the planned ε is
+        not positive.
         """
         self.require_initialised()
         planned = plan.total
@@ -340,9 +414,10 @@ class Ledger:
         charge_eps, charge_dlt = _amount(planned.epsilon, up=True), _amount(planned.delta, up=True)
         charge = Budget(charge_eps, charge_dlt)
         breakdown = plan.to_json()
-        with _locked(self.path, exclusive=True):
-            entries, head = self._read_verified("refusing to charge against")
-            total, spent = self._account(entries)
+        key = read_key(self.file)
+        with _locked(self.file, exclusive=True) as fd:
+            fold = _load_state(self.file, fd, key, path=self.path)
+            total, spent = self._account(fold)
             remaining = total - spent
             if not charge.fits_in(remaining):
                 raise BudgetExhausted(
@@ -350,7 +425,9 @@ class Ledger:
                     f"but only {remaining} of {total} remains (spent {spent})")
             spent_after, remaining_after = spent + charge, total - (spent + charge)
             run_id = uuid.uuid4().hex
-            entry = self._common("reserve", run_id, len(entries), head) | {
+            seq = fold.entries
+            entry = self._common("reserve", seq, fold.head) | {
+                "run_id": run_id,
                 "command": command,
                 "arguments": arguments,
                 "spec_digest": spec_digest,
@@ -368,8 +445,8 @@ class Ledger:
                 "remaining_delta": float(remaining_after.delta),
                 "seeded": bool(seeded),
             }
-            digest = self._append(entry)
-        return Reservation(run_id, self.dataset, charge, digest, len(entries), remaining_after)
+            digest = _append(self.file, fd, key, fold, entry, path=self.path)
+        return Reservation(run_id, self.dataset, charge, digest, seq, remaining_after)
 
     def complete(self, reservation: Reservation, outputs: Sequence[Path],
                  summary: dict[str, Any] | None = None) -> None:
@@ -396,117 +473,511 @@ class Ledger:
             reason = reason[: _MAX_REASON - 1] + "…"
         self._finish(reservation, "failed", {"reason": reason})
 
-    def summary(self) -> LedgerSummary:
-        """Total, spent, remaining and the runs of this dataset.
+    def summary(self, *, runs: bool = True) -> LedgerSummary:
+        """Total, spent, remaining and (unless ``runs`` is False) the runs of this dataset.
 
-        Raises LedgerError when the file fails verification or the spec's
-        total differs from the recorded one.
+        Without runs it costs O(1) when nothing was written since the last
+        checkpoint (the pre-charge look of a spending command); with runs it
+        streams the file once more. Raises LedgerError when the file fails
+        verification, the dataset has no genesis, or the spec's total differs
+        from the recorded one.
         """
         self.require_initialised()
-        with _locked(self.path, exclusive=False):
-            entries, _head = self._read_verified("refusing to report a budget from")
-        total, spent = self._account(entries)
-        finished = {e["run_id"]: e for e in entries
-                    if e["kind"] != "reserve" and e["dataset"] == self.dataset}
-        runs = []
-        for e in entries:
-            if e["kind"] != "reserve" or e["dataset"] != self.dataset:
+        key = read_key(self.file)
+        with _locked(self.file, exclusive=False) as fd:
+            fold = _load_state(self.file, fd, key, path=self.path)
+            total, spent = self._account(fold)
+            views = self._runs(fd) if runs else []
+        return LedgerSummary(self.dataset, total, spent, total - spent, views)
+
+    def verify(self, expect_head: str | None = None) -> VerifyReport:
+        """Check the whole file (every dataset in it) and this dataset's genesis and total."""
+        self.require_initialised()
+        return verify_file(self.file, expect_head=expect_head, dataset=self.dataset,
+                           total=self.recorded_total)
+
+    def require_initialised(self) -> None:
+        """LedgerError unless the ledger file exists (see :func:`init_ledger`)."""
+        if self.file.exists():
+            return
+        sidecars = [p for p in (key_path(self.file), head_path(self.file)) if p.exists()]
+        if sidecars:
+            raise LedgerError(
+                f"{self.path}: the ledger is missing but {', '.join(map(str, sidecars))} "
+                "exist: it was deleted or moved. Restore it before spending anything")
+        raise LedgerError(
+            f"{self.path}: no ledger here. If dataset {self.dataset!r} has never been "
+            "released, create it with `dpcli ledger init --spec SPEC`; if it has, the "
+            "ledger was moved or deleted: restore it before spending anything")
+
+    # -- internals ---------------------------------------------------------
+
+    def _account(self, fold: _Fold) -> tuple[Budget, Budget]:
+        """(recorded total, exact spent) of this dataset; LedgerError without genesis or
+        when the spec's total is not the recorded one."""
+        state = fold.datasets.get(self.dataset)
+        if state is None or not state.genesis:
+            raise LedgerError(_no_genesis_message(self.path, self.dataset))
+        if state.total != self.recorded_total:
+            raise LedgerError(f"{self.path}: " + _total_message(
+                self.dataset, self.total, state.total))
+        return state.total, state.spent
+
+    def _runs(self, fd: int) -> list[RunView]:
+        reserves: dict[str, dict[str, Any]] = {}
+        ends: dict[str, dict[str, Any]] = {}
+        for raw in _lines(fd):
+            entry = _parse(raw.rstrip(b"\n"))[0]
+            if entry.get("dataset") != self.dataset:
                 continue
-            end = finished.get(e["run_id"])
-            runs.append(RunView(
-                run_id=e["run_id"], time=e["time"], command=e["command"],
+            if entry["kind"] == "reserve":
+                reserves[entry["run_id"]] = entry
+            elif entry["kind"] in ("complete", "failed"):
+                ends[entry["run_id"]] = entry
+        views = []
+        for run_id, e in reserves.items():
+            end = ends.get(run_id)
+            views.append(RunView(
+                run_id=run_id, time=e["time"], command=e["command"],
                 epsilon=exact(e["epsilon"]), delta=exact(e["delta"]),
                 status=end["kind"] if end else "interrupted", seeded=e["seeded"],
                 outputs=list(end.get("outputs", [])) if end else [],
                 neighbouring=e.get("neighbouring", NEIGHBOURING_RELATION)))
-        return LedgerSummary(self.dataset, total, spent, total - spent, runs)
+        return views
 
-    def verify(self) -> VerifyReport:
-        """Check the whole file (every dataset in it); see ``verify_file``."""
-        self.require_initialised()
-        return verify_file(self.path)
-
-    def require_initialised(self) -> None:
-        """LedgerError unless the ledger file exists (see :func:`init_ledger`)."""
-        if not self.path.exists():
-            raise LedgerError(
-                f"{self.path}: no ledger here. If dataset {self.dataset!r} has never been "
-                "released, create it with `dpcli ledger init --spec SPEC`; if it has, the "
-                "ledger was moved or deleted: restore it before spending anything")
-
-    # -- internals ---------------------------------------------------------
-
-    def _read_verified(self, refusal: str) -> tuple[list[dict[str, Any]], str]:
-        """Entries and head hash of the file; LedgerError if it fails verification.
-
-        Must be called under the lock.
-        """
-        data = self.path.read_bytes() if self.path.exists() else b""
-        entries, report = _scan(data)
-        if not report.ok:
-            more = len(report.problems) - 1
-            raise LedgerError(
-                f"{refusal} a ledger that fails verification: {self.path}: {report.problems[0]}"
-                + (f" (and {more} more problem{'s' * (more > 1)})" if more else "")
-                + "; run `dpcli ledger verify`")
-        return entries, report.head
-
-    def _account(self, entries: list[dict[str, Any]]) -> tuple[Budget, Budget]:
-        """(recorded total, exact spent) of this dataset; LedgerError if the total changed."""
-        reserves = [e for e in entries if e["kind"] == "reserve" and e["dataset"] == self.dataset]
-        total = self._recorded_total
-        if reserves:
-            first = reserves[0]
-            recorded = Budget(first["total_epsilon"], first["total_delta"])
-            if recorded != total:
-                raise LedgerError(
-                    f"{self.path}: the spec declares a total of {self.total} for dataset "
-                    f"{self.dataset!r} but its first run recorded {recorded}; a dataset's "
-                    "lifetime budget cannot be changed after its first run")
-        spent = sum((Budget(e["epsilon"], e["delta"]) for e in reserves), ZERO)
-        return total, spent
-
-    def _common(self, kind: str, run_id: str, seq: int, prev: str) -> dict[str, Any]:
-        return {"seq": seq, "kind": kind, "run_id": run_id, "time": _now(),
-                "dpcli_version": __version__, "dataset": self.dataset, "prev": prev}
+    def _common(self, kind: str, seq: int, prev: str) -> dict[str, Any]:
+        return {"seq": seq, "kind": kind, "time": _now(), "dpcli_version": __version__,
+                "dataset": self.dataset, "prev": prev}
 
     def _finish(self, reservation: Reservation, kind: str, extra: dict[str, Any]) -> None:
         if reservation.dataset != self.dataset:
             raise LedgerError(f"{self.path}: reservation {reservation.run_id} belongs to "
                               f"dataset {reservation.dataset!r}, not {self.dataset!r}")
-        with _locked(self.path, exclusive=True):
-            entries, head = self._read_verified(f"refusing to record a {kind} run in")
-            seq = reservation.seq
-            if not (seq < len(entries) and entries[seq]["run_id"] == reservation.run_id
-                    and entries[seq]["kind"] == "reserve"
-                    and entry_hash(entries[seq]) == reservation.entry_hash):
+        key = read_key(self.file)
+        with _locked(self.file, exclusive=True) as fd:
+            fold = _load_state(self.file, fd, key, path=self.path)
+            opened = fold.open.get(reservation.run_id)
+            if opened is None:
+                if reservation.seq < fold.entries and fold.reserved(reservation.run_id):
+                    raise LedgerError(
+                        f"{self.path}: run {reservation.run_id} is already finished")
                 raise LedgerError(f"{self.path}: reservation {reservation.run_id} "
-                                  f"is not at line {seq + 1}")
-            if any(e["run_id"] == reservation.run_id and e["kind"] != "reserve"
-                   for e in entries[seq + 1:]):
-                raise LedgerError(f"{self.path}: run {reservation.run_id} is already finished")
-            self._append(self._common(kind, reservation.run_id, len(entries), head) | extra)
+                                  f"is not at line {reservation.seq + 1}")
+            if tuple(opened) != (self.dataset, reservation.seq, reservation.entry_hash):
+                raise LedgerError(f"{self.path}: reservation {reservation.run_id} "
+                                  f"is not at line {reservation.seq + 1}")
+            entry = self._common(kind, fold.entries, fold.head) | {
+                "run_id": reservation.run_id} | extra
+            _append(self.file, fd, key, fold, entry, path=self.path)
 
-    def _append(self, entry: dict[str, Any]) -> str:
-        """Append one line (under the lock), fsync it, and return the entry's hash."""
+
+def raise_total(path: Path, dataset: str, epsilon: float | str,
+                delta: float | str | None = None) -> tuple[Budget, Budget]:
+    """Record that the custodian raised ``dataset``'s total; returns (old, new) totals.
+
+    ``delta`` None keeps the recorded δ. The new total (rounded down to a
+    float) must be at least the old one in ε and δ and differ from it.
+    Afterwards the spec must declare the new total.
+    """
+    real = _real(path)
+    Ledger(path, dataset, Budget(1)).require_initialised()
+    key = read_key(real)
+    with _locked(real, exclusive=True) as fd:
+        fold = _load_state(real, fd, key, path=Path(path))
+        state = fold.datasets.get(dataset)
+        if state is None or not state.genesis:
+            raise LedgerError(_no_genesis_message(Path(path), dataset))
+        wanted = Budget(epsilon, state.total.delta if delta is None else delta)
+        ledger = Ledger(path, dataset, wanted)
+        new = ledger.recorded_total
+        if new == state.total or not state.total.fits_in(new):
+            raise LedgerError(f"{path}: dataset {dataset!r} has a total of {state.total}; "
+                              f"{wanted} does not raise it (a total is never lowered)")
+        entry = ledger._common("raise", fold.entries, fold.head) | {
+            "total_epsilon": float(new.epsilon), "total_delta": float(new.delta),
+            "previous_epsilon": float(state.total.epsilon),
+            "previous_delta": float(state.total.delta)}
+        _append(real, fd, key, fold, entry, path=Path(path))
+        return state.total, new
+
+
+def repair_ledger(path: Path, dataset: str,
+                  confirm: Callable[[Repair], bool]) -> Repair | None:
+    """Drop a torn last line (only that) and record the repair as an entry of ``dataset``.
+
+    ``confirm`` is shown what would be dropped and returns whether to go on.
+    Returns what was dropped, or None when there was nothing to repair or it
+    was not confirmed. Raises LedgerError when the damage is not a torn last
+    line (a human must restore the ledger from a backup).
+    """
+    ledger = Ledger(path, dataset, Budget(1))
+    ledger.require_initialised()
+    key = read_key(ledger.file)
+    with _locked(ledger.file, exclusive=True) as fd:
+        torn = _find_torn(ledger.file, fd, key, path)
+        if torn is None or not confirm(torn):
+            return None
+        os.ftruncate(fd, torn.kept_bytes)
+        os.fsync(fd)
+        fold = _load_state(ledger.file, fd, key, path=ledger.path)
+        entry = ledger._common("repair", fold.entries, fold.head) | {
+            "dropped_line": torn.line, "dropped_bytes": len(torn.dropped),
+            "dropped_sha256": hashlib.sha256(torn.dropped).hexdigest()}
+        _append(ledger.file, fd, key, fold, entry, path=ledger.path)
+    return torn
+
+
+# -- the state of a ledger prefix ---------------------------------------------
+
+
+@dataclass
+class _Dataset:
+    genesis: bool
+    total: Budget
+    spent: Budget
+
+
+class _Fold:
+    """The accounting state of a ledger prefix, built line by line with flat memory.
+
+    Holds per dataset: genesis seen, recorded total, exact spent; the open
+    (reserved, unfinished) runs; the problems found. ``_reserved`` (every
+    run id seen) exists only when the fold was built from line 1.
+    """
+
+    def __init__(self, key: bytes | None = None) -> None:
+        self.entries = 0
+        self.offset = 0
+        self.last_start = 0
+        self.head = GENESIS
+        self._prev: str | None = GENESIS  # None after a line that could not be parsed
+        self.datasets: dict[str, _Dataset] = {}
+        self.open: dict[str, tuple[str, int, str]] = {}  # run_id -> (dataset, seq, hash)
+        self.problems: list[str] = []
+        self._reserved: set[str] | None = set()
+        self._key_fp = key_fingerprint(key) if key is not None else None
+        self.anchor: str | None = None
+        self.anchor_seen = False
+
+    def reserved(self, run_id: str) -> bool:
+        return self._reserved is None or run_id in self._reserved
+
+    def feed(self, raw: bytes) -> None:
+        """Add one line (with its newline, if it has one)."""
+        index, where = self.entries, f"line {self.entries + 1}: "
+        self.last_start, self.offset, self.entries = self.offset, self.offset + len(raw), index + 1
+        if raw.endswith(b"\n"):
+            raw = raw[:-1]
+        else:
+            self.problems.append(where + "no final newline (a write torn by a crash?)")
         try:
-            entry = json.loads(canonical(entry))  # the form verify will read back
-        except (TypeError, ValueError) as exc:
-            raise TypeError(f"ledger entries must be JSON-serialisable: {exc}") from None
-        digest = entry_hash(entry)
-        line = (canonical({"entry": entry, "hash": digest}) + "\n").encode("utf-8")
-        created = not self.path.exists()
-        with self.path.open("ab") as handle:
-            handle.write(line)
-            handle.flush()
-            os.fsync(handle.fileno())
-        if created:
-            dir_fd = os.open(self.path.parent, os.O_RDONLY)
-            try:
-                os.fsync(dir_fd)
-            finally:
-                os.close(dir_fd)
-        return digest
+            entry, stored = _parse(raw)
+        except ValueError as exc:
+            self.problems.append(where + str(exc))
+            self._prev = None
+            return
+        # one serialisation for both checks: sorted keys put "entry" before "hash"
+        body = canonical(entry).encode("utf-8", "surrogatepass")
+        if b'{"entry":' + body + b',"hash":' + canonical(stored).encode() + b"}" != raw:
+            self.problems.append(where + "bytes differ from the canonical serialisation (edited?)")
+        if hashlib.sha256(body).hexdigest() != stored:
+            self.problems.append(where + "hash does not match the entry (edited?)")
+        if self._prev is not None and entry.get("prev") != self._prev:
+            self.problems.append(where + "prev does not match the previous line's hash "
+                                 "(line removed, inserted or reordered?)")
+        self._prev = self.head = stored
+        if stored == self.anchor:
+            self.anchor_seen = True
+        if entry.get("seq") != index:
+            self.problems.append(where + f"seq is {entry.get('seq')!r}, expected {index}")
+        bad_fields = _field_problems(entry)
+        self.problems.extend(where + p for p in bad_fields)
+        if not bad_fields:
+            self._apply(entry, stored, index, where)
+
+    def _apply(self, entry: dict[str, Any], stored: str, index: int, where: str) -> None:
+        kind, name = entry["kind"], entry["dataset"]
+        state = self.datasets.get(name)
+        if kind in ("genesis", "raise", "reserve"):
+            total = Budget(entry["total_epsilon"], entry["total_delta"])
+        if kind == "genesis":
+            if state is not None and state.genesis:
+                self.problems.append(where + f"dataset {name!r} has a second genesis")
+            elif state is not None and state.total != total:
+                self.problems.append(where + f"genesis total of dataset {name!r} differs from "
+                                     "the total its earlier runs recorded")
+            if self._key_fp is not None and entry["key_fingerprint"] != self._key_fp:
+                self.problems.append(where + f"genesis of dataset {name!r} names another key "
+                                     "than the one beside the ledger (key replaced?)")
+            self.datasets[name] = _Dataset(True, total, state.spent if state else ZERO)
+        elif kind == "raise":
+            if state is None or not state.genesis:
+                self.problems.append(where + f"raise for dataset {name!r}, which has no genesis")
+            elif total == state.total or not state.total.fits_in(total):
+                self.problems.append(where + f"raise does not raise dataset {name!r}'s total")
+            else:
+                state.total = total
+        elif kind == "reserve":
+            run_id = entry["run_id"]
+            if run_id in self.open or (self._reserved is not None and run_id in self._reserved):
+                self.problems.append(where + f"run_id {run_id} is reserved twice")
+            if self._reserved is not None:
+                self._reserved.add(run_id)
+            if state is None:  # runs of a ledger written before genesis entries existed
+                state = self.datasets[name] = _Dataset(False, total, ZERO)
+            elif total != state.total:
+                self.problems.append(where + f"total of dataset {name!r} differs from its "
+                                     "recorded total")
+            state.spent = state.spent + Budget(entry["epsilon"], entry["delta"])
+            if not state.spent.fits_in(state.total):
+                self.problems.append(where + f"dataset {name!r} is overspent "
+                                     f"({state.spent} of {state.total})")
+            self.open[run_id] = (name, index, stored)
+        elif kind in ("complete", "failed"):
+            run_id = entry["run_id"]
+            start = self.open.get(run_id)
+            if start is not None and start[0] == name:
+                del self.open[run_id]
+            elif start is None and self._reserved is not None and run_id in self._reserved:
+                self.problems.append(where + f"run {run_id} is finished twice")
+            else:
+                self.problems.append(where + f"{kind} run {run_id} has no earlier "
+                                     f"reserve for dataset {name!r}")
+
+    # the checkpoint's body (without its MAC) and back
+
+    def to_json(self, stamp: list[int] | None) -> dict[str, Any]:
+        return {
+            "format": CHECKPOINT_FORMAT, "entries": self.entries, "offset": self.offset,
+            "last_start": self.last_start, "head": self.head, "stamp": stamp,
+            "datasets": {name: {"genesis": s.genesis,
+                                "total": [float(s.total.epsilon), float(s.total.delta)],
+                                "spent": [str(s.spent.epsilon), str(s.spent.delta)]}
+                         for name, s in self.datasets.items()},
+            "open": {run_id: list(v) for run_id, v in self.open.items()},
+        }
+
+    @classmethod
+    def from_json(cls, body: dict[str, Any], key: bytes) -> _Fold:
+        fold = cls(key)
+        fold.entries, fold.offset = int(body["entries"]), int(body["offset"])
+        fold.last_start, fold.head = int(body["last_start"]), str(body["head"])
+        fold._prev = fold.head
+        fold.datasets = {name: _Dataset(bool(s["genesis"]), Budget(*s["total"]),
+                                        Budget(Fraction(s["spent"][0]), Fraction(s["spent"][1])))
+                         for name, s in body["datasets"].items()}
+        fold.open = {run_id: (str(v[0]), int(v[1]), str(v[2]))
+                     for run_id, v in body["open"].items()}
+        fold._reserved = None  # unknown without reading the file
+        return fold
+
+
+def _stamp(st: os.stat_result) -> list[int]:
+    """The ledger file's identity and last change: any write outside dpcli changes it."""
+    return [st.st_dev, st.st_ino, st.st_size, st.st_ctime_ns]
+
+
+def _write_checkpoint(real: Path, key: bytes, fold: _Fold, st: os.stat_result | None) -> None:
+    """Write the keyed checkpoint atomically (temp file, fsync, rename, fsync the folder)."""
+    body = fold.to_json(_stamp(st) if st is not None else None)
+    body["mac"] = hmac.new(key, canonical(body).encode(), hashlib.sha256).hexdigest()
+    head = head_path(real)
+    temp = head.with_name(head.name + ".tmp")
+    try:
+        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+        try:
+            data = (canonical(body) + "\n").encode()
+            if os.write(fd, data) != len(data):
+                raise OSError(errno.ENOSPC, "short write")
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(temp, head)
+    except OSError:
+        with suppress(OSError):
+            temp.unlink()
+        raise
+    _fsync_dir(real.parent)
+
+
+def _read_checkpoint(real: Path, key: bytes) -> dict[str, Any] | None:
+    """The checkpoint's body if its MAC holds; None when there is none; LedgerError if forged."""
+    head = head_path(real)
+    try:
+        raw = head.read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise LedgerError(f"{head}: cannot read the ledger's checkpoint: {exc.strerror}") from None
+    try:
+        body = json.loads(raw)
+        mac = body.pop("mac")
+        expected = hmac.new(key, canonical(body).encode(), hashlib.sha256).hexdigest()
+        good = isinstance(mac, str) and hmac.compare_digest(mac, expected)
+    except (ValueError, AttributeError, KeyError, TypeError):
+        good = False
+    if not good or body.get("format") != CHECKPOINT_FORMAT:
+        raise LedgerError(f"{head}: the ledger's checkpoint fails its MAC (edited, damaged, or "
+                          "written with another key)")
+    return body
+
+
+def _scan(fd: int, checkpoint: dict[str, Any] | None, key: bytes | None, *,
+          expect_head: str | None = None, limit: int | None = None) -> _Fold:
+    """Fold the file from line 1 (up to byte ``limit``), checking it against the checkpoint."""
+    fold = _Fold(key)
+    fold.anchor = expect_head
+    cp_entries = int(checkpoint["entries"]) if checkpoint is not None else -1
+
+    def at_checkpoint() -> None:
+        assert checkpoint is not None
+        if (fold.offset, fold.head) != (checkpoint["offset"], checkpoint["head"]):
+            fold.problems.append(
+                f"line {fold.entries}: the ledger differs from its checkpoint, which recorded "
+                f"{checkpoint['entries']} entries ending at byte {checkpoint['offset']} with "
+                f"head {checkpoint['head']} (rewritten?)")
+
+    if cp_entries == 0:
+        at_checkpoint()
+    for raw in _lines(fd):
+        if limit is not None and fold.offset >= limit:
+            break
+        fold.feed(raw)
+        if fold.entries == cp_entries:
+            at_checkpoint()
+    if checkpoint is not None and fold.entries < cp_entries and limit is None:
+        fold.problems.append(
+            f"the ledger has {fold.entries} entries but its checkpoint recorded {cp_entries} "
+            f"(head {checkpoint['head']}): its tail was cut or it was emptied")
+    return fold
+
+
+def _lines(fd: int) -> Iterator[bytes]:
+    """The file's lines from its start, each with its newline (the last one maybe without)."""
+    with os.fdopen(os.dup(fd), "rb") as handle:
+        handle.seek(0)
+        yield from handle
+
+
+def _load_state(real: Path, fd: int, key: bytes, *, path: Path,
+                allow_legacy: bool = False) -> _Fold:
+    """The verified state of the ledger open on ``fd`` (under its lock); LedgerError if bad.
+
+    O(1) when the file is exactly as the checkpoint left it; otherwise the
+    whole file is streamed and must verify and contain the checkpointed entries.
+    ``allow_legacy``: a ledger without checkpoint and without any genesis (an
+    earlier dpcli's) is accepted, for ``ledger init`` to upgrade it.
+    """
+    checkpoint = _read_checkpoint(real, key)
+    st = os.fstat(fd)
+    if checkpoint is not None:
+        if st.st_size < checkpoint["offset"]:
+            raise LedgerError(
+                f"{path}: the ledger is {st.st_size} bytes but its checkpoint recorded "
+                f"{checkpoint['entries']} entries in {checkpoint['offset']} bytes: its tail was "
+                "cut or it was emptied. Restore it from a backup; refusing to use it")
+        if checkpoint["stamp"] == _stamp(st):
+            return _Fold.from_json(checkpoint, key)
+    fold = _scan(fd, checkpoint, key)
+    if fold.problems:
+        more = len(fold.problems) - 1
+        raise LedgerError(
+            f"refusing to use a ledger that fails verification: {path}: {fold.problems[0]}"
+            + (f" (and {more} more problem{'s' * (more > 1)})" if more else "")
+            + "; run `dpcli ledger verify`")
+    if checkpoint is None:
+        legacy = fold.entries > 0 and not any(s.genesis for s in fold.datasets.values())
+        if not (allow_legacy and legacy):
+            raise LedgerError(f"{path}: {_no_checkpoint_problem(real, fold)}")
+    return fold
+
+
+def _no_checkpoint_problem(real: Path, fold: _Fold) -> str:
+    head = head_path(real)
+    if fold.entries == 0:
+        return (f"the ledger is empty and its checkpoint {head.name} is missing: emptied? If "
+                "nothing was ever spent from it, delete it and its key, then run "
+                "`dpcli ledger init`")
+    if any(s.genesis for s in fold.datasets.values()):
+        return (f"the ledger's checkpoint {head.name} is missing (deleted?): restore it, or "
+                "check the ledger's head against your anchored copy")
+    return ("the ledger has no genesis entries and no checkpoint (written by an earlier dpcli): "
+            "run `dpcli ledger init --spec SPEC` once per dataset to record its genesis")
+
+
+def _no_genesis_message(path: Path, dataset: str) -> str:
+    return (f"{path}: dataset {dataset!r} has no genesis in this ledger. If it has never been "
+            "released, run `dpcli ledger init --spec SPEC`; if the spec's dataset id was "
+            "renamed, restore the old id (a new id is not a fresh budget)")
+
+
+def _total_message(dataset: str, declared: Budget, recorded: Budget) -> str:
+    return (f"the spec declares a total of {declared} for dataset {dataset!r} but the ledger "
+            f"records {recorded} (fixed at `dpcli ledger init`); to raise it deliberately, run "
+            "`dpcli ledger raise --spec SPEC --epsilon NEW` and then declare NEW in the spec")
+
+
+def _append(real: Path, fd: int, key: bytes, fold: _Fold, entry: dict[str, Any], *,
+            path: Path) -> str:
+    """Append one line (under the exclusive lock), fsync it, rewrite the checkpoint.
+
+    On any failure (ENOSPC, EIO, a short write, a checkpoint that cannot be
+    written) the file is cut back to its previous length, so no torn or
+    uncheckpointed line stays; raises LedgerError naming the cause.
+    """
+    try:
+        entry = json.loads(canonical(entry))  # the form verify will read back
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"ledger entries must be JSON-serialisable: {exc}") from None
+    digest = entry_hash(entry)
+    line = (canonical({"entry": entry, "hash": digest}) + "\n").encode("utf-8")
+    before = fold.offset
+    try:
+        written = os.write(fd, line)
+        if written != len(line):
+            raise OSError(errno.ENOSPC, f"short write ({written} of {len(line)} bytes)")
+        os.fsync(fd)
+        fold.feed(line)
+        _write_checkpoint(real, key, fold, os.fstat(fd))
+    except OSError as exc:
+        _roll_back(fd, before)
+        raise LedgerError(f"{path}: cannot append to the ledger ({exc.strerror or exc}); it was "
+                          f"rolled back to its previous {before} bytes: nothing was recorded"
+                          ) from exc
+    return digest
+
+
+def _roll_back(fd: int, length: int) -> None:
+    with suppress(OSError):  # if even this fails, the next run re-verifies the whole file
+        os.ftruncate(fd, length)
+        os.fsync(fd)
+
+
+def _find_torn(real: Path, fd: int, key: bytes, path: Path) -> Repair | None:
+    fold = _scan(fd, _read_checkpoint(real, key), key)
+    if not fold.problems:
+        return None
+    last = fold.entries
+    if not all(p.startswith(f"line {last}: ") for p in fold.problems):
+        raise LedgerError(f"{path}: the damage is not only a torn last line ({fold.problems[0]}"
+                          "); `ledger repair` drops only that: restore the ledger from a backup")
+    kept = fold.last_start
+    with os.fdopen(os.dup(fd), "rb") as handle:
+        handle.seek(kept)
+        dropped = handle.read()
+    try:
+        _parse(dropped.rstrip(b"\n"))
+        torn = not dropped.endswith(b"\n")
+    except ValueError:
+        torn = True
+    if not torn:
+        raise LedgerError(f"{path}: the last line is complete JSON but fails verification "
+                          f"({fold.problems[0]}): it is not torn; restore the ledger from a backup")
+    prefix = _scan(fd, _read_checkpoint(real, key), key, limit=kept)
+    if prefix.problems:
+        raise LedgerError(f"{path}: without its last line the ledger still fails verification "
+                          f"({prefix.problems[0]}); restore it from a backup")
+    return Repair(last, dropped, kept)
 
 
 # -- module internals ------------------------------------------------------
@@ -525,32 +996,44 @@ def _amount(value: Fraction, *, up: bool) -> float:
 
 
 @contextmanager
-def _locked(path: Path, *, exclusive: bool) -> Iterator[None]:
-    """Hold ``flock`` on ``<path>.lock`` (exclusive for writers, shared for readers).
+def _locked(real: Path, *, exclusive: bool) -> Iterator[int]:
+    """Open the ledger file and hold ``flock`` on that descriptor (exclusive for writers).
 
-    Writers create the lock file and parent folders. A reader that may not
-    create or open the lock file reads without it. An OSError (unreadable
-    ledger, disk full, ...) inside the block becomes a LedgerError naming the file.
+    The lock belongs to the file (its inode), whatever path reached it. After
+    locking, the descriptor must still be the file at ``real`` (a rename may
+    have replaced it while we waited: then try again). A file with several
+    hard links is refused. An OSError becomes a LedgerError naming the file.
     """
-    lock_path = path.with_name(path.name + ".lock")
-    fd: int | None = None
+    flags = (os.O_RDWR | os.O_APPEND if exclusive else os.O_RDONLY) | os.O_CLOEXEC
+    fd = -1
     try:
-        if exclusive:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
-        else:
-            with suppress(OSError):
-                fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
-            if fd is None:
-                with suppress(OSError):
-                    fd = os.open(lock_path, os.O_RDONLY | os.O_CLOEXEC)
-        if fd is not None:
+        for _ in range(_LOCK_TRIES):
+            fd = os.open(real, flags)
             fcntl.flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
-        yield
+            st = os.fstat(fd)
+            try:
+                now = os.stat(real)
+            except FileNotFoundError:
+                now = None
+            if now is not None and (now.st_dev, now.st_ino) == (st.st_dev, st.st_ino):
+                break
+            os.close(fd)
+            fd = -1
+        else:
+            raise LedgerError(f"{real}: the ledger file keeps being replaced while dpcli waits "
+                              "for its lock; refusing to use it")
+        if not stat.S_ISREG(st.st_mode):
+            raise LedgerError(f"{real}: cannot use the ledger: not a regular file")
+        if st.st_nlink > 1:
+            raise LedgerError(
+                f"{real}: the ledger file has {st.st_nlink} hard links; dpcli keeps its key and "
+                "checkpoint beside one name, so it refuses multiply linked ledgers. Keep one "
+                "name and point other spec folders at it with a symlink (ln -s)")
+        yield fd
     except OSError as exc:
-        raise LedgerError(f"{path}: cannot use the ledger: {exc.strerror or exc}") from exc
+        raise LedgerError(f"{real}: cannot use the ledger: {exc.strerror or exc}") from exc
     finally:
-        if fd is not None:
+        if fd >= 0:
             os.close(fd)  # also releases the lock
 
 
@@ -577,16 +1060,23 @@ def _is_str(value: Any) -> bool:
     return isinstance(value, str)
 
 
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+_TOTALS = {"total_epsilon": lambda v: _is_amount(v) and v > 0,
+           "total_delta": lambda v: _is_amount(v) and v < 1}
 _FIELDS: dict[str, dict[str, Any]] = {
-    "common": {"seq": lambda v: isinstance(v, int) and not isinstance(v, bool),
-               "kind": lambda v: v in KINDS, "run_id": _is_str, "time": _is_str,
+    "common": {"seq": _is_int, "kind": lambda v: v in KINDS, "time": _is_str,
                "dpcli_version": _is_str, "dataset": _is_str, "prev": _is_str},
-    "reserve": {"command": _is_str, "arguments": lambda v: isinstance(v, dict),
+    "genesis": _TOTALS | {"key_fingerprint": _is_str},
+    "raise": dict(_TOTALS),
+    "reserve": {"run_id": _is_str, "command": _is_str, "arguments": lambda v: isinstance(v, dict),
                 "breakdown": lambda v: isinstance(v, list), "seeded": lambda v: isinstance(v, bool),
-                "epsilon": lambda v: _is_amount(v) and v > 0, "delta": _is_amount,
-                "total_epsilon": _is_amount, "total_delta": _is_amount},
-    "complete": {"outputs": lambda v: isinstance(v, list)},
-    "failed": {"reason": _is_str},
+                "epsilon": lambda v: _is_amount(v) and v > 0, "delta": _is_amount} | _TOTALS,
+    "complete": {"run_id": _is_str, "outputs": lambda v: isinstance(v, list)},
+    "failed": {"run_id": _is_str, "reason": _is_str},
+    "repair": {"dropped_line": _is_int, "dropped_bytes": _is_int, "dropped_sha256": _is_str},
 }
 
 
@@ -596,66 +1086,3 @@ def _field_problems(entry: dict[str, Any]) -> list[str]:
         checks |= _FIELDS[entry["kind"]]
     return [f"field {name!r} is missing or has a wrong value"
             for name, ok in checks.items() if name not in entry or not ok(entry[name])]
-
-
-def _scan(data: bytes) -> tuple[list[dict[str, Any]], VerifyReport]:
-    """Parse and check a whole ledger; entries are returned only for lines that parsed."""
-    problems: list[str] = []
-    lines = data.split(b"\n")  # not splitlines(): U+2028 etc. may occur inside strings
-    if lines[-1]:
-        problems.append(f"line {len(lines)}: no final newline (a write torn by a crash?)")
-    else:
-        lines.pop()
-    entries: list[dict[str, Any]] = []
-    prev: str | None = GENESIS  # None after a line that could not be parsed
-    head = GENESIS
-    reserves: dict[str, dict[str, Any]] = {}  # run_id -> reserve entry
-    finished: set[str] = set()
-    totals: dict[str, tuple[Budget, Budget]] = {}  # dataset -> (total, spent)
-    for index, raw in enumerate(lines):
-        where = f"line {index + 1}: "
-        try:
-            entry, stored = _parse(raw)
-        except ValueError as exc:
-            problems.append(where + str(exc))
-            prev = None
-            continue
-        if canonical({"entry": entry, "hash": stored}).encode("utf-8", "surrogatepass") != raw:
-            problems.append(where + "bytes differ from the canonical serialisation (edited?)")
-        if entry_hash(entry) != stored:
-            problems.append(where + "hash does not match the entry (edited?)")
-        if prev is not None and entry.get("prev") != prev:
-            problems.append(where + "prev does not match the previous line's hash "
-                            "(line removed, inserted or reordered?)")
-        prev = head = stored
-        if entry.get("seq") != index:
-            problems.append(where + f"seq is {entry.get('seq')!r}, expected {index}")
-        bad_fields = _field_problems(entry)
-        problems.extend(where + p for p in bad_fields)
-        entries.append(entry)
-        if bad_fields:
-            continue
-        run_id, dataset = entry["run_id"], entry["dataset"]
-        if entry["kind"] == "reserve":
-            if run_id in reserves:
-                problems.append(where + f"run_id {run_id} is reserved twice")
-            reserves[run_id] = entry
-            total = Budget(entry["total_epsilon"], entry["total_delta"])
-            first_total, spent = totals.get(dataset, (total, ZERO))
-            spent = spent + Budget(entry["epsilon"], entry["delta"])
-            totals[dataset] = (first_total, spent)
-            if total != first_total:
-                problems.append(where + f"total of dataset {dataset!r} differs from its first run")
-            if not spent.fits_in(first_total):
-                problems.append(where + f"dataset {dataset!r} is overspent "
-                                f"({spent} of {first_total})")
-        else:
-            start = reserves.get(run_id)
-            if start is None or start["dataset"] != dataset:
-                problems.append(where + f"{entry['kind']} run {run_id} has no earlier "
-                                f"reserve for dataset {dataset!r}")
-            elif run_id in finished:
-                problems.append(where + f"run {run_id} is finished twice")
-            finished.add(run_id)
-    report = VerifyReport(not problems, len(lines), problems, head)
-    return entries, report

@@ -23,7 +23,8 @@ from dpcli import NEIGHBOURING_RELATION
 from dpcli.budget import Budget
 from dpcli.data.location import location_text
 from dpcli.errors import BudgetExhausted, DataError, DpcliError, UsageError
-from dpcli.ledger import Ledger, Reservation, input_digest
+from dpcli.fingerprint import input_digest
+from dpcli.ledger import Ledger, Reservation
 from dpcli.mechanisms import Plan
 from dpcli.spec import Spec
 
@@ -85,7 +86,7 @@ def prepare_source(spec: Spec, data: Path | str, columns: Sequence[str], total: 
         raise UsageError(f"unknown statistics engine {engine!r} "
                          f"(available: {', '.join(available_engines())})")
     source.check_structure(columns)
-    remaining = open_ledger(spec).summary().remaining
+    remaining = open_ledger(spec).summary(runs=False).remaining
     if not dry_run and not total.fits_in(remaining):
         raise BudgetExhausted(f"budget exhausted for dataset {spec.dataset!r}: this run needs "
                               f"{total} but only {remaining} remains")
@@ -105,12 +106,13 @@ def charged(spec: Spec, plan: Plan, *, command: str, arguments: dict[str, Any],
     ``input_path`` is a local file or folder (recorded with its absolute path
     and a keyed digest of its bytes) or a remote URI read by Spark (recorded
     as given, with a keyed digest of its file listing: see
-    :func:`dpcli.ledger.input_digest`).
+    :func:`dpcli.fingerprint.input_digest`).
 
     Raises BudgetExhausted (exit 3) before the body runs when the plan does
     not fit in what remains. If the body raises, a ``failed`` entry is
     appended (with the error's class only: its message can locate private
-    values) and the charge stays.
+    values) and the charge stays. If the outputs were written but the
+    ``complete`` entry cannot be, a LedgerError says exactly that.
     """
     from dpcli import signals
 
@@ -140,6 +142,7 @@ def charged(spec: Spec, plan: Plan, *, command: str, arguments: dict[str, Any],
                 raise
             # the outputs exist: saying only "failed" would hide a release that happened
             written = ", ".join(str(p) for p in charge.outputs)
-            raise type(exc)(f"the outputs were written ({written}) and the charge is kept, "
-                            f"but the run's complete entry could not be recorded: {exc}") \
-                from exc
+            raise type(exc)(
+                f"the outputs were written ({written}) and the charge of {reservation.budget} "
+                f"is kept, but the ledger's 'complete' entry could not be recorded ({exc}); "
+                f"`dpcli ledger show` lists run {reservation.run_id[:8]} as interrupted") from exc

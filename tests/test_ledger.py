@@ -19,14 +19,13 @@ import pytest
 from dpcli import NEIGHBOURING_RELATION, __version__
 from dpcli.budget import Budget
 from dpcli.errors import BudgetExhausted, LedgerError
+from dpcli.fingerprint import file_digest, input_digest
 from dpcli.ledger import (
     GENESIS,
     Ledger,
     Reservation,
     entry_hash,
-    file_digest,
     init_ledger,
-    input_digest,
     key_path,
     read_entries,
     verify_file,
@@ -61,10 +60,17 @@ def start_worker(mode: str, path: Path, epsilon: str, total: str = "1.0") -> sub
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env, cwd=ROOT)
 
 
+def opened(path: Path, dataset: str, total: Budget) -> Ledger:
+    """The dataset's ledger, its genesis recorded first if it has none yet."""
+    if not any(e["kind"] == "genesis" and e["dataset"] == dataset for e in read_entries(path)):
+        init_ledger(path, dataset, total)
+    return Ledger(path, dataset, total)
+
+
 @pytest.fixture
 def path(tmp_path: Path) -> Path:
     p = tmp_path / "audit" / "ledger.jsonl"  # parent folder does not exist yet
-    assert init_ledger(p)
+    assert init_ledger(p, "uci-adult", Budget(1)) == "created"
     return p
 
 
@@ -149,7 +155,8 @@ def test_every_single_byte_edit_is_detected(small_ledger: Path) -> None:
 @pytest.mark.parametrize("damage", ["delete middle", "swap", "truncate last", "drop newline",
                                     "insert copy", "crlf", "reformat"])
 def test_structural_edits_are_detected(small_ledger: Path, damage: str) -> None:
-    lines = small_ledger.read_bytes().splitlines(keepends=True)
+    lines = small_ledger.read_bytes().splitlines(keepends=True)[1:]  # after the genesis
+    genesis = small_ledger.read_bytes().splitlines(keepends=True)[0]
     assert len(lines) == 4
     if damage == "delete middle":
         lines = [lines[0], lines[1], lines[3]]
@@ -165,10 +172,12 @@ def test_structural_edits_are_detected(small_ledger: Path, damage: str) -> None:
         lines[0] = json.dumps(json.loads(lines[0]), ensure_ascii=False).encode() + b"\n"
     else:
         lines[0] = lines[0][:-1] + b"\r\n"
-    small_ledger.write_bytes(b"".join(lines))
+    small_ledger.write_bytes(genesis + b"".join(lines))
     report = verify_file(small_ledger)
     assert not report.ok
-    assert all(problem.startswith("line ") for problem in report.problems)
+    assert all(problem.startswith(("line ", "the ledger has")) for problem in report.problems)
+    with pytest.raises(LedgerError):
+        reserve(Ledger(small_ledger, "uci-adult", Budget(1)), 0.01)
 
 
 def test_torn_last_line_is_reported_with_its_line_number(small_ledger: Path) -> None:
@@ -176,8 +185,8 @@ def test_torn_last_line_is_reported_with_its_line_number(small_ledger: Path) -> 
     small_ledger.write_bytes(data[:-40])
     report = verify_file(small_ledger)
     assert not report.ok
-    assert report.entries == 4
-    assert report.problems[0] == "line 4: no final newline (a write torn by a crash?)"
+    assert report.entries == 5
+    assert report.problems[0] == "line 5: no final newline (a write torn by a crash?)"
 
 
 def rechain(path: Path, entries: list[dict[str, Any]], *, renumber: bool = True,
@@ -198,31 +207,40 @@ def rechain(path: Path, entries: list[dict[str, Any]], *, renumber: bool = True,
     path.write_text("".join(lines), encoding="utf-8")
 
 
-def test_consistent_rewrite_of_later_hashes_changes_the_head(small_ledger: Path) -> None:
-    """The documented limit: a full rewrite verifies, only the head hash gives it away."""
+def test_consistent_rewrite_of_later_hashes_is_caught_by_the_checkpoint(
+        small_ledger: Path) -> None:
+    """A chain alone cannot see a full rewrite; the keyed checkpoint (or an anchored head) can."""
     head = verify_file(small_ledger).head
     entries = read_entries(small_ledger)
-    entries[1]["outputs"] = []
+    entries[2]["outputs"] = []
     rechain(small_ledger, entries)
     report = verify_file(small_ledger)
-    assert report.ok
+    assert not report.ok
+    assert any("differs from its checkpoint" in p for p in report.problems), report.problems
     assert report.head != head
+    (small_ledger.parent / "ledger.jsonl.head").unlink()  # the checkpoint deleted too
+    report = verify_file(small_ledger, expect_head=head)
+    assert not report.ok
+    assert any("checkpoint ledger.jsonl.head is missing" in p for p in report.problems)
+    assert any(f"expected head {head} is not" in p for p in report.problems)
 
 
 @pytest.mark.parametrize(("forgery", "problem"), [
-    ("orphan finish", "line 2: complete run .* has no earlier reserve"),
-    ("finish twice", "line 5: run .* is finished twice"),
-    ("finish other dataset", "line 2: complete run .* no earlier reserve for dataset 'bank'"),
-    ("changed total", "line 3: total of dataset 'uci-adult' differs"),
-    ("overspend", "line 3: dataset 'uci-adult' is overspent"),
-    ("missing field", "line 1: field 'epsilon' is missing"),
-    ("unknown kind", "line 4: field 'kind'"),
-    ("delete, keep seq", "line 2: seq is 2, expected 1"),
-    ("delete, keep prev", "line 2: prev does not match"),
+    ("orphan finish", "line 3: complete run .* has no earlier reserve"),
+    ("finish twice", "line 6: run .* is finished twice"),
+    ("finish other dataset", "line 3: complete run .* no earlier reserve for dataset 'bank'"),
+    ("changed total", "line 4: total of dataset 'uci-adult' differs"),
+    ("overspend", "line 4: dataset 'uci-adult' is overspent"),
+    ("missing field", "line 2: field 'epsilon' is missing"),
+    ("unknown kind", "line 5: field 'kind'"),
+    ("delete, keep seq", "line 3: seq is 3, expected 2"),
+    ("delete, keep prev", "line 3: prev does not match"),
+    ("second genesis", "line 6: dataset 'uci-adult' has a second genesis"),
+    ("other key", "line 1: genesis of dataset 'uci-adult' names another key"),
 ])
 def test_rechained_forgeries_that_break_the_rules_are_detected(
         small_ledger: Path, forgery: str, problem: str) -> None:
-    entries = read_entries(small_ledger)
+    genesis, *entries = read_entries(small_ledger)
     if forgery == "orphan finish":
         entries[1]["run_id"] = "f" * 32
     elif forgery == "finish twice":
@@ -237,8 +255,13 @@ def test_rechained_forgeries_that_break_the_rules_are_detected(
         del entries[0]["epsilon"]
     elif forgery == "unknown kind":
         entries[3]["kind"] = "refund"
+    elif forgery == "second genesis":
+        entries.append(dict(genesis))
+    elif forgery == "other key":
+        genesis["key_fingerprint"] = "0" * 64
     else:
         del entries[1]
+    entries.insert(0, genesis)
     rechain(small_ledger, entries, renumber=forgery != "delete, keep seq",
             relink=forgery != "delete, keep prev")
     report = verify_file(small_ledger)
@@ -250,22 +273,30 @@ def test_reserve_on_a_tampered_ledger_is_refused_and_writes_nothing(small_ledger
     tampered = small_ledger.read_bytes().replace(b'"epsilon":0.5', b'"epsilon":0.1', 1)
     small_ledger.write_bytes(tampered)
     ledger = Ledger(small_ledger, "uci-adult", Budget(1))
-    with pytest.raises(LedgerError, match="refusing to charge against a ledger that fails "
-                                          r"verification: .*ledger\.jsonl: line 3"):
+    with pytest.raises(LedgerError, match="refusing to use a ledger that fails "
+                                          r"verification: .*ledger\.jsonl: line 4"):
         reserve(ledger, 0.1)
     assert small_ledger.read_bytes() == tampered
     with pytest.raises(LedgerError):
         ledger.summary()
 
 
-def test_new_ledger_is_empty_and_valid(path: Path) -> None:
+def test_new_ledger_holds_its_genesis_and_is_valid(path: Path) -> None:
     report = verify_file(path)
-    assert (report.ok, report.entries, report.problems, report.head) == (True, 0, [], GENESIS)
-    assert read_entries(path) == []
-    summary = Ledger(path, "d", Budget(2)).summary()
+    (genesis,) = read_entries(path)
+    assert (report.ok, report.entries, report.problems) == (True, 1, [])
+    assert report.head == entry_hash(genesis) and genesis["prev"] == GENESIS
+    assert (genesis["kind"], genesis["dataset"], genesis["total_epsilon"]) == (
+        "genesis", "uci-adult", 1.0)
+    assert len(genesis["key_fingerprint"]) == 64
+    assert key_path(path).read_text().strip() not in path.read_text()  # never the key itself
+    summary = opened(path, "d", Budget(2)).summary()
     assert (summary.spent, summary.remaining, summary.runs) == (Budget(0), Budget(2), [])
     assert key_path(path).stat().st_mode & 0o777 == 0o600
-    assert not init_ledger(path)  # a second init changes nothing
+    before = path.read_bytes()
+    with pytest.raises(LedgerError, match="already has its genesis"):
+        init_ledger(path, "uci-adult", Budget(1))
+    assert path.read_bytes() == before
 
 
 def test_missing_ledger_is_refused_not_reset(tmp_path: Path) -> None:
@@ -286,7 +317,7 @@ def test_input_digest_is_keyed(path: Path, tmp_path: Path) -> None:
     assert file_digest(data) not in keyed  # the plain hash of private data is never logged
     assert keyed == input_digest(path, data)
     key_path(path).unlink()
-    with pytest.raises(LedgerError, match="digest key"):
+    with pytest.raises(LedgerError, match="key is missing"):
         input_digest(path, data)
 
 
@@ -302,7 +333,7 @@ def test_ten_tenths_fit_exactly_and_the_eleventh_is_refused(path: Path) -> None:
     summary = ledger.summary()
     assert summary.spent.epsilon == 1
     assert summary.remaining.epsilon == 0
-    assert len(read_entries(path)) == 10
+    assert len(read_entries(path)) == 11  # genesis + 10 reserves
 
 
 def test_exhaustion_message_gives_need_remaining_and_spent(path: Path) -> None:
@@ -317,18 +348,18 @@ def test_exhaustion_message_gives_need_remaining_and_spent(path: Path) -> None:
 
 
 def test_delta_is_accounted_too(path: Path) -> None:
-    ledger = Ledger(path, "d", Budget(1, "1e-6"))
+    ledger = opened(path, "d", Budget(1, "1e-6"))
     reserve(ledger, 0.1, "6e-7")
     with pytest.raises(BudgetExhausted, match="δ"):
         reserve(ledger, 0.1, "6e-7")
     assert ledger.summary().spent == Budget("0.1", "6e-7")
-    pure = Ledger(path, "pure", Budget(1))
+    pure = opened(path, "pure", Budget(1))
     with pytest.raises(BudgetExhausted):
         reserve(pure, 0.1, "1e-9")
 
 
 def test_non_decimal_spend_is_rounded_up_never_down(path: Path) -> None:
-    ledger = Ledger(path, "d", Budget(1))
+    ledger = opened(path, "d", Budget(1))
     charged = reserve(ledger, Fraction(1, 3)).budget
     assert charged.epsilon >= Fraction(1, 3)
     assert charged.epsilon - Fraction(1, 3) < Fraction(1, 10**15)
@@ -336,16 +367,17 @@ def test_non_decimal_spend_is_rounded_up_never_down(path: Path) -> None:
 
 
 def test_zero_epsilon_plan_is_rejected(path: Path) -> None:
+    before = path.read_bytes()
     with pytest.raises(ValueError, match="positive"):
-        reserve(Ledger(path, "d", Budget(1)), 0)
-    assert path.read_bytes() == b""  # nothing written
+        reserve(Ledger(path, "uci-adult", Budget(1)), 0)
+    assert path.read_bytes() == before  # nothing written
 
 
 def test_changing_the_declared_total_is_refused(path: Path) -> None:
     reserve(Ledger(path, "uci-adult", Budget(1)), 0.5)
     before = path.read_bytes()
     bigger = Ledger(path, "uci-adult", Budget(2))
-    with pytest.raises(LedgerError, match="cannot be changed after its first run"):
+    with pytest.raises(LedgerError, match=r"fixed at `dpcli ledger init`.*dpcli ledger raise"):
         reserve(bigger, 0.1)
     with pytest.raises(LedgerError):
         bigger.summary()
@@ -355,7 +387,7 @@ def test_changing_the_declared_total_is_refused(path: Path) -> None:
 
 def test_two_datasets_in_one_file_keep_separate_budgets(path: Path) -> None:
     adult = Ledger(path, "uci-adult", Budget(1))
-    bank = Ledger(path, "bank", Budget(2))
+    bank = opened(path, "bank", Budget(2))
     reserve(adult, 1)
     reserve(bank, 1.5)
     with pytest.raises(BudgetExhausted):
@@ -371,11 +403,12 @@ def test_two_datasets_in_one_file_keep_separate_budgets(path: Path) -> None:
 
 
 def test_entries_hold_the_audit_fields_and_statuses(small_ledger: Path, tmp_path: Path) -> None:
-    entries = read_entries(small_ledger)
+    genesis, *entries = read_entries(small_ledger)
     assert [e["kind"] for e in entries] == ["reserve", "complete", "reserve", "failed"]
-    assert [e["seq"] for e in entries] == [0, 1, 2, 3]
-    assert entries[0]["prev"] == GENESIS
-    assert all(b["prev"] == entry_hash(a) for a, b in itertools.pairwise(entries))
+    assert [e["seq"] for e in entries] == [1, 2, 3, 4]
+    assert genesis["prev"] == GENESIS
+    assert all(b["prev"] == entry_hash(a)
+               for a, b in itertools.pairwise([genesis, *entries]))
     first = entries[0]
     assert first["neighbouring"] == NEIGHBOURING_RELATION
     assert first["dpcli_version"] == __version__
@@ -398,7 +431,7 @@ def test_entries_hold_the_audit_fields_and_statuses(small_ledger: Path, tmp_path
 
 
 def test_a_run_can_be_finished_only_once(path: Path) -> None:
-    ledger = Ledger(path, "d", Budget(1))
+    ledger = opened(path, "d", Budget(1))
     reservation = reserve(ledger, 0.1)
     ledger.fail(reservation, "interrupted by user")
     with pytest.raises(LedgerError, match="already finished"):
@@ -410,18 +443,18 @@ def test_a_run_can_be_finished_only_once(path: Path) -> None:
 
 
 def test_line_separators_inside_strings_do_not_split_lines(path: Path) -> None:
-    ledger = Ledger(path, "d", Budget(1))
+    ledger = opened(path, "d", Budget(1))
     reservation = reserve(ledger, 0.1, note="a\u2028b\u0085c\nd\re")
     ledger.fail(reservation, "x\u2029y")
     assert ledger.verify().ok
-    assert read_entries(path)[0]["arguments"]["note"] == "a\u2028b\u0085c\nd\re"
+    assert read_entries(path)[-2]["arguments"]["note"] == "a\u2028b\u0085c\nd\re"
 
 
 def test_unserialisable_arguments_write_nothing(path: Path) -> None:
     with pytest.raises(TypeError, match="JSON"):
-        reserve(Ledger(path, "d", Budget(1)), 0.1, where=Path("x"))
+        reserve(Ledger(path, "uci-adult", Budget(1)), 0.1, where=Path("x"))
     assert verify_file(path).ok
-    assert read_entries(path) == []
+    assert [e["kind"] for e in read_entries(path)] == ["genesis"]
 
 
 # -- digests ----------------------------------------------------------------
@@ -461,6 +494,7 @@ def test_file_digest_of_a_directory_ignores_creation_order(tmp_path: Path) -> No
 def test_an_unusable_ledger_path_is_a_ledger_error(tmp_path: Path) -> None:
     folder = tmp_path / "ledger.jsonl"
     folder.mkdir()  # a directory where the ledger file should be
+    (tmp_path / "ledger.jsonl.key").write_text("ab" * 32)
     ledger = Ledger(folder, "d", Budget(1))
     with pytest.raises(LedgerError, match=r"ledger\.jsonl: cannot use the ledger"):
         reserve(ledger, 0.1)

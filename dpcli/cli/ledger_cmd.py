@@ -1,25 +1,35 @@
-"""``dpcli ledger show|verify``: read the budget and check the audit log's hash chain."""
+"""``dpcli ledger init|show|verify|raise|repair``: the budget, its audit log and its care."""
 
 from __future__ import annotations
+
+from typing import Annotated
 
 import typer
 
 from dpcli.cli.common import JsonOpt, QuietOpt, SpecOpt, VerboseOpt, handle_errors
 from dpcli.cli.ui import UI
 
-app = typer.Typer(help="Read the privacy budget and audit log of a dataset.", no_args_is_help=True)
+app = typer.Typer(help="The privacy budget and audit log of a dataset: init, show, verify, "
+                  "raise, repair.", no_args_is_help=True)
 
 
 @app.command("init")
 @handle_errors
 def init(spec: SpecOpt, json: JsonOpt = False, quiet: QuietOpt = False,
          verbose: VerboseOpt = False) -> None:
-    """Create the dataset's ledger (once, before its first release).
+    """Record the dataset's genesis (once, before its first release).
 
-    Spending commands refuse to run without a ledger, so that a moved spec
-    or a deleted log can never silently reset a budget. Also creates the
-    secret key (ledger path + '.key', readable only by you) used to digest
-    input files in the log. Running it again changes nothing.
+    Writes a genesis entry: the dataset id, its total ε and δ from the spec,
+    and the fingerprint of the ledger's key. Creates the ledger, its secret
+    key (ledger path + '.key', readable only by you) and its keyed checkpoint
+    ('.head') if they do not exist; several datasets may share one ledger.
+    Spending commands refuse a dataset without a genesis, so a moved spec, a
+    renamed dataset id or a deleted log never silently starts a fresh budget.
+
+    Refuses (exit 2): a dataset that already has its genesis; a key or
+    checkpoint whose ledger is gone (restore it). A ledger written by an
+    earlier dpcli (no genesis entries) is upgraded: its runs are verified and
+    kept, and the genesis must declare the total they recorded.
 
     Example:
 
@@ -30,15 +40,14 @@ def init(spec: SpecOpt, json: JsonOpt = False, quiet: QuietOpt = False,
 
     ui = UI(quiet=quiet, json=json)
     s = load_spec(spec)
-    created = init_ledger(s.ledger_path)
+    outcome = init_ledger(s.ledger_path, s.dataset, s.budget)
     if json:
-        ui.emit_json({"ledger": str(s.ledger_path), "created": created,
-                      "key": str(key_path(s.ledger_path))})
-    if created:
-        ui.say(f"created ledger {s.ledger_path} for dataset {s.dataset} "
-               f"(total {s.budget}); keep {key_path(s.ledger_path)} private")
-    else:
-        ui.say(f"ledger {s.ledger_path} already exists; nothing changed")
+        ui.emit_json({"ledger": str(s.ledger_path), "dataset": s.dataset, "outcome": outcome,
+                      "created": outcome == "created", "key": str(key_path(s.ledger_path))})
+    what = {"created": "created ledger", "added": "added to ledger",
+            "upgraded": "upgraded ledger (earlier runs kept)"}[outcome]
+    ui.say(f"{what} {s.ledger_path}: genesis of dataset {s.dataset} (total {s.budget}); "
+           f"keep {key_path(s.ledger_path)} private", markup=False)
 
 
 @app.command("show")
@@ -107,12 +116,21 @@ def _relaxed_runs(ui: UI, runs: list) -> None:
 
 @app.command("verify")
 @handle_errors
-def verify(spec: SpecOpt, json: JsonOpt = False, quiet: QuietOpt = False,
-           verbose: VerboseOpt = False) -> None:
-    """Check the ledger's hash chain; exit 2 if any entry was edited or removed.
+def verify(spec: SpecOpt,
+           expect_head: Annotated[str | None, typer.Option(
+               "--expect-head", help="A head hash recorded elsewhere earlier: it must still be "
+               "the hash of an entry (detects a rollback of the ledger and its sidecars).")
+           ] = None,
+           json: JsonOpt = False, quiet: QuietOpt = False, verbose: VerboseOpt = False) -> None:
+    """Check the ledger; exit 2 if any entry was edited, removed, cut off or forged.
 
-    Prints the head hash: record it elsewhere (a ticket, a model card) to
-    detect a later truncation of the log's tail, which a chain alone cannot.
+    Streams every line: canonical bytes, hashes, the prev chain, the budget
+    rules, each genesis's key fingerprint, the keyed checkpoint (a ledger cut
+    short or emptied no longer contains its checkpointed entries), and that the
+    spec's dataset has its genesis with the spec's total. Prints the head
+    hash: record it elsewhere (a ticket, a model card) and pass it later as
+    --expect-head to detect a rollback of every file together, which nothing
+    on this disk can.
 
     Example:
 
@@ -124,7 +142,7 @@ def verify(spec: SpecOpt, json: JsonOpt = False, quiet: QuietOpt = False,
 
     ui = UI(quiet=quiet, json=json)
     s = load_spec(spec)
-    report = open_ledger(s).verify()
+    report = open_ledger(s).verify(expect_head=expect_head)
     if json:
         ui.emit_json({"ledger": str(s.ledger_path), "ok": report.ok, "entries": report.entries,
                       "head": report.head, "problems": report.problems})
@@ -133,4 +151,96 @@ def verify(spec: SpecOpt, json: JsonOpt = False, quiet: QuietOpt = False,
             ui.say(f"  {problem}", markup=False)
         raise LedgerError(f"{s.ledger_path}: verification failed "
                           f"({len(report.problems)} problem(s))")
-    ui.say(f"ok: {report.entries} entries, hash chain intact, head {report.head}")
+    ui.say(f"ok: {report.entries} entries, hash chain intact, checkpoint matches, "
+           f"head {report.head}", markup=False)
+
+
+@app.command("raise")
+@handle_errors
+def raise_(spec: SpecOpt,
+           epsilon: Annotated[float, typer.Option(
+               "--epsilon", "-e", help="The dataset's new lifetime total ε (not an increment).")],
+           delta: Annotated[float | None, typer.Option(
+               "--delta", help="The new total δ (default: keep the recorded one).")] = None,
+           json: JsonOpt = False, quiet: QuietOpt = False, verbose: VerboseOpt = False) -> None:
+    """Deliberately raise a dataset's lifetime budget; recorded as a 'raise' entry.
+
+    The total is fixed by the genesis entry, and spending commands refuse a
+    spec that declares another one. To raise it, run this with the new total,
+    then set the same total under budget: in the spec. A total is never
+    lowered and nothing already spent is refunded.
+
+    Example:
+
+        dpcli ledger raise --spec configs/adult.yaml --epsilon 4
+    """
+    from dpcli.ledger import raise_total
+    from dpcli.spec import load_spec
+
+    ui = UI(quiet=quiet, json=json)
+    s = load_spec(spec)
+    old, new = raise_total(s.ledger_path, s.dataset, epsilon, delta)
+    if json:
+        ui.emit_json({"ledger": str(s.ledger_path), "dataset": s.dataset,
+                      "previous": old.to_json(), "total": new.to_json()})
+    ui.say(f"dataset {s.dataset}: total raised from {old} to {new} in {s.ledger_path}; "
+           f"now declare it under budget: in {s.path}",
+           markup=False)
+
+
+@app.command("repair")
+@handle_errors
+def repair(spec: SpecOpt,
+           yes: Annotated[bool, typer.Option(
+               "--yes", "-y", help="Do not ask for confirmation.")] = False,
+           json: JsonOpt = False, quiet: QuietOpt = False, verbose: VerboseOpt = False) -> None:
+    """Drop a torn last line (a write cut by a crash), and only that; record the repair.
+
+    A torn line is a last line without its final newline, or a last line that
+    is not JSON. It is shown first; without --yes you are asked to confirm
+    (and without a terminal, nothing is done). Any other damage is refused
+    (exit 2): restore the ledger from a backup. The repair is an entry of the
+    spec's dataset. A torn reserve belonged to a run that never read data; a
+    torn complete leaves its run 'interrupted', its charge kept.
+
+    Example:
+
+        dpcli ledger repair --spec configs/adult.yaml
+    """
+    import sys
+
+    from dpcli.errors import UsageError
+    from dpcli.ledger import Repair, repair_ledger
+    from dpcli.spec import load_spec
+
+    ui = UI(quiet=quiet, json=json)
+    s = load_spec(spec)
+    refused: list[str] = []
+
+    def confirm(torn: Repair) -> bool:
+        shown = torn.dropped.decode("utf-8", "backslashreplace")
+        ui.say(f"torn line {torn.line} ({len(torn.dropped)} bytes) would be dropped:",
+               markup=False)
+        ui.say(f"  {shown[:2000]}", markup=False)
+        if yes:
+            return True
+        if not sys.stdin.isatty():
+            refused.append("no terminal to confirm on: pass --yes to drop it")
+            return False
+        answer = input("drop it and record the repair? [y/N] ")
+        if answer.strip().lower() not in ("y", "yes"):
+            refused.append("not confirmed: nothing changed")
+            return False
+        return True
+
+    done = repair_ledger(s.ledger_path, s.dataset, confirm)
+    if refused:
+        raise UsageError(refused[0])
+    if json:
+        ui.emit_json({"ledger": str(s.ledger_path), "repaired": done is not None,
+                      "dropped_line": done.line if done else None})
+    if done is None:
+        ui.say(f"{s.ledger_path}: nothing to repair (it verifies)", markup=False)
+    else:
+        ui.say(f"dropped torn line {done.line} of {s.ledger_path} and recorded the repair",
+               markup=False)

@@ -78,7 +78,7 @@ def dry_run_exit(ui: UI, spec: Spec, plan: Plan, extra: dict[str, Any] | None = 
     from dpcli.relation import describe
     from dpcli.run import open_ledger
 
-    summary = open_ledger(spec).summary()
+    summary = open_ledger(spec).summary(runs=False)
     fits = plan.total.fits_in(summary.remaining)
     relation = neighbouring or NEIGHBOURING_RELATION
     neighbours, protected, public = describe(relation)
@@ -142,7 +142,8 @@ def noise_generator(ui: UI, spec: Spec, seed: int | None, *, command: str,
     A seeded run reads the input once more for its fingerprint (tests and
     benchmarks only). The seed is never written to the ledger or the outputs.
     """
-    from dpcli.ledger import input_digest, key_path
+    from dpcli.fingerprint import input_digest
+    from dpcli.ledger import read_key
     from dpcli.mechanisms import make_rng
     from dpcli.seeding import seeded_stream
 
@@ -151,13 +152,7 @@ def noise_generator(ui: UI, spec: Spec, seed: int | None, *, command: str,
     ui.warn("--seed makes this run's noise reproducible by whoever holds the seed and the "
             "ledger key, on this input with these parameters only. Use it for tests and "
             "benchmarks only; the run is marked 'seeded'.")
-    try:
-        key = key_path(spec.ledger_path).read_bytes().strip()
-    except OSError:
-        from dpcli.errors import LedgerError
-
-        raise LedgerError(f"{key_path(spec.ledger_path)}: the ledger key is needed for a "
-                          "seeded run; run `dpcli ledger init` first") from None
+    key = read_key(spec.ledger_path)  # LedgerError naming the key file when it is missing
     return make_rng(seeded_stream(key, seed, command=command, arguments=arguments,
                                   spec_digest=spec.digest,
                                   input_fingerprint=input_digest(spec.ledger_path, data)))

@@ -102,8 +102,8 @@ def validate(
     )
     from dpcli.data import DataSource
     from dpcli.errors import BudgetExhausted, UsageError
+    from dpcli.fingerprint import input_digest
     from dpcli.io import Outputs
-    from dpcli.ledger import input_digest
     from dpcli.mechanisms import Plan
     from dpcli.run import charged, prepare_source
     from dpcli.spec import ValidateSection, load_spec
@@ -251,7 +251,7 @@ def _check_disjoint(data: Path, validation: Path, out: Path | None) -> None:
     copy; that no person has rows in both files is the custodian's to ensure.
     """
     from dpcli.errors import UsageError
-    from dpcli.ledger import file_digest
+    from dpcli.fingerprint import file_digest
 
     if out is not None and out.exists() and out.resolve() == validation.resolve():
         raise UsageError(f"--out {out}: would overwrite the validation file")

@@ -376,7 +376,7 @@ def input_listing(data: Path | str) -> list[tuple[str, int, int]]:
     """(URI, size, modification time) of every file the Spark engine reads from ``data``.
 
     For the ledger's input digest of a remote location
-    (:func:`dpcli.ledger.input_digest`); uses the running Spark session.
+    (:func:`dpcli.fingerprint.input_digest`); uses the running Spark session.
     """
     read = _READ_LISTINGS.get(str(data))
     _, files = read if read is not None else list_input(spark_session(), data)

@@ -12,8 +12,9 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
+from dpcli.budget import Budget
 from dpcli.cli.app import app
-from dpcli.ledger import init_ledger
+from dpcli.ledger import companion_paths, init_ledger, raise_total, read_entries
 
 SCHEMA = {
     "columns": {
@@ -33,35 +34,71 @@ class Project:
     csv: Path
     ledger: Path
 
-    def write_spec(self, mutate=None) -> Path:
+    def write_spec(self, mutate=None, *, sync: bool = True) -> Path:
+        """Write the spec; keep the ledger's genesis in step with a valid spec's budget
+        (unless ``sync`` is False: a test of a spec that disagrees with its ledger)."""
         spec = base_spec()
         if mutate is not None:
             mutate(spec)
         self.spec.write_text(yaml.safe_dump(spec, sort_keys=False))
+        if sync:
+            sync_ledger(self.spec)
         return self.spec
 
     def envelope(self, name: str = "m.json") -> dict:
         """A JSON output of the project's folder."""
         return json.loads((self.root / name).read_text())
 
+    def no_runs(self) -> bool:
+        """Nothing charged: the ledger holds no run entry (only its genesis)."""
+        return run_entries(self.ledger) == []
+
     def reserves(self) -> list[dict]:
         """The ledger's reserve entries, in order."""
-        from dpcli.ledger import read_entries
-
         return [e for e in read_entries(self.ledger) if e["kind"] == "reserve"]
 
     def seeded_rng(self, seed: int, run: int = -1):
         """The generator a seeded run drew its noise from, rebuilt from its reserve entry
         (command, arguments, spec digest, input fingerprint) and the ledger key."""
-        from dpcli.ledger import key_path
+        from dpcli.ledger import read_key
         from dpcli.mechanisms import make_rng
         from dpcli.seeding import seeded_stream
 
         e = self.reserves()[run]
-        key = key_path(self.ledger).read_bytes().strip()
+        key = read_key(self.ledger)
         return make_rng(seeded_stream(key, seed, command=e["command"], arguments=e["arguments"],
                                       spec_digest=e["spec_digest"],
                                       input_fingerprint=e["input_digest"]))
+
+
+def sync_ledger(spec_path: Path) -> None:
+    """Tests rewrite budgets freely: a ledger that holds no run yet is re-initialised with the
+    spec's dataset and total, one with runs gets its total raised (as a custodian would)."""
+    from dpcli.errors import DpcliError
+    from dpcli.spec import load_spec
+
+    try:
+        spec = load_spec(spec_path)
+    except DpcliError:
+        return  # a test of a broken spec
+    path = spec.ledger_path
+    entries = read_entries(path) if path.exists() else []
+    genesis = {e["dataset"]: Budget(e["total_epsilon"], e["total_delta"])
+               for e in entries if e["kind"] in ("genesis", "raise")}
+    if all(e["kind"] == "genesis" for e in entries):
+        for sidecar in companion_paths(path):
+            sidecar.unlink(missing_ok=True)
+        init_ledger(path, spec.dataset, spec.budget)
+    elif spec.dataset not in genesis:
+        init_ledger(path, spec.dataset, spec.budget)
+    elif genesis[spec.dataset] != spec.budget:
+        raise_total(path, spec.dataset, spec.budget.epsilon, spec.budget.delta)
+
+
+def run_entries(path: Path) -> list[dict]:
+    """The ledger's run entries (reserve, complete, failed) in order, without genesis and
+    other bookkeeping entries."""
+    return [e for e in read_entries(path) if e["kind"] in ("reserve", "complete", "failed")]
 
 
 @dataclass
@@ -97,6 +134,11 @@ def toy_frame(n: int = 400, seed: int = 0) -> pd.DataFrame:
 
 @pytest.fixture
 def project(tmp_path: Path) -> Project:
+    return make_project(tmp_path)
+
+
+def make_project(tmp_path: Path) -> Project:
+    """Data, vocabulary, spec and an initialised ledger in the folder ``tmp_path``."""
     (tmp_path / "vocab.txt").write_text("alpha\nbeta\ngamma\ndelta\nomega\n")
     frame = toy_frame()
     data = tmp_path / "toy.parquet"
@@ -104,13 +146,17 @@ def project(tmp_path: Path) -> Project:
     csv = tmp_path / "toy.csv"
     frame.assign(words=frame["words"].map(" ".join)).to_csv(csv, index=False)
     p = Project(tmp_path, tmp_path / "spec.yaml", data, csv, tmp_path / "ledger.jsonl")
-    p.write_spec()
-    init_ledger(p.ledger)
+    p.write_spec()  # also initialises the ledger
     return p
 
 
 @pytest.fixture
 def cli():
+    return cli_runner()
+
+
+def cli_runner():
+    """Run the real CLI in this process: ``run(*args) -> Result``."""
     runner = CliRunner()
 
     def run(*args: object) -> Result:

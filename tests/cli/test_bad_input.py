@@ -77,7 +77,7 @@ def test_malformed_spec(project: Project, cli, name: str, mutate, message: str) 
     assert r.exit_code == 2, r.stderr
     assert message in r.stderr
     assert str(project.spec) in r.stderr
-    assert project.ledger.read_bytes() == b""  # nothing charged
+    assert project.no_runs()  # nothing charged
     assert not (project.root / "o.csv").exists()
 
 
@@ -86,7 +86,7 @@ def test_invalid_yaml(project: Project, cli) -> None:
     r = cli("tabulate", project.data, "--spec", project.spec, "--out", project.root / "o.csv")
     assert r.exit_code == 2
     assert f"{project.spec}: not valid YAML at line" in r.stderr
-    assert project.ledger.read_bytes() == b""  # nothing charged
+    assert project.no_runs()  # nothing charged
 
 
 def _write_csv(project: Project, text: str):
@@ -140,7 +140,7 @@ def test_bad_data_file(project: Project, cli, name: str, make, needle: str) -> N
     assert "data row" not in r.stderr.replace("to see the data row", "")
     assert needle.split(" in data row")[0].split("row 3 of the file")[0] in r.stderr
     assert ("rerun with --report to see the data row" in r.stderr) is located
-    assert project.ledger.read_bytes() == b""  # nothing charged
+    assert project.no_runs()  # nothing charged
     assert not (project.root / "o.csv").exists()
 
 
@@ -154,7 +154,7 @@ def test_private_value_not_echoed(project: Project, cli, bad_row: str) -> None:
     r = cli("tabulate", data, "--spec", project.spec, "--out", project.root / "o.csv")
     assert r.exit_code == 2
     assert "SECRET42" not in r.stderr + r.stdout
-    assert project.ledger.read_bytes() == b""
+    assert project.no_runs()
 
 
 @pytest.mark.parametrize(("args", "needle"), [
@@ -174,7 +174,7 @@ def test_bad_options(project: Project, cli, args, needle) -> None:
         return
     assert r.exit_code == 2
     assert needle in r.stderr
-    assert project.ledger.read_bytes() == b""  # nothing charged
+    assert project.no_runs()  # nothing charged
 
 
 def test_unwritable_output_fails_before_charge(project: Project, cli) -> None:
@@ -183,4 +183,4 @@ def test_unwritable_output_fails_before_charge(project: Project, cli) -> None:
             project.root / "taken" / "o.csv")
     assert r.exit_code == 2
     assert "taken" in r.stderr
-    assert project.ledger.read_bytes() == b""  # nothing charged
+    assert project.no_runs()  # nothing charged

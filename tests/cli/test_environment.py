@@ -186,5 +186,5 @@ def test_a_complete_entry_that_cannot_be_written_says_the_output_exists(
     r = _tabulate(cli, project, out)
     assert r.exit_code == 74, r.stderr
     assert "outputs were written" in r.stderr and str(out) in r.stderr, r.stderr
-    assert "charge is kept" in r.stderr and out.exists()
+    assert "is kept" in r.stderr and out.exists()
     assert [e["kind"] for e in read_entries(project.ledger)] == ["reserve"]

@@ -18,9 +18,9 @@ import yaml
 
 from dpcli.data.encode import BatchEncoder
 from dpcli.data.report import DataReport
-from dpcli.ledger import read_entries
 from dpcli.predict import _uncapped, load_model
 from tests.cli.conftest import Project, toy_frame
+from tests.cli.conftest import run_entries as read_entries  # runs only, no genesis
 
 REPO = Path(__file__).resolve().parents[2]
 PRED = ["prediction", "score", "proba_0", "proba_1"]

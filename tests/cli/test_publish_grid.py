@@ -24,8 +24,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from dpcli.ledger import read_entries
 from tests.cli.conftest import Project
+from tests.cli.conftest import run_entries as read_entries  # runs only, no genesis
 
 CATEGORIES = {"color": ["red", "green", "blue"], "member": ["no", "yes"]}
 BOUNDS = {"age": (17, 90)}
@@ -171,7 +171,7 @@ def test_a_tokens_column_is_refused_before_any_charge(project: Project, cli) -> 
     r = _publish(cli, project, "--columns", "words")
     assert r.exit_code == 2
     assert "words" in r.stderr and "tokens" in r.stderr
-    assert project.ledger.read_bytes() == b""
+    assert project.no_runs()
     assert not (project.root / "syn").exists()
 
 
@@ -185,7 +185,7 @@ def test_a_numeric_column_without_taxonomy_is_refused(project: Project, cli, how
         r = _publish(cli, project)
     assert r.exit_code == 2
     assert "taxonomy" in r.stderr and "'age'" in r.stderr
-    assert project.ledger.read_bytes() == b""
+    assert project.no_runs()
     assert not (project.root / "syn").exists()
 
 
@@ -201,7 +201,7 @@ def test_a_broken_taxonomy_is_refused_before_any_charge(project: Project, cli, t
     assert r.exit_code == 2
     assert message in r.stderr
     assert "columns.age.taxonomy" in r.stderr and str(project.spec) in r.stderr
-    assert project.ledger.read_bytes() == b""
+    assert project.no_runs()
     assert not (project.root / "syn").exists()
 
 
@@ -210,7 +210,7 @@ def test_a_label_with_three_classes_is_refused(project: Project, cli) -> None:
     r = _publish(cli, project)
     assert r.exit_code == 2
     assert "binary label" in r.stderr and "3" in r.stderr
-    assert project.ledger.read_bytes() == b""
+    assert project.no_runs()
     assert not (project.root / "syn").exists()
 
 
@@ -223,7 +223,7 @@ def test_dry_run_shows_the_plan_and_charges_nothing(project: Project, cli) -> No
     assert "≤ 11 cells" in r.stderr  # T from n = 400 and ε
     assert "place no 'other' leaf" not in r.stderr    # the flat default places it
     assert "Nothing was charged" in r.stderr
-    assert project.ledger.read_bytes() == b""
+    assert project.no_runs()
     assert not (project.root / "syn").exists()
     # --json: the plan as one JSON line
     r = _publish(cli, project, "--dry-run", "--json")
@@ -232,7 +232,7 @@ def test_dry_run_shows_the_plan_and_charges_nothing(project: Project, cli) -> No
     assert plan["dry_run"] is True and plan["fits"] is True
     assert plan["planned"]["epsilon"] == 0.5
     assert [s["step"] for s in plan["breakdown"]] == ["select_grid", "histogram"]
-    assert project.ledger.read_bytes() == b""
+    assert project.no_runs()
 
 
 def test_a_small_max_pool_selects_columns_first(project: Project, cli) -> None:

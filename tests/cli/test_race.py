@@ -5,8 +5,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from dpcli.ledger import read_entries
 from tests.cli.conftest import Project
+from tests.cli.conftest import run_entries as read_entries  # runs only, no genesis
 
 
 def test_eight_processes_racing(project: Project, cli) -> None:

@@ -13,8 +13,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dpcli.ledger import read_entries, verify_file
+from dpcli.ledger import verify_file
 from tests.cli.conftest import Project
+from tests.cli.conftest import run_entries as read_entries  # runs only, no genesis
 
 
 @pytest.fixture

@@ -9,8 +9,9 @@ import os
 
 import yaml
 
-from dpcli.ledger import read_entries
+from dpcli.ledger import companion_paths
 from tests.cli.conftest import Project
+from tests.cli.conftest import run_entries as read_entries  # runs only, no genesis
 
 
 def _tab(cli, project: Project, *extra: object, data=None, out="o.csv"):
@@ -19,7 +20,8 @@ def _tab(cli, project: Project, *extra: object, data=None, out="o.csv"):
 
 
 def test_missing_ledger_refuses_until_init(project: Project, cli) -> None:
-    project.ledger.unlink()
+    for sidecar in companion_paths(project.ledger):
+        sidecar.unlink(missing_ok=True)
     r = _tab(cli, project)
     assert r.exit_code == 2 and "dpcli ledger init" in r.stderr
     for sub in ("show", "verify"):
@@ -30,8 +32,10 @@ def test_missing_ledger_refuses_until_init(project: Project, cli) -> None:
     assert r.exit_code == 0 and "created ledger" in r.stderr
     key = project.ledger.with_name(project.ledger.name + ".key")
     assert key.stat().st_mode & 0o777 == 0o600
+    before = project.ledger.read_bytes()
     r = cli("ledger", "init", "--spec", project.spec)
-    assert r.exit_code == 0 and "already exists" in r.stderr
+    assert r.exit_code == 2 and "already has its genesis" in r.stderr
+    assert project.ledger.read_bytes() == before
     assert _tab(cli, project).exit_code == 0
 
 
@@ -42,7 +46,7 @@ def test_duplicate_key_in_spec_is_an_error(project: Project, cli) -> None:
     r = cli("tabulate", project.data, "--spec", spec, "--out", project.root / "o.csv")
     assert r.exit_code == 2
     assert f"{spec}: not valid YAML at line 3" in r.stderr and "duplicate key 'budget'" in r.stderr
-    assert project.ledger.read_bytes() == b""
+    assert project.no_runs()
 
 
 def test_exponent_notation_is_a_number(project: Project, cli) -> None:
@@ -70,7 +74,7 @@ def test_brackets_in_paths_are_printed_verbatim(project: Project, cli) -> None:
 def test_out_named_json_is_refused_before_charge(project: Project, cli) -> None:
     r = _tab(cli, project, out="o.json")
     assert r.exit_code == 2 and ".csv" in r.stderr
-    assert project.ledger.read_bytes() == b""
+    assert project.no_runs()
 
 
 def test_seed_warns_even_when_quiet_and_is_not_logged(project: Project, cli) -> None:
@@ -104,7 +108,7 @@ def test_tokens_without_cap_are_refused_naming_the_key(project: Project, cli) ->
     r = _tab(cli, project, "--columns", "words")
     assert r.exit_code == 2
     assert "columns.words.max_per_row: is required" in r.stderr
-    assert project.ledger.read_bytes() == b""
+    assert project.no_runs()
 
 
 def test_outputs_follow_the_umask(project: Project, cli) -> None:
@@ -154,7 +158,12 @@ def test_seeded_noise_is_keyed_by_the_ledger(project: Project, cli) -> None:
     a, b = (pd.read_csv(project.root / n)["count"] for n in ("a.csv", "b.csv"))
     assert a.equals(b)
     key = project.ledger.with_name(project.ledger.name + ".key")
-    key.write_text("0" * 64)
+    key.write_text("0" * 64)  # a replaced key is refused: the checkpoint's MAC no longer holds
+    r = _tab(cli, project, "--seed", 1, out="c.csv")
+    assert r.exit_code == 2 and "fails its MAC" in r.stderr
+    for sidecar in companion_paths(project.ledger):  # a new ledger, with a new key
+        sidecar.unlink(missing_ok=True)
+    assert cli("ledger", "init", "--spec", project.spec).exit_code == 0
     assert _tab(cli, project, "--seed", 1, out="c.csv").exit_code == 0
     c = pd.read_csv(project.root / "c.csv")["count"]
     assert not a.equals(c)  # 32 noisy counts at scale ~27 coincide w.p. < 1e-30

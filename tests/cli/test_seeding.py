@@ -14,11 +14,9 @@ from tests.cli.conftest import Project, toy_frame
 EPSILON = 1.0  # per run: noise scale at most a few units per count, so counts stay positive
 
 
-def _roomy(project: Project, cli) -> None:
-    """The toy spec with room for many runs, on a ledger of its own."""
-    project.write_spec(lambda s: s.update(budget={"epsilon": 100.0}, ledger="seeded.jsonl"))
-    project.ledger = project.root / "seeded.jsonl"
-    assert cli("ledger", "init", "--spec", project.spec).exit_code == 0
+def _roomy(project: Project) -> None:
+    """The toy spec with room for many runs (the fixture keeps its ledger's genesis in step)."""
+    project.write_spec(lambda s: s.update(budget={"epsilon": 100.0}))
 
 
 def _tabulate(cli, project: Project, data, seed: int, out: str) -> pd.DataFrame:
@@ -40,7 +38,7 @@ def test_the_same_seed_on_neighbouring_inputs_draws_independent_noise(
     exceeds the binomial quantile at that bound with α = 1e-6 (false-failure rate ≤ 1e-6);
     shared noise would make every one of them zero.
     """
-    _roomy(project, cli)
+    _roomy(project)
     frame = toy_frame()
     neighbour = frame.copy()
     neighbour.loc[0, "color"] = "blue" if frame.loc[0, "color"] != "blue" else "red"
@@ -62,7 +60,7 @@ def test_the_same_seed_on_neighbouring_inputs_draws_independent_noise(
 
 
 def test_the_same_seed_on_the_same_input_reproduces_bit_for_bit(project: Project, cli) -> None:
-    _roomy(project, cli)
+    _roomy(project)
     a = _tabulate(cli, project, project.data, 11, "a.csv")
     b = _tabulate(cli, project, project.data, 11, "b.csv")
     pd.testing.assert_frame_equal(a, b)

@@ -12,8 +12,8 @@ import json
 import pandas as pd
 import pytest
 
-from dpcli.ledger import read_entries
 from tests.cli.conftest import Project
+from tests.cli.conftest import run_entries as read_entries  # runs only, no genesis
 
 
 def _select(cli, project: Project, *extra: object, out: str = "f.json", data=None):

@@ -6,8 +6,9 @@ import json
 
 import pandas as pd
 
-from dpcli.ledger import read_entries
+from dpcli.ledger import read_entries as read_all
 from tests.cli.conftest import Project
+from tests.cli.conftest import run_entries as read_entries  # runs only, no genesis
 
 
 def _run(cli, project: Project, *extra: object, data=None, out="counts.csv"):
@@ -87,7 +88,7 @@ def test_dry_run_charges_nothing(project: Project, cli) -> None:
     plan = json.loads(r.stdout)
     assert plan["dry_run"] is True and plan["fits"] is True
     assert plan["planned"]["epsilon"] == 0.3
-    assert project.ledger.read_bytes() == b""  # nothing charged
+    assert project.no_runs()  # nothing charged
     assert not (project.root / "counts.csv").exists()
     r = _run(cli, project, "--dry-run", "--epsilon", "5")
     assert r.exit_code == 3
@@ -141,10 +142,17 @@ def test_lifetime_budget_cannot_be_raised_in_the_spec(project: Project, cli) -> 
 
     def bigger(spec: dict) -> None:
         spec["budget"]["epsilon"] = 100.0
-    project.write_spec(bigger)
+    project.write_spec(bigger, sync=False)
     r = _run(cli, project, out="more.csv")
     assert r.exit_code == 2
-    assert "toy" in r.stderr
+    assert "toy" in r.stderr and "dpcli ledger raise" in r.stderr
+    r = cli("ledger", "raise", "--spec", project.spec, "--epsilon", 100)
+    assert r.exit_code == 0, r.stderr
+    assert _run(cli, project, out="more.csv").exit_code == 0
+    assert [e["kind"] for e in read_all(project.ledger)] == [
+        "genesis", "reserve", "complete", "raise", "reserve", "complete"]
+    r = cli("ledger", "raise", "--spec", project.spec, "--epsilon", 50)
+    assert r.exit_code == 2 and "never lowered" in r.stderr
 
 
 def test_the_data_report_is_shown_only_with_report(project: Project, cli) -> None:

@@ -23,8 +23,8 @@ import pandas as pd
 import pytest
 
 from dpcli.algorithms import brc
-from dpcli.ledger import read_entries
 from tests.cli.conftest import Project, toy_frame
+from tests.cli.conftest import run_entries as read_entries  # runs only, no genesis
 
 N = 400                       # rows of the toy data (conftest.toy_frame)
 DEFAULT_COLUMNS = ["age", "color", "member"]
@@ -363,7 +363,7 @@ def test_rounds_auto_in_the_spec(project: Project, cli) -> None:
     assert r.exit_code == 0, r.stderr
     _check_steps(json.loads(r.stdout)["breakdown"], "0.047",
                  _expected_auto_rounds("0.047", N, Fraction(2)))
-    assert project.ledger.read_bytes() == b""
+    assert project.no_runs()
 
 
 @pytest.mark.parametrize("rounds", ["auto", "9"])
@@ -399,7 +399,7 @@ def _refused(project: Project, r, *needles: str, out: str = "m.json") -> None:
     assert r.exit_code == 2, r.stderr
     for needle in needles:
         assert needle in r.stderr
-    assert project.ledger.read_bytes() == b""  # nothing charged
+    assert project.no_runs()  # nothing charged
     assert not (project.root / out).exists()
 
 
@@ -472,7 +472,7 @@ def test_out_is_required_without_dry_run(project: Project, cli) -> None:
     _brc_spec(project)
     r = cli("train-brc", project.data, "--spec", project.spec)
     assert r.exit_code == 2 and "--out" in r.stderr
-    assert project.ledger.read_bytes() == b""
+    assert project.no_runs()
 
 
 def test_a_constant_public_numeric_column_does_not_crash(project: Project, cli) -> None:
@@ -509,7 +509,7 @@ def test_dry_run_charges_nothing(project: Project, cli) -> None:
     assert "error_round_1…5" in r.stderr and "Nothing was charged" in r.stderr
     assert "calibration" in r.stderr and "discrete_laplace" in r.stderr
     assert f"sensitivity under {PARTIAL}" in r.stderr  # the plan names the relation
-    assert project.ledger.read_bytes() == b""
+    assert project.no_runs()
     assert not (project.root / "m.json").exists()
 
     r = _train(cli, project, "--dry-run", "--json", "--rounds", 3)
@@ -520,12 +520,12 @@ def test_dry_run_charges_nothing(project: Project, cli) -> None:
     assert [s["step"] for s in plan["breakdown"]] == ["error_round_1", "error_round_2",
                                                       "error_round_3", "calibration"]
     _check_steps(plan["breakdown"], "0.5", 3)   # 0.15 each, then 0.05
-    assert project.ledger.read_bytes() == b""
+    assert project.no_runs()
     assert not (project.root / "m.json").exists()
     # a plan too big for the budget exits 3, still charging nothing
     r = _train(cli, project, "--dry-run", "--epsilon", 5)
     assert r.exit_code == 3 and "does NOT fit" in r.stderr
-    assert project.ledger.read_bytes() == b""
+    assert project.no_runs()
 
 
 def test_seed_reproduces_the_ensemble(project: Project, cli) -> None:

@@ -14,8 +14,8 @@ import re
 import pandas as pd
 import pytest
 
-from dpcli.ledger import read_entries
 from tests.cli.conftest import Project
+from tests.cli.conftest import run_entries as read_entries  # runs only, no genesis
 
 ALL_STEPS = {"prior", "counts:color", "counts:member", "counts:words", "mean:age",
              "variance:age"}
@@ -130,18 +130,18 @@ def test_dry_run_charges_nothing(project: Project, cli) -> None:
     assert plan["dry_run"] is True and plan["fits"] is True
     assert plan["planned"]["epsilon"] == 0.5
     assert {s["step"] for s in plan["breakdown"]} == ALL_STEPS
-    assert project.ledger.read_bytes() == b""
+    assert project.no_runs()
     assert not (project.root / "m.json").exists()
     # without --out, a dry run is still allowed; a run too big says so with exit 3
     r = cli("train-nb", project.data, "--spec", project.spec, "--dry-run", "--epsilon", 5)
     assert r.exit_code == 3 and "does NOT fit" in r.stderr
-    assert project.ledger.read_bytes() == b""
+    assert project.no_runs()
 
 
 def test_out_is_required_without_dry_run(project: Project, cli) -> None:
     r = cli("train-nb", project.data, "--spec", project.spec, "--epsilon", 0.5)
     assert r.exit_code == 2 and "--out" in r.stderr
-    assert project.ledger.read_bytes() == b""
+    assert project.no_runs()
 
 
 def test_budget_exhaustion_exits_3_and_writes_nothing(project: Project, cli) -> None:
@@ -175,13 +175,13 @@ def test_columns_option_restricts_the_model(project: Project, cli) -> None:
 def test_unknown_column_is_refused_before_any_charge(project: Project, cli) -> None:
     r = _train(cli, project, "--columns", "color,height", "--epsilon", 0.4)
     assert r.exit_code == 2 and "height" in r.stderr
-    assert project.ledger.read_bytes() == b""
+    assert project.no_runs()
 
 
 def test_duplicate_column_is_refused_before_any_charge(project: Project, cli) -> None:
     r = _train(cli, project, "--columns", "age,age", "--epsilon", 0.4)
     assert r.exit_code == 2
-    assert project.ledger.read_bytes() == b""
+    assert project.no_runs()
 
 
 def _with_section(project: Project, section: dict) -> None:
@@ -247,14 +247,14 @@ def test_malformed_section_exits_2_naming_the_key(project: Project, cli, section
     r = _train(cli, project, "--epsilon", 0.3)
     assert r.exit_code == 2
     assert key in r.stderr and str(project.spec) in r.stderr
-    assert project.ledger.read_bytes() == b""
+    assert project.no_runs()
     assert not (project.root / "m.json").exists()
 
 
 def test_malformed_method_option_exits_2(project: Project, cli) -> None:
     r = _train(cli, project, "--epsilon", 0.3, "--method", "bayes")
     assert r.exit_code == 2 and "method" in r.stderr
-    assert project.ledger.read_bytes() == b""
+    assert project.no_runs()
 
 
 def test_tokens_column_without_cap_is_refused_before_any_charge(project: Project,
@@ -264,7 +264,7 @@ def test_tokens_column_without_cap_is_refused_before_any_charge(project: Project
     project.write_spec(uncapped)
     r = _train(cli, project, "--epsilon", 0.3)
     assert r.exit_code == 2 and "max_per_row" in r.stderr
-    assert project.ledger.read_bytes() == b""
+    assert project.no_runs()
     # without the tokens column the same spec trains
     assert _train(cli, project, "--epsilon", 0.3, "--columns", "age,color").exit_code == 0
 

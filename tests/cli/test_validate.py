@@ -24,8 +24,9 @@ import pandas as pd
 import pytest
 
 from dpcli.algorithms.validate import validation_rows
-from dpcli.ledger import input_digest, read_entries
+from dpcli.fingerprint import input_digest
 from tests.cli.conftest import Project, toy_frame
+from tests.cli.conftest import run_entries as read_entries  # runs only, no genesis
 
 N = 400                      # rows of the toy data
 DEFAULT_COLUMNS = ["age", "color", "member"]
@@ -113,7 +114,7 @@ def _refused(project: Project, r, *needles: str, code: int = 2, out: str = "m.js
     assert r.exit_code == code, (r.exit_code, r.stderr)
     for needle in needles:
         assert needle in r.stderr, r.stderr
-    assert project.ledger.read_bytes() == b""   # nothing charged
+    assert project.no_runs()   # nothing charged
     assert not (project.root / out).exists()    # no partial output
 
 
@@ -346,7 +347,7 @@ def test_validation_file_in_a_dry_run(project: Project, cli) -> None:
     assert r.exit_code == 0, r.stderr
     note = json.loads(r.stdout)["breakdown"][0]["note"]
     assert f"(n = {N})" in note and "(m = 57)" in note
-    assert project.ledger.read_bytes() == b""
+    assert project.no_runs()
 
 
 def test_validation_must_not_be_the_training_file(project: Project, cli) -> None:
@@ -372,7 +373,7 @@ def test_validation_must_not_be_the_output(project: Project, cli) -> None:
     before = vfile.read_bytes()
     r = _validate(cli, project, "--validation", vfile, "--epsilon", 0.3, out="valid.parquet")
     assert r.exit_code == 2 and "--out" in r.stderr
-    assert project.ledger.read_bytes() == b""
+    assert project.no_runs()
     assert vfile.read_bytes() == before
 
 
@@ -591,7 +592,7 @@ def test_without_epsilon_or_section_exits_2(project: Project, cli) -> None:
 def test_out_is_required_without_dry_run(project: Project, cli) -> None:
     r = cli("validate", project.data, "--spec", project.spec, "--epsilon", 0.2)
     assert r.exit_code == 2 and "--out" in r.stderr
-    assert project.ledger.read_bytes() == b""
+    assert project.no_runs()
 
 
 # ------------------------------------------------------------------------ dry run, seeds
@@ -602,7 +603,7 @@ def test_dry_run_charges_nothing(project: Project, cli) -> None:
     for needle in ("select", "final", "noisy_max_exponential", "objective_perturbation",
                    "Nothing was charged"):
         assert needle in r.stderr
-    assert project.ledger.read_bytes() == b""
+    assert project.no_runs()
     assert not (project.root / "m.json").exists()
 
     r = cli("validate", project.data, "--spec", project.spec, "--epsilon", 0.4,
@@ -623,7 +624,7 @@ def test_dry_run_charges_nothing(project: Project, cli) -> None:
     # a plan too big for the budget exits 3, still charging nothing
     r = _validate(cli, project, "--epsilon", 5, "--dry-run")
     assert r.exit_code == 3 and "does NOT fit" in r.stderr
-    assert project.ledger.read_bytes() == b""
+    assert project.no_runs()
     assert not (project.root / "m.json").exists()
 
 

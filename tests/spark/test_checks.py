@@ -189,12 +189,14 @@ def test_listing_digest_of_a_remote_location(spark: Any, tmp_path: Path,
                                              monkeypatch: pytest.MonkeyPatch) -> None:
     """A URI Spark reads is digested by its Hadoop listing, marked as such; local files
     keep their digest of the bytes."""
+    from dpcli.budget import Budget
     from dpcli.data import location
-    from dpcli.ledger import init_ledger, input_digest
+    from dpcli.fingerprint import input_digest
+    from dpcli.ledger import init_ledger
     from dpcli.stats import spark as spark_module
 
     ledger = tmp_path / "ledger.jsonl"
-    init_ledger(ledger)
+    init_ledger(ledger, "d", Budget(1))
     folder = tmp_path / "data"
     folder.mkdir()
     pq.write_table(pa.table({"y": ["0"]}), folder / "a.parquet")
@@ -222,6 +224,7 @@ def test_a_parser_failure_quoting_a_record_never_reaches_stderr(spark: Any,
 
     import yaml
 
+    from dpcli.budget import Budget
     from dpcli.ledger import init_ledger
 
     planted = "PATIENT-" + SECRET.upper() + "-POSITIVE"
@@ -237,7 +240,7 @@ def test_a_parser_failure_quoting_a_record_never_reaches_stderr(spark: Any,
                                           "categories": ["red", "blue"]}}},
         "tabulate": {"epsilon": 0.5},
         "spark": {"master": "local[1]"}}))
-    init_ledger(tmp_path / "ledger.jsonl")
+    init_ledger(tmp_path / "ledger.jsonl", "leak", Budget(1))
     run = subprocess.run([sys.executable, "-m", "dpcli", "tabulate", str(bad), "--spec",
                           str(spec), "--engine", "spark", "--out", str(tmp_path / "t.csv")],
                          capture_output=True, text=True, timeout=300,

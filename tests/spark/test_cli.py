@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 
 from dpcli.cli.app import app
 from dpcli.ledger import init_ledger, read_entries
+from dpcli.spec import load_spec
 
 pytest.importorskip("pyspark")
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")  # pyspark's distutils
@@ -29,7 +30,8 @@ def project(tmp_path: Path) -> Path:
     spec["spark"] = {"master": "local[2]", "conf": {"spark.ui.enabled": False}}
     path = tmp_path / "adult.yaml"
     path.write_text(yaml.safe_dump(spec, sort_keys=False))
-    init_ledger(tmp_path / "ledger.jsonl")
+    spec_ = load_spec(path)
+    init_ledger(spec_.ledger_path, spec_.dataset, spec_.budget)
     return path
 
 
@@ -84,5 +86,5 @@ def test_spark_run_with_bad_data_charges_nothing(spark: Any, tmp_path: Path) -> 
     assert result.exit_code == 2
     assert (f"{bad}: column 'label': label value outside the declared classes in data row 50 "
             in result.output)
-    assert read_entries(tmp_path / "ledger.jsonl") == []
+    assert [e["kind"] for e in read_entries(tmp_path / "ledger.jsonl")] == ["genesis"]
     assert not (tmp_path / "m.json").exists()

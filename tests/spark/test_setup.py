@@ -30,7 +30,7 @@ from dpcli.data.schema import (
     TokensColumn,
 )
 from dpcli.errors import DataError, SpecError, UsageError
-from dpcli.ledger import listing_digest
+from dpcli.fingerprint import listing_digest
 from dpcli.spec import SparkConfig, load_spec
 from dpcli.stats import StatsAccumulator, StatsRequest, available_engines, get_engine
 from dpcli.stats.spark import (
@@ -138,9 +138,11 @@ def test_missing_pyspark_is_a_usage_error(no_pyspark: None, tmp_path: Path) -> N
 def test_missing_pyspark_from_the_cli(no_pyspark: None, tmp_path: Path) -> None:
     from dpcli.cli.app import app
     from dpcli.ledger import init_ledger
+    from dpcli.spec import load_spec
 
     spec = write_spec(tmp_path, {"master": "local[1]"})
-    init_ledger(tmp_path / "ledger.jsonl")
+    loaded = load_spec(spec)
+    init_ledger(loaded.ledger_path, loaded.dataset, loaded.budget)
     result = CliRunner().invoke(app, ["train-nb", str(ROOT / "sample_data" / "credit_train.csv"),
                                       "--spec", str(spec), "--engine", "spark",
                                       "--out", str(tmp_path / "m.json")])

@@ -1,0 +1,70 @@
+"""Issue 19, failure 6: a torn last line blocked a dataset for good; `ledger repair` drops it
+(only it), after showing it, and records the repair."""
+
+from __future__ import annotations
+
+import hashlib
+
+import pytest
+
+from dpcli.ledger import read_entries, verify_file
+from tests.cli.conftest import Project
+
+
+def spend(project: Project, cli, name: str) -> None:
+    r = cli("tabulate", project.data, "--spec", project.spec, "--out", project.root / name,
+            "--epsilon", "0.1", "--quiet")
+    assert r.exit_code == 0, r.stderr
+
+
+@pytest.mark.parametrize("tear", ["half a line", "no final newline", "garbage line"])
+def test_repair_drops_a_torn_last_line_and_records_it(project: Project, cli, tear: str) -> None:
+    spend(project, cli, "a.csv")
+    intact = project.ledger.read_bytes()
+    last = intact.splitlines(keepends=True)[-1]
+    torn = {"half a line": last[: len(last) // 2], "no final newline": last[:-1],
+            "garbage line": b"{\"entry\": 1\n"}[tear]
+    project.ledger.write_bytes(intact + torn)
+
+    r = cli("tabulate", project.data, "--spec", project.spec, "--out", project.root / "b.csv",
+            "--epsilon", "0.1")
+    assert r.exit_code == 2 and "line 4" in r.stderr  # blocked until repaired
+    r = cli("ledger", "repair", "--spec", project.spec)  # no terminal, no --yes
+    assert r.exit_code == 2 and "pass --yes" in r.stderr
+    assert torn[:40].decode() in r.stderr  # shown before anything is done
+    assert project.ledger.read_bytes() == intact + torn
+
+    r = cli("ledger", "repair", "--spec", project.spec, "--yes")
+    assert r.exit_code == 0, r.stderr
+    assert "dropped torn line 4" in r.stderr
+    data = project.ledger.read_bytes()
+    assert data.startswith(intact) and torn not in data[len(intact):]
+    repair = read_entries(project.ledger)[-1]
+    assert repair["kind"] == "repair" and repair["dropped_line"] == 4
+    assert repair["dropped_sha256"] == hashlib.sha256(torn).hexdigest()
+    assert verify_file(project.ledger).ok
+    spend(project, cli, "b.csv")  # the dataset is not blocked any more
+    r = cli("ledger", "repair", "--spec", project.spec, "--yes")
+    assert r.exit_code == 0 and "nothing to repair" in r.stderr
+
+
+@pytest.mark.parametrize("damage", ["middle line edited", "last line complete but edited",
+                                    "tail cut"])
+def test_repair_refuses_anything_but_a_torn_last_line(project: Project, cli,
+                                                      damage: str) -> None:
+    spend(project, cli, "a.csv")
+    spend(project, cli, "b.csv")
+    lines = project.ledger.read_bytes().splitlines(keepends=True)
+    if damage == "middle line edited":
+        lines[1] = lines[1].replace(b'"epsilon":0.1,', b'"epsilon":0.2,', 1)
+        lines[-1] = lines[-1][:-5]  # and a torn last line too: still not only a torn line
+    elif damage == "last line complete but edited":
+        lines[-1] = lines[-1].replace(b'"kind":"complete"', b'"kind":"failed"', 1)
+    else:
+        lines = lines[:-2]
+    project.ledger.write_bytes(b"".join(lines))
+    before = project.ledger.read_bytes()
+    r = cli("ledger", "repair", "--spec", project.spec, "--yes")
+    assert r.exit_code == 2
+    assert "restore" in r.stderr and "backup" in r.stderr
+    assert project.ledger.read_bytes() == before

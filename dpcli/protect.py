@@ -76,9 +76,9 @@ def check_outputs(outputs: Iterable[Path | None], protected: Sequence[Protected]
                                   and os.path.samestat(stat, g.stat)):
                 raise UsageError(f"{out}: is {g.what} ({g.path}); an output must not replace "
                                  "it. Choose another output path (nothing was charged)")
-            if g.is_dir and g.real in real.parents:
-                raise UsageError(f"{out}: is inside {g.what} ({g.path}), a folder this run "
-                                 "reads; write outputs elsewhere (nothing was charged)")
+            if g.real in real.parents:  # a protected folder, or a protected name made a folder
+                raise UsageError(f"{out}: is inside {g.what} ({g.path}); write outputs "
+                                 "elsewhere (nothing was charged)")
         ledger = ledger_of(real)
         if ledger is not None:
             raise UsageError(f"{out}: is {'a file of ' if ledger != real else ''}the dpcli "

@@ -12,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from dpcli.ledger import read_entries
+from tests.cli.conftest import run_entries as read_entries  # runs only, no genesis
 from tests.cli.conftest import Project
 
 
@@ -96,11 +96,8 @@ def test_a_full_disk_under_the_ledger_exits_74_naming_it(project: Project, cli,
                                                          small_disk: Path) -> None:
     # the ledger and its key fit before the disk is full; the reserve line does not
     (small_disk / "filler").unlink()
-    from dpcli.ledger import init_ledger
-
-    init_ledger(small_disk / "ledger.jsonl")
+    project.write_spec(lambda s: s.update(ledger=str(small_disk / "ledger.jsonl")))  # its init
     _fill(small_disk)
-    project.write_spec(lambda s: s.update(ledger=str(small_disk / "ledger.jsonl")))
     size = (small_disk / "ledger.jsonl").stat().st_size
     r = _tabulate(cli, project, project.root / "counts.csv")
     assert r.exit_code == 74, r.stderr
@@ -121,7 +118,8 @@ def test_predictions_and_the_key_are_0600_under_umask_022(project: Project, cli,
         assert r.exit_code == 0, r.stderr
         fresh = tmp_path / "fresh"
         fresh.mkdir()
-        spec = project.write_spec(lambda s: s.update(ledger=str(fresh / "l.jsonl")))
+        spec = project.write_spec(lambda s: s.update(ledger=str(fresh / "l.jsonl")),
+                                  sync=False)
         r = cli("ledger", "init", "--spec", spec)
         assert r.exit_code == 0, r.stderr
     finally:

@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dpcli.ledger import read_entries
+from tests.cli.conftest import run_entries as read_entries  # runs only, no genesis
 from tests.cli.conftest import Project
 
 DEADLINE = 180.0  # seconds: a loaded 2-core machine starts Python slowly

@@ -12,8 +12,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from tests.cli.conftest import run_entries as read_entries  # runs only, no genesis
 from tests.cli.conftest import Project
+from tests.cli.conftest import run_entries as read_entries  # runs only, no genesis
 
 
 def _tabulate(cli, project: Project, out: Path, *extra: object):

@@ -11,8 +11,8 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from dpcli.cli.app import app
 from dpcli.budget import Budget
+from dpcli.cli.app import app
 from dpcli.ledger import init_ledger
 from tests.cli.conftest import SCHEMA, base_spec, toy_frame
 

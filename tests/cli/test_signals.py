@@ -21,8 +21,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tests.cli.conftest import run_entries as read_entries  # runs only, no genesis
 from tests.cli.conftest import Project
+from tests.cli.conftest import run_entries as read_entries  # runs only, no genesis
 
 DEADLINE = 180.0  # seconds: a loaded 2-core machine starts Python slowly
 

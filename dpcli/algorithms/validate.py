@@ -73,7 +73,13 @@ from dpcli.mechanisms import (
     objective_perturbation,
     output_perturbation,
 )
-from dpcli.mechanisms.erm import GRADIENT_TOLERANCE, weight_norm_bound
+from dpcli.mechanisms.erm import (
+    GRADIENT_TOLERANCE,
+    objective_constants,
+    rounding_norm,
+    weight_grid,
+    weight_norm_bound,
+)
 
 KIND = "logistic_regression"
 METHODS = ("stability", "alpha-split", "data-split", "random")
@@ -166,9 +172,10 @@ class Stability:
 
     q moves by ≤ beta1/n when a training row is replaced (same noise) and by
     ≤ beta2/m when a validation row is; the selection adds exponential
-    noise of mean 2·beta/ε2, beta = max(beta1/n + 2τ/λ_min, beta2/m): the
+    noise of mean 2·beta/ε2, beta = max(beta1/n + 2τ/λ_min + √d·g, beta2/m): the
     paper's β plus the optimiser's tolerance τ (each fit is within τ/λ of
-    the exact minimiser the paper's bound is about). ``weight_bound``
+    the exact minimiser the paper's bound is about) and the rounding of the
+    weights to their grid g (L = 1). ``weight_bound``
     is the ‖w‖ bound behind beta2 for an unbounded loss (None for ramp),
     holding except with probability ``delta``.
     """
@@ -187,6 +194,10 @@ def stability_constants(config: ValidateConfig, n: int, m: int, d: int,
     beta1 = 2 * LIPSCHITZ / lam_min
     # the optimiser stops within τ/λ of the exact minimiser, on each side of the neighbours
     slack = 2 * LIPSCHITZ * GRADIENT_TOLERANCE / lam_min
+    # released weights are rounded to their public grid (float safety): with the noise held
+    # fixed, rounding two neighbours' fits can pull them √d·g further apart
+    slack += LIPSCHITZ * math.sqrt(d) * max(_grid_of(config.trainer, n, lam, epsilon_train, d)
+                                            for lam in config.grid)
     delta = config.run_delta
     bound = None
     if config.score == "ramp":
@@ -197,12 +208,19 @@ def stability_constants(config: ValidateConfig, n: int, m: int, d: int,
 
         r = float(gamma.isf(delta / config.k, d))
         bound = max(weight_norm_bound(config.trainer, n, lam, epsilon_train, r)
+                    + rounding_norm(config.trainer, n, lam, epsilon_train, d, r)
                     + GRADIENT_TOLERANCE / lam for lam in config.grid)
         beta2 = min(2 * bound, 1 + bound) if config.score == "hinge" else bound
     beta = max(beta1 / n + slack, beta2 / m)
     if not math.isfinite(beta):
         raise ValueError(f"the stability bound is not finite (δ = {delta:g} is too small)")
     return Stability(beta1, beta2, beta, delta, bound)
+
+
+def _grid_of(trainer: str, n: int, lam: float, epsilon: float, d: int) -> float:
+    """The weight grid of a fit (:func:`dpcli.mechanisms.erm.weight_grid`), public."""
+    extra = objective_constants(epsilon, n, lam)[1] if trainer == "objective" else 0.0
+    return weight_grid(n, lam + extra, d)
 
 
 def selection_noise_mean(config: ValidateConfig, epsilon: float, n: int, m: int, d: int

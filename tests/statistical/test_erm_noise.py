@@ -175,3 +175,31 @@ def test_noisy_max_exponential_neighbour_ratio_is_within_e_to_the_epsilon() -> N
         q = _noisy_max_probabilities(base + np.array(shift), scale)
         worst = max(worst, float(np.max(np.abs(np.log(p / q)))))
     assert worst <= eps + 1e-9
+
+
+def _lattice_units(scale: float, seed: int) -> np.ndarray:
+    from dpcli.mechanisms.erm import lattice_l2_laplace
+
+    rng = make_rng(seed)
+    return np.array([lattice_l2_laplace(1, scale, 0.25, rng)[0] for _ in range(20_000)])
+
+
+def test_lattice_l2_laplace_in_one_dimension_is_discrete_laplace() -> None:
+    """d = 1: P(k) ∝ exp(−|0.25·k|/θ) is the discrete Laplace with scale θ/0.25 (chi-square,
+    cells expecting ≥ 20, tails pooled), and a 30% wrong scale is rejected."""
+    from dpcli.mechanisms import discrete_laplace_cdf, discrete_laplace_pmf
+
+    def pvalue(k: np.ndarray, units: float) -> float:
+        reach = int(units * math.log(k.size * discrete_laplace_pmf(0, units) / 20.0))
+        inner = np.arange(-reach, reach + 1)
+        expected = np.concatenate([[discrete_laplace_cdf(-reach - 1, units)],
+                                   discrete_laplace_pmf(inner, units),
+                                   [1.0 - discrete_laplace_cdf(reach, units)]]) * k.size
+        observed = np.bincount((np.clip(k, -reach - 1, reach + 1) + reach + 1).astype(int),
+                               minlength=2 * reach + 3)
+        return float(stats.chisquare(observed, expected).pvalue)
+
+    k = _lattice_units(1.0, 41)  # θ = 1, grid 0.25: 4 grid units
+    assert np.array_equal(k, np.round(k))
+    assert pvalue(k, 4.0) > ALPHA
+    assert pvalue(_lattice_units(1.3, 42), 4.0) < ALPHA

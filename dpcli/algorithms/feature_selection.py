@@ -297,7 +297,8 @@ def plan(schema: Schema, columns: Sequence[str], total: Budget, config: FSConfig
     note = {
         "perturb": perturb,
         "threshold": (f"{config.score}, Δ={per}, cap c={config.k}, ε1/ε2 = "
-                      f"{'/'.join(f'{e:.3g}' for e in sparse_vector_split(eps, config.k or 1))}"),
+                      f"{'/'.join(f'{e:.3g}' for e in sparse_vector_split(eps, config.k or 1))}"
+                      f", integer comparisons on grid 2^⌊log2(Δ/1024)⌋ (D=⌈Δ/grid⌉+1)"),
         "topk": f"{config.score}, Δ={per}, k={config.k} rounds of ε/k",
         "cluster": f"count vectors of {m:,} candidates, Δ1={2 * s}, then k-means",
     }[config.method]

@@ -186,8 +186,9 @@ def plan(config: ROCConfig, n: int, total: Budget) -> Plan:
     if config.thresholds == "recursive-medians":
         k = config.levels(n)
         notes["thresholds"] = (f"{2**k - 1:,} noisy medians, {k} levels of ε1/{k}; each part "
-                               f"ε1/{2 * k} (a moved record changes two parts), Cauchy "
-                               f"6·S*/ε, β=ε/6")
+                               f"ε1/{2 * k} (a moved record changes two parts), "
+                               f"Cauchy-tailed integer noise on the 2^{FINE_LEVELS} grid's "
+                               f"cell index (no rounding inflation), 6·S*/ε cells, β=ε/6")
     return p.with_notes(notes)
 
 

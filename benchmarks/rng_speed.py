@@ -40,7 +40,7 @@ from pathlib import Path
 
 import numpy as np
 from _common import ROOT, environment, write_results
-from randomgen import AESCounter, ChaCha
+from randomgen import AESCounter
 
 from dpcli.mechanisms import discrete_laplace_mechanism, laplace_mechanism, make_rng
 from dpcli.mechanisms.smooth import discrete_heavy_tailed_noise
@@ -78,10 +78,10 @@ def per_second(work: Callable[[], object], count: int, repeat: int) -> float:
 
 def raw_draws(repeat: int) -> dict[str, dict[str, float]]:
     out: dict[str, dict[str, float]] = {}
+    counts = np.full(1_000_000, 50, dtype=np.int64)
+    values = np.linspace(-1e3, 1e3, 1_000_000)
     for name, make in GENERATORS.items():
         g = make()
-        counts = np.full(1_000_000, 50, dtype=np.int64)
-        values = np.linspace(-1e3, 1e3, 1_000_000)
         out[name] = {
             "uniform doubles": per_second(lambda g=g: g.random(10_000_000), 10_000_000, repeat),
             "geometric": per_second(lambda g=g: g.geometric(0.01, 2_000_000), 2_000_000, repeat),

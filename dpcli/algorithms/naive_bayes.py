@@ -12,8 +12,9 @@ What is released (all under replace-one neighbours, n public):
 * **numeric columns** — per class a mean and a variance.
 
   ``smooth``: the mean and the variance of the class sample
-  *trimmed* by m values at each end, released with heavy-tailed noise
-  scaled to a β-smooth upper bound on their local sensitivity
+  *trimmed* by m values at each end, released on a public grid (2^-30 of
+  the statistic's range) with discrete heavy-tailed noise scaled to a
+  β-smooth upper bound on their local sensitivity plus one grid step
   (:mod:`dpcli.mechanisms.smooth_stats`; Nissim, Raskhodnikova & Smith,
   calibrated as DESIGN.md rule 7: β = ε/(2(γ+1)), scale 2(γ+1)·S/ε, not the
   "√(2s/ε)" printed in the paper's pseudo-code). m = ⌊trim · ñ_c⌋ is
@@ -27,7 +28,10 @@ What is released (all under replace-one neighbours, n public):
   noise scale (U−L)/(n_c+1) treats the class size n_c as public, which it
   is not here. dpcli instead releases per-class sums of (x − mid) and of
   (x − mid)² − h²/2 (h = (U−L)/2) with Laplace noise — L1 sensitivity U−L and
-  h² over the class vector — and divides by the released class counts.
+  h² over the class vector — and divides by the released class counts. The
+  sums are float-safe: rounded to a public power-of-two grid with discrete
+  Laplace noise in grid units, the sensitivity inflated by two grid steps
+  (two classes change) (:func:`dpcli.mechanisms.laplace.laplace_grid`).
 
 **Two classes per record.** Replacing one record changes at most two classes'
 samples (one loses a value, one gains a value) or one class's sample by a

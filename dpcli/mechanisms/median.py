@@ -47,6 +47,9 @@ y_(j) ∈ [x_(j-a), x_(j+b)] and y has n + a - b values.
   S(x) <= e^β·S(x') (Nissim, Raskhodnikova & Smith 2007, Definition 2.1),
   and f(x) + 2(γ+1)·S(x)/ε · Z with Z ∝ 1/(1+|z|^γ), β = ε/(2(γ+1)), is
   ε-DP under one step (DESIGN.md rule 7; :mod:`dpcli.mechanisms.smooth`).
+  What is released is its float-safe version: f rounded to a public grid
+  plus integer noise with P(k) ∝ 1/(1+|k/t|^γ), S + grid paying for the
+  rounding (:func:`dpcli.mechanisms.smooth.smooth_sensitivity_mechanism`).
 
 The window is one order statistic wider than the max over windows of
 Nissim et al.'s substitution-only bound; the cost of the add/remove relation

@@ -67,6 +67,7 @@ Methods and their cost, each ε-DP for the ``epsilon`` it is given:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
@@ -89,6 +90,7 @@ from dpcli.mechanisms import (
     Plan,
     discrete_laplace_mechanism,
     exponential_top_k,
+    laplace_grid,
     laplace_mechanism,
 )
 from dpcli.mechanisms.kmeans import kmeans
@@ -285,10 +287,18 @@ def plan(schema: Schema, columns: Sequence[str], total: Budget, config: FSConfig
     else:
         d, d1 = sensitivity(config.score, m, s, 0)
         per, l1 = f"{d:g}", f"{d1:g}"
+    perturb = f"{config.score} of {m:,} candidates, Δ1={l1}, scale Δ1/ε"
+    if config.score not in INTEGER_SCORES and config.score != "ig":
+        grid, units = laplace_grid(sensitivity(config.score, m, s, 0)[1], max(1, m))
+        perturb += (f" on grid 2^{math.log2(grid):.0f} (Δ1'={units}·grid"
+                    f"={units * grid:.4g}: rounding)")
+    elif config.score == "ig":
+        perturb += f" on grid 2^⌊log2(Δ1/(1024·{m}))⌋ (Δ1' ≤ (1+2/1024)·Δ1: rounding)"
     note = {
-        "perturb": f"{config.score} of {m:,} candidates, Δ1={l1}, scale Δ1/ε",
+        "perturb": perturb,
         "threshold": (f"{config.score}, Δ={per}, cap c={config.k}, ε1/ε2 = "
-                      f"{'/'.join(f'{e:.3g}' for e in sparse_vector_split(eps, config.k or 1))}"),
+                      f"{'/'.join(f'{e:.3g}' for e in sparse_vector_split(eps, config.k or 1))}"
+                      f", integer comparisons on grid 2^⌊log2(Δ/1024)⌋ (D=⌈Δ/grid⌉+1)"),
         "topk": f"{config.score}, Δ={per}, k={config.k} rounds of ε/k",
         "cluster": f"count vectors of {m:,} candidates, Δ1={2 * s}, then k-means",
     }[config.method]
@@ -444,7 +454,8 @@ def _by_scores(scores: np.ndarray, config: FSConfig, per: float, l1: float, eps:
         noisy = discrete_laplace_mechanism(np.rint(scores).astype(np.int64),
                                            sensitivity=int(l1), epsilon=eps, rng=rng)
     else:
-        noisy = laplace_mechanism(scores, sensitivity=l1, epsilon=eps, rng=rng)
+        # float-safe: on the grid of laplace_grid(l1, m), every score may change
+        noisy = laplace_mechanism(scores, sensitivity=l1, epsilon=eps, rng=rng, changes=m)
     noisy = np.asarray(noisy, dtype=float)
     # best first, ties broken at random so that equal noisy scores do not favour early ones
     order = np.lexsort((rng.random(m), -noisy))

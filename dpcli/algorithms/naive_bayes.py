@@ -12,8 +12,9 @@ What is released (all under replace-one neighbours, n public):
 * **numeric columns** — per class a mean and a variance.
 
   ``smooth``: the mean and the variance of the class sample
-  *trimmed* by m values at each end, released with heavy-tailed noise
-  scaled to a β-smooth upper bound on their local sensitivity
+  *trimmed* by m values at each end, released on a public grid (2^-30 of
+  the statistic's range) with discrete heavy-tailed noise scaled to a
+  β-smooth upper bound on their local sensitivity plus one grid step
   (:mod:`dpcli.mechanisms.smooth_stats`; Nissim, Raskhodnikova & Smith,
   calibrated as DESIGN.md rule 7: β = ε/(2(γ+1)), scale 2(γ+1)·S/ε, not the
   "√(2s/ε)" printed in the paper's pseudo-code). m = ⌊trim · ñ_c⌋ is
@@ -27,7 +28,10 @@ What is released (all under replace-one neighbours, n public):
   noise scale (U−L)/(n_c+1) treats the class size n_c as public, which it
   is not here. dpcli instead releases per-class sums of (x − mid) and of
   (x − mid)² − h²/2 (h = (U−L)/2) with Laplace noise — L1 sensitivity U−L and
-  h² over the class vector — and divides by the released class counts.
+  h² over the class vector — and divides by the released class counts. The
+  sums are float-safe: rounded to a public power-of-two grid with discrete
+  Laplace noise in grid units, the sensitivity inflated by two grid steps
+  (two classes change) (:func:`dpcli.mechanisms.laplace.laplace_grid`).
 
 **Two classes per record.** Replacing one record changes at most two classes'
 samples (one loses a value, one gains a value) or one class's sample by a
@@ -71,6 +75,7 @@ declared bounds are far wider than the data; on UCI Adult it loses at every
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -91,10 +96,11 @@ from dpcli.errors import UsageError
 from dpcli.mechanisms import (
     Plan,
     discrete_laplace_mechanism,
+    laplace_grid,
     laplace_mechanism,
     smooth_sensitivity_mechanism,
 )
-from dpcli.mechanisms.smooth import smooth_beta
+from dpcli.mechanisms.smooth import smooth_beta, smooth_grid
 from dpcli.mechanisms.smooth_stats import (
     OrderStatistics,
     SortedSample,
@@ -110,6 +116,7 @@ from dpcli.stats.order import ORDER_BINS, Band, BandAccumulator, HistogramBounds
 METHODS = ("smooth", "global")
 DISTRIBUTIONS = ("truncated", "gaussian")
 PRIOR = "prior"
+CLASS_CHANGES = 2  # class vectors: a replaced record leaves one class and joins another
 SPLIT_PARTS = ("prior", "categorical", "mean", "variance")
 
 Reread = Callable[[Sequence[str]], Iterable[EncodedBatch]]
@@ -172,14 +179,22 @@ def plan(schema: Schema, columns: Sequence[str], total: Budget, config: NBConfig
             sens = 2 if step.name == PRIOR else table_sensitivity(schema, step.name[7:])
             notes[step.name] = f"Δ={sens}, scale {sens / eps:.4g}"
         elif smooth:
+            col = schema.column(step.name.split(":", 1)[1])
+            assert isinstance(col, NumericColumn)
+            grid = smooth_grids(col)[0 if step.name.startswith("mean:") else 1]
             notes[step.name] = (f"ε/2 per class, β={smooth_beta(eps / 2, config.gamma):.3g}, "
-                                f"scale {2 * (config.gamma + 1) * 2 / eps:.3g}·S")
+                                f"grid 2^{math.log2(grid):.0f}, "
+                                f"scale {2 * (config.gamma + 1) * 2 / eps:.3g}·(S + grid), "
+                                f"discrete")
         else:
             col = schema.column(step.name.split(":", 1)[1])
             assert isinstance(col, NumericColumn)
             h = col.width / 2
             sens = 2 * h if step.name.startswith("mean:") else h * h
-            notes[step.name] = f"class sums, Δ={sens:.4g}, scale {sens / eps:.4g}"
+            grid, units = laplace_grid(sens, CLASS_CHANGES)
+            notes[step.name] = (f"class sums, Δ={sens:.4g}, grid 2^{math.log2(grid):.0f}, "
+                                f"Δ'={units}·grid={units * grid:.4g}, "
+                                f"scale {units * grid / eps:.4g}")
     return p.with_notes(notes)
 
 
@@ -420,11 +435,25 @@ def _smooth_numeric(samples: Sequence[OrderStatistics | np.ndarray], col: Numeri
         s_mean, _ = smooth_trimmed_mean_of(sample, m=m, beta=smooth_beta(e_mean, config.gamma))
         s_var, _ = smooth_trimmed_variance_of(sample, m=m,
                                               beta=smooth_beta(e_var, config.gamma))
+        grid_mean, grid_var = smooth_grids(col)
         means.append(smooth_sensitivity_mechanism(t.mean, smooth_sensitivity=s_mean,
-                                                  epsilon=e_mean, gamma=config.gamma, rng=rng))
+                                                  epsilon=e_mean, gamma=config.gamma, rng=rng,
+                                                  grid=grid_mean))
         variances.append(smooth_sensitivity_mechanism(t.variance, smooth_sensitivity=s_var,
-                                                      epsilon=e_var, gamma=config.gamma, rng=rng))
+                                                      epsilon=e_var, gamma=config.gamma, rng=rng,
+                                                      grid=grid_var))
     return np.asarray(means, float), np.asarray(variances, float)
+
+
+def smooth_grids(col: NumericColumn) -> tuple[float, float]:
+    """The public grids of a smooth column's mean and variance releases (float safety).
+
+    The trimmed mean lies in [L, U] and the trimmed variance in [0, (U−L)²/4]:
+    each grid is 2^-30 of that range, rounded down to a power of two
+    (:func:`dpcli.mechanisms.smooth.smooth_grid`); the rounding adds one grid
+    step to the smooth bound S.
+    """
+    return smooth_grid(col.width), smooth_grid(col.width ** 2 / 4)
 
 
 def _global_numeric(stats: Stats, name: str, col: NumericColumn, noisy_counts: np.ndarray,
@@ -438,8 +467,12 @@ def _global_numeric(stats: Stats, name: str, col: NumericColumn, noisy_counts: n
     squares = mom.m2 + count * (mom.mean - mid) ** 2 - count * h * h / 2   # Σ (x−mid)² − h²/2
     centred = np.where(count > 0, centred, 0.0)
     squares = np.where(count > 0, squares, 0.0)
-    noisy_c = laplace_mechanism(centred, sensitivity=2 * h, epsilon=eps_mean, rng=rng)
-    noisy_s = laplace_mechanism(squares, sensitivity=h * h, epsilon=eps_var, rng=rng)
+    # float-safe: the sums are rounded to a public grid and get integer noise in grid units;
+    # a replaced record changes at most two classes' sums
+    noisy_c = laplace_mechanism(centred, sensitivity=2 * h, epsilon=eps_mean, rng=rng,
+                                changes=CLASS_CHANGES)
+    noisy_s = laplace_mechanism(squares, sensitivity=h * h, epsilon=eps_var, rng=rng,
+                                changes=CLASS_CHANGES)
     n = np.maximum(noisy_counts, 1.0)
     mean = mid + noisy_c / n
     second = noisy_s / n + h * h / 2                                # E[(x − mid)²]

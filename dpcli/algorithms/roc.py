@@ -65,13 +65,15 @@ kept per record, so memory is O(bins) whatever n is.
   Output distribution (exactly; :func:`recursive_median_cells`): the
   thresholds are those of the in-memory algorithm above run on the
   quantized scores q(s_1), ..., q(s_n) — the same smooth-sensitivity
-  Cauchy median per part, ε1/(2k) per part, parts visited in the same
-  order — with three differences, all post-processing of released values
-  and public bounds: (i) a median strictly inside its part is rounded to
-  the nearest point of the 2^20 grid (the in-memory version rounded to a
-  2^32 grid); (ii) the fallback is the grid midpoint G_ceil((a+b)/2) of a
+  median per part, ε1/(2k) per part, parts visited in the same order —
+  with these differences: (i) the median is released as a grid index, the
+  median's cell index plus integer noise with P(k) ∝ 1/(1 + |k/t|^γ)
+  (float-safe: :func:`dpcli.mechanisms.median.noisy_median_of` on the
+  integer grid of cell indices, no rounding inflation as the quantized
+  median is on that grid), instead of a Cauchy float rounded to the grid;
+  (ii) the fallback is the grid midpoint G_ceil((a+b)/2) of a
   part (G_a, G_b], which is (G_a + G_b)/2 when a + b is even, and it also
-  replaces a median rounded onto its part's end; (iii) a part of fewer
+  replaces a released index on or beyond its part's ends; (iii) a part of fewer
   than two cells has no interior grid point, so no median (and no noise
   variate) is drawn for it and its threshold is the fallback, which can
   repeat a threshold (an empty bin). Steps 2 and 3 are unchanged, on the
@@ -100,10 +102,9 @@ from dpcli.budget import Budget
 from dpcli.errors import UsageError
 from dpcli.mechanisms import Plan
 from dpcli.mechanisms.consistency import isotonic_increasing
+from dpcli.mechanisms.median import noisy_median_of, smooth_sensitivity_median_of
 from dpcli.mechanisms.range_queries import STRATEGIES, noisy_prefix_sums, sensitivity
 from dpcli.mechanisms.rng import check_positive
-from dpcli.mechanisms.smooth import heavy_tailed_noise, smooth_beta, smooth_noise_scale
-from dpcli.mechanisms.smooth_stats import smooth_max
 
 THRESHOLDS = ("recursive-medians", "fixed-space")
 COUNTS = STRATEGIES
@@ -185,8 +186,9 @@ def plan(config: ROCConfig, n: int, total: Budget) -> Plan:
     if config.thresholds == "recursive-medians":
         k = config.levels(n)
         notes["thresholds"] = (f"{2**k - 1:,} noisy medians, {k} levels of ε1/{k}; each part "
-                               f"ε1/{2 * k} (a moved record changes two parts), Cauchy "
-                               f"6·S*/ε, β=ε/6")
+                               f"ε1/{2 * k} (a moved record changes two parts), "
+                               f"Cauchy-tailed integer noise on the 2^{FINE_LEVELS} grid's "
+                               f"cell index (no rounding inflation), 6·S*/ε cells, β=ε/6")
     return p.with_notes(notes)
 
 
@@ -310,40 +312,55 @@ class FineHistogram:
         _, n, _, _ = self.part(a, b)
         return float(self.order_stats(a, b, np.array([(n + 1) // 2]))[0])
 
+    def cell_order_stats(self, a: int, b: int, j: np.ndarray) -> np.ndarray:
+        """:meth:`order_stats` as cell indices: c + 1 for a score in cell c, a and b outside.
+
+        G_j is affine in j, so these are the quantized scores on the public
+        integer grid of cell indices (as floats, for the median mechanism).
+        """
+        base, n, _, _ = self.part(a, b)
+        j = np.asarray(j, dtype=np.int64)
+        if n == 0:
+            return np.where(j <= 0, a, b).astype(np.float64)
+        at = np.searchsorted(self.prefix, base + np.clip(j, 1, n), side="left") - 1
+        inside = self.occupied[at] + 1
+        return np.where(j <= 0, a, np.where(j >= n + 1, b, inside)).astype(np.float64)
+
+    def median_cell(self, a: int, b: int) -> int:
+        """The part's lower median as a grid index (:meth:`median` is G of it; private)."""
+        _, n, _, _ = self.part(a, b)
+        return int(self.cell_order_stats(a, b, np.array([(n + 1) // 2]))[0])
+
     def smooth_sensitivity(self, a: int, b: int, *, beta: float) -> float:
-        """S = max_k e^(-βk)·W_k of :mod:`dpcli.mechanisms.median` for the part (private).
+        """S = max_k e^(-βk)·W_k of :mod:`dpcli.mechanisms.median` for the part, in cells (private).
 
         W_k = x_(c_k+k+1) - x_(c_k-1), c_k = floor((n-k+1)/2), bounds the
         median's local sensitivity within k insertions or deletions; S is a
-        β-smooth upper bound on it (the derivation is that module's).
+        β-smooth upper bound on it (the derivation is that module's). Here the
+        x are cell indices (:meth:`cell_order_stats`), so S is in cells.
         """
-        _, n, lo, hi = self.part(a, b)
-
-        def window(k: np.ndarray) -> np.ndarray:
-            c = (n - k + 1) // 2
-            return self.order_stats(a, b, c + k + 1) - self.order_stats(a, b, c - 1)
-
-        value, _ = smooth_max(window, beta=beta, global_bound=hi - lo, max_distance=n + 1)
-        return value
+        _, n, _, _ = self.part(a, b)
+        return smooth_sensitivity_median_of(lambda j: self.cell_order_stats(a, b, j), n,
+                                            global_bound=b - a, beta=beta)
 
     def noisy_median(self, a: int, b: int, *, epsilon: float, rng: np.random.Generator,
-                     gamma: float = 2.0) -> float:
-        """``mechanisms.median.noisy_median`` of the quantized scores in cells a..b-1.
+                     gamma: float = 2.0) -> int:
+        """The part's noisy median as a grid index: ε-DP under one insertion or deletion.
 
-        The part's values lie in [G_a, G_b], the bounds passed for the
-        median's conventions. Its order statistics come from the pooled
-        cumulative counts, never from rows, with every float operation of
-        the array version, so the release is the same value, draw for draw,
-        as ``noisy_median(sorted quantized values, lower=G_a, upper=G_b,
-        epsilon=ε)`` (tested). Releases one real number; sensitivity: the
-        β-smooth bound S (:meth:`smooth_sensitivity`), β = ε/(2(γ+1));
-        noise 2(γ+1)·S/ε·Z, Z ∝ 1/(1+|z|^γ) (γ = 2: Cauchy, 6·S/ε). Cost: ε
-        under one insertion or deletion in the part.
+        ``mechanisms.median.noisy_median_of`` on the quantized scores as cell
+        indices (:meth:`cell_order_stats`, on the integer grid: no rounding
+        inflation), with L = a and U = b. Releases one integer (float-safe:
+        integer noise on an integer); sensitivity: the β-smooth bound S in
+        cells (:meth:`smooth_sensitivity`), β = ε/(2(γ+1)); noise K with
+        P(K = k) ∝ 1/(1 + |k/t|^γ), t = 2(γ+1)·S/ε cells (γ = 2: 6·S/ε).
+        Order statistics come from the pooled cumulative counts, never from
+        rows. Cost: ε under one insertion or deletion in the part.
         """
         epsilon = check_positive("epsilon", epsilon)
-        sensitivity = self.smooth_sensitivity(a, b, beta=smooth_beta(epsilon, gamma))
-        scale = smooth_noise_scale(sensitivity, epsilon, gamma)
-        return self.median(a, b) + scale * float(heavy_tailed_noise(1, gamma=gamma, rng=rng)[0])
+        _, n, _, _ = self.part(a, b)
+        return int(noisy_median_of(lambda j: self.cell_order_stats(a, b, j), n,
+                                   global_bound=b - a, epsilon=epsilon, rng=rng, grid=1.0,
+                                   gamma=gamma, on_grid=True))
 
     def bin_counts(self, cuts: np.ndarray) -> np.ndarray:
         """(2, bins) counts by DEcreasing score at the thresholds G[cuts], as :func:`bin_counts`.
@@ -367,10 +384,9 @@ def recursive_median_cells(histogram: FineHistogram, *, levels: int, epsilon: fl
     is every cell. Level by level, parts left to right (the draw order of
     the in-memory algorithm), a part of at least two cells releases
     :meth:`FineHistogram.noisy_median` at ε/(2·levels) (a replaced record
-    leaves one part and joins another; module docstring); a release
-    strictly inside (G_a, G_b) is rounded to the nearest grid index j and
-    kept if a < j < b. Otherwise (no interior grid point, a release outside
-    the part, or one rounded onto its end) the threshold is the grid
+    leaves one part and joins another; module docstring), a grid index j,
+    kept if a < j < b. Otherwise (no interior grid point, or a release on or
+    beyond the part's ends) the threshold is the grid
     midpoint ceil((a + b)/2): post-processing of public values. Cells below
     the threshold go left, the rest right. Cost: ε under replace-one.
     """
@@ -384,14 +400,11 @@ def recursive_median_cells(histogram: FineHistogram, *, levels: int, epsilon: fl
             j = (a + b + 1) // 2  # never 0: "score > G_j iff cell >= j" needs j >= 1
             lo, hi = h.points(np.array([a, b]))
             if b - a >= 2 and lo < hi:  # public: a part without interior points
-                m = h.noisy_median(a, b, epsilon=part_epsilon, rng=rng)
-                if lo < m < hi:
-                    # released on the public grid: the low-order bits of a float sample can
-                    # say more about the value it was added to than the noise allows
-                    # (Mironov 2012)
-                    r = round((m - h.lower) / (h.upper - h.lower) * h.cells)
-                    if a < r < b:
-                        j = r
+                # released as a grid index: integer noise on the median's cell index, so no
+                # float carries low-order bits of the median (Mironov 2012)
+                r = h.noisy_median(a, b, epsilon=part_epsilon, rng=rng)
+                if a < r < b:
+                    j = r
             found.append(j)
             nxt += [(a, j), (j, b)]
         parts = nxt

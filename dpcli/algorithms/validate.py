@@ -73,7 +73,13 @@ from dpcli.mechanisms import (
     objective_perturbation,
     output_perturbation,
 )
-from dpcli.mechanisms.erm import GRADIENT_TOLERANCE, weight_norm_bound
+from dpcli.mechanisms.erm import (
+    GRADIENT_TOLERANCE,
+    objective_constants,
+    rounding_norm,
+    weight_grid,
+    weight_norm_bound,
+)
 
 KIND = "logistic_regression"
 METHODS = ("stability", "alpha-split", "data-split", "random")
@@ -166,9 +172,10 @@ class Stability:
 
     q moves by ≤ beta1/n when a training row is replaced (same noise) and by
     ≤ beta2/m when a validation row is; the selection adds exponential
-    noise of mean 2·beta/ε2, beta = max(beta1/n + 2τ/λ_min, beta2/m): the
+    noise of mean 2·beta/ε2, beta = max(beta1/n + 2τ/λ_min + √d·g, beta2/m): the
     paper's β plus the optimiser's tolerance τ (each fit is within τ/λ of
-    the exact minimiser the paper's bound is about). ``weight_bound``
+    the exact minimiser the paper's bound is about) and the rounding of the
+    weights to their grid g (L = 1). ``weight_bound``
     is the ‖w‖ bound behind beta2 for an unbounded loss (None for ramp),
     holding except with probability ``delta``.
     """
@@ -187,6 +194,10 @@ def stability_constants(config: ValidateConfig, n: int, m: int, d: int,
     beta1 = 2 * LIPSCHITZ / lam_min
     # the optimiser stops within τ/λ of the exact minimiser, on each side of the neighbours
     slack = 2 * LIPSCHITZ * GRADIENT_TOLERANCE / lam_min
+    # released weights are rounded to their public grid (float safety): with the noise held
+    # fixed, rounding two neighbours' fits can pull them √d·g further apart
+    slack += LIPSCHITZ * math.sqrt(d) * max(_grid_of(config.trainer, n, lam, epsilon_train, d)
+                                            for lam in config.grid)
     delta = config.run_delta
     bound = None
     if config.score == "ramp":
@@ -197,12 +208,26 @@ def stability_constants(config: ValidateConfig, n: int, m: int, d: int,
 
         r = float(gamma.isf(delta / config.k, d))
         bound = max(weight_norm_bound(config.trainer, n, lam, epsilon_train, r)
+                    + rounding_norm(config.trainer, n, lam, epsilon_train, d, r)
                     + GRADIENT_TOLERANCE / lam for lam in config.grid)
         beta2 = min(2 * bound, 1 + bound) if config.score == "hinge" else bound
     beta = max(beta1 / n + slack, beta2 / m)
     if not math.isfinite(beta):
         raise ValueError(f"the stability bound is not finite (δ = {delta:g} is too small)")
     return Stability(beta1, beta2, beta, delta, bound)
+
+
+def _grid_note(config: ValidateConfig, n: int, epsilon: float, d: int) -> str:
+    """The released weights' grid for the plan: g = weight_grid(n, λ (+Δ), d) per λ."""
+    grids = sorted({_grid_of(config.trainer, n, lam, epsilon, d) for lam in config.grid})
+    shown = ", ".join(f"2^{math.log2(g):.0f}" for g in grids)
+    return f"weights released on grid g ∈ {{{shown}}} (float-safe)"
+
+
+def _grid_of(trainer: str, n: int, lam: float, epsilon: float, d: int) -> float:
+    """The weight grid of a fit (:func:`dpcli.mechanisms.erm.weight_grid`), public."""
+    extra = objective_constants(epsilon, n, lam)[1] if trainer == "objective" else 0.0
+    return weight_grid(n, lam + extra, d)
 
 
 def selection_noise_mean(config: ValidateConfig, epsilon: float, n: int, m: int, d: int
@@ -291,15 +316,19 @@ def plan(config: ValidateConfig, epsilon: float, n: int, m: int, d: int) -> Plan
         c = stability_constants(config, n, m, d, float(half))
         select_note = (f"{k} fits at ε/2 on T (n = {n:,}) scored by {config.score} loss on V "
                        f"(m = {m:,}); β1 = {c.beta1:.4g}, β2 = {c.beta2:.4g}, "
-                       f"β = max(β1/n + 2τ/λ_min, β2/m) = {c.beta:.3g}, noise Exp(mean 2β/ε2 = "
+                       f"β = max(β1/n + 2τ/λ_min + √d·g, β2/m) = {c.beta:.3g}, "
+                       f"noise Exp(mean 2β/ε2 = "
                        f"{selection_noise_mean(config, epsilon, n, m, d):.3g})")
         return Plan([
             Step("select", "noisy_max_exponential", Budget(half, exact(c.delta)), select_note),
             Step("final", trainer, Budget(half),
                  "the chosen λ retrained on T with fresh noise (ε′ and Δ of CMS Alg. 2)"
+                 f"; {_grid_note(config, n, float(half), d)}"
                  if config.trainer == "objective" else
-                 "the chosen λ retrained on T with fresh noise, scale 2/(nλε)"),
+                 "the chosen λ retrained on T with fresh noise, scale (2/(nλ) + 2τ/λ + √d·g)/ε"
+                 f" on the lattice gZ^d; {_grid_note(config, n, float(half), d)}"),
         ])
+    grid = _grid_note(config, n, float(total.epsilon), d)
     notes = {
         "alpha-split": f"{k} fits at ε/{k} each on T (n = {n:,}); exponential mechanism on "
                        f"0/1 errors on V (m = {m:,}, Δ = 1) at ε; T, V disjoint: parallel",
@@ -308,6 +337,7 @@ def plan(config: ValidateConfig, epsilon: float, n: int, m: int, d: int) -> Plan
                       "parallel",
         "random": f"one λ of {k} drawn uniformly, trained on T (n = {n:,}) at ε",
     }
+    notes = {name: f"{note}; {grid}" for name, note in notes.items()}
     mechanism = trainer if config.method == "random" else f"{trainer}+exponential"
     return Plan([Step(config.method.replace("-", "_"), mechanism, total,
                       notes[config.method])])

@@ -26,6 +26,7 @@ from dpcli.mechanisms.laplace import (
     discrete_laplace_pmf,
     grid_laplace_mechanism,
     laplace_cdf,
+    laplace_grid,
     laplace_mechanism,
 )
 from dpcli.mechanisms.rng import make_rng
@@ -65,6 +66,7 @@ __all__ = [
     "heavy_tailed_pdf",
     "l2_laplace_vector",
     "laplace_cdf",
+    "laplace_grid",
     "laplace_mechanism",
     "make_rng",
     "mean_sensitivity_at",

@@ -23,10 +23,19 @@ The proofs assume the exact minimiser. :func:`minimise` is Newton's method
 with a backtracking line search on a strongly convex objective, run until
 the gradient norm is at most τ = 1e-10, so the returned w is within
 τ/λ of it (the validation procedure adds that slack to its sensitivity).
-What floating point leaves beyond that — an optimiser that stops at the
-float floor above τ in extreme cases (λ ≈ 1e-6 with tiny ε), and
-continuous noise on a float result (Mironov 2012) — is not accounted for,
-as in every implementation of these mechanisms we know of.
+
+Float safety (rule 6, Mironov 2012). Released weights are multiples of a
+public power-of-two grid g = :func:`weight_grid` (about 1/1024 of the
+sensitivity 2/(nλ) per coordinate's share). Output perturbation is exact
+on that grid: the rounded minimiser plus noise drawn on the lattice gZ^d
+(:func:`lattice_l2_laplace`), the sensitivity inflated for the rounding and
+the optimiser's tolerance, so it is ε-DP as computed. Objective
+perturbation releases the minimiser of a perturbed objective, a nonlinear
+function of noise and data; its released w is rounded to the grid, which
+closes the low-order-bit channel but not every float effect (see
+:func:`objective_perturbation`). What is still not accounted for: an
+optimiser that stops at the float floor above τ in extreme cases (λ ≈ 1e-6
+with tiny ε).
 """
 
 from __future__ import annotations
@@ -59,6 +68,7 @@ class PrivateFit:
     noise_scale: float
     epsilon_prime: float | None = None      # objective perturbation only
     extra_regulariser: float = 0.0          # objective perturbation's Δ
+    grid: float | None = None               # the weights' public grid (None: not rounded)
 
 
 def l2_laplace_vector(d: int, scale: float, rng: np.random.Generator) -> np.ndarray:
@@ -75,6 +85,48 @@ def l2_laplace_vector(d: int, scale: float, rng: np.random.Generator) -> np.ndar
     while not np.any(direction):  # probability 0, but a zero vector has no direction
         direction = rng.standard_normal(d)
     return rng.gamma(d, scale) * direction / np.linalg.norm(direction)
+
+
+WEIGHT_GRID_STEPS = 1024   # grid steps per coordinate's share of the sensitivity 2/(nλ)
+
+
+def weight_grid(n: int, lam: float, d: int) -> float:
+    """g = 2^⌊log2(2/(nλ) / (1024·√d))⌋: the public grid of released weights.
+
+    λ is the regulariser the minimiser sees (λ + Δ for objective
+    perturbation). Rounding moves a weight vector by at most √d·g/2 <=
+    (1/2048)·2/(nλ) in norm: a 0.1 % inflation of the sensitivity.
+    """
+    n = check_int("n", n, minimum=1)
+    lam = check_positive("lam", lam)
+    d = check_int("d", d, minimum=1)
+    return math.ldexp(1.0, math.floor(math.log2(2 / (n * lam) / (WEIGHT_GRID_STEPS
+                                                                * math.sqrt(d)))))
+
+
+def lattice_l2_laplace(d: int, scale: float, grid: float, rng: np.random.Generator
+                       ) -> np.ndarray:
+    """Integers k in Z^d with P(k) ∝ exp(−‖g·k‖/θ): the L2 Laplace on the lattice gZ^d.
+
+    Returned as an integer-valued float64 vector (the noise is g·k).
+    Sampler: rejection from the continuous density (:func:`l2_laplace_vector`):
+    draw b, k = round(b/g), accept with probability
+    exp((‖b‖ − ‖g·k‖)/θ − √d·g/(2θ)) (<= 1, as ‖g·k − b‖ <= √d·g/2). An
+    accepted b has density ∝ exp(−‖g·round(b/g)‖/θ), flat on each cell, so k
+    has the stated pmf. Acceptance is about exp(−√d·g/θ): near 1 when the
+    grid is fine against the scale.
+    """
+    d = check_int("d", d, minimum=1)
+    scale = check_positive("scale", scale)
+    g = check_positive("grid", grid)
+    rng = check_rng(rng)
+    slack = math.sqrt(d) * g / (2 * scale)
+    while True:
+        b = l2_laplace_vector(d, scale, rng)
+        k = np.rint(b / g)
+        log_accept = (np.linalg.norm(b) - np.linalg.norm(g * k)) / scale - slack
+        if math.log(rng.random()) < log_accept:
+            return k
 
 
 def objective_constants(epsilon: float, n: int, lam: float,
@@ -110,9 +162,25 @@ def objective_perturbation(x: np.ndarray, y: np.ndarray, lam: float, epsilon: fl
     most (1 + c/(n(λ+Δ)))², the rest of ε (:func:`objective_constants`).
     Cost: ε-DP (δ = 0). Rows must lie in the unit ball, labels in {−1, +1}.
 
+    Float safety: w is released rounded to g = weight_grid(n, λ + Δ, d).
+    Rounding is post-processing of the mechanism above, so in exact
+    arithmetic it costs nothing; in floating point it confines what the
+    computed w can say beyond the ideal one to the cell it lands in: the
+    low-order bits of a float minimiser (which depend on the data as well as
+    on b) are never released. The computed w is within τ/(λ+Δ) of the exact
+    minimiser, so the released cell differs from the ideal mechanism's only
+    when the exact w lies within that distance of a cell boundary in some
+    coordinate (probability about 2d·τ/((λ+Δ)·g) when w's density is flat
+    at the grid's scale, e.g. 1e-6 for d = 10, n = 10^4, λ = 10^-3) — there
+    alone the float computation, not the noise, decides. Why b is not drawn
+    on a grid instead: w(b) = argmin J + bᵀw/n maps a lattice of b to a
+    data-dependent discrete set of w, so an output would pin down which
+    dataset produced it; rounding w keeps one public grid for every dataset.
+
     ``standard_noise`` replaces the draw of R (density ∝ exp(−‖r‖)) by a
     given one: for stability arguments and tests that hold the randomness
-    fixed across neighbouring datasets.
+    fixed across neighbouring datasets. Such a fit is not rounded (its
+    ``grid`` is None) and must not be released.
     """
     x, y = _check_data(x, y)
     n, d = x.shape
@@ -120,7 +188,11 @@ def objective_perturbation(x: np.ndarray, y: np.ndarray, lam: float, epsilon: fl
     r = _standard(d, rng, standard_noise)
     theta = 2.0 / epsilon_prime
     w = minimise(x, y, lam + extra, linear=theta * r / n)
-    return PrivateFit(w, lam, epsilon, theta, epsilon_prime, extra)
+    if standard_noise is not None:
+        return PrivateFit(w, lam, epsilon, theta, epsilon_prime, extra)
+    grid = weight_grid(n, lam + extra, d)
+    return PrivateFit(np.rint(w / grid) * grid, lam, epsilon, theta, epsilon_prime, extra,
+                      grid)
 
 
 def output_perturbation(x: np.ndarray, y: np.ndarray, lam: float, epsilon: float,
@@ -135,14 +207,34 @@ def output_perturbation(x: np.ndarray, y: np.ndarray, lam: float, epsilon: float
     Noise: the L2 analogue of Laplace, scale θ = 2/(nλε): the density of a
     given output changes by at most exp(‖Δw*‖/θ) ≤ e^ε.
     Cost: ε-DP (δ = 0). Rows must lie in the unit ball, labels in {−1, +1}.
+
+    Float safety (what is released): g·(round(w*/g) + K) on the public grid
+    g = weight_grid(n, λ, d), K ∈ Z^d with P(K) ∝ exp(−‖g·K‖/θ′)
+    (:func:`lattice_l2_laplace`). The computed w* is within τ/λ of the exact
+    one, and rounding moves each coordinate by at most g/2, so the rounded
+    minimisers of neighbours are at most Δ′ = 2/(nλ) + 2τ/λ + √d·g apart in
+    norm; θ′ = Δ′/ε (``noise_scale``; about 0.1 % above θ). Proof: the
+    lattice pmf's normaliser does not depend on the (lattice) centre, and
+    exp(−‖z − c‖/θ′)/exp(−‖z − c′‖/θ′) <= exp(‖c − c′‖/θ′) <= e^ε.
+
+    ``standard_noise`` (stability arguments and tests): w* + θ·R, continuous,
+    not rounded (``grid`` None): such a fit must not be released.
     """
     x, y = _check_data(x, y)
     lam = check_positive("lam", lam)
     epsilon = check_positive("epsilon", epsilon)
     n, d = x.shape
     theta = 2.0 / (n * lam * epsilon)
-    r = _standard(d, rng, standard_noise)
-    return PrivateFit(minimise(x, y, lam) + theta * r, lam, epsilon, theta)
+    if standard_noise is not None:
+        r = _standard(d, rng, standard_noise)
+        return PrivateFit(minimise(x, y, lam) + theta * r, lam, epsilon, theta)
+    if rng is None:
+        raise TypeError("give rng (or standard_noise)")
+    grid = weight_grid(n, lam, d)
+    inflated = (2.0 / (n * lam) + 2 * GRADIENT_TOLERANCE / lam + math.sqrt(d) * grid) / epsilon
+    k = lattice_l2_laplace(d, inflated, grid, check_rng(rng))
+    return PrivateFit((np.rint(minimise(x, y, lam) / grid) + k) * grid, lam, epsilon, inflated,
+                      grid=grid)
 
 
 def weight_norm_bound(fit_kind: str, n: int, lam: float, epsilon: float, noise_norm: float
@@ -151,7 +243,9 @@ def weight_norm_bound(fit_kind: str, n: int, lam: float, epsilon: float, noise_n
 
     Objective perturbation: at the optimum (λ+Δ)w = −(1/n)Σ ℓ′·y·x − b/n, so
     ‖w‖ ≤ (1 + ‖b‖/n)/(λ + Δ) with ‖b‖ = (2/ε′)‖R‖. Output perturbation:
-    ‖w*‖ ≤ 1/λ by the same argument, plus ‖b‖ = θ‖R‖.
+    ‖w*‖ ≤ 1/λ by the same argument, plus ‖b‖ = θ‖R‖. For the released,
+    rounded fits add :func:`rounding_norm` (the rounding and, for output
+    perturbation, the lattice noise's extra scale).
     """
     if fit_kind == "objective":
         epsilon_prime, extra = objective_constants(epsilon, n, lam)
@@ -159,6 +253,23 @@ def weight_norm_bound(fit_kind: str, n: int, lam: float, epsilon: float, noise_n
     if fit_kind == "output":
         return 1 / lam + 2 * noise_norm / (n * lam * epsilon)
     raise ValueError(f"unknown trainer {fit_kind!r} (objective or output)")
+
+
+def rounding_norm(fit_kind: str, n: int, lam: float, epsilon: float, d: int,
+                  noise_norm: float) -> float:
+    """What rounding to the weight grid can add to ‖w‖ beyond :func:`weight_norm_bound`.
+
+    Objective perturbation: √d·g/2. Output perturbation: the lattice noise
+    g·K is within √d·g/2 of its continuous draw b, whose scale is θ′ instead
+    of θ, plus √d·g/2 for rounding w*: √d·g + (θ′ − θ)·‖R‖ (‖R‖ = noise_norm
+    at the standard scale, the same quantile as for the continuous noise).
+    """
+    if fit_kind == "objective":
+        extra = objective_constants(epsilon, n, lam)[1]
+        return math.sqrt(d) * weight_grid(n, lam + extra, d) / 2
+    grid = weight_grid(n, lam, d)
+    extra_scale = (2 * GRADIENT_TOLERANCE / lam + math.sqrt(d) * grid) / epsilon
+    return math.sqrt(d) * grid + extra_scale * noise_norm
 
 
 def minimise(x: np.ndarray, y: np.ndarray, lam: float, linear: np.ndarray | None = None
@@ -219,7 +330,7 @@ def _standard(d: int, rng: np.random.Generator | None, given: np.ndarray | None
         return r
     if rng is None:
         raise TypeError("give rng (or standard_noise)")
-    return l2_laplace_vector(d, 1.0, rng)
+    return l2_laplace_vector(d, 1.0, rng)  # output perturbation draws its own lattice noise
 
 
 def _check_data(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

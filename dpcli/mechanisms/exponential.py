@@ -7,6 +7,27 @@ Scores are quality values q_i(x), higher is better; ``sensitivity`` is
 chosen get the score -inf. Scores may be large (1e9) and many (1e6): all
 arithmetic is on log-probabilities shifted by the largest score, so nothing
 overflows.
+
+Floating point (rule 6; what is and is not proven). These mechanisms
+release an index, never a noisy score, so the channel of Mironov (2012) —
+low-order bits of a released noisy float that depend on the true value —
+does not exist here. What floating point does change is the selection
+probabilities: the noise comes from 53-bit uniforms (Gumbel
+−log(−log u), exponential −log(1 − u)), so each draw is the exact variate
+rounded at a resolution of about 2^-53 relative, and its upper tail is cut
+near 37 (u cannot be closer to 1 than 2^-53); the logits are rounded to
+53 bits. Coupling the float draws with exact ones, the float mechanism
+returns the exact mechanism's index except when two noisy logits fall
+within that rounding of each other or a draw lands beyond the cut — events
+whose probability is of the order of the number of candidates times 2^-50
+for logits of moderate size. So the implementation is ε-DP up to an
+additive δ of that order, not pure ε-DP: a candidate whose logit trails the
+leader by more than about 37 on one dataset is never chosen there, but may
+be (with probability below e^-37) on a neighbour. Making the selection exact
+(integer scores and a base-2 exponential mechanism, Ilvento 2020, or
+permute-and-flip with exact Bernoulli(e^-x) draws) is left to do; the
+sparse vector (:mod:`dpcli.mechanisms.sparse_vector`) already compares
+integers.
 """
 
 from __future__ import annotations

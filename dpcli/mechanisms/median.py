@@ -47,6 +47,9 @@ y_(j) ∈ [x_(j-a), x_(j+b)] and y has n + a - b values.
   S(x) <= e^β·S(x') (Nissim, Raskhodnikova & Smith 2007, Definition 2.1),
   and f(x) + 2(γ+1)·S(x)/ε · Z with Z ∝ 1/(1+|z|^γ), β = ε/(2(γ+1)), is
   ε-DP under one step (DESIGN.md rule 7; :mod:`dpcli.mechanisms.smooth`).
+  What is released is its float-safe version: f rounded to a public grid
+  plus integer noise with P(k) ∝ 1/(1+|k/t|^γ), S + grid paying for the
+  rounding (:func:`dpcli.mechanisms.smooth.smooth_sensitivity_mechanism`).
 
 The window is one order statistic wider than the max over windows of
 Nissim et al.'s substitution-only bound; the cost of the add/remove relation
@@ -56,11 +59,16 @@ with K the number of distances examined (early stop, as for the trimmed mean).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
-from dpcli.mechanisms.rng import check_positive
-from dpcli.mechanisms.smooth import heavy_tailed_noise, smooth_beta, smooth_noise_scale
+from dpcli.mechanisms.rng import check_int, check_positive
+from dpcli.mechanisms.smooth import smooth_beta, smooth_grid, smooth_sensitivity_mechanism
 from dpcli.mechanisms.smooth_stats import check_sorted, order_stat, smooth_max
+
+OrderStat = Callable[[np.ndarray], np.ndarray]
+"""j ↦ x_(j) (1-based, integer array), with x_(j) = L for j <= 0 and U for j >= n + 1."""
 
 
 def lower_median(sorted_values: np.ndarray, *, lower: float, upper: float) -> float:
@@ -77,7 +85,7 @@ def median_sensitivity_at(sorted_values: np.ndarray, *, lower: float, upper: flo
     or deletions of x (module docstring).
     """
     x, lower, upper = check_sorted(sorted_values, lower, upper)
-    return _window(x, lower, upper, np.asarray(k, dtype=np.int64))
+    return _window(_of_array(x, lower, upper), x.size, np.asarray(k, dtype=np.int64))
 
 
 def smooth_sensitivity_median(sorted_values: np.ndarray, *, lower: float, upper: float,
@@ -87,32 +95,71 @@ def smooth_sensitivity_median(sorted_values: np.ndarray, *, lower: float, upper:
     Private (it depends on the data): use it only to scale noise.
     """
     x, lower, upper = check_sorted(sorted_values, lower, upper)
+    return smooth_sensitivity_median_of(_of_array(x, lower, upper), x.size,
+                                        global_bound=upper - lower, beta=beta)
+
+
+def smooth_sensitivity_median_of(order_stats: OrderStat, n: int, *, global_bound: float,
+                                 beta: float) -> float:
+    """:func:`smooth_sensitivity_median` of a sample of size n known by its order statistics.
+
+    ``order_stats`` follows the conventions of the module docstring on the
+    interval [L, U] with U − L = ``global_bound``; e.g. counts per cell of a
+    histogram (dpcli.algorithms.roc), never rows. Private: scales noise only.
+    """
+    n = check_int("n", n, minimum=0)
     beta = check_positive("beta", beta)
-    value, _ = smooth_max(lambda k: _window(x, lower, upper, k), beta=beta,
-                          global_bound=upper - lower, max_distance=x.size + 1)
+    value, _ = smooth_max(lambda k: _window(order_stats, n, k), beta=beta,
+                          global_bound=global_bound, max_distance=n + 1)
     return value
 
 
 def noisy_median(sorted_values: np.ndarray, *, lower: float, upper: float, epsilon: float,
                  rng: np.random.Generator, gamma: float = 2.0) -> float:
-    """Release the lower median plus 2(γ+1)·S/ε · Z: ε-DP under one insertion or deletion.
+    """Release the lower median on a public grid with discrete heavy-tailed noise: ε-DP.
 
-    Releases: one real number, which may fall outside [lower, upper] (the
-    caller may replace it by any function of the released value and public
-    bounds, e.g. the midpoint). Sensitivity: S = :func:`smooth_sensitivity_median`
-    with β = ε/(2(γ+1)). Noise: heavy-tailed, density ∝ 1/(1+|z|^γ)
-    (γ = 2: Cauchy, scale 6·S/ε). Cost: ε (δ = 0) under the add/remove
-    relation; a substitution inside the sample is two steps, 2ε.
+    Releases: one real number, a multiple of the grid g = smooth_grid(U − L)
+    (2^-30 of the range, rounded down to a power of two), which may fall
+    outside [lower, upper] (the caller may replace it by any function of the
+    released value and public bounds, e.g. the midpoint). Sensitivity:
+    S = :func:`smooth_sensitivity_median` with β = ε/(2(γ+1)), plus one grid
+    step for the rounding (S + g is β-smooth). Noise: g·K with
+    P(K = k) ∝ 1/(1 + |k/t|^γ), t = 2(γ+1)(S + g)/(ε·g)
+    (:func:`dpcli.mechanisms.smooth.smooth_sensitivity_mechanism`, where the
+    discrete version's guarantee is proved). Cost: ε (δ = 0) under the
+    add/remove relation; a substitution inside the sample is two steps, 2ε.
     """
     epsilon = check_positive("epsilon", epsilon)
     x, lower, upper = check_sorted(sorted_values, lower, upper)
-    sensitivity = smooth_sensitivity_median(x, lower=lower, upper=upper,
-                                            beta=smooth_beta(epsilon, gamma))
-    median = float(order_stat(x, np.array([(x.size + 1) // 2]), lower, upper)[0])
-    scale = smooth_noise_scale(sensitivity, epsilon, gamma)
-    return median + scale * float(heavy_tailed_noise(1, gamma=gamma, rng=rng)[0])
+    return noisy_median_of(_of_array(x, lower, upper), x.size, global_bound=upper - lower,
+                           epsilon=epsilon, rng=rng, gamma=gamma,
+                           grid=smooth_grid(upper - lower))
 
 
-def _window(x: np.ndarray, lower: float, upper: float, k: np.ndarray) -> np.ndarray:
-    c = (x.size - k + 1) // 2
-    return order_stat(x, c + k + 1, lower, upper) - order_stat(x, c - 1, lower, upper)
+def noisy_median_of(order_stats: OrderStat, n: int, *, global_bound: float, epsilon: float,
+                    rng: np.random.Generator, grid: float, gamma: float = 2.0,
+                    on_grid: bool = False) -> float:
+    """:func:`noisy_median` of a sample known by its order statistics, on a public ``grid``.
+
+    ``on_grid=True`` when every order statistic (and L, U) is a multiple of
+    ``grid``: the median is then on the grid and the rounding costs nothing
+    (e.g. cell indices of a histogram, grid 1: dpcli.algorithms.roc).
+    Releases a multiple of ``grid``; ε-DP under one insertion or deletion.
+    """
+    epsilon = check_positive("epsilon", epsilon)
+    n = check_int("n", n, minimum=0)
+    sensitivity = smooth_sensitivity_median_of(order_stats, n, global_bound=global_bound,
+                                               beta=smooth_beta(epsilon, gamma))
+    median = float(order_stats(np.array([(n + 1) // 2]))[0])
+    return float(smooth_sensitivity_mechanism(median, smooth_sensitivity=sensitivity,
+                                              epsilon=epsilon, gamma=gamma, rng=rng,
+                                              grid=grid, on_grid=on_grid))
+
+
+def _of_array(x: np.ndarray, lower: float, upper: float) -> OrderStat:
+    return lambda j: order_stat(x, j, lower, upper)
+
+
+def _window(order_stats: OrderStat, n: int, k: np.ndarray) -> np.ndarray:
+    c = (n - k + 1) // 2
+    return order_stats(c + k + 1) - order_stats(c - 1)

@@ -93,7 +93,7 @@ statistic (e.g. a fine histogram's bin edges), how far the evaluation can
 reach, before the ranks are gathered.
 
 S depends on the data and is private: use it only to scale noise, e.g.
-``smooth_sensitivity_mechanism(T, smooth_sensitivity=S, epsilon=ε, rng=rng)``
+``smooth_sensitivity_mechanism(T, smooth_sensitivity=S, epsilon=ε, rng=rng, grid=g)``
 with ``beta = smooth_beta(ε)`` (Cauchy: β = ε/6, scale 6·S/ε; DESIGN.md rule 7).
 """
 

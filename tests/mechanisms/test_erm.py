@@ -215,3 +215,30 @@ def test_weight_norm_bound_holds(trainer: str) -> None:
                                                       float(np.linalg.norm(r))) * (1 + 1e-9)
     with pytest.raises(ValueError):
         weight_norm_bound("gradient", 25, 0.1, 1.0, 1.0)
+
+
+@pytest.mark.parametrize("trainer", ["objective", "output"])
+def test_released_weights_are_exact_multiples_of_the_public_grid(trainer: str) -> None:
+    """Float safety: every released weight is k·g, g = weight_grid(n, λ (+ Δ), d)."""
+    from dpcli.mechanisms.erm import objective_constants, weight_grid
+
+    train = objective_perturbation if trainer == "objective" else output_perturbation
+    x, y = data(60, 4, 900)
+    for lam, eps in ((0.05, 1.0), (0.001, 0.2)):
+        fit = train(x, y, lam, eps, make_rng(5))
+        extra = objective_constants(eps, 60, lam)[1] if trainer == "objective" else 0.0
+        assert fit.grid == weight_grid(60, lam + extra, 4)
+        k = fit.weights / fit.grid
+        assert np.array_equal(k, np.round(k))
+        assert math.log2(fit.grid) == round(math.log2(fit.grid))
+
+
+def test_output_perturbation_inflates_its_scale_for_the_rounding() -> None:
+    from dpcli.mechanisms.erm import GRADIENT_TOLERANCE, weight_grid
+
+    x, y = data(60, 4, 901)
+    fit = output_perturbation(x, y, 0.05, 1.0, make_rng(6))
+    g = weight_grid(60, 0.05, 4)
+    assert fit.noise_scale == pytest.approx(2 / (60 * 0.05) + 2 * GRADIENT_TOLERANCE / 0.05
+                                            + 2 * g, rel=1e-12)
+    assert 2 / (60 * 0.05) < fit.noise_scale <= 2 / (60 * 0.05) * (1 + 1 / 1024) + 1e-8

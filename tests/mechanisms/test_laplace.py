@@ -5,6 +5,8 @@ Distributional tests are in tests/statistical/test_noise_distributions.py.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
@@ -13,6 +15,7 @@ from dpcli.mechanisms import (
     discrete_laplace_mechanism,
     discrete_laplace_pmf,
     laplace_cdf,
+    laplace_grid,
     laplace_mechanism,
     make_rng,
 )
@@ -64,16 +67,43 @@ def test_laplace_scalar_in_float_out_and_array_shape_kept() -> None:
     assert isinstance(noisy, np.ndarray)
     assert noisy.shape == (3, 4)
     assert noisy.dtype == np.float64
-    assert not np.array_equal(noisy, values)  # continuous noise is never exactly 0
+    assert not np.array_equal(noisy, values)  # P(12 zero draws at scale ~3e4 units) < 1e-50
 
 
-def test_laplace_seeded_is_reproducible_and_adds_scaled_noise() -> None:
+def test_laplace_seeded_is_reproducible_and_adds_grid_noise() -> None:
+    """laplace_mechanism is the grid mechanism: the rounded value plus discrete Laplace noise
+    in grid units, with the grid and integer sensitivity of laplace_grid."""
     values = np.array([10.0, -3.0, 0.5])
     first = laplace_mechanism(values, sensitivity=2.0, epsilon=0.5, rng=make_rng(7))
     second = laplace_mechanism(values, sensitivity=2.0, epsilon=0.5, rng=make_rng(7))
     np.testing.assert_array_equal(first, second)
-    expected_noise = make_rng(7).laplace(0.0, 4.0, size=3)  # scale Δ/ε = 2/0.5
-    np.testing.assert_allclose(first - values, expected_noise, rtol=1e-12, atol=1e-12)
+    grid, units = laplace_grid(2.0, 3)  # 3 coordinates may change by default
+    assert grid == 2.0 ** -11 and units == 4096 + 3
+    expected = discrete_laplace_mechanism(np.rint(values / grid).astype(np.int64),
+                                          sensitivity=units, epsilon=0.5, rng=make_rng(7))
+    np.testing.assert_array_equal(first, expected * grid)
+    paired = laplace_mechanism(values, sensitivity=2.0, epsilon=0.5, rng=make_rng(7), changes=2)
+    grid2, _ = laplace_grid(2.0, 2)
+    assert np.array_equal(paired / grid2, np.round(paired / grid2))
+
+
+@pytest.mark.parametrize(("sensitivity", "changes"), [(1e-6, 1), (0.37, 2), (5.0, 7), (2.0, 300)])
+def test_laplace_grid_is_a_power_of_two_and_costs_at_most_two_per_mille(
+        sensitivity: float, changes: int) -> None:
+    grid, units = laplace_grid(sensitivity, changes)
+    assert math.log2(grid) == round(math.log2(grid))
+    assert units == math.ceil(sensitivity / grid) + changes
+    assert units * grid <= sensitivity * (1 + 2 / 1024)
+
+
+def test_laplace_outputs_are_exact_grid_multiples() -> None:
+    rng = make_rng(8)
+    values = rng.uniform(-1e3, 1e3, 1000)
+    out = laplace_mechanism(values, sensitivity=4.0, epsilon=1.0, rng=rng, changes=2)
+    grid, _ = laplace_grid(4.0, 2)
+    k = out / grid
+    assert np.array_equal(k, np.round(k))
+    assert np.all(np.abs(k) < 2**53)
 
 
 @pytest.mark.parametrize(("kwargs", "error"), [

@@ -21,7 +21,7 @@ def test_different_seeds_differ() -> None:
 
 
 def test_unseeded_generators_differ() -> None:
-    # OS-seeded with 128 bits each: a false failure has probability about 2^-128.
+    # OS-keyed with 256 bits each: a false failure has probability about 2^-256.
     first = make_rng().integers(0, 2**63, size=8)
     second = make_rng(None).integers(0, 2**63, size=8)
     assert not np.array_equal(first, second)
@@ -41,3 +41,19 @@ def test_seed_must_be_an_integer(seed: object) -> None:
 def test_seed_must_be_non_negative() -> None:
     with pytest.raises(ValueError, match="seed"):
         make_rng(-1)
+
+
+def test_the_bit_generator_is_chacha20() -> None:
+    """Noise comes from a CSPRNG (ChaCha20), seeded or not."""
+    from randomgen import ChaCha
+
+    for rng in (make_rng(), make_rng(3), make_rng(2**255 + 1)):
+        assert isinstance(rng.bit_generator, ChaCha)
+        assert rng.bit_generator.state["state"]["rounds"] == 20
+
+
+def test_seeded_stream_is_chacha_keyed_by_the_seed_sequence() -> None:
+    from randomgen import ChaCha
+
+    expected = np.random.Generator(ChaCha(np.random.SeedSequence(99), rounds=20)).random(4)
+    np.testing.assert_array_equal(make_rng(99).random(4), expected)

@@ -21,6 +21,7 @@ from dpcli.mechanisms import (
     smooth_sensitivity,
     smooth_sensitivity_mechanism,
 )
+from dpcli.mechanisms.smooth import discrete_heavy_tailed_noise, discrete_heavy_tailed_pmf
 
 # --- calibration (DESIGN.md rule 7) -----------------------------------------------
 
@@ -131,26 +132,78 @@ def test_noise_rejects_bad_parameters(kwargs: dict, error: type[Exception]) -> N
 
 # --- the mechanism ------------------------------------------------------------
 
-def test_mechanism_adds_scaled_heavy_tailed_noise() -> None:
-    value = np.array([1.0, 2.0, 3.0])
+def test_mechanism_adds_scaled_discrete_noise_on_the_grid() -> None:
+    """Output = grid·(round(value/grid) + K), K the discrete sampler at t = 2(γ+1)(S + grid)/ε
+    grid steps: the rounding inflates S by one grid step."""
+    value = np.array([1.0, 2.0 + 2**-12, 3.3])
+    grid = 2.0**-10
     out = smooth_sensitivity_mechanism(value, smooth_sensitivity=0.5, epsilon=2.0, gamma=3.0,
-                                       rng=make_rng(11))
-    noise = heavy_tailed_noise(3, gamma=3.0, rng=make_rng(11))
-    np.testing.assert_allclose(out - value, 2 * 4 * 0.5 / 2.0 * noise, rtol=1e-12)
+                                       rng=make_rng(11), grid=grid)
+    steps = 2 * 4 * (0.5 + grid) / 2.0 / grid
+    k = discrete_heavy_tailed_noise(3, gamma=3.0, scale=steps, rng=make_rng(11))
+    np.testing.assert_array_equal(out, (np.rint(value / grid) + k) * grid)
+    assert np.array_equal(out / grid, np.round(out / grid))  # exact grid multiples
     again = smooth_sensitivity_mechanism(value, smooth_sensitivity=0.5, epsilon=2.0, gamma=3.0,
-                                         rng=make_rng(11))
+                                         rng=make_rng(11), grid=grid)
     np.testing.assert_array_equal(out, again)
 
 
+def test_mechanism_on_grid_has_no_rounding_inflation() -> None:
+    out = smooth_sensitivity_mechanism(np.array([7.0, 9.0]), smooth_sensitivity=3.0, epsilon=1.0,
+                                       rng=make_rng(12), grid=1.0, on_grid=True)
+    k = discrete_heavy_tailed_noise(2, gamma=2.0, scale=18.0, rng=make_rng(12))
+    np.testing.assert_array_equal(out, np.array([7.0, 9.0]) + k)
+    with pytest.raises(ValueError, match="multiple of grid"):
+        smooth_sensitivity_mechanism(7.5, smooth_sensitivity=3.0, epsilon=1.0, rng=make_rng(0),
+                                     grid=1.0, on_grid=True)
+
+
 def test_mechanism_scalar_in_float_out() -> None:
-    out = smooth_sensitivity_mechanism(4, smooth_sensitivity=1.0, epsilon=1.0, rng=make_rng(0))
+    out = smooth_sensitivity_mechanism(4, smooth_sensitivity=1.0, epsilon=1.0, rng=make_rng(0),
+                                       grid=2.0**-20)
     assert isinstance(out, float)
     assert out != 4.0
 
 
-def test_zero_smooth_sensitivity_means_no_noise() -> None:
-    out = smooth_sensitivity_mechanism(2.5, smooth_sensitivity=0.0, epsilon=1.0, rng=make_rng(0))
+def test_zero_smooth_sensitivity_on_the_grid_means_no_noise() -> None:
+    out = smooth_sensitivity_mechanism(2.5, smooth_sensitivity=0.0, epsilon=1.0, rng=make_rng(0),
+                                       grid=0.5, on_grid=True)
     assert out == 2.5
+
+
+def test_discrete_sampler_handles_tiny_and_zero_scales() -> None:
+    """t = 0: no noise; t = 1e-300: P(K ≠ 0) ≈ 2·(1e-300)² — all zeros, and no endless loop."""
+    assert not discrete_heavy_tailed_noise(100, gamma=2.0, scale=0.0, rng=make_rng(0)).any()
+    assert not discrete_heavy_tailed_noise(100, gamma=4.0, scale=1e-300, rng=make_rng(0)).any()
+
+
+def test_discrete_pmf_sums_to_one_and_matches_phi() -> None:
+    for gamma, t in [(2.0, 0.4), (4.0, 7.0), (1.5, 30.0)]:
+        k = np.arange(-2000, 2001)
+        p = discrete_heavy_tailed_pmf(k, gamma=gamma, scale=t)
+        ratio = p / p[2000]
+        np.testing.assert_allclose(ratio, 1 / (1 + np.abs(k / t) ** gamma), rtol=1e-12)
+        assert p.sum() < 1
+        assert discrete_heavy_tailed_pmf(0.5, gamma=gamma, scale=t) == 0
+    # γ = 2: Σ 1/(1 + (k/t)²) = π t coth(π t), a closed form for the normaliser
+    t = 3.0
+    assert discrete_heavy_tailed_pmf(0, gamma=2.0, scale=t) == pytest.approx(
+        math.tanh(math.pi * t) / (math.pi * t), rel=1e-9)
+
+
+@pytest.mark.parametrize(("gamma", "epsilon", "t"), [(2.0, 1.0, 0.5), (4.0, 0.3, 5.0),
+                                                     (3.0, 2.0, 40.0)])
+def test_discrete_privacy_loss_is_within_epsilon(gamma: float, epsilon: float, t: float) -> None:
+    """The proof's two factors, on the exact pmf: a shift by s ≤ α·t grid steps and a scale
+    change by e^β cost at most γε/(γ+1) < ε together (worst case over k and both signs)."""
+    alpha = beta = epsilon / (2 * (gamma + 1))
+    k = np.arange(-5000, 5001).astype(float)
+    base = discrete_heavy_tailed_pmf(k, gamma=gamma, scale=t)
+    s = math.floor(alpha * t)
+    for factor in (math.exp(beta), math.exp(-beta)):
+        other = discrete_heavy_tailed_pmf(k - s, gamma=gamma, scale=t * factor)
+        loss = np.max(np.abs(np.log(base / other)))
+        assert loss <= gamma * epsilon / (gamma + 1) + 1e-9
 
 
 @pytest.mark.parametrize(("kwargs", "error"), [
@@ -162,9 +215,12 @@ def test_zero_smooth_sensitivity_means_no_noise() -> None:
     ({"value": np.inf}, ValueError),
     ({"value": "x"}, TypeError),
     ({"rng": 3}, TypeError),
+    ({"grid": 0.0}, ValueError),
+    ({"grid": -1.0}, ValueError),
 ])
 def test_mechanism_rejects_bad_parameters(kwargs: dict, error: type[Exception]) -> None:
-    params = {"value": 1.0, "smooth_sensitivity": 1.0, "epsilon": 1.0, "rng": make_rng(0)}
+    params = {"value": 1.0, "smooth_sensitivity": 1.0, "epsilon": 1.0, "rng": make_rng(0),
+              "grid": 2.0**-20}
     with pytest.raises(error) as info:
         smooth_sensitivity_mechanism(**(params | kwargs))
     assert "0.25" not in str(info.value)  # the (private) smooth sensitivity is not printed

@@ -29,6 +29,7 @@ from dpcli.mechanisms import (
     trimmed_stats,
     variance_sensitivity_at,
 )
+from dpcli.mechanisms.smooth import smooth_grid
 from dpcli.mechanisms.smooth_stats import (
     SortedSample,
     distances_needed,
@@ -449,7 +450,8 @@ def _release(sample: Sample, m: int, epsilon: float, draws: int, seed: int,
         scale_bound = smooth_sensitivity_trimmed_mean(x, beta=smooth_beta(epsilon), **_kw(m))
     value = trimmed_stats(x, **_kw(m)).mean
     return smooth_sensitivity_mechanism(np.full(draws, value), smooth_sensitivity=scale_bound,
-                                        epsilon=epsilon, rng=make_rng(seed))
+                                        epsilon=epsilon, rng=make_rng(seed),
+                                        grid=smooth_grid(U - L))
 
 
 def _worst_ratio(a: np.ndarray, b: np.ndarray, events: list[tuple[float, float]]) -> float:

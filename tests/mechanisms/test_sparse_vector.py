@@ -10,7 +10,8 @@ every outcome is reproducible; the rates say how unlucky a seed would have
 to be for a correct implementation to fail):
 
 - binomial tests of an empirical frequency against its exact probability
-  (computed by numerical integration): pass when p > ALPHA = 1e-4;
+  (a sum over the discrete threshold noise, on the mechanism's grid): pass
+  when p > ALPHA = 1e-4;
 - chi-square goodness of fit of the output-set distribution: p > ALPHA;
 - empirical ε-DP comparisons freq_D(S) ≤ e^ε · freq_D'(S) (both ways):
   one-sided Clopper–Pearson bounds at ALPHA/2 each, so a mechanism that is
@@ -31,9 +32,15 @@ from collections.abc import Callable
 
 import numpy as np
 import pytest
-from scipy import integrate, stats
+from scipy import stats
 
-from dpcli.mechanisms import make_rng
+from dpcli.mechanisms import (
+    discrete_laplace_cdf,
+    discrete_laplace_mechanism,
+    discrete_laplace_pmf,
+    laplace_grid,
+    make_rng,
+)
 from dpcli.mechanisms.sparse_vector import sparse_vector, sparse_vector_split
 
 ALPHA = 1e-4
@@ -66,14 +73,23 @@ def laplace_pdf(x: float, scale: float) -> float:
     return math.exp(-abs(x) / scale) / (2.0 * scale)
 
 
-def integrate_over_threshold_noise(f: Callable[[float], float], scale: float,
-                                   kinks: list[float]) -> float:
-    """∫ f(ρ) · Lap(ρ; scale) dρ (the tails beyond 60 scales weigh < 1e-26)."""
-    limit = 60.0 * scale
-    value, error = integrate.quad(lambda r: f(r) * laplace_pdf(r, scale), -limit, limit,
-                                  points=sorted({0.0, *kinks}), limit=400)
-    assert error < 1e-7         # far below the sampling error of any test here
-    return value
+def discrete_sf(a: np.ndarray, scale: float) -> np.ndarray:
+    """P(K ≥ a) for the discrete Laplace K with ``scale`` (= P(K ≤ −a), by symmetry)."""
+    return np.asarray(discrete_laplace_cdf(-np.asarray(a, dtype=np.float64), scale))
+
+
+def sum_over_threshold_noise(f: Callable[[np.ndarray], np.ndarray], scale: float) -> float:
+    """Σ_ρ f(ρ) · P(ρ) over the integers, ρ ~ DLap(scale) (beyond 60 scales: < 1e-26)."""
+    reach = int(60 * scale) + 1
+    rho = np.arange(-reach, reach + 1)
+    return float(np.sum(f(rho) * discrete_laplace_pmf(rho, scale)))
+
+
+def in_steps(scores: np.ndarray, threshold: float, sensitivity: float
+             ) -> tuple[np.ndarray, int, int]:
+    """(scores, threshold) on the mechanism's grid, and D = ⌈Δ/γ⌉ + 1 (laplace_grid)."""
+    grid, steps = laplace_grid(sensitivity, 1)
+    return np.rint(np.asarray(scores) / grid), round(threshold / grid), steps
 
 
 def output_probabilities(scores: np.ndarray, threshold: float, cap: int, epsilon: float,
@@ -81,14 +97,17 @@ def output_probabilities(scores: np.ndarray, threshold: float, cap: int, epsilon
                          ) -> dict[tuple[int, ...], float]:
     """Exact P(output) of the capped sparse vector with order 0, 1, ..., m − 1.
 
-    Given the threshold noise ρ the queries are independent: query i is
-    positive with p_i(ρ) = P(ν ≥ τ + ρ − q_i), ν ~ Lap(2cΔ/ε2). An output is
-    the list of positives until the cap; the probability of a list sums
-    over the ways the queries after the stop may fall (they are not looked at).
+    On the grid (scores k_i, threshold t, D steps per Δ) and given the
+    threshold noise ρ the queries are independent: query i is positive with
+    p_i(ρ) = P(ν ≥ t + ρ − k_i), ν ~ DLap(2cD/ε2) (``query_scale``, in grid
+    steps, overrides that scale). An output is the list of positives until
+    the cap; the probability of a list sums over the ways the queries after
+    the stop may fall (they are not looked at).
     """
     eps1, eps2 = sparse_vector_split(epsilon, cap)
-    b1 = sensitivity / eps1
-    b2 = 2.0 * cap * sensitivity / eps2 if query_scale is None else query_scale
+    k, t, steps = in_steps(scores, threshold, sensitivity)
+    b1 = steps / eps1
+    b2 = 2.0 * cap * steps / eps2 if query_scale is None else query_scale
     m = len(scores)
     out: dict[tuple[int, ...], float] = {}
     for pattern in range(2 ** m):
@@ -98,15 +117,14 @@ def output_probabilities(scores: np.ndarray, threshold: float, cap: int, epsilon
         # patterns with more ones are truncated to their first `cap` positives
         key = tuple(positives[:cap])
 
-        def prob(r: float, bits: list[int] = bits) -> float:
-            p = 1.0
+        def prob(r: np.ndarray, bits: list[int] = bits) -> np.ndarray:
+            p = np.ones(r.shape)
             for i in range(m):
-                pi = laplace_sf(threshold + r - scores[i], b2)
-                p *= pi if bits[i] else 1.0 - pi
+                pi = discrete_sf(t + r - k[i], b2)
+                p = p * (pi if bits[i] else 1.0 - pi)
             return p
 
-        value = integrate_over_threshold_noise(prob, b1, [s - threshold for s in scores])
-        out[key] = out.get(key, 0.0) + value
+        out[key] = out.get(key, 0.0) + sum_over_threshold_noise(prob, b1)
     return out
 
 
@@ -229,14 +247,14 @@ def test_output_frequencies_power_check() -> None:
 def one_query_positive_probability(q: float, tau: float, cap: int, epsilon: float,
                                    sensitivity: float, query_scale: float | None = None
                                    ) -> float:
-    """P(q + ν ≥ τ + ρ), ρ ~ Lap(Δ/ε1), ν ~ Lap(2cΔ/ε2), by integration over ρ."""
+    """P(k + ν ≥ t + ρ), ρ ~ DLap(D/ε1), ν ~ DLap(2cD/ε2) on the grid, summed over ρ."""
     eps1, eps2 = sparse_vector_split(epsilon, cap)
-    b2 = 2.0 * cap * sensitivity / eps2 if query_scale is None else query_scale
-    return integrate_over_threshold_noise(lambda r: laplace_sf(tau + r - q, b2),
-                                          sensitivity / eps1, [q - tau])
+    k, t, steps = in_steps(np.array([q]), tau, sensitivity)
+    b2 = 2.0 * cap * steps / eps2 if query_scale is None else query_scale
+    return sum_over_threshold_noise(lambda r: discrete_sf(t + r - k[0], b2), steps / eps1)
 
 
-def test_one_query_positive_rate_matches_integral() -> None:
+def test_one_query_positive_rate_matches_the_exact_sum() -> None:
     q, tau, cap, eps, delta = 0.0, 2.0, 2, 1.0, 1.0
     runs = 100_000
     rng = make_rng(41)
@@ -247,19 +265,35 @@ def test_one_query_positive_rate_matches_integral() -> None:
     assert stats.binomtest(hits, runs, exact).pvalue > ALPHA
     # power: the query noise without the factor 2c (the monotonic-case scale) is rejected
     _, eps2 = sparse_vector_split(eps, cap)
-    wrong = one_query_positive_probability(q, tau, cap, eps, delta, query_scale=delta / eps2)
+    _, _, steps = in_steps(np.array([q]), tau, delta)
+    wrong = one_query_positive_probability(q, tau, cap, eps, delta, query_scale=steps / eps2)
     assert abs(wrong - exact) > 0.02
     assert stats.binomtest(hits, runs, wrong).pvalue < ALPHA
 
 
-def test_integral_matches_monte_carlo_of_the_model() -> None:
-    """The integration helper itself, against a direct simulation of ν − ρ (α = 1e-4)."""
+def test_sum_matches_monte_carlo_of_the_model() -> None:
+    """The summation helper itself, against a direct simulation of ν − ρ (α = 1e-4)."""
     rng = np.random.default_rng(3)
-    b1, b2, gap = 1.3, 2.9, 1.7
+    b1, b2, gap = 13.0, 29.0, 17
     runs = 400_000
-    hits = int((rng.laplace(0, b2, runs) >= gap + rng.laplace(0, b1, runs)).sum())
-    exact = integrate_over_threshold_noise(lambda r: laplace_sf(gap + r, b2), b1, [-gap])
+    rho = discrete_laplace_mechanism(np.zeros(runs, dtype=np.int64), sensitivity=13,
+                                     epsilon=1.0, rng=rng)
+    nu = discrete_laplace_mechanism(np.zeros(runs, dtype=np.int64), sensitivity=29,
+                                    epsilon=1.0, rng=rng)
+    hits = int((nu >= gap + rho).sum())
+    exact = sum_over_threshold_noise(lambda r: discrete_sf(gap + r, b2), b1)
     assert stats.binomtest(hits, runs, exact).pvalue > ALPHA
+
+
+def test_comparisons_are_exact_integers_on_the_grid() -> None:
+    """Scores that differ below the grid (Δ/1024) are the same query: the output cannot
+    depend on their low-order bits. Same seed, same output."""
+    base = np.linspace(-3, 3, 50)
+    nudged = base + 2.0**-40
+    for seed in range(20):
+        a = sparse_vector(base, 0.3, cap=3, sensitivity=1.0, epsilon=0.5, rng=make_rng(seed))
+        b = sparse_vector(nudged, 0.3, cap=3, sensitivity=1.0, epsilon=0.5, rng=make_rng(seed))
+        assert np.array_equal(a, b)
 
 
 # ---------------------------------------------------------------- behaviour

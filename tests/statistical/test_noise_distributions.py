@@ -30,12 +30,13 @@ from dpcli.mechanisms import (
     grid_laplace_mechanism,
     heavy_tailed_cdf,
     heavy_tailed_noise,
-    laplace_cdf,
+    laplace_grid,
     laplace_mechanism,
     make_rng,
     smooth_noise_scale,
     smooth_sensitivity_mechanism,
 )
+from dpcli.mechanisms.smooth import discrete_heavy_tailed_noise, discrete_heavy_tailed_pmf
 
 pytestmark = pytest.mark.slow
 
@@ -73,24 +74,38 @@ def frequencies_chi2_pvalue(observed: np.ndarray, probabilities: np.ndarray) -> 
 
 # --- Laplace ------------------------------------------------------------------
 
-def _laplace_noise(sensitivity: float, epsilon: float, seed: int) -> np.ndarray:
-    value = np.full(N_CONTINUOUS, 10.0)
-    return laplace_mechanism(value, sensitivity=sensitivity, epsilon=epsilon,
-                             rng=make_rng(seed)) - value
+def _laplace_units(sensitivity: float, epsilon: float, seed: int) -> np.ndarray:
+    """Noise of the vector Laplace release (two coordinates may change) in grid units."""
+    value = np.full(N_DISCRETE, 10.3)
+    grid, _ = laplace_grid(1.0, 2)  # the grid of the CLAIMED calibration, Δ = 1
+    out = laplace_mechanism(value, sensitivity=sensitivity, epsilon=epsilon,
+                            rng=make_rng(seed), changes=2)
+    k = out / grid
+    assert np.array_equal(k, np.round(k))  # exact multiples of the grid
+    return (k - np.rint(value / grid)).astype(np.int64)
 
 
-def test_laplace_matches_closed_form() -> None:
-    noise = _laplace_noise(1.0, 0.5, seed=101)  # scale 2
-    assert ks_pvalue(noise, lambda x: laplace_cdf(x, 2.0)) > ALPHA
-    rng = make_rng(102)  # scalar calls, one draw each, scale 3/1.5 = 2
-    scalar = [laplace_mechanism(0.0, sensitivity=3.0, epsilon=1.5, rng=rng) for _ in range(5_000)]
-    assert ks_pvalue(np.array(scalar), lambda x: laplace_cdf(x, 2.0)) > ALPHA
+def test_laplace_vector_is_discrete_laplace_on_the_grid() -> None:
+    """Δ = 1, c = 2: γ = 2^-11, units = 2048 + 2, so the noise is discrete Laplace with
+    scale 2050/ε grid units; ε = 100 keeps every cell's expected count above 20."""
+    noise = _laplace_units(1.0, 100.0, seed=101)
+    _, units = laplace_grid(1.0, 2)
+    assert discrete_laplace_chi2_pvalue(noise, units / 100.0) > ALPHA
+    rng = make_rng(102)  # scalar calls: the grid of one changed coordinate
+    grid, units = laplace_grid(3.0, 1)
+    scalar = np.array([laplace_mechanism(0.25, sensitivity=3.0, epsilon=150.0, rng=rng)
+                       for _ in range(20_000)])
+    k = scalar / grid
+    assert np.array_equal(k, np.round(k))
+    assert discrete_laplace_chi2_pvalue((k - round(0.25 / grid)).astype(np.int64),
+                                        units / 150.0) > ALPHA
 
 
-@pytest.mark.parametrize("wrong_sensitivity", [1.3, 0.7])
-def test_laplace_test_rejects_scale_thirty_percent_off(wrong_sensitivity: float) -> None:
-    noise = _laplace_noise(wrong_sensitivity, 0.5, seed=103)  # scale 2.6 or 1.4
-    assert ks_pvalue(noise, lambda x: laplace_cdf(x, 2.0)) < ALPHA
+@pytest.mark.parametrize("wrong_epsilon", [100.0 / 1.3, 100.0 / 0.7])
+def test_laplace_test_rejects_scale_thirty_percent_off(wrong_epsilon: float) -> None:
+    noise = _laplace_units(1.0, wrong_epsilon, seed=103)  # scale 30% larger or smaller
+    _, units = laplace_grid(1.0, 2)
+    assert discrete_laplace_chi2_pvalue(noise, units / 100.0) < ALPHA
 
 
 # --- discrete Laplace -------------------------------------------------------------
@@ -204,16 +219,54 @@ def test_heavy_tailed_test_rejects_wrong_gamma(true_gamma: float, claimed_gamma:
     assert ks_pvalue(z, lambda x: heavy_tailed_cdf(x, gamma=claimed_gamma)) < ALPHA
 
 
+def _discrete_heavy_chi2_pvalue(k: np.ndarray, gamma: float, scale: float) -> float:
+    """Chi-square of integer draws against P(k) ∝ 1/(1 + |k/t|^γ), adjacent k pooled until
+    each cell expects at least 20, the two tails beyond ±50t in one cell each."""
+    reach = int(50 * scale) + 1
+    inner = discrete_heavy_tailed_pmf(np.arange(-reach, reach + 1), gamma=gamma, scale=scale)
+    tail = (1.0 - inner.sum()) / 2
+    probabilities = np.concatenate([[tail], inner, [tail]])
+    observed = np.bincount((np.clip(k, -reach - 1, reach + 1) + reach + 1).astype(np.int64),
+                           minlength=probabilities.size)
+    expected = probabilities * k.size
+    cells, start, total = [], 0, 0.0
+    for i, e in enumerate(expected):
+        total += e
+        if total >= 20:
+            cells.append((start, i + 1))
+            start, total = i + 1, 0.0
+    cells[-1] = (cells[-1][0], expected.size)
+    obs = np.array([observed[a:b].sum() for a, b in cells])
+    exp = np.array([expected[a:b].sum() for a, b in cells])
+    return float(stats.chisquare(obs, exp * obs.sum() / exp.sum()).pvalue)
+
+
+@pytest.mark.parametrize(("gamma", "scale"), [(2.0, 0.7), (2.0, 6.0), (4.0, 3.0), (3.0, 40.0)])
+def test_discrete_heavy_tailed_sampler_matches_its_pmf(gamma: float, scale: float) -> None:
+    k = discrete_heavy_tailed_noise(N_DISCRETE, gamma=gamma, scale=scale, rng=make_rng(405))
+    assert np.array_equal(k, np.round(k))
+    assert _discrete_heavy_chi2_pvalue(k, gamma, scale) > ALPHA
+
+
+@pytest.mark.parametrize("wrong", [1.3, 1 / 1.3])
+def test_discrete_heavy_tailed_test_rejects_scale_thirty_percent_off(wrong: float) -> None:
+    k = discrete_heavy_tailed_noise(N_DISCRETE, gamma=2.0, scale=6.0 * wrong, rng=make_rng(406))
+    assert _discrete_heavy_chi2_pvalue(k, 2.0, 6.0) < ALPHA
+
+
 def test_smooth_sensitivity_mechanism_has_the_claimed_scale() -> None:
-    value, sensitivity, epsilon = 3.0, 0.5, 1.5
-    out = smooth_sensitivity_mechanism(np.full(N_CONTINUOUS, value),
+    """On the grid 2^-3: K = output/grid − round(value/grid) at t = 6·(S + grid)/(ε·grid)."""
+    value, sensitivity, epsilon, grid = 3.0, 0.5, 1.5, 2.0**-3
+    out = smooth_sensitivity_mechanism(np.full(N_DISCRETE, value),
                                        smooth_sensitivity=sensitivity, epsilon=epsilon,
-                                       rng=make_rng(404))
-    scale = smooth_noise_scale(sensitivity, epsilon)  # 6·S/ε = 2 for the Cauchy
-    assert scale == pytest.approx(2.0)
-    assert ks_pvalue(out, stats.cauchy(loc=value, scale=scale).cdf) > ALPHA
+                                       rng=make_rng(404), grid=grid)
+    scale = smooth_noise_scale(sensitivity + grid, epsilon) / grid  # 6·0.625/1.5/0.125 = 20
+    assert scale == pytest.approx(20.0)
+    k = out / grid - round(value / grid)
+    assert np.array_equal(k, np.round(k))
+    assert _discrete_heavy_chi2_pvalue(k, 2.0, scale) > ALPHA
     # Power: the same samples are rejected against a scale 30% off.
-    assert ks_pvalue(out, stats.cauchy(loc=value, scale=1.3 * scale).cdf) < ALPHA
+    assert _discrete_heavy_chi2_pvalue(k, 2.0, 1.3 * scale) < ALPHA
 
 
 # --- exponential mechanism --------------------------------------------------------

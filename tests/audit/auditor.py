@@ -76,14 +76,16 @@ class Event:
 
 
 def candidate_events(values: np.ndarray) -> list[Event]:
-    """Thresholds at each distinct pilot value (or at quantiles when there are many)."""
-    distinct = np.unique(values)
-    if distinct.size > MAX_THRESHOLDS:
-        distinct = np.unique(np.quantile(values, np.linspace(0, 1, MAX_THRESHOLDS)))
-        ops = (">=", "<=")
-    else:
-        ops = (">=", "<=", "==")
-    return [Event(op, float(t)) for t in distinct for op in ops]
+    """Thresholds at each distinct pilot value (or at quantiles when there are many), and
+    {s = t} for each value t (when there are many: for the atoms, values taken by at least
+    1% of the pilot runs)."""
+    distinct, counts = np.unique(values, return_counts=True)
+    if distinct.size <= MAX_THRESHOLDS:
+        return [Event(op, float(t)) for t in distinct for op in (">=", "<=", "==")]
+    atoms = distinct[counts >= max(2, values.size // 100)]
+    cuts = np.unique(np.quantile(values, np.linspace(0, 1, MAX_THRESHOLDS)))
+    return ([Event(op, float(t)) for t in cuts for op in (">=", "<=")]
+            + [Event("==", float(t)) for t in atoms])
 
 
 @dataclass(frozen=True)

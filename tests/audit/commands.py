@@ -145,3 +145,155 @@ def nb_global_build():
         return lambda rng: sides(_nb_released(nb.fit(s, schema, ["x"], plan, config, rng),
                                               50.0, 50.0), *exact)
     return release(stats[0]), release(stats[1])
+
+
+@contextmanager
+def _local_sensitivity():
+    """Noise scaled to the local sensitivity (β → ∞: S(x) = LS(x), no smoothing)."""
+    from dpcli.algorithms import naive_bayes
+    with noiseless(naive_bayes, "smooth_beta", lambda *_args, **_kw: 60.0):
+        yield
+
+
+@case(name="train-nb smooth", epsilon=3.0, runs=3000,
+      pair="class 0 holds 20 equal values x=50; D' moves one to the bound x=100, n=40",
+      statistic="the released mean of class 0",
+      control=_local_sensitivity,
+      control_name="noise scaled to the local sensitivity (β→∞, no smoothing)")
+def nb_smooth_build():
+    from dpcli.algorithms import naive_bayes as nb
+    from dpcli.data.schema import NumericColumn
+
+    schema = Schema((NumericColumn("x", 0.0, 100.0),), LABEL)
+    config = nb.NBConfig(method="smooth")
+    plan = nb.plan(schema, ["x"], Budget(3.0), config)
+    request = nb.request(schema, ["x"], config)
+    d = _rows(40, x=[50.0])
+    dp = replace_first(d, {"x": 100.0})
+    stats = [stats_of(schema, request, r) for r in (d, dp)]
+
+    def release(s):
+        return lambda rng: float(nb.fit(s, schema, ["x"], plan, config, rng).numeric["x"].mean[0])
+    return release(stats[0]), release(stats[1])
+
+
+# ---------------------------------------------------------------------- select-features
+def _selector(schema: Schema, columns: list[str], config, epsilon: float,
+              rows: tuple[dict[str, list[object]], dict[str, list[object]]],
+              statistic):
+    """select-features as the command runs it (selection schema, plan, pass, select), each
+    run reduced to ``statistic(selected candidate indices)``."""
+    from dpcli.algorithms import feature_selection as fs
+
+    schema = fs.selection_schema(schema, columns, config.r)
+    plan = fs.plan(schema, columns, Budget(epsilon), config)
+    request = fs.request(schema, columns, config)
+    names = [c.name for c in fs.candidates(schema, columns)]
+
+    def release(rows_one):
+        stats = stats_of(schema, request, rows_one)
+
+        def run(rng):
+            chosen = fs.select(stats, schema, columns, plan, config, rng).selected
+            return statistic([names.index(c.name) for c in chosen])
+        return run
+    return release(rows[0]), release(rows[1])
+
+
+def _binary_columns(m: int) -> Schema:
+    from dpcli.data.schema import BinaryColumn
+    return Schema(tuple(BinaryColumn(f"b{j}", ("0", "1")) for j in range(m)), LABEL)
+
+
+def _ptt(scores, threshold, *, cap, sensitivity, epsilon, rng, order=None):
+    """Stoddard et al.'s Private Threshold Testing: noise on the threshold only, exact scores,
+    no cap (the paper's formula; not differentially private)."""
+    rho = rng.laplace(0.0, sensitivity / epsilon)
+    return np.flatnonzero(np.asarray(scores) >= threshold + rho).astype(np.int64)
+
+
+def _ptt_control():
+    from dpcli.algorithms import feature_selection
+    return noiseless(feature_selection, "sparse_vector", _ptt)
+
+
+def _bitmask(chosen: list[int]) -> float:
+    return float(sum(1 << i for i in chosen))
+
+
+@case(name="select-features threshold (tc)", epsilon=2.0, runs=3000,
+      pair="two binary features at the threshold: tc (10, 10) → (11, 9), one record's "
+           "(b0, b1) = (0, 1) → (1, 0), τ = 10, cap 1, n=40",
+      statistic="the selected set (bitmask)",
+      control=_ptt_control,
+      control_name="Stoddard et al.'s threshold testing (no score noise, no cap)")
+def fs_threshold_build():
+    from dpcli.algorithms import feature_selection as fs
+
+    schema = _binary_columns(2)
+    d = _rows(40, b0=["0"], b1=["0"])
+    for i in range(1, 11):
+        d["b0"][i] = "1"                 # b0 active in rows 1..10: tc 10
+    for i in range(12, 21):
+        d["b1"][i] = "1"                 # b1 active in rows 12..20 and row 0: tc 10
+    d["b1"][0] = "1"
+    dp = replace_first(d, {"b0": "1", "b1": "0"})
+    config = fs.FSConfig(score="tc", method="threshold", threshold=10.0, k=1)
+    return _selector(schema, ["b0", "b1"], config, 2.0, (d, dp), _bitmask)
+
+
+def _topk_control():
+    from dpcli.algorithms import feature_selection
+    return scaled_epsilon(feature_selection, "exponential_top_k")
+
+
+@case(name="select-features topk (tc)", epsilon=2.0, runs=6000,
+      pair="20 binary features with tc 10; one record's features b1..b19 → b0 alone "
+           "(tc of b0 +1, of every other −1), k = 1, n=40",
+      statistic="whether b0 is selected",
+      control=_topk_control, control_name="exponential top-k at 2ε")
+def fs_topk_build():
+    from dpcli.algorithms import feature_selection as fs
+
+    m = 20
+    schema = _binary_columns(m)
+    columns = [f"b{j}" for j in range(m)]
+    d = _rows(40, **{c: ["0"] for c in columns})
+    for j, c in enumerate(columns):
+        for i in range(1, 11 if j == 0 else 10):
+            d[c][i] = "1"                  # tc 10 each: rows 1..10 for b0, 1..9 + row 0 else
+        d[c][0] = "0" if j == 0 else "1"
+    dp = replace_first(d, {c: "1" if j == 0 else "0" for j, c in enumerate(columns)})
+    config = fs.FSConfig(score="tc", method="topk", k=1)
+    return _selector(schema, columns, config, 2.0, (d, dp),
+                     lambda chosen: float(chosen == [0]))
+
+
+def _perturb_control():
+    from dpcli.algorithms import feature_selection
+    return scaled_epsilon(feature_selection, "discrete_laplace_mechanism")
+
+
+@case(name="select-features perturb (tc)", epsilon=2.0, runs=3000,
+      pair="a tokens column (4 words, r = 2): one record's words {w0, w1} → {w2, w3}, "
+           "tc (10, 10, 9, 9) → (9, 9, 10, 10), τ = 9.5, n=40",
+      statistic="#{w0, w1} selected − #{w2, w3} selected",
+      control=_perturb_control, control_name="discrete Laplace at 2ε")
+def fs_perturb_build():
+    from pathlib import Path
+
+    from dpcli.algorithms import feature_selection as fs
+    from dpcli.data.schema import TokensColumn
+
+    vocab = ("w0", "w1", "w2", "w3")
+    schema = Schema((TokensColumn("t", vocab, Path("vocabulary.txt"), max_per_row=2),), LABEL)
+    words: list[list[str]] = [[] for _ in range(40)]
+    words[0] = ["w0", "w1"]
+    for i in range(1, 10):
+        words[i] = ["w0", "w1"]
+        words[10 + i] = ["w2", "w3"]
+    d = {"y": [str(i % 2) for i in range(40)], "t": words}
+    dp = replace_first(d, {"t": ["w2", "w3"]})
+    config = fs.FSConfig(score="tc", method="perturb", threshold=9.5)
+    return _selector(schema, ["t"], config, 2.0, (d, dp),
+                     lambda chosen: float(sum(1 if i < 2 else -1 for i in chosen)))

@@ -18,6 +18,14 @@ k, k' of the chosen event give Clopper–Pearson bounds p_lo (on P[M(D) ∈ E],
 one-sided level α/2) and p'_hi (on P[M(D') ∈ E], α/2), and the reported bound
 is ln(p_lo / p'_hi), or 0.
 
+Conditional audits. A statistic may be NaN on some runs: those runs are dropped on
+both sides and the bound is on the ratio of *conditional* probabilities given the
+condition (e.g. "the grid chosen by the first step is g"). Given the number of runs
+kept, the kept statistics are i.i.d. from the conditional law, so the Clopper–Pearson
+bounds hold conditionally, hence unconditionally. Such a bound is compared with the ε
+of the step that releases the statistic once the condition (an earlier, released
+output) is fixed.
+
 False-failure rate. If M is ε-DP the true ratio is at most e^ε, so the bound
 exceeds ε only if p_lo > P[M(D) ∈ E] or p'_hi < P[M(D') ∈ E]: probability at
 most α/2 + α/2 = α (one event is tested on the audit sample). With ALPHA =
@@ -54,9 +62,14 @@ def cp_upper(k: int, n: int, a: float) -> float:
     return 1.0 if k >= n else float(beta.ppf(1 - a, k + 1, n - k))
 
 
-def eps_lower_bound(k: int, k_other: int, n: int, alpha: float = ALPHA) -> float:
-    """Lower bound (confidence 1 − α) on ln(p/p') from k of n (p) and k_other of n (p')."""
-    lo, hi = cp_lower(k, n, alpha / 2), cp_upper(k_other, n, alpha / 2)
+def eps_lower_bound(k: int, k_other: int, n: int, alpha: float = ALPHA,
+                    n_other: int | None = None) -> float:
+    """Lower bound (confidence 1 − α) on ln(p/p') from k of n (p) and k_other of n_other
+    (p'; default n)."""
+    n_other = n if n_other is None else n_other
+    if n == 0 or n_other == 0:
+        return 0.0
+    lo, hi = cp_lower(k, n, alpha / 2), cp_upper(k_other, n_other, alpha / 2)
     return max(0.0, math.log(lo / hi)) if lo > 0 else 0.0
 
 
@@ -96,30 +109,36 @@ class Finding:
     direction: str        # "D/D'" (ratio P_D / P_D') or "D'/D"
     count_d: int
     count_dp: int
-    runs: int
+    runs: int             # runs per side
     eps_lower: float
+    kept_d: int = -1      # runs that met the condition (conditional audits), else runs
+    kept_dp: int = -1
 
 
 def choose_event(pilot_d: np.ndarray, pilot_dp: np.ndarray,
                  alpha: float = ALPHA) -> tuple[Event, bool] | None:
     """The event and direction (True: D over D') with the largest bound on the pilot."""
-    n = pilot_d.size
+    n, n_other = pilot_d.size, pilot_dp.size
+    if n == 0 or n_other == 0:
+        return None
     best, best_bound = None, 0.0
     for event in candidate_events(np.concatenate([pilot_d, pilot_dp])):
         k, k_other = event.count(pilot_d), event.count(pilot_dp)
-        for forward, (a, b) in ((True, (k, k_other)), (False, (k_other, k))):
-            bound = eps_lower_bound(a, b, n, alpha)
+        for forward, (a, b, na, nb) in ((True, (k, k_other, n, n_other)),
+                                        (False, (k_other, k, n_other, n))):
+            bound = eps_lower_bound(a, b, na, alpha, nb)
             if bound > best_bound:
                 best, best_bound = (event, forward), bound
     return best
 
 
 def sample(release: Release, runs: int, seed: int | None) -> np.ndarray:
-    """``runs`` statistics, run i with ``make_rng(seed + i)`` (or OS entropy if seed is None)."""
+    """The statistics of ``runs`` runs, run i with ``make_rng(seed + i)`` (or OS entropy if
+    seed is None), without the runs whose statistic is NaN (conditional audits)."""
     out = np.empty(runs)
     for i in range(runs):
         out[i] = release(make_rng(None if seed is None else seed + i))
-    return out
+    return out[~np.isnan(out)]
 
 
 def audit(run_d: Release, run_dp: Release, *, runs: int, pilot: int,
@@ -133,9 +152,10 @@ def audit(run_d: Release, run_dp: Release, *, runs: int, pilot: int,
     event, forward = chosen
     s_d, s_dp = sample(run_d, runs, seeds[2]), sample(run_dp, runs, seeds[3])
     k_d, k_dp = event.count(s_d), event.count(s_dp)
-    bound = eps_lower_bound(k_d, k_dp, runs, alpha) if forward else \
-        eps_lower_bound(k_dp, k_d, runs, alpha)
-    return Finding(str(event), "D/D'" if forward else "D'/D", k_d, k_dp, runs, bound)
+    bound = eps_lower_bound(k_d, k_dp, s_d.size, alpha, s_dp.size) if forward else \
+        eps_lower_bound(k_dp, k_d, s_dp.size, alpha, s_d.size)
+    return Finding(str(event), "D/D'" if forward else "D'/D", k_d, k_dp, runs, bound,
+                   s_d.size, s_dp.size)
 
 
 def scale() -> float:

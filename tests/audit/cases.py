@@ -26,11 +26,12 @@ class Case:
     name: str          # command and variant
     pair: str          # the neighbouring pair, in words
     statistic: str     # what s reads off the released output
-    epsilon: float     # what the command charges for this run
+    epsilon: float     # the ε the bound is checked against (the run's, or a step's: scope)
     runs: int          # audit runs per side in CI (the pilot is ``runs // 2``)
     build: Build
     control: Control
     control_name: str  # what the positive control changes
+    scope: str = "whole run"  # what ``epsilon`` is charged for (a step: conditional audit)
 
 
 CASES: list[Case] = []

@@ -297,3 +297,92 @@ def fs_perturb_build():
     config = fs.FSConfig(score="tc", method="perturb", threshold=9.5)
     return _selector(schema, ["t"], config, 2.0, (d, dp),
                      lambda chosen: float(sum(1 if i < 2 else -1 for i in chosen)))
+
+
+# --------------------------------------------------------------------------- publish-grid
+@contextmanager
+def _grid_control():
+    from dpcli.algorithms import privpfc
+    with scaled_epsilon(privpfc, "discrete_laplace_mechanism"), \
+            scaled_epsilon(privpfc, "exponential_mechanism"):
+        yield
+
+
+@case(name="publish-grid", epsilon=3.0 * 4 / 7, runs=2000,
+      scope="cell counts step (4/7 of ε = 3), given the grid chosen (leaves of b)",
+      pair="a binary column b, cells of 10: one record (y=0, b=0) → (y=1, b=1), n=40",
+      statistic="sides of the 2 changed counts of the released grid, runs that chose the "
+                "leaves of b only",
+      control=_grid_control,
+      control_name="grid selection and cell counts at 2ε")
+def publish_grid_build():
+    from dpcli.algorithms import privpfc as pf
+    from dpcli.data.schema import BinaryColumn
+    from dpcli.stats import StatsRequest
+
+    schema = Schema((BinaryColumn("b", ("0", "1")),), LABEL)
+    hierarchies = pf.candidate_hierarchies(schema, ["b"])
+    d = _rows(40, b=["0", "0", "1", "1"])       # (y, b) cycles (0,0) (1,0) (0,1) (1,1)
+    dp = replace_first(d, {"y": "1", "b": "1"})
+    design = pf.design(hierarchies, 40, Budget(3.0))
+    assert design.pool_size == 2, design   # the pool is {root, leaves}: levels 0 and 1
+    assert float(design.plan.step(pf.HISTOGRAM).budget.eps) == 3.0 * 4 / 7
+    positive = LABEL.classes.index(LABEL.positive)
+    tables = [stats_of(schema, StatsRequest(joint=tuple(hierarchies)), r).joint
+              for r in (d, dp)]
+    with noiseless(pf, "discrete_laplace_mechanism", lambda x, **_: np.asarray(x)), \
+            noiseless(pf, "exponential_mechanism", lambda scores, **_: 1):
+        exact = [pf.publish(t, hierarchies, design, positive, np.random.default_rng(0)).counts
+                 for t in tables]
+
+    def release(table):
+        def run(rng):
+            syn = pf.publish(table, hierarchies, design, positive, rng)
+            return sides(syn.counts, *exact) if syn.levels[0] == 1 else float("nan")
+        return run
+    return release(tables[0]), release(tables[1])
+
+
+# --------------------------------------------------------------------------- roc
+def _roc_control():
+    from dpcli.mechanisms import range_queries
+    return scaled_epsilon(range_queries, "discrete_laplace_mechanism", 4.0)
+
+
+def _roc_released(curve) -> np.ndarray:
+    """The first bin's cumulative TP count (TPR × released n1) and the released n1."""
+    return np.array([curve.tpr[1] * curve.positives, curve.positives])
+
+
+@case(name="roc fixed-space", epsilon=2.0, runs=2500,
+      pair="a positive record at the top score → a negative at the bottom (score range "
+           "[0, 1], default 8 bins, hierarchical counts), n=40",
+      statistic="sides of the top bin's cumulative TP count and of n1, read off the curve",
+      control=_roc_control,
+      control_name="prefix-sum tree's noise at 4ε (a quarter: the curve's consistency step "
+                   "hides about half of the counts' loss, so half noise stays below ε)")
+def roc_build():
+    from dpcli.algorithms import roc
+    from dpcli.mechanisms import range_queries
+
+    config = roc.ROCConfig()
+    n = 40
+    plan = roc.plan(config, n, Budget(2.0))
+    scores = np.linspace(0.05, 0.95, n)
+    positive = np.arange(n) % 2 == 1
+    scores[0], positive[0] = 1.0, True
+    scores_dp, positive_dp = scores.copy(), positive.copy()
+    scores_dp[0], positive_dp[0] = 0.0, False
+    pairs = ((scores, positive), (scores_dp, positive_dp))
+
+    def run(s, p, rng):
+        curve, _ = roc.private_roc(s, p, lower=0.0, upper=1.0, config=config, run_plan=plan,
+                                   rng=rng)
+        return _roc_released(curve)
+
+    with noiseless(range_queries, "discrete_laplace_mechanism", lambda x, **_: np.asarray(x)):
+        exact = [run(s, p, np.random.default_rng(0)) for s, p in pairs]
+
+    def release(s, p):
+        return lambda rng: sides(run(s, p, rng), *exact)
+    return release(*pairs[0]), release(*pairs[1])

@@ -10,6 +10,7 @@ dataset; only the noisy release is repeated.
 from __future__ import annotations
 
 from contextlib import contextmanager
+from unittest import mock
 
 import numpy as np
 
@@ -386,3 +387,143 @@ def roc_build():
     def release(s, p):
         return lambda rng: sides(run(s, p, rng), *exact)
     return release(*pairs[0]), release(*pairs[1])
+
+
+# --------------------------------------------------------------------------- validate
+def _quarter_noise_trainers():
+    from dpcli.algorithms import validate
+    from dpcli.mechanisms import objective_perturbation, output_perturbation
+
+    def at(trainer):
+        return lambda x, y, lam, epsilon, rng: trainer(x, y, lam, 4.0 * epsilon, rng)
+    return mock.patch.dict(validate.TRAIN, {"objective": at(objective_perturbation),
+                                            "output": at(output_perturbation)})
+
+
+def _logistic_gradient(x: np.ndarray, y: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """∇ (1/n) Σ log(1 + exp(−y wᵀx))."""
+    from scipy.special import expit
+    return -(x.T @ (y * expit(-(y * (x @ w))))) / x.shape[0]
+
+
+def _validate_build(trainer: str):
+    """validate (stability, ramp score, grid (1, 2)) on x ∈ [−1, 1]; D's training row 0 is
+    (x=1, y=0), D''s (x=1, y=1). Runs that chose λ = 1 only; the statistic is the privacy-loss
+    variable of the final fit at λ = 1 (the noise density's log-ratio at the released w)."""
+    from dpcli.algorithms import validate as va
+    from dpcli.data.schema import NumericColumn
+    from dpcli.mechanisms import objective_constants
+    from dpcli.mechanisms.erm import minimise
+    from tests.audit.pairs import encode
+
+    schema = Schema((NumericColumn("x", -1.0, 1.0),), LABEL)
+    positive = LABEL.classes.index(LABEL.positive)
+    values = [float(v) for v in np.linspace(-1, 1, 20)]
+    d = {"y": ["1" if v > 0 else "0" for v in values], "x": values}
+    d["x"][0], d["y"][0] = 1.0, "0"
+    dp = replace_first(d, {"y": "1"})
+    valid = {"y": ["1" if v > 0 else "0" for v in values[::-1]], "x": values[::-1]}
+    sets = [va.design_rows([encode(schema, r, ["x"])], schema, ["x"], positive)
+            for r in (d, dp, valid)]
+    config = va.ValidateConfig(grid=(1.0, 2.0), trainer=trainer)
+    n, dim = sets[0][0].shape
+    epsilon = 4.0
+    plan = va.plan(config, epsilon, n, sets[2][0].shape[0], dim)
+    eps_final = float(plan.step("final").budget.epsilon)
+    lam = config.grid[0]
+    if trainer == "output":
+        theta = 2.0 / (n * lam * eps_final)
+        centres = [minimise(x, y, lam) for x, y in sets[:2]]
+
+        def loss(w: np.ndarray) -> float:
+            return float(np.linalg.norm(w - centres[1]) - np.linalg.norm(w - centres[0])) / theta
+    else:
+        eps_prime, extra = objective_constants(eps_final, n, lam)
+
+        def noise(x, y, w):           # the b that makes w the optimum on (x, y)
+            return -n * (_logistic_gradient(x, y, w) + (lam + extra) * w)
+
+        def loss(w: np.ndarray) -> float:
+            b = [noise(x, y, w) for x, y in sets[:2]]
+            return float(np.linalg.norm(b[1]) - np.linalg.norm(b[0])) * eps_prime / 2
+
+    def release(train_set):
+        def run(rng):
+            outcome = va.tune(config, train_set, sets[2], epsilon, rng)
+            return loss(outcome.fit.weights) if outcome.index == 0 else float("nan")
+        return run
+    return release(sets[0]), release(sets[1])
+
+
+for _trainer in ("objective", "output"):
+    case(name=f"validate stability ({_trainer})", epsilon=2.0, runs=3000,
+         scope="final training step (ε/2 of ε = 4), given the chosen λ = 1",
+         pair="a flipped label at the bound: training row (x=1, y=0) → (x=1, y=1), x ∈ [−1, 1], "
+              "n=20 (+ 20 validation rows), grid λ ∈ {1, 2}, ramp score",
+         statistic="the final fit's privacy-loss variable (log noise-density ratio at the "
+                   "released w), runs that chose λ = 1",
+         control=_quarter_noise_trainers,
+         control_name="every fit's noise at 4ε (a quarter: one record moves w* by at most "
+                      "≈ Δ/2 here, so half noise stays below ε)")(
+        lambda _trainer=_trainer: _validate_build(_trainer))
+
+
+# --------------------------------------------------------------------------- train-brc
+def _brc_control():
+    from dpcli.algorithms import brc
+    return scaled_epsilon(brc, "grid_laplace_mechanism")
+
+
+def _brc_build(mode: str):
+    """train-brc with T = 1 and c1 = c2 = 1 (weights stay 1, so one record moves the round's
+    error by exactly Δ = 1/n when its miss bit flips: the sensitivity is met with equality).
+
+    private: D's row 0 is (x = −1, y = 0), D''s (x = −1, y = 1): the label flips, and so
+    does the miss bit of every random classifier. partial (label and a balanced public
+    binary column p declared public; the neighbours may differ in private features only):
+    row 0's x = −1 → x = 1, same label; the miss bit flips for the classifiers that
+    separate −1 from 1. Statistic: the round's released error err = 1/2 − α_1, as sides
+    relative to the exact errors of the released classifier on D and D' (0 when they are
+    equal); 9 if the public stump won the round."""
+    from dpcli.algorithms import brc
+    from dpcli.data.schema import BinaryColumn, NumericColumn
+    from tests.audit.pairs import encode
+
+    schema = Schema((NumericColumn("x", -1.0, 1.0), BinaryColumn("p", ("0", "1"))), LABEL)
+    positive = LABEL.classes.index(LABEL.positive)
+    n = 40
+    d = _rows(n, x=[float(v) for v in np.linspace(-1, 1, 20)], p=["0", "0", "1", "1"])
+    d["x"][0], d["y"][0] = -1.0, "0"
+    dp = replace_first(d, {"y": "1"} if mode == "private" else {"x": 1.0})
+    columns, public = (["x"], []) if mode == "private" else (["x", "p"], ["p"])
+    sets = [brc.training_set([encode(schema, r, columns)], schema, columns, public, positive)
+            for r in (d, dp)]
+    config = brc.BRCConfig(rounds=1, c1=1.0, c2=1.0)
+    epsilon = 2.0
+    plan = brc.plan(Budget(epsilon), config, n)
+    assert abs(float(plan.step(f"{brc.STEP}1").budget.epsilon) - 0.9 * epsilon) < 1e-12
+
+    def release(data):
+        def run(rng):
+            # fit's first part, drawn first: the statistic reads the rounds only, whose law does
+            # not depend on the calibration drawn after them (its Platt fit is the slow part)
+            rounds, _ = brc.train(data, config, brc.rounds_epsilon(epsilon), rng)
+            r = rounds[0]
+            if r.hyperplane is None:
+                return 9.0
+            exact = [brc.weighted_error((r.hyperplane.predict(s.private) != s.y).astype(float),
+                                        np.ones(s.n)) for s in sets]
+            return sides(np.array([0.5 - r.alpha]), *([e] for e in exact))
+        return run
+    return release(sets[0]), release(sets[1])
+
+
+for _mode, _pair in (("private", "a flipped label: (x=−1, y=0) → (x=−1, y=1), all private"),
+                     ("partial", "a private feature at its bounds: x = −1 → 1, same label "
+                                 "(label and p public)")):
+    case(name=f"train-brc {_mode}", epsilon=2.0, runs=3000,
+         pair=f"{_pair}, x ∈ [−1, 1], T = 1, c1 = c2 = 1, n=40",
+         statistic="sides of the round's released error (err = 1/2 − α) about the released "
+                   "classifier's exact errors on D and D'",
+         control=_brc_control, control_name="the rounds' grid Laplace at 2ε")(
+        lambda _mode=_mode: _brc_build(_mode))

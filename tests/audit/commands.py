@@ -156,7 +156,7 @@ def _local_sensitivity():
         yield
 
 
-@case(name="train-nb smooth", epsilon=3.0, runs=3000,
+@case(name="train-nb smooth", epsilon=3.0, runs=2000,
       pair="class 0 holds 20 equal values x=50; D' moves one to the bound x=100, n=40",
       statistic="the released mean of class 0",
       control=_local_sensitivity,
@@ -248,7 +248,7 @@ def _topk_control():
     return scaled_epsilon(feature_selection, "exponential_top_k")
 
 
-@case(name="select-features topk (tc)", epsilon=2.0, runs=6000,
+@case(name="select-features topk (tc)", epsilon=2.0, runs=4000,
       pair="20 binary features with tc 10; one record's features b1..b19 → b0 alone "
            "(tc of b0 +1, of every other −1), k = 1, n=40",
       statistic="whether b0 is selected",
@@ -456,7 +456,7 @@ def _validate_build(trainer: str):
 
 
 for _trainer in ("objective", "output"):
-    case(name=f"validate stability ({_trainer})", epsilon=2.0, runs=3000,
+    case(name=f"validate stability ({_trainer})", epsilon=2.0, runs=2000,
          scope="final training step (ε/2 of ε = 4), given the chosen λ = 1",
          pair="a flipped label at the bound: training row (x=1, y=0) → (x=1, y=1), x ∈ [−1, 1], "
               "n=20 (+ 20 validation rows), grid λ ∈ {1, 2}, ramp score",

@@ -19,7 +19,11 @@ from dpcli.data.schema import CategoricalColumn, Label, Schema
 from tests.audit.cases import CASES, case
 from tests.audit.pairs import noiseless, replace_first, scaled_epsilon, sides, stats_of
 
-__all__ = ["CASES"]
+__all__ = ["CASES", "SETUP"]
+
+SETUP: dict[str, dict[str, object]] = {}
+"""What a case's build used (schema, plan, exact statistics, rows), by command: for the
+check that the command's own run reaches the release with the same (tests/audit/test_cli_path)."""
 
 LABEL = Label("y", ("0", "1"), positive="1")
 
@@ -53,6 +57,7 @@ def tabulate_build():
     d["colour"][0], d["y"][0] = "blue", "0"
     dp = replace_first(d, {"colour": "red", "y": "1"})
     stats = [stats_of(schema, request, rows) for rows in (d, dp)]
+    SETUP["tabulate"] = {"schema": schema, "plan": plan, "stats": stats, "rows": (d, dp)}
 
     def counts(rows: list[dict[str, object]]) -> np.ndarray:
         return np.array([r["count"] for r in rows], dtype=float)
@@ -108,6 +113,7 @@ def _nb_pair(method: str):
     d = _rows(40, x=[float(v) for v in np.linspace(5, 95, 20)])
     d["x"][0], d["y"][0] = 0.0, "0"
     dp = replace_first(d, {"x": 100.0, "y": "1"})
+    SETUP[f"train-nb {method}"] = {"rows": (d, dp)}
     return nb, schema, config, plan, [stats_of(schema, request, r) for r in (d, dp)]
 
 
@@ -137,6 +143,7 @@ def _nb_global_control():
       control=_nb_global_control, control_name="counts' and class sums' noise at 2ε")
 def nb_global_build():
     nb, schema, config, plan, stats = _nb_pair("global")
+    SETUP["train-nb global"].update(schema=schema, plan=plan, stats=stats)
     with noiseless(nb, "laplace_mechanism", lambda x, **_: np.asarray(x, float)), \
             noiseless(nb, "discrete_laplace_mechanism", lambda x, **_: np.asarray(x)):
         exact = [_nb_released(nb.fit(s, schema, ["x"], plan, config, np.random.default_rng(0)),
@@ -190,6 +197,8 @@ def _selector(schema: Schema, columns: list[str], config, epsilon: float,
     plan = fs.plan(schema, columns, Budget(epsilon), config)
     request = fs.request(schema, columns, config)
     names = [c.name for c in fs.candidates(schema, columns)]
+    SETUP["select-features"] = {"schema": schema, "plan": plan, "rows": rows,
+                                "stats": [stats_of(schema, request, r) for r in rows]}
 
     def release(rows_one):
         stats = stats_of(schema, request, rows_one)

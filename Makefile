@@ -60,6 +60,15 @@ test: $(VENV)/.installed
 	$(BIN)/ruff check dpcli tests benchmarks
 	$(BIN)/python -m pytest -q
 
+# The black-box neighbour audit of every spending command at a larger scale (tests/audit/; CI
+# runs the same audits at scale 1 with fixed seeds): DPCLI_AUDIT_SCALE times CI's runs, fresh
+# OS entropy; prints the table and saves it to benchmarks/results/audit.md.
+.PHONY: audit
+DPCLI_AUDIT_SCALE ?= 5
+audit: $(VENV)/.installed
+	$(BIN)/python -m tests.audit.report --scale $(DPCLI_AUDIT_SCALE) --seed os \
+		--out benchmarks/results/audit.md
+
 # The Spark engine's tests on a local Spark (PySpark from the spark extra; Java 17 must be
 # installed). `DPCLI_SPARK_MASTER=local[4] make test-spark` picks another master.
 .PHONY: test-spark

@@ -165,7 +165,7 @@ def _local_sensitivity():
 
 @case(name="train-nb smooth", epsilon=3.0, runs=2000,
       pair="class 0 holds 20 equal values x=50; D' moves one to the bound x=100, n=40",
-      statistic="the released mean of class 0",
+      statistic="minus the distance of the released mean of class 0 from 50 (D's value)",
       control=_local_sensitivity,
       control_name="noise scaled to the local sensitivity (β→∞, no smoothing)")
 def nb_smooth_build():
@@ -181,7 +181,10 @@ def nb_smooth_build():
     stats = [stats_of(schema, request, r) for r in (d, dp)]
 
     def release(s):
-        return lambda rng: float(nb.fit(s, schema, ["x"], plan, config, rng).numeric["x"].mean[0])
+        # closeness to D's exact value: the float-safe release puts even tiny noise on a fine
+        # grid (no atom at 50 any more), so a one-sided event needs this post-processing
+        return lambda rng: -abs(float(nb.fit(s, schema, ["x"], plan, config,
+                                              rng).numeric["x"].mean[0]) - 50.0)
     return release(stats[0]), release(stats[1])
 
 

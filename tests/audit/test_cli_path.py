@@ -15,6 +15,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
+from dpcli.budget import Budget
 from dpcli.cli.app import app
 from dpcli.ledger import init_ledger, read_entries
 from tests.audit import commands
@@ -27,7 +28,7 @@ def _project(tmp_path: Path, rows: dict[str, list[Any]], columns: dict[str, Any]
             "schema": {"columns": columns}}
     path = tmp_path / "spec.yaml"
     path.write_text(yaml.safe_dump(spec, sort_keys=False))
-    init_ledger(tmp_path / "ledger.jsonl")
+    init_ledger(tmp_path / "ledger.jsonl", "audit", Budget(10.0))
     return path
 
 

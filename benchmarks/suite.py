@@ -22,9 +22,12 @@ ledger per run and ``--seed`` distinct per run:
 
 Every model is applied with ``dpcli predict`` to the test split; measured there: AUC (rank
 formula on the ``score`` column), balanced accuracy and accuracy of ``prediction``, the
-majority class's accuracy, and a *degenerate* flag (one class never predicted, or a constant
-or near-constant score: its standard deviation below 1e-4 or one value on ≥ 99 % of rows),
-next to whether the run said anything about it on stderr. ``noise-free`` rows are the same
+majority class's accuracy, and a *degenerate* flag (one class never predicted; a constant
+score, i.e. one value once rounded to 12 decimals, so that saturated probabilities below
+1e-12 count even when their ranks still give an AUC; or a near-constant score: standard
+deviation below 1e-4 or one value on ≥ 99 % of rows), next to whether the run said anything
+about it on stderr (any line naming a warning, a constant or a single class, except the
+notice every seeded run prints). ``noise-free`` rows are the same
 dpcli commands at ε = 10^4 (noise negligible): the model family's own limit.
 
 References (in this process, same test split, features encoded from the declared schema:
@@ -339,7 +342,9 @@ def kinds(name: str) -> dict[str, str]:
 def applicable(name: str, learner: str) -> str | None:
     """Why ``learner`` does not apply to dataset ``name`` (None: it does)."""
     tabular = [c for c, k in kinds(name).items() if k != "tokens"]
-    if learner in ("brc-private", "brc-partial", "grid") and not tabular:
+    if learner in ("brc-private", "brc-partial", "grid", "validate") and not tabular:
+        # train-brc, publish-grid and validate take no tokens column (validate refuses with
+        # exit 2: "declares no numeric, categorical or binary column")
         return "no numeric, categorical or binary column (tokens only)"
     if learner == "brc-partial" and not DATASETS[name].brc_public:
         return "no column that can sensibly be declared public"
@@ -713,6 +718,52 @@ def findings(cells: list[dict], names, epsilons, learners) -> list[str]:
     return out
 
 
+def learner_table(cells: list[dict], names, epsilons, learners) -> list[str]:
+    """Per learner over the datasets (ε ≥ 0.5): AUC gap to its diffprivlib nearest, losses,
+    degenerate runs, and what noise costs (the noise-free row's AUC minus the private)."""
+    high = [e for e in epsilons if e >= 0.5]
+    lines = ["| learner | dataset × ε cells | mean AUC | mean AUC − diffprivlib nearest | "
+             "cells below diffprivlib | degenerate runs (silent) | cells bal. acc ≤ 0.5 | "
+             "mean AUC lost to noise | failed runs |",
+             "| --- |" + " ---: |" * 8]
+    for learner in learners:
+        dp_ref = FAMILY[learner][0]
+        n_cells, aucs, gaps, below, deg, silent, low, lost, failed, runs = (
+            0, [], [], 0, 0, 0, 0, [], 0, 0)
+        for name in names:
+            if applicable(name, learner):
+                continue
+            free = mean(cells_of(cells, name, learner, NOISE_FREE), "auc")
+            for e in high:
+                mine = cells_of(cells, name, learner, e)
+                if not mine:
+                    continue
+                n_cells += 1
+                runs += len(mine)
+                ok = [c for c in mine if c.get("status") == "ok"]
+                failed += len(mine) - len(ok)
+                deg += sum(bool(c.get("degenerate")) for c in ok)
+                silent += sum(bool(c.get("degenerate")) and not c.get("warned") for c in ok)
+                a, b = mean(ok, "auc"), mean(ok, "balanced_accuracy")
+                ref = mean(cells_of(cells, name, dp_ref, e), "auc")
+                if a is not None:
+                    aucs.append(a)
+                    if ref is not None:
+                        gaps.append(a - ref)
+                        below += a < ref
+                    if free is not None:
+                        lost.append(free - a)
+                low += b is not None and b <= 0.5
+
+        def m(v):
+            return f"{np.mean(v):+.3f}" if v else "–"
+        lines.append(f"| {learner} | {n_cells} | "
+                     + (f"{np.mean(aucs):.3f}" if aucs else "–")
+                     + f" | {m(gaps)} | {below} of {len(gaps)} | {deg} of {runs} ({silent}) | "
+                     f"{low} | {m(lost)} | {failed} |")
+    return lines
+
+
 def report(cells: list[dict], infos: dict, args, env: dict, wall: float) -> str:
     epsilons, learners = args.epsilons, args.learners
     names = [n for n in args.datasets if n in infos]
@@ -728,10 +779,14 @@ def report(cells: list[dict], infos: dict, args, env: dict, wall: float) -> str:
           "The full grid (ε ∈ {0.1, 0.5, 1, 2} × 5 seeds) is `python benchmarks/suite.py` "
           "(hours on 2 cores; it resumes from the cache).", "",
           "Cells: mean AUC / mean balanced accuracy over the runs on the test split; "
-          "**Dk/m**: k of m runs degenerate (one class predicted, or constant / near-"
-          "constant score), *(silent j)*: j of them without any warning on stderr; "
+          "**Dk/m**: k of m runs degenerate (one class predicted; or a constant score: one "
+          "value once rounded to 12 decimals, so P(positive) < 1e-12 on every row also counts, "
+          "though its ranks can still give an AUC; or a near-constant score: standard "
+          "deviation < 1e-4 or one value on ≥ 99 % of rows), *(silent j)*: j of them "
+          "without any warning on stderr; "
           "✗: runs that failed or timed out. Protocol: this file's docstring "
           "(`benchmarks/suite.py`).", "", "## Summary (computed from the cells, ε ≥ 0.5)", "",
+          *learner_table(cells, names, epsilons, learners), "",
           *findings(cells, names, epsilons, learners), "", "## Datasets", "",
           "| dataset | source (inside the package) | split | train | test | positives "
           "(test) | majority acc. | columns |", "| --- | --- | --- | ---: | ---: | ---: | ---: "

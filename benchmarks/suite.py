@@ -22,7 +22,8 @@ ledger per run and ``--seed`` distinct per run:
 
 Every model is applied with ``dpcli predict`` to the test split; measured there: AUC (rank
 formula on the ``score`` column), balanced accuracy and accuracy of ``prediction``, the
-majority class's accuracy, and a *degenerate* flag (one class never predicted; a constant
+majority class's accuracy, and a *degenerate* flag (one class never predicted, or predicted
+on fewer than 0.1 % of the rows; a constant
 score, i.e. one value once rounded to 12 decimals, so that saturated probabilities below
 1e-12 count even when their ranks still give an AUC; or a near-constant score: standard
 deviation below 1e-4 or one value on ≥ 99 % of rows), next to whether the run said anything
@@ -98,6 +99,7 @@ FS_SHARE = 0.2                   # select-features' share of fs-nb's ε (as conf
 SPLIT_SEED = 0
 TEST_FRACTION = 0.3
 MAX_ONE_HOT = 64
+ALMOST_ONE_CLASS = 1e-3          # a class predicted on fewer rows than this share: degenerate
 TIMEOUT = 1800.0                 # seconds per dpcli command
 MEMORY_GB = 6.0                  # heap cap per dpcli command (prlimit --data): protects the
                                  # machine's other work; a command over it fails, reported
@@ -427,6 +429,8 @@ def metrics(score: np.ndarray, pred_pos: np.ndarray, y: np.ndarray,
     reasons = []
     if pred_pos.all() or not pred_pos.any():
         reasons.append("one class predicted")
+    elif min(pred_pos.mean(), 1 - pred_pos.mean()) < ALMOST_ONE_CLASS:
+        reasons.append("one class on > 99.9 % of rows")
     if len(values) == 1:
         reasons.append("constant score")
     elif float(np.std(score)) < 1e-4 or counts.max() >= 0.99 * len(score):
@@ -609,7 +613,16 @@ def save(cell: dict) -> None:
 
 def load_cell(name: str, learner: str, eps: float | None, rep: int) -> dict | None:
     path = cell_path(name, learner, eps, rep)
-    return json.loads(path.read_text()) if path.exists() else None
+    if not path.exists():
+        return None
+    cell = json.loads(path.read_text())
+    rate = cell.get("positive_rate")
+    # cells cached before the near-one-class rule get it from their stored rate
+    if rate is not None and 0 < min(rate, 1 - rate) < ALMOST_ONE_CLASS and not any(
+            "99.9" in w for w in cell["degenerate_why"]):
+        cell["degenerate_why"].append("one class on > 99.9 % of rows")
+        cell["degenerate"] = True
+    return cell
 
 
 # ----------------------------------------------------------------- report
@@ -621,7 +634,7 @@ def mean(cells: list[dict], key: str) -> float | None:
     return float(np.mean(vals)) if vals else None
 
 
-def fmt_cell(cells: list[dict]) -> str:
+def fmt_cell(cells: list[dict], expected: int = 0) -> str:
     """'AUC / bal.acc' means over the runs, degenerate and failure counts."""
     if not cells:
         return ""
@@ -637,6 +650,8 @@ def fmt_cell(cells: list[dict]) -> str:
     bad = [c for c in cells if c.get("status") != "ok"]
     if bad:
         parts.append(f"✗{len(bad)} " + ", ".join(sorted({c['status'] for c in bad})))
+    if expected and len(cells) < expected:
+        parts.append(f"({len(cells)} of {expected} runs)")
     return " ".join(parts)
 
 
@@ -645,7 +660,7 @@ def cells_of(cells: list[dict], name: str, learner: str, eps) -> list[dict]:
             and c["epsilon"] == eps]
 
 
-def dataset_table(name: str, cells: list[dict], epsilons, learners) -> list[str]:
+def dataset_table(name: str, cells: list[dict], epsilons, learners, seeds: int) -> list[str]:
     cols = [*epsilons, NOISE_FREE]
     heads = [f"ε={e:g}" for e in epsilons] + ["noise-free (ε=1e4)"]
     lines = ["| learner | " + " | ".join(heads) + " |", "| --- |" + " --- |" * len(heads)]
@@ -655,11 +670,12 @@ def dataset_table(name: str, cells: list[dict], epsilons, learners) -> list[str]
             lines.append(f"| dpcli {learner} | n/a: {why} |" + " |" * (len(heads) - 1))
             continue
         lines.append(f"| dpcli {learner} | " + " | ".join(
-            fmt_cell(cells_of(cells, name, learner, e)) for e in cols) + " |")
+            fmt_cell(cells_of(cells, name, learner, e), 1 if e == NOISE_FREE else seeds)
+            for e in cols) + " |")
     refs = dict.fromkeys(r for lr in learners for r in FAMILY[lr])
     for ref in [r for r in refs if r in DP_REFS]:
         lines.append(f"| {REF_LABELS[ref]} | " + " | ".join(
-            fmt_cell(cells_of(cells, name, ref, e)) for e in epsilons) + " | |")
+            fmt_cell(cells_of(cells, name, ref, e), seeds) for e in epsilons) + " | |")
     for ref in [r for r in refs if r in NP_REFS]:
         c = cells_of(cells, name, ref, None)
         lines.append(f"| {REF_LABELS[ref]} (non-private) |" + " |" * len(epsilons)
@@ -700,8 +716,9 @@ def findings(cells: list[dict], names, epsilons, learners) -> list[str]:
                                f"{REF_LABELS[np_ref]}: {np_bal:.3f})")
                 bad = [c for c in mine if c.get("status") != "ok"]
                 if bad:
+                    last = (bad[0].get("error", "").strip().splitlines() or [""])[-1]
                     errors.append(f"{name} {learner} ε={e:g}: {bad[0]['status']} "
-                                  f"({bad[0].get('error', '')[:160].strip()})")
+                                  f"({bad[0]['error'].split(':')[0]}: {last[:160]})")
 
     def block(title: str, items: list[str]) -> None:
         out.append(f"* **{title}: {len(items)}.**" + ("" if not items else " "
@@ -764,6 +781,17 @@ def learner_table(cells: list[dict], names, epsilons, learners) -> list[str]:
     return lines
 
 
+def coverage(cells: list[dict], names, epsilons, learners, seeds: int) -> str:
+    """How many of the selected dpcli runs are in the cache, per ε."""
+    out = []
+    for e in epsilons:
+        want = [(n, lr) for n in names for lr in learners if not applicable(n, lr)]
+        got = sum(len([c for c in cells_of(cells, n, lr, e) if c["rep"] < seeds])
+                  for n, lr in want)
+        out.append(f"ε = {e:g}: {got} of {len(want) * seeds}")
+    return "; ".join(out)
+
+
 def report(cells: list[dict], infos: dict, args, env: dict, wall: float) -> str:
     epsilons, learners = args.epsilons, args.learners
     names = [n for n in args.datasets if n in infos]
@@ -776,15 +804,20 @@ def report(cells: list[dict], infos: dict, args, env: dict, wall: float) -> str:
           + ", ".join(learners) + "; ε ∈ {" + ", ".join(f"{e:g}" for e in epsilons)
           + f"}}; {args.seeds} seed(s) per cell (repetitions 0..{args.seeds - 1}); plus the "
           "noise-free dpcli rows (ε = 1e4, one run) and the non-private references. "
+          f"dpcli runs found: {coverage(cells, names, epsilons, learners, args.seeds)} "
+          "(a cell with fewer runs says so). "
           "The full grid (ε ∈ {0.1, 0.5, 1, 2} × 5 seeds) is `python benchmarks/suite.py` "
           "(hours on 2 cores; it resumes from the cache).", "",
           "Cells: mean AUC / mean balanced accuracy over the runs on the test split; "
-          "**Dk/m**: k of m runs degenerate (one class predicted; or a constant score: one "
+          "**Dk/m**: k of m runs degenerate (one class predicted, or the other on < 0.1 % of "
+          "rows; or a constant score: one "
           "value once rounded to 12 decimals, so P(positive) < 1e-12 on every row also counts, "
           "though its ranks can still give an AUC; or a near-constant score: standard "
           "deviation < 1e-4 or one value on ≥ 99 % of rows), *(silent j)*: j of them "
           "without any warning on stderr; "
-          "✗: runs that failed or timed out. Protocol: this file's docstring "
+          f"✗: runs that failed or timed out (each dpcli command runs with its heap capped "
+          f"at {args.memory_gb:g} GiB by `prlimit --data` and a {args.timeout:g} s timeout: "
+          "a MemoryError there is the cap). Protocol: this file's docstring "
           "(`benchmarks/suite.py`).", "", "## Summary (computed from the cells, ε ≥ 0.5)", "",
           *learner_table(cells, names, epsilons, learners), "",
           *findings(cells, names, epsilons, learners), "", "## Datasets", "",
@@ -808,7 +841,7 @@ def report(cells: list[dict], infos: dict, args, env: dict, wall: float) -> str:
                f"{max(i['prevalence_test'], 1 - i['prevalence_test']):.3f}."
                + (f" brc-partial declares public: {', '.join(DATASETS[n].brc_public)} "
                   "and the label." if DATASETS[n].brc_public else ""), "",
-               *dataset_table(n, cells, epsilons, learners), ""]
+               *dataset_table(n, cells, epsilons, learners, args.seeds), ""]
         left = sorted({d for c in cells if c["dataset"] == n for d in c.get("left_out", [])})
         if left:
             md += [f"References leave out {', '.join(left)} (more than {MAX_ONE_HOT} "

@@ -645,7 +645,7 @@ def fmt_cell(cells: list[dict], expected: int = 0) -> str:
         parts.append(f"{a:.3f} / {b:.3f}" if a is not None else f"– / {b:.3f}")
         deg = [c for c in ok if c.get("degenerate")]
         if deg:
-            silent = sum(not c.get("warned") for c in deg)
+            silent = sum(c["kind"] == "dpcli" and not c.get("warned") for c in deg)
             parts.append(f"**D{len(deg)}/{len(ok)}**" + (f" (silent {silent})" if silent else ""))
     bad = [c for c in cells if c.get("status") != "ok"]
     if bad:
@@ -814,7 +814,8 @@ def report(cells: list[dict], infos: dict, args, env: dict, wall: float) -> str:
           "value once rounded to 12 decimals, so P(positive) < 1e-12 on every row also counts, "
           "though its ranks can still give an AUC; or a near-constant score: standard "
           "deviation < 1e-4 or one value on ≥ 99 % of rows), *(silent j)*: j of them "
-          "without any warning on stderr; "
+          "without any warning on stderr (any warning counts, even one about something else, "
+          "such as validate's note on its selection noise: a generous reading); "
           f"✗: runs that failed or timed out (each dpcli command runs with its heap capped "
           f"at {args.memory_gb:g} GiB by `prlimit --data` and a {args.timeout:g} s timeout: "
           "a MemoryError there is the cap). Protocol: this file's docstring "

@@ -187,6 +187,16 @@ def _default():
             .assign(label=(frame["default"] == "Yes").astype(int)))
 
 
+def _oj():
+    import pandas as pd
+
+    frame = pd.read_csv(package_file("ISLP", "data/OJ.csv"))
+    out = frame.drop(columns=["Purchase", "WeekofPurchase", "StoreID", "Store7"])
+    for c in ("SpecialCH", "SpecialMM", "STORE"):
+        out[c] = out[c].astype(int).astype(str)
+    return out.assign(label=(frame["Purchase"] == "MM").astype(int))
+
+
 def _penguins():
     import pandas as pd
 
@@ -274,6 +284,10 @@ DATASETS = {
     "tweets": Dataset("tweets (shared, 6,515), Android", "../shared/data/tweets.parquet",
                       _tweets_shared, shared=("tweets.parquet",),
                       split="fixed 80/20 (benchmarks/_common.split_tweets, seed 0)"),
+    # appended after the others: a dataset's position is part of its runs' seeds
+    "oj": Dataset("ISLP OJ, bought Minute Maid", "ISLP: data/OJ.csv", _oj,
+                  brc_public=("PriceCH", "PriceMM", "DiscCH", "DiscMM", "SpecialCH",
+                              "SpecialMM", "STORE")),   # shelf prices and offers: posted
 }
 
 

@@ -88,6 +88,7 @@ BENCH_VENV ?= .venv-bench
 bench: $(VENV)/.installed
 	test -x $(BENCH_VENV)/bin/python || $(PYTHON) -m venv $(BENCH_VENV)
 	$(BENCH_VENV)/bin/python -m pip install --quiet -e . -r benchmarks/requirements.txt
+	$(BENCH_VENV)/bin/python -m pip install --quiet --no-deps ISLP==0.6.0  # suite.py: Default.csv only
 	$(BENCH_VENV)/bin/python benchmarks/run_all.py
 
 clean:

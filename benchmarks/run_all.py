@@ -11,7 +11,8 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-SLOW = {"scale.py"}  # 10^6-5·10^7 rows, ~8 GB of files: run it on purpose
+SLOW = {"scale.py",   # 10^6-5·10^7 rows, ~8 GB of files: run it on purpose
+        "suite.py"}   # every learner × 11 datasets × 4 ε × 5 seeds: hours (it resumes)
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])

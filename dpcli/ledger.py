@@ -78,7 +78,7 @@ import stat
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from fractions import Fraction
 from pathlib import Path
@@ -524,26 +524,22 @@ class Ledger:
         return state.total, state.spent
 
     def _runs(self, fd: int) -> list[RunView]:
-        reserves: dict[str, dict[str, Any]] = {}
-        ends: dict[str, dict[str, Any]] = {}
+        """This dataset's runs, streamed; only the fields shown are kept per run."""
+        views: dict[str, RunView] = {}
         for raw in _lines(fd):
-            entry = _parse(raw.rstrip(b"\n"))[0]
-            if entry.get("dataset") != self.dataset:
+            e = _parse(raw.rstrip(b"\n"))[0]
+            if e.get("dataset") != self.dataset:
                 continue
-            if entry["kind"] == "reserve":
-                reserves[entry["run_id"]] = entry
-            elif entry["kind"] in ("complete", "failed"):
-                ends[entry["run_id"]] = entry
-        views = []
-        for run_id, e in reserves.items():
-            end = ends.get(run_id)
-            views.append(RunView(
-                run_id=run_id, time=e["time"], command=e["command"],
-                epsilon=exact(e["epsilon"]), delta=exact(e["delta"]),
-                status=end["kind"] if end else "interrupted", seeded=e["seeded"],
-                outputs=list(end.get("outputs", [])) if end else [],
-                neighbouring=e.get("neighbouring", NEIGHBOURING_RELATION)))
-        return views
+            if e["kind"] == "reserve":
+                views[e["run_id"]] = RunView(
+                    run_id=e["run_id"], time=e["time"], command=e["command"],
+                    epsilon=exact(e["epsilon"]), delta=exact(e["delta"]),
+                    status="interrupted", seeded=e["seeded"],
+                    neighbouring=e.get("neighbouring", NEIGHBOURING_RELATION))
+            elif e["kind"] in ("complete", "failed") and e["run_id"] in views:
+                views[e["run_id"]] = replace(views[e["run_id"]], status=e["kind"],
+                                             outputs=list(e.get("outputs", [])))
+        return list(views.values())
 
     def _common(self, kind: str, seq: int, prev: str) -> dict[str, Any]:
         return {"seq": seq, "kind": kind, "time": _now(), "dpcli_version": __version__,

@@ -416,7 +416,7 @@ class Ledger:
         breakdown = plan.to_json()
         key = read_key(self.file)
         with _locked(self.file, exclusive=True) as fd:
-            fold = _load_state(self.file, fd, key, path=self.path)
+            fold = _load_state(self.file, fd, key, path=self.path, exclusive=True)
             total, spent = self._account(fold)
             remaining = total - spent
             if not charge.fits_in(remaining):
@@ -551,7 +551,7 @@ class Ledger:
                               f"dataset {reservation.dataset!r}, not {self.dataset!r}")
         key = read_key(self.file)
         with _locked(self.file, exclusive=True) as fd:
-            fold = _load_state(self.file, fd, key, path=self.path)
+            fold = _load_state(self.file, fd, key, path=self.path, exclusive=True)
             opened = fold.open.get(reservation.run_id)
             if opened is None:
                 if reservation.seq < fold.entries and fold.reserved(reservation.run_id):
@@ -856,13 +856,16 @@ def _lines(fd: int) -> Iterator[bytes]:
 
 
 def _load_state(real: Path, fd: int, key: bytes, *, path: Path,
-                allow_legacy: bool = False) -> _Fold:
+                allow_legacy: bool = False, exclusive: bool = False) -> _Fold:
     """The verified state of the ledger open on ``fd`` (under its lock); LedgerError if bad.
 
     O(1) when the file is exactly as the checkpoint left it; otherwise the
     whole file is streamed and must verify and contain the checkpointed entries.
     ``allow_legacy``: a ledger without checkpoint and without any genesis (an
     earlier dpcli's) is accepted, for ``ledger init`` to upgrade it.
+    ``exclusive`` (the caller holds the exclusive lock): after a full scan that
+    passed, the checkpoint is rewritten at once, so that even a run refused
+    for its budget leaves the next one O(1).
     """
     checkpoint = _read_checkpoint(real, key)
     st = os.fstat(fd)
@@ -885,6 +888,9 @@ def _load_state(real: Path, fd: int, key: bytes, *, path: Path,
         legacy = fold.entries > 0 and not any(s.genesis for s in fold.datasets.values())
         if not (allow_legacy and legacy):
             raise LedgerError(f"{path}: {_no_checkpoint_problem(real, fold)}")
+    elif exclusive:
+        with suppress(OSError):  # an optimisation only: the next run would scan again
+            _write_checkpoint(real, key, fold, st)
     return fold
 
 

@@ -78,7 +78,7 @@ import stat
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from fractions import Fraction
 from pathlib import Path
@@ -416,7 +416,7 @@ class Ledger:
         breakdown = plan.to_json()
         key = read_key(self.file)
         with _locked(self.file, exclusive=True) as fd:
-            fold = _load_state(self.file, fd, key, path=self.path)
+            fold = _load_state(self.file, fd, key, path=self.path, exclusive=True)
             total, spent = self._account(fold)
             remaining = total - spent
             if not charge.fits_in(remaining):
@@ -524,26 +524,22 @@ class Ledger:
         return state.total, state.spent
 
     def _runs(self, fd: int) -> list[RunView]:
-        reserves: dict[str, dict[str, Any]] = {}
-        ends: dict[str, dict[str, Any]] = {}
+        """This dataset's runs, streamed; only the fields shown are kept per run."""
+        views: dict[str, RunView] = {}
         for raw in _lines(fd):
-            entry = _parse(raw.rstrip(b"\n"))[0]
-            if entry.get("dataset") != self.dataset:
+            e = _parse(raw.rstrip(b"\n"))[0]
+            if e.get("dataset") != self.dataset:
                 continue
-            if entry["kind"] == "reserve":
-                reserves[entry["run_id"]] = entry
-            elif entry["kind"] in ("complete", "failed"):
-                ends[entry["run_id"]] = entry
-        views = []
-        for run_id, e in reserves.items():
-            end = ends.get(run_id)
-            views.append(RunView(
-                run_id=run_id, time=e["time"], command=e["command"],
-                epsilon=exact(e["epsilon"]), delta=exact(e["delta"]),
-                status=end["kind"] if end else "interrupted", seeded=e["seeded"],
-                outputs=list(end.get("outputs", [])) if end else [],
-                neighbouring=e.get("neighbouring", NEIGHBOURING_RELATION)))
-        return views
+            if e["kind"] == "reserve":
+                views[e["run_id"]] = RunView(
+                    run_id=e["run_id"], time=e["time"], command=e["command"],
+                    epsilon=exact(e["epsilon"]), delta=exact(e["delta"]),
+                    status="interrupted", seeded=e["seeded"],
+                    neighbouring=e.get("neighbouring", NEIGHBOURING_RELATION))
+            elif e["kind"] in ("complete", "failed") and e["run_id"] in views:
+                views[e["run_id"]] = replace(views[e["run_id"]], status=e["kind"],
+                                             outputs=list(e.get("outputs", [])))
+        return list(views.values())
 
     def _common(self, kind: str, seq: int, prev: str) -> dict[str, Any]:
         return {"seq": seq, "kind": kind, "time": _now(), "dpcli_version": __version__,
@@ -555,7 +551,7 @@ class Ledger:
                               f"dataset {reservation.dataset!r}, not {self.dataset!r}")
         key = read_key(self.file)
         with _locked(self.file, exclusive=True) as fd:
-            fold = _load_state(self.file, fd, key, path=self.path)
+            fold = _load_state(self.file, fd, key, path=self.path, exclusive=True)
             opened = fold.open.get(reservation.run_id)
             if opened is None:
                 if reservation.seq < fold.entries and fold.reserved(reservation.run_id):
@@ -860,13 +856,16 @@ def _lines(fd: int) -> Iterator[bytes]:
 
 
 def _load_state(real: Path, fd: int, key: bytes, *, path: Path,
-                allow_legacy: bool = False) -> _Fold:
+                allow_legacy: bool = False, exclusive: bool = False) -> _Fold:
     """The verified state of the ledger open on ``fd`` (under its lock); LedgerError if bad.
 
     O(1) when the file is exactly as the checkpoint left it; otherwise the
     whole file is streamed and must verify and contain the checkpointed entries.
     ``allow_legacy``: a ledger without checkpoint and without any genesis (an
     earlier dpcli's) is accepted, for ``ledger init`` to upgrade it.
+    ``exclusive`` (the caller holds the exclusive lock): after a full scan that
+    passed, the checkpoint is rewritten at once, so that even a run refused
+    for its budget leaves the next one O(1).
     """
     checkpoint = _read_checkpoint(real, key)
     st = os.fstat(fd)
@@ -889,6 +888,9 @@ def _load_state(real: Path, fd: int, key: bytes, *, path: Path,
         legacy = fold.entries > 0 and not any(s.genesis for s in fold.datasets.values())
         if not (allow_legacy and legacy):
             raise LedgerError(f"{path}: {_no_checkpoint_problem(real, fold)}")
+    elif exclusive:
+        with suppress(OSError):  # an optimisation only: the next run would scan again
+            _write_checkpoint(real, key, fold, st)
     return fold
 
 

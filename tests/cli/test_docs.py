@@ -9,7 +9,7 @@ import pytest
 COMMANDS = [["inspect"], ["tabulate"], ["select-features"], ["train-nb"], ["train-brc"],
             ["validate"], ["predict"],
             ["roc"], ["evaluate"], ["publish-grid"], ["synthesize"], ["ledger", "init"],
-            ["ledger", "show"], ["ledger", "verify"]]
+            ["ledger", "show"], ["ledger", "verify"], ["ledger", "raise"], ["ledger", "repair"]]
 README = (Path(__file__).parents[2] / "README.md").read_text()
 
 

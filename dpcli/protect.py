@@ -36,11 +36,13 @@ _KEY_TEXT = re.compile(rb"\s*[0-9a-f]{64}\s*")
 
 def spec_protected(spec: Any) -> list[Protected]:
     """The spec, every public file it names and the ledger's files (see ``companion_paths``)."""
-    from dpcli.ledger import companion_paths
+    from dpcli.ledger import companion_paths, key_path
 
     ledger, *companions = companion_paths(spec.ledger_path)
+    names = {key_path(ledger): "the ledger's key"}
     return [("the spec", spec.path), *(("a file the spec names", f) for f in spec.files),
-            ("the ledger", ledger), *(("a file of the ledger", c) for c in companions)]
+            ("the ledger", ledger),
+            *((names.get(c, "a file kept beside the ledger"), c) for c in companions)]
 
 
 def inputs(what: str, *paths: Path | str | None) -> list[Protected]:

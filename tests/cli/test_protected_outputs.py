@@ -12,7 +12,6 @@ import yaml
 from typer.testing import CliRunner
 
 from dpcli.cli.app import app
-from dpcli.ledger import init_ledger
 from tests.cli.conftest import SCHEMA, base_spec, toy_frame
 
 
@@ -34,7 +33,8 @@ def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     spec["budget"]["epsilon"] = 2.0
     (root / "spec.yaml").write_text(yaml.safe_dump(spec))
     toy_frame().to_parquet(root / "toy.parquet", index=False)
-    init_ledger(root / "ledger.jsonl")
+    code, err = _run("ledger", "init", "--spec", root / "spec.yaml")
+    assert code == 0, err
     code, err = _run("train-nb", root / "toy.parquet", "--spec", root / "spec.yaml",
                      "--out", root / "nb.json", "--epsilon", 0.3, "--seed", 1, "-q")
     assert code == 0, err

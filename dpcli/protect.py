@@ -9,8 +9,10 @@ An output is refused when it is, or resolves to, a protected file:
 
 * the same resolved path (relative or absolute spelling, symlinks followed);
 * the same (device, inode) when both exist (a hard link under another name);
-* a path inside a protected folder (a Parquet folder, a synopsis folder):
-  writing there, temporary files included, would change the input;
+* a path inside a protected path: writing inside an input folder (a Parquet
+  folder, a synopsis folder), temporary files included, would change the
+  input, and a folder output (roc, publish-grid) must not be created where a
+  ledger's lock or key file belongs;
 * a dpcli ledger or one of its companion files even when the command has no
   spec (predict, synthesize): a file whose ``<name>.key`` beside it holds a
   ledger key, or that key or lock itself.
@@ -78,9 +80,9 @@ def check_outputs(outputs: Iterable[Path | None], protected: Sequence[Protected]
                                   and os.path.samestat(stat, g.stat)):
                 raise UsageError(f"{out}: is {g.what} ({g.path}); an output must not replace "
                                  "it. Choose another output path (nothing was charged)")
-            if g.is_dir and g.real in real.parents:
-                raise UsageError(f"{out}: is inside {g.what} ({g.path}), a folder this run "
-                                 "reads; write outputs elsewhere (nothing was charged)")
+            if g.real in real.parents:  # an input folder, or a folder output created there
+                raise UsageError(f"{out}: is inside {g.what} ({g.path}); write outputs "
+                                 "elsewhere (nothing was charged)")
         ledger = ledger_of(real)
         if ledger is not None:
             raise UsageError(f"{out}: is {'a file of ' if ledger != real else ''}the dpcli "
@@ -122,4 +124,3 @@ class _Target:
         self.path = path
         self.real = Path(os.path.realpath(path))
         self.stat = _stat(path)
-        self.is_dir = self.stat is not None and os.path.isdir(path)

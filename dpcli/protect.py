@@ -9,8 +9,10 @@ An output is refused when it is, or resolves to, a protected file:
 
 * the same resolved path (relative or absolute spelling, symlinks followed);
 * the same (device, inode) when both exist (a hard link under another name);
-* a path inside a protected folder (a Parquet folder, a synopsis folder):
-  writing there, temporary files included, would change the input;
+* a path inside a protected path: writing inside an input folder (a Parquet
+  folder, a synopsis folder), temporary files included, would change the
+  input, and a folder output (roc, publish-grid) must not be created where a
+  ledger's lock or key file belongs;
 * a dpcli ledger or one of its companion files even when the command has no
   spec (predict, synthesize): a file whose ``<name>.key`` beside it holds a
   ledger key, or that key or lock itself.
@@ -36,11 +38,13 @@ _KEY_TEXT = re.compile(rb"\s*[0-9a-f]{64}\s*")
 
 def spec_protected(spec: Any) -> list[Protected]:
     """The spec, every public file it names and the ledger's files (see ``companion_paths``)."""
-    from dpcli.ledger import companion_paths
+    from dpcli.ledger import companion_paths, key_path
 
     ledger, *companions = companion_paths(spec.ledger_path)
+    names = {key_path(ledger): "the ledger's key"}
     return [("the spec", spec.path), *(("a file the spec names", f) for f in spec.files),
-            ("the ledger", ledger), *(("a file of the ledger", c) for c in companions)]
+            ("the ledger", ledger),
+            *((names.get(c, "a file kept beside the ledger"), c) for c in companions)]
 
 
 def inputs(what: str, *paths: Path | str | None) -> list[Protected]:
@@ -76,7 +80,7 @@ def check_outputs(outputs: Iterable[Path | None], protected: Sequence[Protected]
                                   and os.path.samestat(stat, g.stat)):
                 raise UsageError(f"{out}: is {g.what} ({g.path}); an output must not replace "
                                  "it. Choose another output path (nothing was charged)")
-            if g.real in real.parents:  # a protected folder, or a protected name made a folder
+            if g.real in real.parents:  # an input folder, or a folder output created there
                 raise UsageError(f"{out}: is inside {g.what} ({g.path}); write outputs "
                                  "elsewhere (nothing was charged)")
         ledger = ledger_of(real)
@@ -120,4 +124,3 @@ class _Target:
         self.path = path
         self.real = Path(os.path.realpath(path))
         self.stat = _stat(path)
-        self.is_dir = self.stat is not None and os.path.isdir(path)

@@ -11,9 +11,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from dpcli.budget import Budget
 from dpcli.cli.app import app
-from dpcli.ledger import init_ledger
 from tests.cli.conftest import SCHEMA, base_spec, toy_frame
 
 
@@ -35,7 +33,8 @@ def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     spec["budget"]["epsilon"] = 2.0
     (root / "spec.yaml").write_text(yaml.safe_dump(spec))
     toy_frame().to_parquet(root / "toy.parquet", index=False)
-    init_ledger(root / "ledger.jsonl", "toy", Budget(2.0))
+    code, err = _run("ledger", "init", "--spec", root / "spec.yaml")
+    assert code == 0, err
     code, err = _run("train-nb", root / "toy.parquet", "--spec", root / "spec.yaml",
                      "--out", root / "nb.json", "--epsilon", 0.3, "--seed", 1, "-q")
     assert code == 0, err
@@ -156,3 +155,26 @@ def test_an_ordinary_output_still_works(root: Path, tmp_path: Path) -> None:
                      tmp_path / "p.csv")
     assert code == 0, err
     assert (tmp_path / "p.csv").stat().st_size > 0
+
+
+@pytest.mark.parametrize("command", ["roc", "publish-grid"])
+def test_a_folder_output_where_a_ledger_file_belongs_is_refused(project, cli, tmp_path: Path,
+                                                                command: str) -> None:
+    """A folder named like the (not yet created) lock file would make the ledger unusable."""
+    r = cli("train-nb", project.data, "--spec", project.spec, "--out", tmp_path / "nb.json",
+            "--epsilon", 0.2, "-q")
+    assert r.exit_code == 0, r.stderr
+    from dpcli.ledger import companion_paths
+
+    lock = project.ledger.with_name(project.ledger.name + ".lock")
+    lock.unlink(missing_ok=True)  # as before the first run: no lock file yet
+    ledger = project.ledger.read_bytes()
+    absent = [p for p in companion_paths(project.ledger) if not p.exists()]
+    assert absent
+    for target in absent:
+        args = (["roc", project.data, "--model", tmp_path / "nb.json"] if command == "roc"
+                else ["publish-grid", project.data])
+        r = cli(*args, "--spec", project.spec, "--out", target, "--epsilon", 0.1)
+        assert r.exit_code == 2 and "nothing was charged" in r.stderr, r.stderr
+        assert not target.exists()
+    assert project.ledger.read_bytes() == ledger

@@ -589,12 +589,12 @@ def raise_total(path: Path, dataset: str, epsilon: float | str,
         if new == state.total or not state.total.fits_in(new):
             raise LedgerError(f"{path}: dataset {dataset!r} has a total of {state.total}; "
                               f"{wanted} does not raise it (a total is never lowered)")
+        old = state.total  # the append folds the entry into ``state``: keep the old total
         entry = ledger._common("raise", fold.entries, fold.head) | {
             "total_epsilon": float(new.epsilon), "total_delta": float(new.delta),
-            "previous_epsilon": float(state.total.epsilon),
-            "previous_delta": float(state.total.delta)}
+            "previous_epsilon": float(old.epsilon), "previous_delta": float(old.delta)}
         _append(real, fd, key, fold, entry, path=Path(path))
-        return state.total, new
+        return old, new
 
 
 def repair_ledger(path: Path, dataset: str,

@@ -148,6 +148,7 @@ def test_lifetime_budget_cannot_be_raised_in_the_spec(project: Project, cli) -> 
     assert "toy" in r.stderr and "dpcli ledger raise" in r.stderr
     r = cli("ledger", "raise", "--spec", project.spec, "--epsilon", 100)
     assert r.exit_code == 0, r.stderr
+    assert "raised from ε=1 to ε=100" in r.stderr  # the old total, not the new one twice
     assert _run(cli, project, out="more.csv").exit_code == 0
     assert [e["kind"] for e in read_all(project.ledger)] == [
         "genesis", "reserve", "complete", "raise", "reserve", "complete"]

@@ -497,8 +497,15 @@ class Ledger:
                            total=self.recorded_total)
 
     def require_initialised(self) -> None:
-        """LedgerError unless the ledger file exists (see :func:`init_ledger`)."""
+        """LedgerError unless the ledger file exists (see :func:`init_ledger`) under one name.
+
+        A multiply linked ledger is refused here, first, so that the message says so
+        rather than that the key beside the other name is missing.
+        """
         if self.file.exists():
+            links = self.file.stat().st_nlink
+            if links > 1:
+                raise LedgerError(_hard_links_message(self.file, links))
             return
         sidecars = [p for p in (key_path(self.file), head_path(self.file)) if p.exists()]
         if sidecars:
@@ -907,6 +914,12 @@ def _no_checkpoint_problem(real: Path, fold: _Fold) -> str:
             "run `dpcli ledger init --spec SPEC` once per dataset to record its genesis")
 
 
+def _hard_links_message(real: Path, links: int) -> str:
+    return (f"{real}: the ledger file has {links} hard links; dpcli keeps its key and "
+            "checkpoint beside one name, so it refuses multiply linked ledgers. Keep one "
+            "name and point other spec folders at it with a symlink (ln -s)")
+
+
 def _no_genesis_message(path: Path, dataset: str) -> str:
     return (f"{path}: dataset {dataset!r} has no genesis in this ledger. If it has never been "
             "released, run `dpcli ledger init --spec SPEC`; if the spec's dataset id was "
@@ -1027,10 +1040,7 @@ def _locked(real: Path, *, exclusive: bool) -> Iterator[int]:
         if not stat.S_ISREG(st.st_mode):
             raise LedgerError(f"{real}: cannot use the ledger: not a regular file")
         if st.st_nlink > 1:
-            raise LedgerError(
-                f"{real}: the ledger file has {st.st_nlink} hard links; dpcli keeps its key and "
-                "checkpoint beside one name, so it refuses multiply linked ledgers. Keep one "
-                "name and point other spec folders at it with a symlink (ln -s)")
+            raise LedgerError(_hard_links_message(real, st.st_nlink))
         yield fd
     except OSError as exc:
         raise LedgerError(f"{real}: cannot use the ledger: {exc.strerror or exc}") from exc

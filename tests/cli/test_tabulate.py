@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 import pandas as pd
 
@@ -165,3 +166,16 @@ def test_the_data_report_is_shown_only_with_report(project: Project, cli) -> Non
     told = _run(cli, project, "--report", out="b.csv")
     assert told.exit_code == 0, told.stderr
     assert "data report" in told.stderr and "clamped" in told.stderr
+
+
+def test_a_hard_linked_ledger_is_refused_with_the_reason(project: Project, cli) -> None:
+    """A second name for the ledger (a hard link in another spec folder) is refused before
+    anything is read, saying why — not that the key beside the second name is missing."""
+    other = project.root / "other.jsonl"
+    os.link(project.ledger, other)
+    project.write_spec(lambda s: s.update(ledger="other.jsonl"), sync=False)
+    r = _run(cli, project, out="x.csv")
+    assert r.exit_code == 2
+    assert "hard links" in r.stderr and "symlink" in r.stderr, r.stderr
+    other.unlink()
+    assert project.no_runs() and not (project.root / "x.csv").exists()

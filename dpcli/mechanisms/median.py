@@ -145,6 +145,13 @@ def noisy_median_of(order_stats: OrderStat, n: int, *, global_bound: float, epsi
     ``grid``: the median is then on the grid and the rounding costs nothing
     (e.g. cell indices of a histogram, grid 1: dpcli.algorithms.roc).
     Releases a multiple of ``grid``; ε-DP under one insertion or deletion.
+
+    Floating point: at large n the smooth bound's terms e^(-βk)·A(k) can
+    underflow to 0 (with ``on_grid`` the noise is then 0). That happens only
+    where the bound's exact value is below ~1e-308 on this sample and, by
+    β-smoothness, below e^β·1e-308 on every neighbour, whose median is then the
+    same: the two output distributions differ on an event of probability about
+    (1e-308)^γ, an additive δ far below anything the ledger records.
     """
     epsilon = check_positive("epsilon", epsilon)
     n = check_int("n", n, minimum=0)

@@ -15,6 +15,7 @@ import yaml
 
 from dpcli.ledger import read_entries
 from tests.cli.conftest import Project, base_spec
+from tests.reliability.test_disk import fill
 
 
 def _tabulate(cli, project: Project, out: Path, *extra: object):
@@ -68,14 +69,7 @@ def test_enospc_on_an_output_exits_74_with_one_line(project: Project, cli,
 
 def _fill(folder: Path) -> None:
     """Write ``folder/filler`` until the file system is full."""
-    fd = os.open(folder / "filler", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-    try:
-        while True:
-            os.write(fd, b"x" * 512)
-    except OSError as exc:
-        assert exc.errno == errno.ENOSPC
-    finally:
-        os.close(fd)
+    fill(folder)
 
 
 @pytest.fixture

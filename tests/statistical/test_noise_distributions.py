@@ -37,6 +37,7 @@ from dpcli.mechanisms import (
     smooth_sensitivity_mechanism,
 )
 from dpcli.mechanisms.smooth import discrete_heavy_tailed_noise, discrete_heavy_tailed_pmf
+from tests.statistical.pooled import pooled_chi2
 
 pytestmark = pytest.mark.slow
 
@@ -228,17 +229,7 @@ def _discrete_heavy_chi2_pvalue(k: np.ndarray, gamma: float, scale: float) -> fl
     probabilities = np.concatenate([[tail], inner, [tail]])
     observed = np.bincount((np.clip(k, -reach - 1, reach + 1) + reach + 1).astype(np.int64),
                            minlength=probabilities.size)
-    expected = probabilities * k.size
-    cells, start, total = [], 0, 0.0
-    for i, e in enumerate(expected):
-        total += e
-        if total >= 20:
-            cells.append((start, i + 1))
-            start, total = i + 1, 0.0
-    cells[-1] = (cells[-1][0], expected.size)
-    obs = np.array([observed[a:b].sum() for a, b in cells])
-    exp = np.array([expected[a:b].sum() for a, b in cells])
-    return float(stats.chisquare(obs, exp * obs.sum() / exp.sum()).pvalue)
+    return pooled_chi2(observed, probabilities)[0]
 
 
 @pytest.mark.parametrize(("gamma", "scale"), [(2.0, 0.7), (2.0, 6.0), (4.0, 3.0), (3.0, 40.0)])

@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from scipy import stats
 
 from dpcli.algorithms import roc
 from dpcli.mechanisms import smooth_beta, smooth_noise_scale
 from dpcli.mechanisms.smooth import discrete_heavy_tailed_pmf
+from tests.statistical.pooled import pooled_chi2
 
 pytestmark = pytest.mark.slow
 
@@ -81,18 +81,9 @@ def _level_one_probabilities(centre: int, scale: float, cells: int) -> np.ndarra
 
 def _chi2_pvalue(observed: np.ndarray, probabilities: np.ndarray) -> float:
     """Chi-square with adjacent outcomes pooled until each cell expects at least 20."""
-    expected = probabilities * observed.sum()
-    groups, start, total = [], 0, 0.0
-    for i, e in enumerate(expected):
-        total += e
-        if total >= 20:
-            groups.append((start, i + 1))
-            start, total = i + 1, 0.0
-    groups[-1] = (groups[-1][0], expected.size)  # the remainder joins the last cell
-    obs = np.array([observed[a:b].sum() for a, b in groups])
-    exp = np.array([expected[a:b].sum() for a, b in groups])
-    assert exp.min() >= 20 and len(groups) >= 10
-    return float(stats.chisquare(obs, exp * obs.sum() / exp.sum()).pvalue)
+    pvalue, cells = pooled_chi2(observed, probabilities)
+    assert cells >= 10
+    return pvalue
 
 
 def test_released_threshold_follows_the_stated_grid_distribution() -> None:

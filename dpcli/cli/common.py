@@ -28,7 +28,7 @@ DryRunOpt = Annotated[bool, typer.Option(
 JsonOpt = Annotated[bool, typer.Option(
     "--json", help="Print a machine-readable summary on stdout.")]
 QuietOpt = Annotated[bool, typer.Option(
-    "--quiet", "-q", help="No talk on stderr, only errors.")]
+    "--quiet", "-q", help="No talk on stderr, only warnings and errors.")]
 ReportOpt = Annotated[bool, typer.Option(
     "--report", help="Also print the custodian's data report on stderr: exact private figures "
     "(rows read, values clamped, mapped, imputed or dropped; the data row of a bad value). "

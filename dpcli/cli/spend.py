@@ -207,6 +207,20 @@ def compute_stats(ui: UI, source: Any, request: Any, rng: Any, label: str = "rea
         return get_engine(source.engine).compute(source, request, rng=rng, progress=advance)
 
 
+def degeneracy(ui: UI, model: Any) -> dict[str, Any]:
+    """Check a released binary model for a degenerate output (post-processing, free): warn on
+    stderr and return the payload entry that records the verdict ({} when not checkable)."""
+    from dpcli.algorithms.degenerate import check
+
+    verdict = check(model)
+    if verdict is None:
+        return {}
+    problem = verdict.problem()
+    if problem is not None:
+        ui.warn(problem)
+    return {"degeneracy": verdict.to_json()}
+
+
 def release_json(kind: str, payload: dict[str, Any], spec: Spec, plan: Plan, charge: Any,
                  seeded: bool, neighbouring: str | None = None) -> str:
     """The JSON text of a released artefact, tied to this run's spec, spend and ledger entry."""

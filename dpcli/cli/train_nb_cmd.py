@@ -82,6 +82,7 @@ def train_nb(
     from dpcli.budget import Budget
     from dpcli.cli.spend import (
         compute_stats,
+        degeneracy,
         noise_generator,
         preflight,
         release_json,
@@ -151,7 +152,7 @@ def train_nb(
                     yield batch
 
         model = nb.fit(stats, s.schema, chosen, plan, config, rng, reread=reread)
-        payload = {**model.to_payload(), "breakdown": plan.to_json()}
+        payload = {**model.to_payload(), "breakdown": plan.to_json(), **degeneracy(ui, model)}
         outputs.write_text(out, release_json("naive_bayes", payload, s, plan, charge,
                                              seeded=seed is not None))
         charge.outputs = outputs.commit()

@@ -94,6 +94,7 @@ def validate(
     from dpcli.algorithms import validate as tuning
     from dpcli.budget import Budget
     from dpcli.cli.spend import (
+        degeneracy,
         noise_generator,
         preflight,
         release_json,
@@ -219,7 +220,7 @@ def validate(
         report = tuning.fit_report(config, outcome, section.epsilon, n, m)
         model = tuning.LogRegModel(inputs.model_schema(s.schema, chosen), tuple(chosen),
                                    outcome.fit.weights, report)
-        payload = {**model.to_payload(), "breakdown": plan.to_json()}
+        payload = {**model.to_payload(), "breakdown": plan.to_json(), **degeneracy(ui, model)}
         outputs.write_text(out, release_json(tuning.KIND, payload, s, plan, charge,
                                              seeded=seed is not None))
         charge.outputs = outputs.commit()

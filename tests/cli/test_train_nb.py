@@ -303,3 +303,25 @@ def test_smooth_run_releases_what_keeping_every_value_would(project: Project, cl
     for part in ("mean", "variance"):
         np.testing.assert_allclose(payload["numeric"]["age"][part],
                                    getattr(model.numeric["age"], part), rtol=1e-12)
+
+
+@pytest.mark.parametrize("epsilon", [0.02, 5.0])
+def test_the_model_records_its_degeneracy_and_a_degenerate_one_is_said_on_stderr(
+        project: Project, cli, epsilon: float) -> None:
+    """Every binary model carries the verdict of the domain-wide check (free: released values
+    and declared domains only); a degenerate one is also a warning, a useful one is not."""
+    project.write_spec(lambda s: s["budget"].update(epsilon=20.0))
+    for seed in range(3):
+        r = _train(cli, project, "--epsilon", epsilon, "--seed", seed, "--columns", "age,color",
+                   out=f"m{seed}.json")
+        assert r.exit_code == 0, r.stderr
+        verdict = project.envelope(f"m{seed}.json")["payload"]["degeneracy"]
+        assert verdict["degenerate"] == ("degenerate model" in r.stderr), r.stderr
+        assert verdict["degenerate"] == (verdict["constant_score"]
+                                         or bool(verdict["never_predicted"]))
+        r = cli("predict", project.root / f"m{seed}.json", project.data,
+                "--out", project.root / f"p{seed}.parquet", "-q")
+        assert r.exit_code == 0, r.stderr
+        if verdict["never_predicted"]:
+            predicted = set(pd.read_parquet(project.root / f"p{seed}.parquet")["prediction"])
+            assert not predicted & set(verdict["never_predicted"])  # the claim holds on data

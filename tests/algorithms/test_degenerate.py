@@ -1,0 +1,102 @@
+"""The degeneracy check: exact over the declared domain, and what it says."""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from dpcli.algorithms import naive_bayes as nb
+from dpcli.algorithms.degenerate import _batch, _log_odds, check
+from dpcli.algorithms.inputs import model_schema
+from dpcli.algorithms.validate import LogRegModel
+from dpcli.data.encode import TokenSets
+from dpcli.data.schema import (
+    BinaryColumn,
+    CategoricalColumn,
+    Label,
+    NumericColumn,
+    Schema,
+    TokensColumn,
+)
+
+LABEL = Label("y", ("0", "1"), positive="1")
+VOCAB = ("a", "b", "c", "d")
+SCHEMA = Schema((NumericColumn("x", 0.0, 10.0), CategoricalColumn("c", ("r", "g")),
+                 BinaryColumn("b", ("no", "yes")),
+                 TokensColumn("t", VOCAB, Path("v.txt"), max_per_row=2)), LABEL)
+COLUMNS = ("x", "c", "b", "t")
+
+
+def _nb(rng: np.random.Generator, prior: tuple[float, float] = (50.0, 50.0)):
+    return nb.NaiveBayesModel(
+        schema=SCHEMA, columns=COLUMNS, config=nb.NBConfig(distribution="gaussian"),
+        class_counts=np.array(prior),
+        tables={"c": rng.integers(1, 30, (2, 3)).astype(float),
+                "b": rng.integers(1, 30, (2, 2)).astype(float),
+                "t": rng.integers(0, 50, (2, len(VOCAB))).astype(float)},
+        numeric={"x": nb.NumericParams(0.0, 10.0, rng.uniform(2, 8, 2), rng.uniform(1, 9, 2))})
+
+
+def _every_input() -> list[dict]:
+    """Every input of a coarse version of the domain: x on a grid, every level, every word set
+    of at most 2 words."""
+    sets = [s for r in range(3) for s in itertools.combinations(range(len(VOCAB)), r)]
+    return [{"x": x, "c": c, "b": b, "t": t}
+            for x in np.linspace(0, 10, 2049) for c in range(3) for b in range(2) for t in sets]
+
+
+def _brute(model) -> tuple[float, float]:
+    rows = _every_input()
+    offsets = np.cumsum([0, *(len(r["t"]) for r in rows)]).astype(np.int64)
+    indices = np.array([i for r in rows for i in r["t"]], dtype=np.int32)
+    batch = _batch({"x": np.array([r["x"] for r in rows]),
+                    "c": np.array([r["c"] for r in rows], dtype=np.int32),
+                    "b": np.array([r["b"] for r in rows], dtype=np.int8),
+                    "t": TokenSets(offsets, indices)}, len(rows))
+    values = _log_odds(model, batch)
+    return float(values.min()), float(values.max())
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_the_naive_bayes_range_is_that_of_every_input(seed: int) -> None:
+    """The column-by-column range equals a brute force over every input of the domain (x on
+    the same grid, so the two must agree to rounding)."""
+    model = _nb(np.random.default_rng(seed))
+    verdict = check(model)
+    assert verdict is not None
+    assert verdict.log_odds == pytest.approx(_brute(model), abs=1e-9)
+
+
+def test_a_prior_that_swamps_every_feature_never_predicts_the_rare_class() -> None:
+    model = _nb(np.random.default_rng(4), prior=(1e9, 0.0))
+    verdict = check(model)
+    assert verdict.never == ("1",) and verdict.degenerate and not verdict.constant
+    assert "no input in the declared domain is predicted class '1'" in verdict.problem()
+    assert verdict.to_json()["never_predicted"] == ["1"]
+
+
+def test_a_model_without_information_gives_one_score() -> None:
+    schema = model_schema(SCHEMA, ("x", "c", "b"))
+    weights = np.zeros(1 + 1 + 3 + 2)
+    verdict = check(LogRegModel(schema, ("x", "c", "b"), weights, {}))
+    assert verdict.constant and verdict.never == ("1",)  # σ(0) = 1/2: a tie goes to class 0
+    assert "same score to every input" in verdict.problem()
+
+
+def test_a_useful_logistic_regression_is_not_flagged() -> None:
+    schema = model_schema(SCHEMA, ("x", "c", "b"))
+    weights = np.array([0.0, 2.0, 0.5, -0.5, 0.0, 0.3, -0.3])
+    verdict = check(LogRegModel(schema, ("x", "c", "b"), weights, {}))
+    assert not verdict.degenerate and verdict.problem() is None
+    lo, hi = verdict.log_odds
+    assert lo < 0 < hi
+
+
+def test_more_than_two_classes_are_not_judged() -> None:
+    three = Schema(SCHEMA.columns, Label("y", ("a", "b", "c"), positive=None))
+    model = _nb(np.random.default_rng(5))
+    model.schema = three
+    assert check(model) is None

@@ -106,6 +106,31 @@ def check(model: Any) -> Verdict | None:
     return Verdict(classes, (lo, hi), never)
 
 
+def check_cells(model: Any) -> Verdict | None:
+    """The verdict for a grid synopsis used as a histogram classifier (binary labels only).
+
+    Every cell of the grid is some input of the declared domain (the nodes cover
+    every declared value), so the outputs over the domain are exactly the
+    cells' scores, plus the prior's when a declared value falls in no node.
+    """
+    schema = model.schema
+    if len(schema.label.classes) != 2:
+        return None
+    counts = model.counts
+    share = (counts + model.prior) / (counts.sum(axis=1, keepdims=True) + 1.0)
+    if model.has_values_in_no_node():
+        share = np.vstack([share, model.prior[None, :]])
+    pos = schema.label.positive_index
+    pos = 1 if pos is None else pos
+    out = np.empty_like(share)
+    out[:, pos], out[:, 1 - pos] = share[:, 1], share[:, 0]
+    log_odds = np.log(np.maximum(out[:, 1], 1e-300)) - np.log(np.maximum(out[:, 0], 1e-300))
+    predicted = set(np.argmax(out, axis=1).tolist())
+    classes = tuple(schema.label.classes)
+    never = tuple(c for code, c in enumerate(classes) if code not in predicted)
+    return Verdict(classes, (float(log_odds.min()), float(log_odds.max())), never)
+
+
 def _log_odds(model: Any, batch: EncodedBatch) -> np.ndarray:
     """log P(class 1 | x) − log P(class 0 | x), without the saturation of probabilities."""
     if hasattr(model, "joint_log_likelihood"):

@@ -154,6 +154,10 @@ class GridModel:
                 table[code[v]] = k
         return table
 
+    def has_values_in_no_node(self) -> bool:
+        """Whether some declared value falls in no node (such a row is scored by the prior)."""
+        return any(m.dtype.kind != "f" and bool((m < 0).any()) for m in self._maps)
+
     def cells(self, batch: EncodedBatch) -> np.ndarray:
         """Cell index per row (−1 for a row with a value in no node)."""
         flat = np.zeros(batch.n, dtype=np.int64)

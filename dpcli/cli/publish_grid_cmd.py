@@ -67,11 +67,14 @@ def publish_grid(
     """
     import hashlib
 
+    import numpy as np
+
     from dpcli.algorithms import privpfc
     from dpcli.algorithms import synopsis as syn_io
     from dpcli.budget import Budget
     from dpcli.cli.spend import (
         compute_stats,
+        degeneracy,
         noise_generator,
         preflight,
         release_json,
@@ -134,8 +137,11 @@ def publish_grid(
         with ui.progress("scoring", d.pool_size if d.select_k is None else None, "grids") \
                 as advance:
             synopsis = privpfc.publish(stats.joint, hierarchies, d, positive, rng, advance)
-        cells = syn_io.parquet_bytes(syn_io.cells_table(synopsis))
+        table = syn_io.cells_table(synopsis)
+        cells = syn_io.parquet_bytes(table)
         payload = syn_io.payload(synopsis, s.schema, hashlib.sha256(cells).hexdigest())
+        counts = np.column_stack([table.column(c).to_numpy() for c in syn_io.COUNT_COLUMNS])
+        payload |= degeneracy(ui, syn_io.GridModel(payload, counts, grid_file))
         outputs.write_bytes(cells_file, cells)
         outputs.write_text(grid_file, release_json(syn_io.KIND, payload, s, plan, charge,
                                                    seeded=seed is not None))

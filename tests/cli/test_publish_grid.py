@@ -497,3 +497,23 @@ def test_roc_and_evaluate_accept_the_grid_model(project: Project, cli) -> None:
     assert [(e["command"], e["epsilon"]) for e in project.reserves()] == [
         ("publish-grid", 0.5), ("roc", 0.2), ("evaluate", 0.2)]
     assert sum(Fraction(str(e["epsilon"])) for e in project.reserves()) == Fraction("0.9")
+
+
+@pytest.mark.parametrize("epsilon", [0.05, 5.0])
+def test_the_synopsis_records_its_degeneracy_as_a_classifier(project: Project, cli,
+                                                             epsilon: float) -> None:
+    """Every cell of the grid is some input of the declared domain, so the check is exact: a
+    synopsis whose cells all favour one class never predicts the other (said on stderr and in
+    grid.json), and predictions on data agree."""
+    _grid_spec(project, budget=30.0)
+    for seed in range(3):
+        r = _publish(cli, project, "--epsilon", epsilon, "--seed", seed, out=f"syn{seed}")
+        assert r.exit_code == 0, r.stderr
+        verdict = _payload(project.root / f"syn{seed}")["degeneracy"]
+        assert verdict["degenerate"] == ("degenerate model" in r.stderr), r.stderr
+        out = project.root / f"p{seed}.parquet"
+        r = cli("predict", project.root / f"syn{seed}" / "grid.json", project.data, "--out", out,
+                "-q")
+        assert r.exit_code == 0, r.stderr
+        predicted = set(pd.read_parquet(out)["prediction"].astype(str))
+        assert not predicted & set(verdict["never_predicted"])

@@ -156,11 +156,13 @@ class VerifyReport:
 
 @dataclass(frozen=True)
 class Repair:
-    """What ``repair_ledger`` dropped."""
+    """What ``repair_ledger`` dropped (or, for a whole line that lost only its final
+    newline, completed: ``newline_only``)."""
 
-    line: int  # 1-based number of the dropped line
+    line: int  # 1-based number of the dropped (or completed) line
     dropped: bytes
     kept_bytes: int
+    newline_only: bool = False
 
 
 def canonical(obj: Any) -> str:
@@ -620,12 +622,19 @@ def repair_ledger(path: Path, dataset: str,
         torn = _find_torn(ledger.file, fd, key, path)
         if torn is None or not confirm(torn):
             return None
-        os.ftruncate(fd, torn.kept_bytes)
+        if torn.newline_only:
+            os.lseek(fd, torn.kept_bytes, os.SEEK_SET)
+            os.write(fd, b"\n")
+        else:
+            os.ftruncate(fd, torn.kept_bytes)
         os.fsync(fd)
         fold = _load_state(ledger.file, fd, key, path=ledger.path)
+        gone = b"" if torn.newline_only else torn.dropped
         entry = ledger._common("repair", fold.entries, fold.head) | {
-            "dropped_line": torn.line, "dropped_bytes": len(torn.dropped),
-            "dropped_sha256": hashlib.sha256(torn.dropped).hexdigest()}
+            "dropped_line": torn.line, "dropped_bytes": len(gone),
+            "dropped_sha256": hashlib.sha256(gone).hexdigest()}
+        if torn.newline_only:
+            entry["completed_line"] = torn.line  # nothing dropped: its final newline restored
         _append(ledger.file, fd, key, fold, entry, path=ledger.path)
     return torn
 
@@ -988,11 +997,45 @@ def _find_torn(real: Path, fd: int, key: bytes, path: Path) -> Repair | None:
     if not torn:
         raise LedgerError(f"{path}: the last line is complete JSON but fails verification "
                           f"({fold.problems[0]}): it is not torn; restore the ledger from a backup")
-    prefix = _scan(fd, _read_checkpoint(real, key), key, limit=kept)
+    checkpoint = _read_checkpoint(real, key)
+    if not dropped.endswith(b"\n"):
+        # a whole, valid entry that lost only its final newline is completed, never dropped:
+        # it may record a charge (and the checkpoint may count it)
+        end = os.fstat(fd).st_size
+        whole = _scan_bytes(fd, end, b"\n", checkpoint, key)
+        if not whole.problems:
+            return Repair(last, dropped, end, newline_only=True)
+    prefix = _scan(fd, checkpoint, key, limit=kept)
     if prefix.problems:
         raise LedgerError(f"{path}: without its last line the ledger still fails verification "
                           f"({prefix.problems[0]}); restore it from a backup")
+    if checkpoint is not None and int(checkpoint["entries"]) > prefix.entries:
+        # the checkpoint is written after a line is complete: it counts this line, so the
+        # line was whole once and dropping it would un-spend a run
+        raise LedgerError(f"{path}: the checkpoint records line {last} as written; it was "
+                          "damaged after the fact, not torn by a crash: restore the ledger from "
+                          "a backup")
     return Repair(last, dropped, kept)
+
+
+def _scan_bytes(fd: int, end: int, extra: bytes, checkpoint: dict[str, Any] | None,
+                key: bytes) -> _Fold:
+    """The fold of the file's first ``end`` bytes followed by ``extra`` (nothing is written)."""
+    import tempfile
+
+    with tempfile.TemporaryFile() as tmp:
+        with os.fdopen(os.dup(fd), "rb") as handle:
+            handle.seek(0)
+            remaining = end
+            while remaining > 0:
+                chunk = handle.read(min(remaining, 1 << 20))
+                if not chunk:
+                    break
+                tmp.write(chunk)
+                remaining -= len(chunk)
+        tmp.write(extra)
+        tmp.flush()
+        return _scan(tmp.fileno(), checkpoint, key)
 
 
 # -- module internals ------------------------------------------------------

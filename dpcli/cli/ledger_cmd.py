@@ -219,15 +219,19 @@ def repair(spec: SpecOpt,
 
     def confirm(torn: Repair) -> bool:
         shown = torn.dropped.decode("utf-8", "backslashreplace")
-        ui.say(f"torn line {torn.line} ({len(torn.dropped)} bytes) would be dropped:",
-               markup=False)
+        if torn.newline_only:
+            ui.say(f"line {torn.line} is a whole, valid entry that lost only its final newline; "
+                   "the newline would be restored (nothing dropped):", markup=False)
+        else:
+            ui.say(f"torn line {torn.line} ({len(torn.dropped)} bytes) would be dropped:",
+                   markup=False)
         ui.say(f"  {shown[:2000]}", markup=False)
         if yes:
             return True
         if not sys.stdin.isatty():
             refused.append("no terminal to confirm on: pass --yes to drop it")
             return False
-        answer = input("drop it and record the repair? [y/N] ")
+        answer = input("repair it and record the repair? [y/N] ")
         if answer.strip().lower() not in ("y", "yes"):
             refused.append("not confirmed: nothing changed")
             return False
@@ -241,6 +245,9 @@ def repair(spec: SpecOpt,
                       "dropped_line": done.line if done else None})
     if done is None:
         ui.say(f"{s.ledger_path}: nothing to repair (it verifies)", markup=False)
+    elif done.newline_only:
+        ui.say(f"restored the final newline of line {done.line} of {s.ledger_path} and "
+               "recorded the repair", markup=False)
     else:
         ui.say(f"dropped torn line {done.line} of {s.ledger_path} and recorded the repair",
                markup=False)

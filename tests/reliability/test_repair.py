@@ -68,3 +68,36 @@ def test_repair_refuses_anything_but_a_torn_last_line(project: Project, cli,
     assert r.exit_code == 2
     assert "restore" in r.stderr and "backup" in r.stderr
     assert project.ledger.read_bytes() == before
+
+
+def test_a_whole_entry_that_lost_only_its_newline_is_completed_not_dropped(
+        project: Project, cli) -> None:
+    """`truncate -s -1 ledger.jsonl`: the last entry (a run's `complete`, which the checkpoint
+    counts) is whole but for its newline. Dropping it would un-record a run and leave a ledger
+    the checkpoint no longer matches; repair restores the newline instead."""
+    spend(project, cli, "a.csv")
+    intact = project.ledger.read_bytes()
+    project.ledger.write_bytes(intact[:-1])
+    assert not verify_file(project.ledger).ok
+    r = cli("ledger", "repair", "--spec", project.spec, "--yes")
+    assert r.exit_code == 0, r.stderr
+    assert "restored the final newline of line" in r.stderr
+    assert project.ledger.read_bytes().startswith(intact)  # every byte of every entry kept
+    repair = read_entries(project.ledger)[-1]
+    assert repair["kind"] == "repair" and repair["dropped_bytes"] == 0
+    assert repair["completed_line"] == repair["dropped_line"]
+    assert verify_file(project.ledger).ok
+    spend(project, cli, "b.csv")
+
+
+def test_repair_never_drops_a_line_the_checkpoint_counts(project: Project, cli) -> None:
+    """A last line damaged after it was written (the checkpoint counts it) is not a crash's torn
+    line: dropping it would un-spend a run, so repair refuses and changes nothing."""
+    spend(project, cli, "a.csv")
+    intact = project.ledger.read_bytes()
+    damaged = intact[:-40] + b"\n"   # the last entry cut short, a newline after it
+    project.ledger.write_bytes(damaged[:-1])
+    r = cli("ledger", "repair", "--spec", project.spec, "--yes")
+    assert r.exit_code == 2
+    assert "restore the ledger from a backup" in r.stderr
+    assert project.ledger.read_bytes() == damaged[:-1]

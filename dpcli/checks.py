@@ -132,10 +132,15 @@ def scalar_list(value: Any, where: Where, min_len: int = 1) -> tuple[str, ...]:
 
 
 def resolve_path(value: Any, where: Where) -> Path:
-    """A path from the spec, relative paths taken against the spec file's folder."""
+    """A path from the spec, relative paths taken against the folder of the spec file itself.
+
+    A symlinked spec resolves them where the file really is: reached from another
+    folder, the same spec names the same ledger (not a second, fresh one there).
+    """
     text = string(value, where)
     path = Path(text).expanduser()
-    return Path(os.path.normpath(path if path.is_absolute() else where.file.parent / path))
+    base = Path(os.path.realpath(where.file)).parent
+    return Path(os.path.normpath(path if path.is_absolute() else base / path))
 
 
 def _kind(value: Any) -> str:

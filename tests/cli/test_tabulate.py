@@ -179,3 +179,16 @@ def test_a_hard_linked_ledger_is_refused_with_the_reason(project: Project, cli) 
     assert "hard links" in r.stderr and "symlink" in r.stderr, r.stderr
     other.unlink()
     assert project.no_runs() and not (project.root / "x.csv").exists()
+
+
+def test_a_symlinked_spec_spends_from_its_own_ledger(project: Project, cli,
+                                                      tmp_path_factory) -> None:
+    """A spec reached through a symlink in another folder resolves its relative paths (the
+    ledger, the vocabulary) where the spec really is: the same budget, never a fresh one."""
+    elsewhere = tmp_path_factory.mktemp("elsewhere")
+    (elsewhere / "spec.yaml").symlink_to(project.spec)
+    r = cli("tabulate", project.data, "--spec", elsewhere / "spec.yaml",
+            "--out", elsewhere / "o.csv", "--epsilon", 0.1)
+    assert r.exit_code == 0, r.stderr
+    assert not (elsewhere / "ledger.jsonl").exists()
+    assert len(project.reserves()) == 1

@@ -35,12 +35,20 @@ def init(spec: SpecOpt, json: JsonOpt = False, quiet: QuietOpt = False,
 
         dpcli ledger init --spec configs/adult.yaml
     """
-    from dpcli.ledger import init_ledger, key_path
+    from dpcli.ledger import init_ledger, key_path, read_entries
     from dpcli.spec import load_spec
 
     ui = UI(quiet=quiet, json=json)
     s = load_spec(spec)
     outcome = init_ledger(s.ledger_path, s.dataset, s.budget)
+    others = sorted({e["dataset"] for e in read_entries(s.ledger_path)
+                     if e["kind"] == "genesis" and e["dataset"] != s.dataset})
+    if others:
+        # a renamed id plus init is a fresh budget: right for new data, wrong for the same data
+        ui.warn(f"{s.ledger_path} already holds dataset(s) {', '.join(others)}; {s.dataset!r} "
+                "now has a budget of its own. If it is data already released under one of "
+                "those ids, that is a fresh budget for the same people: keep the old id in the "
+                "spec instead")
     if json:
         ui.emit_json({"ledger": str(s.ledger_path), "dataset": s.dataset, "outcome": outcome,
                       "created": outcome == "created", "key": str(key_path(s.ledger_path))})

@@ -192,3 +192,12 @@ def test_a_symlinked_spec_spends_from_its_own_ledger(project: Project, cli,
     assert r.exit_code == 0, r.stderr
     assert not (elsewhere / "ledger.jsonl").exists()
     assert len(project.reserves()) == 1
+
+
+def test_init_of_a_second_dataset_in_a_shared_ledger_warns(project: Project, cli) -> None:
+    """A renamed id plus `ledger init` is a fresh budget: allowed (ledgers are shared by
+    datasets), but said, naming the datasets the ledger already holds."""
+    project.write_spec(lambda s: s.update(dataset="renamed"), sync=False)
+    r = cli("ledger", "init", "--spec", project.spec)
+    assert r.exit_code == 0, r.stderr
+    assert "already holds dataset(s) toy" in r.stderr and "fresh budget" in r.stderr

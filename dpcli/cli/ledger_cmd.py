@@ -252,6 +252,14 @@ def repair(spec: SpecOpt,
         ui.emit_json({"ledger": str(s.ledger_path), "repaired": done is not None,
                       "dropped_line": done.line if done else None})
     if done is None:
+        from dpcli.errors import LedgerError
+        from dpcli.ledger import verify_file
+
+        report = verify_file(s.ledger_path)
+        if not report.ok:  # e.g. a deleted checkpoint: not a torn line, and not repairable
+            raise LedgerError(f"{s.ledger_path}: no torn last line to repair, but the ledger "
+                              f"fails verification: {report.problems[0]}; restore the damaged "
+                              "file from a backup")
         ui.say(f"{s.ledger_path}: nothing to repair (it verifies)", markup=False)
     elif done.newline_only:
         ui.say(f"restored the final newline of line {done.line} of {s.ledger_path} and "

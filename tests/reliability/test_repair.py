@@ -101,3 +101,16 @@ def test_repair_never_drops_a_line_the_checkpoint_counts(project: Project, cli) 
     assert r.exit_code == 2
     assert "restore the ledger from a backup" in r.stderr
     assert project.ledger.read_bytes() == damaged[:-1]
+
+
+def test_repair_does_not_call_a_ledger_without_its_checkpoint_fine(project: Project,
+                                                                     cli) -> None:
+    """verify and spends refuse a ledger whose checkpoint is gone; repair must not answer
+    'nothing to repair (it verifies)' then."""
+    from dpcli.ledger import head_path
+
+    spend(project, cli, "a.csv")
+    head_path(project.ledger).unlink()
+    r = cli("ledger", "repair", "--spec", project.spec, "--yes")
+    assert r.exit_code == 2
+    assert "fails verification" in r.stderr and "checkpoint" in r.stderr

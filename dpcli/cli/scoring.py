@@ -107,9 +107,11 @@ def _resolve(spec: Spec, model: Path | None, score_column: str | None,
     from dpcli.data.schema import NumericColumn
     from dpcli.predict import labelled_schema, load_model, score_schema
 
-    if (model is None) == (score_column is None):
-        raise UsageError("give the scores to evaluate: --model MODEL.json or --score-column "
-                         "COLUMN (with its range), not both")
+    if model is None and score_column is None:
+        raise UsageError("give the scores to evaluate: --model FILE (a model dpcli wrote) or "
+                         "--score-column COLUMN with --score-range LOW,HIGH")
+    if model is not None and score_column is not None:
+        raise UsageError("give --model or --score-column, not both")
     if model is not None:
         if score_range is not None:
             raise UsageError("--score-range applies to --score-column; a model's scores are "

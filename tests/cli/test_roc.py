@@ -293,3 +293,10 @@ def test_batches_do_not_change_a_seeded_release(project: Project, cli, scored, a
         payloads.append(json.loads(path.read_text())["payload"])
     assert len(batches) == 58 and sum(batches) == 400
     assert payloads[0] == payloads[1]
+
+
+def test_roc_without_scores_says_what_to_give(project: Project, cli, scored) -> None:
+    r = cli("roc", scored, "--spec", project.spec, "--out", project.root / "r", "--epsilon", 0.3)
+    assert r.exit_code == 2
+    assert "--model FILE" in r.stderr and "--score-column" in r.stderr
+    assert "not both" not in r.stderr and _entries(project) == 0

@@ -840,8 +840,8 @@ def report(cells: list[dict], infos: dict, args, env: dict, wall: float) -> str:
           "without any warning on stderr (any warning counts, even one about something else, "
           "such as validate's note on its selection noise: a generous reading); "
           f"✗: runs that failed or timed out (each dpcli command runs with its heap capped "
-          f"at {args.memory_gb:g} GiB by `prlimit --data` and a {args.timeout:g} s timeout: "
-          "a MemoryError there is the cap). Protocol: this file's docstring "
+          f"at {args.memory_gb:g} GiB by `prlimit --data` (`--memory-gb`) and a timeout "
+          "(`--timeout`): a MemoryError there is the cap). Protocol: this file's docstring "
           "(`benchmarks/suite.py`).", "", "## Summary (computed from the cells, ε ≥ 0.5)", "",
           *learner_table(cells, names, epsilons, learners), "",
           *findings(cells, names, epsilons, learners), "", "## Datasets", "",

@@ -814,11 +814,15 @@ def coverage(cells: list[dict], names, epsilons, learners, seeds: int) -> str:
 def report(cells: list[dict], infos: dict, args, env: dict, wall: float) -> str:
     epsilons, learners = args.epsilons, args.learners
     names = [n for n in args.datasets if n in infos]
+    busy = sum(c.get("wall_s", 0) for c in cells if c["kind"] == "dpcli")
     md = ["# dpcli across public datasets (issue 20 benchmark suite)", "",
           f"`python benchmarks/suite.py {' '.join(sys.argv[1:])}` — measured on commit "
-          f"`{env['git_head']}`{' (dpcli tree modified)' if env['dpcli_tree_modified'] else ''}"
-          f", {env['date_utc']}; this invocation {wall / 60:.1f} min on "
-          f"{env['cpus_usable']} CPUs shared with other work (timings are under load).", "",
+          f"`{env['git_head']}` (dpcli/ as of its last change, `{env['dpcli_last_commit']}`)"
+          f"{' (dpcli tree modified)' if env['dpcli_tree_modified'] else ''}"
+          f", {env['date_utc']}; this invocation {wall / 60:.1f} min"
+          + (" (the report only; the cells come from the cache)" if args.report_only else "")
+          + f"; the dpcli runs below took {busy / 3600:.1f} h of wall time in all, "
+          f"on {env['cpus_usable']} CPUs shared with other work (timings are under load).", "",
           "**Subset covered:** datasets " + ", ".join(names) + "; learners "
           + ", ".join(learners) + "; ε ∈ {" + ", ".join(f"{e:g}" for e in epsilons)
           + f"}}; {args.seeds} seed(s) per cell (repetitions 0..{args.seeds - 1}); plus the "
@@ -836,8 +840,8 @@ def report(cells: list[dict], infos: dict, args, env: dict, wall: float) -> str:
           "without any warning on stderr (any warning counts, even one about something else, "
           "such as validate's note on its selection noise: a generous reading); "
           f"✗: runs that failed or timed out (each dpcli command runs with its heap capped "
-          f"at {args.memory_gb:g} GiB by `prlimit --data` and a {args.timeout:g} s timeout: "
-          "a MemoryError there is the cap). Protocol: this file's docstring "
+          f"at {args.memory_gb:g} GiB by `prlimit --data` (`--memory-gb`) and a timeout "
+          "(`--timeout`): a MemoryError there is the cap). Protocol: this file's docstring "
           "(`benchmarks/suite.py`).", "", "## Summary (computed from the cells, ε ≥ 0.5)", "",
           *learner_table(cells, names, epsilons, learners), "",
           *findings(cells, names, epsilons, learners), "", "## Datasets", "",
@@ -980,7 +984,9 @@ def main() -> None:
                     if (c := load_cell(n, lr, eps, rep)) is not None:
                         cells.append(c)
     wall = time.perf_counter() - t0
-    env = environment("sklearn", "diffprivlib", "scipy")
+    last = subprocess.run(["git", "log", "-1", "--format=%h", "--", "dpcli"], cwd=ROOT,
+                          capture_output=True, text=True).stdout.strip()
+    env = environment("sklearn", "diffprivlib", "scipy", dpcli_last_commit=last)
     text = report(cells, infos, args, env, wall)
     payload = {"benchmark": NAME, "argv": sys.argv[1:], "environment": env,
                "subset": {"datasets": list(infos), "learners": args.learners,

@@ -107,10 +107,9 @@ ALMOST_ONE_CLASS = 1e-3          # a class predicted on fewer rows than this sha
 TIMEOUT = 1800.0                 # seconds per dpcli command
 MEMORY_GB = 6.0                  # heap cap per dpcli command (prlimit --data): protects the
                                  # machine's other work; a command over it fails, reported
-# brc-partial declares the label public as well as the listed columns. Today dpcli reads that
-# from `label_private: false` (its default); issue 26 makes the declaration explicit (a
-# schema `label: {public: true}` or `train-brc: label_public: true`): update it HERE only.
-BRC_PARTIAL_LABEL: dict = {"label_private": False}
+# brc-partial declares the label public as well as the listed columns: the spec's label section
+# says `public: true` (dpcli refuses public columns with nothing said about the label)
+BRC_PARTIAL_LABEL: dict = {"public": True}
 
 LEARNERS = ("nb-global", "nb-smooth", "validate", "brc-private", "brc-partial", "grid", "fs-nb")
 # learner -> (diffprivlib nearest, non-private reference)
@@ -389,7 +388,8 @@ def run_spec(name: str, learner: str, folder: Path) -> Path:
     if learner == "brc-partial":
         public = list(DATASETS[name].brc_public)
         spec["train-brc"] = {"epsilon": 1.0,        # required key; --epsilon overrides it
-                             **spec.get("train-brc", {}), "public": public, **BRC_PARTIAL_LABEL}
+                             **spec.get("train-brc", {}), "public": public}
+        spec["label"] = {**spec["label"], **BRC_PARTIAL_LABEL}
     path = folder / "spec.yaml"
     path.write_text(yaml.safe_dump(spec, sort_keys=False, allow_unicode=True))
     return path

@@ -505,9 +505,9 @@ class Ledger:
         rather than that the key beside the other name is missing.
         """
         if self.file.exists():
-            links = self.file.stat().st_nlink
-            if links > 1:
-                raise LedgerError(_hard_links_message(self.file, links))
+            st = self.file.stat()
+            if stat.S_ISREG(st.st_mode) and st.st_nlink > 1:  # a folder is refused on opening
+                raise LedgerError(_hard_links_message(self.file, st.st_nlink))
             return
         sidecars = [p for p in (key_path(self.file), head_path(self.file)) if p.exists()]
         if sidecars:

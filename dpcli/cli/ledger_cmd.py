@@ -248,9 +248,6 @@ def repair(spec: SpecOpt,
     done = repair_ledger(s.ledger_path, s.dataset, confirm)
     if refused:
         raise UsageError(refused[0])
-    if json:
-        ui.emit_json({"ledger": str(s.ledger_path), "repaired": done is not None,
-                      "dropped_line": done.line if done else None})
     if done is None:
         from dpcli.errors import LedgerError
         from dpcli.ledger import verify_file
@@ -260,10 +257,13 @@ def repair(spec: SpecOpt,
             raise LedgerError(f"{s.ledger_path}: no torn last line to repair, but the ledger "
                               f"fails verification: {report.problems[0]}; restore the damaged "
                               "file from a backup")
-        ui.say(f"{s.ledger_path}: nothing to repair (it verifies)", markup=False)
+        said = "nothing to repair (it verifies)"
     elif done.newline_only:
-        ui.say(f"restored the final newline of line {done.line} of {s.ledger_path} and "
-               "recorded the repair", markup=False)
+        said = f"restored the final newline of line {done.line} and recorded the repair"
     else:
-        ui.say(f"dropped torn line {done.line} of {s.ledger_path} and recorded the repair",
-               markup=False)
+        said = f"dropped torn line {done.line} and recorded the repair"
+    if json:
+        ui.emit_json({"ledger": str(s.ledger_path), "repaired": done is not None,
+                      "dropped_line": done.line if done and not done.newline_only else None,
+                      "completed_line": done.line if done and done.newline_only else None})
+    ui.say(f"{s.ledger_path}: {said}", markup=False)

@@ -128,11 +128,16 @@ class EvaluateSection(ScoreSource):
 
 @dataclass(frozen=True)
 class PublishGridSection:
-    """``publish-grid``: PrivPfC's synopsis; None leaves max_pool to ``privpfc.MAX_POOL``."""
+    """``publish-grid``: PrivPfC's synopsis; None leaves max_pool to ``privpfc.MAX_POOL``.
+
+    ``decision`` is the histogram classifier's rule (``dpcli.algorithms.synopsis.GridModel``):
+    ``balanced`` (default) or ``majority``.
+    """
 
     epsilon: float
     max_pool: int | None = None
     columns: tuple[str, ...] = ()
+    decision: str = "balanced"
 
 
 @dataclass(frozen=True)
@@ -456,9 +461,15 @@ def _parse_evaluate(raw: Any, where: Where, schema: Schema) -> EvaluateSection:
 
 
 def _parse_publish_grid(raw: Any, where: Where, schema: Schema) -> PublishGridSection:
-    raw = checks.mapping(raw, where, allowed={"epsilon", "max_pool", "columns"},
+    raw = checks.mapping(raw, where, allowed={"epsilon", "max_pool", "columns", "decision"},
                          required={"epsilon"})
     out: dict[str, Any] = {"epsilon": checks.epsilon(raw["epsilon"], where / "epsilon")}
+    if "decision" in raw:
+        decision = raw["decision"]
+        if decision not in ("balanced", "majority"):
+            raise (where / "decision").error(f"must be 'balanced' or 'majority', got "
+                                             f"{decision!r}")
+        out["decision"] = decision
     if "max_pool" in raw:
         out["max_pool"] = checks.integer(raw["max_pool"], where / "max_pool", minimum=1)
     if "columns" in raw:

@@ -62,7 +62,7 @@ def init(spec: SpecOpt, json: JsonOpt = False, quiet: QuietOpt = False,
 @handle_errors
 def show(spec: SpecOpt, json: JsonOpt = False, quiet: QuietOpt = False,
          verbose: VerboseOpt = False) -> None:
-    """Show the dataset's budget (total, spent, remaining) and one row per run.
+    """Show the dataset's budget (total, spent, remaining) and one row per run, on stdout.
 
     Runs that reserved budget but never finished (killed, crashed) show as
     'interrupted': their charge stays.
@@ -102,12 +102,12 @@ def show(spec: SpecOpt, json: JsonOpt = False, quiet: QuietOpt = False,
                       *([format_amount(r.delta)] if use_delta else []), r.status,
                       "yes" if r.seeded else "")
     if summary.runs:
-        ui.show(table)
+        ui.result(table)
     else:
-        ui.say(f"dataset {s.dataset}: no runs recorded yet in {s.ledger_path}", markup=False)
+        ui.result(f"dataset {s.dataset}: no runs recorded yet in {s.ledger_path}")
     _relaxed_runs(ui, summary.runs)
-    ui.show(f"total {summary.total}   spent {summary.spent}   "
-            f"remaining {summary.remaining}   runs {len(summary.runs)}")
+    ui.result(f"total {summary.total}   spent {summary.spent}   "
+              f"remaining {summary.remaining}   runs {len(summary.runs)}")
 
 
 def _relaxed_runs(ui: UI, runs: list) -> None:

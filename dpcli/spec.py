@@ -269,6 +269,17 @@ class Spec:
         return self.sections[name]
 
 
+def _todos(raw: Any, where: Where) -> list[Where]:
+    """The spec's TODO placeholders and, when it names a schema file, that file's too."""
+    found = checks.todos(raw, where)
+    schema = raw.get("schema") if isinstance(raw, dict) else None
+    if isinstance(schema, str):
+        path = checks.resolve_path(schema, where / "schema")
+        if path.is_file():
+            found += checks.todos(checks.load_yaml(path), Where(path))
+    return found
+
+
 def load_spec(path: Path | str) -> Spec:
     """Read and validate the spec at ``path``; raise SpecError (exit 2) naming file and key."""
     path = Path(path)
@@ -276,6 +287,7 @@ def load_spec(path: Path | str) -> Spec:
     raw = checks.load_yaml(path)
     if raw is None:
         raise where.error("is empty")
+    checks.refuse_todos(_todos(raw, where))
     raw = checks.mapping(raw, where, allowed=_TOP_KEYS,
                          required={"dataset", "budget", "ledger", "label", "schema"})
 

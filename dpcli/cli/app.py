@@ -10,6 +10,7 @@ import typer
 from dpcli import __version__
 from dpcli.cli import (
     evaluate_cmd,
+    init_cmd,
     inspect_cmd,
     ledger_cmd,
     predict_cmd,
@@ -44,6 +45,7 @@ app = typer.Typer(
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 app.add_typer(ledger_cmd.app, name="ledger")
+app.command("init")(init_cmd.init)
 app.command("inspect")(inspect_cmd.inspect)
 app.command("tabulate")(tabulate_cmd.tabulate)
 app.command("select-features")(select_features_cmd.select_features)

@@ -16,6 +16,7 @@ from dpcli.cli import (
     predict_cmd,
     publish_grid_cmd,
     roc_cmd,
+    schema_cmd,
     select_features_cmd,
     synthesize_cmd,
     tabulate_cmd,
@@ -46,6 +47,7 @@ app = typer.Typer(
 )
 app.add_typer(ledger_cmd.app, name="ledger")
 app.command("init")(init_cmd.init)
+app.add_typer(schema_cmd.app, name="schema")
 app.command("inspect")(inspect_cmd.inspect)
 app.command("tabulate")(tabulate_cmd.tabulate)
 app.command("select-features")(select_features_cmd.select_features)

@@ -15,6 +15,7 @@ from dpcli.cli.common import (
     ProgressOpt,
     QuietOpt,
     ReportOpt,
+    ReuseOpt,
     SeedOpt,
     SourceArg,
     SpecOpt,
@@ -45,6 +46,7 @@ def publish_grid(
     progress: ProgressOpt = False,
     engine: EngineOpt = "local",
     report: ReportOpt = False,
+    reuse: ReuseOpt = False,
     verbose: VerboseOpt = False,
 ) -> None:
     """Publish a private grid synopsis (PrivPfC): noisy class counts over a chosen grid.

@@ -14,6 +14,7 @@ from dpcli.cli.common import (
     ProgressOpt,
     QuietOpt,
     ReportOpt,
+    ReuseOpt,
     SeedOpt,
     SourceArg,
     SpecOpt,
@@ -50,6 +51,7 @@ def suggest(
     quiet: QuietOpt = False,
     progress: ProgressOpt = False,
     report: ReportOpt = False,
+    reuse: ReuseOpt = False,
     verbose: VerboseOpt = False,
 ) -> None:
     """Suggest, privately, the numeric bounds and category lists a spec still marks TODO.

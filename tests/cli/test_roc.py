@@ -65,7 +65,9 @@ def test_roc_with_a_model_writes_curve_files_and_charges(project: Project, cli, 
     assert p["parameters"]["k"] == 6 and len(p["thresholds"]) == 63  # ceil(log2 400) - 3
     assert p["auc"] == pytest.approx(summary["auc"]) and p["model_kind"] == "naive_bayes"
     assert len(p["points"]) == len(curve) and p["compare_true"] is False
-    assert [s["step"] for s in p["breakdown"]] == ["thresholds", "counts"]
+    assert [s["step"] for s in p["breakdown"]] == ["thresholds", "counts", "auc"]
+    assert p["scale"]["transform"] == "logit"  # naive Bayes gives log-odds
+    assert 0 < p["auc_error"] < 1 and p["curve_auc"] is not None
     assert (out / "curve.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert _spent(project) == pytest.approx(0.7)
     entry = [e for e in read_entries(project.ledger) if e["kind"] == "reserve"][-1]
@@ -81,10 +83,11 @@ def test_roc_with_a_score_column_and_fixed_space(project: Project, cli, scored) 
     assert r.exit_code == 0, r.stderr
     p = json.loads((out / "curve.json").read_text())["payload"]
     assert p["parameters"] == {"thresholds": "fixed-space", "counts": "privelet", "bins": 40,
-                               "alpha": 0.1}
+                               "alpha": 0.1, "auc_share": 0.5}
     assert p["thresholds"] == pytest.approx(list(np.arange(1, 40) * 10 / 40))
     assert p["score_column"] == "p" and p["score_range"] == [0.0, 10.0]
-    assert [s["step"] for s in p["breakdown"]] == ["counts"]  # fixed space costs no ε1
+    assert p["scale"]["transform"] == "identity"  # a score column keeps its own scale
+    assert [s["step"] for s in p["breakdown"]] == ["counts", "auc"]  # fixed space: no ε1
     assert "clamped" in r.stderr  # the custodian learns that values were clamped
     assert _spent(project) == pytest.approx(0.5)
 
@@ -218,23 +221,24 @@ def test_an_empty_test_file_is_refused_before_the_charge(project: Project, cli,
 
 def test_roc_warns_when_noise_swamps_the_counts(project: Project, cli, scored) -> None:
     r = cli("roc", scored, "--spec", project.spec, "--score-column", "p", "--score-range",
-            "0,10", "--out", project.root / "r", "--epsilon", 0.05, "-q")
+            "0,10", "--out", project.root / "r", "--epsilon", 0.1, "-q")
     assert r.exit_code == 0, r.stderr
-    assert "mostly noise" in r.stderr  # 400 records at ε = 0.05: 64 bins, Δ = 6, scale 120
+    # 400 records, ε = 0.1 of which half on the counts: 64 bins, Δ = 6, scale 120
+    assert "mostly noise" in r.stderr
     p = json.loads((project.root / "r" / "curve.json").read_text())["payload"]
     assert p["count_noise_scale"] == pytest.approx(120.0)
 
 
-def test_roc_default_is_equal_bins_with_all_of_epsilon_on_the_counts(project: Project, cli,
+def test_roc_default_is_equal_bins_with_the_rest_of_epsilon_on_the_counts(project: Project, cli,
                                                                        scored) -> None:
     r = cli("roc", scored, "--spec", project.spec, "--score-column", "p", "--score-range",
             "0,10", "--out", project.root / "r", "--epsilon", 0.5, "-q")
     assert r.exit_code == 0, r.stderr
     p = json.loads((project.root / "r" / "curve.json").read_text())["payload"]
     assert p["parameters"] == {"thresholds": "fixed-space", "counts": "hierarchical",
-                               "bins": 64, "k": 6, "branching": 16}
+                               "bins": 64, "k": 6, "branching": 16, "auc_share": 0.5}
     assert p["thresholds"] == pytest.approx(list(np.arange(1, 64) * 10 / 64))
-    assert [s["step"] for s in p["breakdown"]] == ["counts"]
+    assert [s["step"] for s in p["breakdown"]] == ["counts", "auc"]
 
 
 def test_a_declared_score_column_keeps_its_missing_policy(project: Project) -> None:

@@ -177,8 +177,8 @@ class ROCConfig:
 def plan(config: ROCConfig, n: int, total: Budget) -> Plan:
     """The run's steps: thresholds (recursive medians only), the TP/FP counts, the AUC.
 
-    ``auc_share`` of ε goes to the AUC's signed pair count (:mod:`roc_scale`),
-    the rest to the curve as before.
+    ``auc_share`` of ε goes to the AUC (:mod:`roc_scale`): ¾ of it to the signed
+    pair count, ¼ to its own count of positives; the rest to the curve as before.
     """
     from fractions import Fraction
 
@@ -197,7 +197,8 @@ def plan(config: ROCConfig, n: int, total: Budget) -> Plan:
         shares["thresholds"] = ("smooth_cauchy", curve * share)
         shares["counts"] = ("discrete_laplace", curve * (1 - share))
     if auc > 0:
-        shares["auc"] = ("discrete_laplace", auc)
+        shares["auc"] = ("discrete_laplace", auc * roc_scale.PAIRS_SHARE)
+        shares["auc_positives"] = ("discrete_laplace", auc * (1 - roc_scale.PAIRS_SHARE))
     p = Plan.split(total, shares)
     counts_eps = float(p.step("counts").budget.epsilon)
     notes = {"counts": f"{config.counts} prefix sums of TP and FP over {bins:,} bins, "
@@ -213,6 +214,9 @@ def plan(config: ROCConfig, n: int, total: Budget) -> Plan:
         notes["auc"] = (f"signed pair count D over the 2^{FINE_LEVELS}-cell grid, "
                         f"Δ=2(n−1)={roc_scale.pair_sensitivity(n)}, "
                         f"scale {roc_scale.pair_sensitivity(n) / auc_eps:.4g}")
+        pos_eps = float(p.step("auc_positives").budget.epsilon)
+        notes["auc_positives"] = (f"the number of positives n1 for the AUC's n1·n0, Δ=1, "
+                                  f"scale {1 / pos_eps:.4g}")
     return p.with_notes(notes)
 
 
@@ -604,7 +608,7 @@ def _with_auc(released: tuple[Curve, np.ndarray], fine: FineHistogram | None, n:
               run_plan: Plan, rng: np.random.Generator) -> tuple[Curve, np.ndarray]:
     """The curve with the AUC released directly when the plan has an ``auc`` step.
 
-    Drawn after the curve's noise; n1 and n0 are the curve's released totals.
+    Drawn after the curve's noise: the pair count, then the count of positives.
     """
     from dataclasses import replace
 
@@ -615,8 +619,10 @@ def _with_auc(released: tuple[Curve, np.ndarray], fine: FineHistogram | None, n:
         return released
     assert fine is not None
     d = roc_scale.pair_count(fine.counts)  # occupied cells, ascending: ties within a cell
-    auc = roc_scale.release_auc(d, n=n, positives=curve.positives, negatives=curve.negatives,
-                                epsilon=float(run_plan.step("auc").budget.epsilon), rng=rng)
+    auc = roc_scale.release_auc(d, int(fine.counts[0].sum()), n=n,
+                                epsilon=float(run_plan.step("auc").budget.epsilon),
+                                positives_epsilon=float(
+                                    run_plan.step("auc_positives").budget.epsilon), rng=rng)
     return replace(curve, auc=auc.auc, curve_auc=curve.auc, auc_release=auc), thresholds
 
 

@@ -171,11 +171,13 @@ def test_private_curve_is_valid_and_close_at_large_epsilon(config: roc.ROCConfig
 
 def test_plan_splits_epsilon_and_notes_the_calibration() -> None:
     p = roc.plan(roc.ROCConfig(thresholds="recursive-medians", k=4), 1000, Budget(1.0))
-    assert [s.name for s in p] == ["thresholds", "counts", "auc"]
-    # auc_share ½ of ε on the AUC, the paper's 20%/80% of the rest on the curve
+    assert [s.name for s in p] == ["thresholds", "counts", "auc", "auc_positives"]
+    # auc_share ½ of ε on the AUC (¾ pairs, ¼ positives), the paper's 20%/80% of the rest
     assert float(p.step("thresholds").budget.epsilon) == pytest.approx(0.1)
     assert float(p.step("counts").budget.epsilon) == pytest.approx(0.4)
-    assert float(p.step("auc").budget.epsilon) == pytest.approx(0.5)
+    assert float(p.step("auc").budget.epsilon) == pytest.approx(0.375)
+    assert float(p.step("auc_positives").budget.epsilon) == pytest.approx(0.125)
+    assert "Δ=1" in p.step("auc_positives").note
     assert "Δ=2(n−1)=1998" in p.step("auc").note
     assert p.total.epsilon == Budget(1.0).epsilon
     assert "15 noisy medians" in p.step("thresholds").note

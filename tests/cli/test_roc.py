@@ -65,7 +65,8 @@ def test_roc_with_a_model_writes_curve_files_and_charges(project: Project, cli, 
     assert p["parameters"]["k"] == 6 and len(p["thresholds"]) == 63  # ceil(log2 400) - 3
     assert p["auc"] == pytest.approx(summary["auc"]) and p["model_kind"] == "naive_bayes"
     assert len(p["points"]) == len(curve) and p["compare_true"] is False
-    assert [s["step"] for s in p["breakdown"]] == ["thresholds", "counts", "auc"]
+    assert [s["step"] for s in p["breakdown"]] == ["thresholds", "counts", "auc",
+                                                  "auc_positives"]
     assert p["scale"]["transform"] == "logit"  # naive Bayes gives log-odds
     assert 0 < p["auc_error"] < 1 and p["curve_auc"] is not None
     assert (out / "curve.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -87,7 +88,8 @@ def test_roc_with_a_score_column_and_fixed_space(project: Project, cli, scored) 
     assert p["thresholds"] == pytest.approx(list(np.arange(1, 40) * 10 / 40))
     assert p["score_column"] == "p" and p["score_range"] == [0.0, 10.0]
     assert p["scale"]["transform"] == "identity"  # a score column keeps its own scale
-    assert [s["step"] for s in p["breakdown"]] == ["counts", "auc"]  # fixed space: no ε1
+    # fixed space: no ε1
+    assert [s["step"] for s in p["breakdown"]] == ["counts", "auc", "auc_positives"]
     assert "clamped" in r.stderr  # the custodian learns that values were clamped
     assert _spent(project) == pytest.approx(0.5)
 
@@ -238,7 +240,7 @@ def test_roc_default_is_equal_bins_with_the_rest_of_epsilon_on_the_counts(projec
     assert p["parameters"] == {"thresholds": "fixed-space", "counts": "hierarchical",
                                "bins": 64, "k": 6, "branching": 16, "auc_share": 0.5}
     assert p["thresholds"] == pytest.approx(list(np.arange(1, 64) * 10 / 64))
-    assert [s["step"] for s in p["breakdown"]] == ["counts", "auc"]
+    assert [s["step"] for s in p["breakdown"]] == ["counts", "auc", "auc_positives"]
 
 
 def test_a_declared_score_column_keeps_its_missing_policy(project: Project) -> None:

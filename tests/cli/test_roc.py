@@ -306,3 +306,52 @@ def test_roc_without_scores_says_what_to_give(project: Project, cli, scored) -> 
     assert r.exit_code == 2
     assert "--model FILE" in r.stderr and "--score-column" in r.stderr
     assert "not both" not in r.stderr and _entries(project) == 0
+
+
+def test_roc_transform_and_auc_share_options(project: Project, cli, model) -> None:
+    out = project.root / "id"
+    r = cli("roc", project.data, "--spec", project.spec, "--model", model, "--out", out,
+            "--transform", "identity", "--auc-share", 0.25, "--epsilon", 0.4, "--seed", 3, "-q")
+    assert r.exit_code == 0, r.stderr
+    p = json.loads((out / "curve.json").read_text())["payload"]
+    assert p["scale"] == {"transform": "identity", "range": [0.0, 1.0],
+                          "source": "the score on its declared range"}
+    assert p["thresholds"] == p["scale_thresholds"]
+    steps = {s["step"]: s["epsilon"] for s in p["breakdown"]}
+    assert steps == pytest.approx({"counts": 0.3, "auc": 0.075, "auc_positives": 0.025})
+    r = cli("roc", project.data, "--spec", project.spec, "--model", model, "--out",
+            project.root / "trap", "--auc-share", 0, "--epsilon", 0.2, "--seed", 3, "-q")
+    assert r.exit_code == 0, r.stderr
+    p = json.loads((project.root / "trap" / "curve.json").read_text())["payload"]
+    assert "auc_error" not in p and [s["step"] for s in p["breakdown"]] == ["counts"]
+    assert p["scale"]["transform"] == "logit"
+    # thresholds on the log-odds scale are given back as probabilities
+    assert p["thresholds"] == pytest.approx(1 / (1 + np.exp(-np.array(p["scale_thresholds"]))))
+    r = cli("roc", project.data, "--spec", project.spec, "--model", model, "--out",
+            project.root / "bad", "--transform", "probit", "--epsilon", 0.1)
+    assert r.exit_code == 2 and "transform" in r.stderr
+
+
+def test_roc_logit_of_a_score_column_outside_zero_one_is_refused(project: Project, cli,
+                                                                 scored) -> None:
+    before = _entries(project)
+    r = cli("roc", scored, "--spec", project.spec, "--score-column", "p", "--score-range",
+            "0,10", "--transform", "logit", "--out", project.root / "r", "--epsilon", 0.1)
+    assert r.exit_code == 2 and "within [0, 1]" in r.stderr
+    assert _entries(project) == before  # refused before the charge
+
+
+def test_roc_warns_when_noise_dominates_the_auc(project: Project, cli, scored) -> None:
+    out = project.root / "r"
+    r = cli("roc", scored, "--spec", project.spec, "--score-column", "p", "--score-range",
+            "0,10", "--out", out, "--epsilon", 0.05)
+    assert r.exit_code == 0, r.stderr
+    p = json.loads((out / "curve.json").read_text())["payload"]
+    assert p["auc_error"] > 0.1  # 400 records at ε = 0.05
+    assert "noise dominates the AUC" in r.stderr
+    assert "noise dominates the AUC" in p["noise_dominates"]
+    r = cli("roc", scored, "--spec", project.spec, "--score-column", "p", "--score-range",
+            "0,10", "--out", project.root / "r2", "--epsilon", 0.5, "-q")
+    assert r.exit_code == 0 and "noise dominates" not in r.stderr
+    p = json.loads((project.root / "r2" / "curve.json").read_text())["payload"]
+    assert p["auc_error"] < 0.1 and "noise_dominates" not in p

@@ -355,3 +355,27 @@ def test_roc_warns_when_noise_dominates_the_auc(project: Project, cli, scored) -
     assert r.exit_code == 0 and "noise dominates" not in r.stderr
     p = json.loads((project.root / "r2" / "curve.json").read_text())["payload"]
     assert p["auc_error"] < 0.1 and "noise_dominates" not in p
+
+
+@pytest.mark.parametrize(("section", "message"), [
+    ({"epsilon": 0.1, "transform": "probit"}, "roc.transform: must be one of logit, identity"),
+    ({"epsilon": 0.1, "auc_share": 1}, "roc.auc_share: must be in [0, 1)"),
+    ({"epsilon": 0.1, "auc_share": -0.1}, "roc.auc_share: must be in [0, 1)"),
+])
+def test_roc_spec_keys_are_checked(project: Project, cli, model, section, message) -> None:
+    project.write_spec(lambda spec: spec.__setitem__("roc", section))
+    before = _entries(project)
+    r = cli("roc", project.data, "--spec", project.spec, "--model", model, "--out",
+            project.root / "r")
+    assert r.exit_code == 2 and message in r.stderr, r.stderr
+    assert _entries(project) == before
+
+
+def test_roc_spec_keys_set_the_run(project: Project, cli, model) -> None:
+    project.write_spec(lambda spec: spec.__setitem__(
+        "roc", {"epsilon": 0.2, "transform": "identity", "auc_share": 0.5}))
+    r = cli("roc", project.data, "--spec", project.spec, "--model", model, "--out",
+            project.root / "r", "--seed", 1, "-q")
+    assert r.exit_code == 0, r.stderr
+    p = json.loads((project.root / "r" / "curve.json").read_text())["payload"]
+    assert p["scale"]["transform"] == "identity" and p["parameters"]["auc_share"] == 0.5

@@ -38,6 +38,13 @@ A record is predicted positive at threshold θ when its score is > θ.
    TPR = TP/n1, FPR = FP/n0; the curve runs from (0, 0) to (1, 1); the AUC is
    the trapezoid rule.
 
+4. AUC (``auc_share`` of ε, default ½; steps 1-3 share the rest): released
+   directly from a noisy signed pair count and a noisy count of positives
+   (:mod:`dpcli.algorithms.roc_scale`, which also gives the score scale the
+   bins are laid on), not read off the noisy curve, whose trapezoid AUC is
+   biased when scores concentrate in a few bins. The pass keeps the
+   2^20-cell histogram below for it.
+
 Releases: the thresholds, the curve's points and AUC, and the noisy class
 totals n1 and n0 (already released through step 2). Cost: ε.
 

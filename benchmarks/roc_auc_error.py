@@ -98,7 +98,8 @@ def _scores(model_path: Path, spec_path: Path, test: Path):
 
 
 def _cells(model, z, p, positive, epsilons, seeds) -> dict:
-    true = roc.true_roc(z, positive).auc
+    true_curve = roc.true_roc(z, positive)
+    true = true_curve.auc
     logit = roc_scale.resolve(None, model=model, lower=0.0, upper=1.0)
     identity = roc_scale.resolve("identity", model=model, lower=0.0, upper=1.0)
     setups = [(identity, p, roc.ROCConfig(auc_share=0)), (logit, z, roc.ROCConfig(auc_share=0)),
@@ -113,12 +114,13 @@ def _cells(model, z, p, positive, epsilons, seeds) -> dict:
     for eps in epsilons:
         for method, (scale, s, config) in zip(METHODS, setups, strict=True):
             plan = roc.plan(config, z.size, Budget(eps))
-            errs, stated = [], []
+            errs, stated, areas = [], [], []
             for seed in range(seeds):
                 curve, _ = roc.private_roc(s, positive, lower=scale.lower, upper=scale.upper,
                                            config=config, run_plan=plan,
                                            rng=np.random.default_rng(seed))
                 errs.append(curve.auc - true)
+                areas.append(roc.area_between(curve, true_curve))
                 if curve.auc_error is not None:
                     stated.append(curve.auc_error)
             e = np.array(errs)
@@ -126,6 +128,7 @@ def _cells(model, z, p, positive, epsilons, seeds) -> dict:
                                  "mean_abs_error": float(np.abs(e).mean()),
                                  "mean_error": float(e.mean()),
                                  "max_abs_error": float(np.abs(e).max()),
+                                 "mean_curve_area": float(np.mean(areas)),
                                  "stated_error": float(np.mean(stated)) if stated else None})
     return out
 
@@ -146,6 +149,17 @@ def _constant(positive: np.ndarray, epsilons, seeds) -> list[dict]:
                          "sd": float(a.std(ddof=1)),
                          "mean_abs_error": float(np.abs(a - .5).mean())})
     return rows
+
+
+def _area_table(res: dict, epsilons) -> list[str]:
+    lines = ["| method | " + " | ".join(f"ε = {e:g}" for e in epsilons) + " |",
+             "| --- | " + " | ".join("---:" for _ in epsilons) + " |"]
+    for method in METHODS:
+        cells = [next(c for c in res["cells"] if c["epsilon"] == e and c["method"] == method)
+                 for e in epsilons]
+        lines.append(f"| {method} | " + " | ".join(f"{c['mean_curve_area']:.4f}" for c in cells)
+                     + " |")
+    return lines
 
 
 def _table(res: dict, epsilons) -> list[str]:
@@ -240,6 +254,10 @@ def _report(payload: dict, epsilons) -> list[str]:
                 f"{a['scale']['range'][0]:g} to {a['scale']['range'][1]:g} "
                 f"({a['scale']['source']}).", ""]
         out += _table(a, epsilons)
+        out += ["", "The curve itself: mean area between the private and the true curve (the "
+                "curve gets half of ε in the new default, all of it in the other two rows):",
+                ""]
+        out += _area_table(a, epsilons)
         c = a["cli_run"]
         out += ["", f"One `dpcli roc` run at ε = 1 (defaults, `--seed 0`): AUC {c['auc']:.4f}, "
                 f"stated error {c['auc_error']:.4f}, the curve's own trapezoid AUC "
@@ -259,6 +277,8 @@ def _report(payload: dict, epsilons) -> list[str]:
             f"{100 * b['largest_bin_share_on_0_1']:.0f}% of the records. Log-odds scale: "
             f"{b['scale']['range'][0]:.3g} to {b['scale']['range'][1]:.3g}.", ""]
     out += _table(b, (0.5, 1.0, 2.0))
+    out += ["", "The curve itself: mean area between the private and the true curve:", ""]
+    out += _area_table(b, (0.5, 1.0, 2.0))
     c = b["cli_run"]
     out += ["", f"One `dpcli roc` run at ε = 0.5: AUC {c['auc']:.4f}, stated error "
             f"{c['auc_error']:.4f}; 'noise dominates' warning: "

@@ -249,6 +249,10 @@ def release_auc(d: int, positives: int, *, n: int, epsilon: float, positives_eps
     positives (private), released with scale 1/``positives_epsilon`` (Δ = 1) and
     clipped to [1, n − 1]. The AUC ½ + D̃/(2·ñ1·(n − ñ1)), clipped to [0, 1], is
     post-processing. Cost: ``epsilon`` + ``positives_epsilon``.
+
+    Sensitivities (replace-one): a record is in at most n − 1 pairs, each term
+    in [−1, 1], so replacing it moves D by at most 2(n − 1); it moves n1 by at
+    most 1 (its label). Both are brute-forced in tests/algorithms/test_roc_scale.py.
     """
     noisy = int(discrete_laplace_mechanism(int(d), sensitivity=pair_sensitivity(n),
                                            epsilon=epsilon, rng=rng))

@@ -111,11 +111,13 @@ class RocSection(ScoreSource):
     counts: str | None = None
     threshold_share: float | None = None
     branching: int | None = None
+    auc_share: float | None = None
+    transform: str | None = None   # logit | identity (roc_scale); not a ROCConfig field
 
     def config_values(self) -> dict[str, Any]:
         """The section's ROCConfig fields that were set."""
         return _set(self, ("thresholds", "k", "alpha", "counts", "threshold_share",
-                           "branching"))
+                           "branching", "auc_share"))
 
 
 @dataclass(frozen=True)
@@ -489,9 +491,10 @@ def score_range(raw: Any, where: Where) -> tuple[float, float]:
 
 def _parse_roc(raw: Any, where: Where, schema: Schema) -> RocSection:
     from dpcli.algorithms.roc import COUNTS, MAX_LEVELS, THRESHOLDS
+    from dpcli.algorithms.roc_scale import TRANSFORMS
 
     keys = {"epsilon", "thresholds", "k", "alpha", "counts", "threshold_share", "branching",
-            "score_column", "score_range"}
+            "score_column", "score_range", "auc_share", "transform"}
     raw = checks.mapping(raw, where, allowed=keys, required={"epsilon"})
     out: dict[str, Any] = {"epsilon": checks.epsilon(raw["epsilon"], where / "epsilon"),
                            **_score_source(raw, where, schema)}
@@ -516,6 +519,13 @@ def _parse_roc(raw: Any, where: Where, schema: Schema) -> RocSection:
         out["branching"] = checks.integer(raw["branching"], where / "branching", minimum=2)
         if out["branching"] > 1024:
             raise (where / "branching").error(f"must be at most 1024, got {out['branching']}")
+    if "auc_share" in raw:
+        share = float(checks.number(raw["auc_share"], where / "auc_share"))
+        if not 0 <= share < 1:
+            raise (where / "auc_share").error(f"must be in [0, 1), got {share}")
+        out["auc_share"] = share
+    if "transform" in raw:
+        out["transform"] = checks.choice(raw["transform"], where / "transform", TRANSFORMS)
     return RocSection(**out)
 
 

@@ -38,6 +38,13 @@ A record is predicted positive at threshold θ when its score is > θ.
    TPR = TP/n1, FPR = FP/n0; the curve runs from (0, 0) to (1, 1); the AUC is
    the trapezoid rule.
 
+4. AUC (``auc_share`` of ε, default ½; steps 1-3 share the rest): released
+   directly from a noisy signed pair count and a noisy count of positives
+   (:mod:`dpcli.algorithms.roc_scale`, which also gives the score scale the
+   bins are laid on), not read off the noisy curve, whose trapezoid AUC is
+   biased when scores concentrate in a few bins. The pass keeps the
+   2^20-cell histogram below for it.
+
 Releases: the thresholds, the curve's points and AUC, and the noisy class
 totals n1 and n0 (already released through step 2). Cost: ε.
 
@@ -125,6 +132,7 @@ class ROCConfig:
     counts: str = "hierarchical"
     threshold_share: float = 0.2
     branching: int = 16
+    auc_share: float = 0.5  # of ε on the AUC's signed pair count (roc_scale); 0: trapezoid AUC
 
     def __post_init__(self) -> None:
         if self.thresholds not in THRESHOLDS:
@@ -138,6 +146,8 @@ class ROCConfig:
             raise UsageError(f"alpha must be in (0, 1], got {self.alpha}")
         if not 0 < self.threshold_share < 1:
             raise UsageError(f"threshold_share must be in (0, 1), got {self.threshold_share}")
+        if not 0 <= self.auc_share < 1:
+            raise UsageError(f"auc_share must be in [0, 1), got {self.auc_share}")
 
     def levels(self, n: int) -> int:
         """k, for 2^k bins: the configured one, else ceil(log2 n) - 3 within 1..10.
@@ -167,18 +177,35 @@ class ROCConfig:
             out["alpha"] = self.alpha
         if self.counts == "hierarchical":
             out["branching"] = self.branching
+        out["auc_share"] = self.auc_share
         return out
 
 
 def plan(config: ROCConfig, n: int, total: Budget) -> Plan:
-    """The run's steps: thresholds (recursive medians only), then the TP/FP counts."""
+    """The run's steps: thresholds (recursive medians only), the TP/FP counts, the AUC.
+
+    ``auc_share`` of ε goes to the AUC (:mod:`roc_scale`): ¾ of it to the signed
+    pair count, ¼ to its own count of positives; the rest to the curve as before.
+    """
+    from fractions import Fraction
+
+    from dpcli.algorithms import roc_scale
+    from dpcli.budget import exact
+
     bins = config.bins(n)
     delta = sensitivity(config.counts, bins, changes=CHANGES, branching=config.branching)
+    auc = exact(config.auc_share)
+    curve = 1 - auc
+    shares: dict[str, tuple[str, Fraction | int]] = {}
     if config.thresholds == "fixed-space":
-        shares = {"counts": ("discrete_laplace", 1)}
+        shares["counts"] = ("discrete_laplace", curve)
     else:
-        share = config.threshold_share
-        shares = {"thresholds": ("smooth_cauchy", share), "counts": ("discrete_laplace", 1 - share)}
+        share = exact(config.threshold_share)
+        shares["thresholds"] = ("smooth_cauchy", curve * share)
+        shares["counts"] = ("discrete_laplace", curve * (1 - share))
+    if auc > 0:
+        shares["auc"] = ("discrete_laplace", auc * roc_scale.PAIRS_SHARE)
+        shares["auc_positives"] = ("discrete_laplace", auc * (1 - roc_scale.PAIRS_SHARE))
     p = Plan.split(total, shares)
     counts_eps = float(p.step("counts").budget.epsilon)
     notes = {"counts": f"{config.counts} prefix sums of TP and FP over {bins:,} bins, "
@@ -189,6 +216,14 @@ def plan(config: ROCConfig, n: int, total: Budget) -> Plan:
                                f"ε1/{2 * k} (a moved record changes two parts), "
                                f"Cauchy-tailed integer noise on the 2^{FINE_LEVELS} grid's "
                                f"cell index (no rounding inflation), 6·S*/ε cells, β=ε/6")
+    if auc > 0:
+        auc_eps = float(p.step("auc").budget.epsilon)
+        notes["auc"] = (f"signed pair count D over the 2^{FINE_LEVELS}-cell grid, "
+                        f"Δ=2(n−1)={roc_scale.pair_sensitivity(n)}, "
+                        f"scale {roc_scale.pair_sensitivity(n) / auc_eps:.4g}")
+        pos_eps = float(p.step("auc_positives").budget.epsilon)
+        notes["auc_positives"] = (f"the number of positives n1 for the AUC's n1·n0, Δ=1, "
+                                  f"scale {1 / pos_eps:.4g}")
     return p.with_notes(notes)
 
 
@@ -451,12 +486,23 @@ class Curve:
     auc: float
     positives: float
     negatives: float
+    curve_auc: float | None = None   # the trapezoid AUC when ``auc`` was released directly
+    auc_release: Any = None          # roc_scale.AucRelease, when released directly
+
+    @property
+    def auc_error(self) -> float | None:
+        """The expected |AUC error| from the noise on D (public), when released directly."""
+        return None if self.auc_release is None else self.auc_release.expected_error
 
     def to_payload(self) -> dict[str, Any]:
         points = [{"threshold": None if not math.isfinite(t) else float(t),
                    "fpr": float(f), "tpr": float(r)}
                   for t, f, r in zip(self.thresholds, self.fpr, self.tpr, strict=True)]
-        return {"auc": self.auc, "positives": self.positives, "negatives": self.negatives,
+        out: dict[str, Any] = {"auc": self.auc}
+        if self.auc_release is not None:
+            out.update(auc_error=self.auc_error, curve_auc=self.curve_auc,
+                       auc_release=self.auc_release.to_json())
+        return {**out, "positives": self.positives, "negatives": self.negatives,
                 "points": points}
 
 
@@ -503,20 +549,23 @@ class RocPass:
             raise ValueError(f"the score range needs lower < upper, got [{lower}, {upper}]")
         self.config, self.n, self.lower, self.upper = config, int(n), float(lower), float(upper)
         self.rows = 0
+        self._fine: np.ndarray | None = None  # (2, FINE_BINS) counts: medians and/or the AUC
         if config.thresholds == "fixed-space":
             self._thresholds = fixed_space_thresholds(self.lower, self.upper, config.bins(self.n))
             self._counts = np.zeros((2, self._thresholds.size + 1), dtype=np.int64)
+            if config.auc_share > 0:
+                self._fine = np.zeros((2, FINE_BINS), dtype=np.int64)
         else:
-            self._counts = np.zeros((2, FINE_BINS), dtype=np.int64)
+            self._fine = self._counts = np.zeros((2, FINE_BINS), dtype=np.int64)
 
     def add(self, scores: np.ndarray, positive: np.ndarray) -> None:
         """Fold one batch of scores and their boolean labels (positive class) into the counts."""
         s, pos = _clamped(scores, positive, self.lower, self.upper)
         if self.config.thresholds == "fixed-space":
             self._counts += bin_counts(s, pos, self._thresholds)
-        else:
+        if self._fine is not None:
             index = fine_cells(s, lower=self.lower, upper=self.upper) + FINE_BINS * (~pos)
-            self._counts += np.bincount(index, minlength=2 * FINE_BINS).reshape(2, FINE_BINS)
+            self._fine += np.bincount(index, minlength=2 * FINE_BINS).reshape(2, FINE_BINS)
         self.rows += int(s.size)
 
     def release(self, run_plan: Plan, rng: np.random.Generator) -> tuple[Curve, np.ndarray]:
@@ -527,11 +576,15 @@ class RocPass:
         if self.rows != self.n:
             raise ValueError(f"the pass saw {self.rows:,} records, the plan was made for "
                              f"{self.n:,}")
+        fine = None if self._fine is None else FineHistogram.of_dense(
+            self._fine, lower=self.lower, upper=self.upper)
         if self.config.thresholds == "fixed-space":
-            return _release(self._counts, self._thresholds, self.config, self.n, self.upper,
-                            run_plan, rng)
-        h = FineHistogram.of_dense(self._counts, lower=self.lower, upper=self.upper)
-        return _release_medians(h, self.config, self.n, run_plan, rng)
+            released = _release(self._counts, self._thresholds, self.config, self.n,
+                                self.upper, run_plan, rng)
+        else:
+            assert fine is not None
+            released = _release_medians(fine, self.config, self.n, run_plan, rng)
+        return _with_auc(released, fine, self.n, run_plan, rng)
 
 
 def private_roc(scores: np.ndarray, positive: np.ndarray, *, lower: float, upper: float,
@@ -545,12 +598,39 @@ def private_roc(scores: np.ndarray, positive: np.ndarray, *, lower: float, upper
     arrays), which is faster on small test sets.
     """
     s, pos = _clamped(scores, positive, lower, upper)
+    h = None
+    if config.thresholds != "fixed-space" or config.auc_share > 0:
+        h = FineHistogram.of_scores(s, pos, lower=lower, upper=upper)
     if config.thresholds == "fixed-space":
         thresholds = fixed_space_thresholds(lower, upper, config.bins(s.size))
-        return _release(bin_counts(s, pos, thresholds), thresholds, config, s.size, upper,
-                        run_plan, rng)
-    h = FineHistogram.of_scores(s, pos, lower=lower, upper=upper)
-    return _release_medians(h, config, s.size, run_plan, rng)
+        released = _release(bin_counts(s, pos, thresholds), thresholds, config, s.size, upper,
+                            run_plan, rng)
+    else:
+        assert h is not None
+        released = _release_medians(h, config, s.size, run_plan, rng)
+    return _with_auc(released, h, s.size, run_plan, rng)
+
+
+def _with_auc(released: tuple[Curve, np.ndarray], fine: FineHistogram | None, n: int,
+              run_plan: Plan, rng: np.random.Generator) -> tuple[Curve, np.ndarray]:
+    """The curve with the AUC released directly when the plan has an ``auc`` step.
+
+    Drawn after the curve's noise: the pair count, then the count of positives.
+    """
+    from dataclasses import replace
+
+    from dpcli.algorithms import roc_scale
+
+    curve, thresholds = released
+    if "auc" not in {step.name for step in run_plan}:
+        return released
+    assert fine is not None
+    d = roc_scale.pair_count(fine.counts)  # occupied cells, ascending: ties within a cell
+    auc = roc_scale.release_auc(d, int(fine.counts[0].sum()), n=n,
+                                epsilon=float(run_plan.step("auc").budget.epsilon),
+                                positives_epsilon=float(
+                                    run_plan.step("auc_positives").budget.epsilon), rng=rng)
+    return replace(curve, auc=auc.auc, curve_auc=curve.auc, auc_release=auc), thresholds
 
 
 def _clamped(scores: np.ndarray, positive: np.ndarray, lower: float, upper: float

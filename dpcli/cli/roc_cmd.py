@@ -63,6 +63,13 @@ def roc(
         help="How TP and FP counts are noised: hierarchical (b-ary tree with constrained "
         "inference; default), privelet (Haar wavelet, as in the paper) or laplace (each "
         "cumulative count: the baseline).")] = None,
+    transform: Annotated[str | None, typer.Option(
+        help="The scale scores are binned and ranked on: logit (the model's log-odds over its "
+        "exact public range; default for naive Bayes and logistic regression) or identity "
+        "(the score on its declared range; default otherwise).")] = None,
+    auc_share: Annotated[float | None, typer.Option(
+        "--auc-share", help="Share of ε on the AUC released directly from a noisy signed "
+        "pair count (default 0.5; 0: the AUC is the curve's trapezoid).")] = None,
     compare_true: Annotated[bool, typer.Option(
         "--compare-true", help="Also draw the TRUE curve in curve.png. Not private: refused "
         "unless the spec declares public_data: true (benchmarks, teaching).")] = False,
@@ -80,16 +87,20 @@ def roc(
 
     PriROC (Stoddard, Chen & Machanavajjhala 2014): thresholds are equal
     bins of the score range (or, with --thresholds recursive-medians, noisy
-    medians bought with 20% of ε); the true- and false-positive counts at
-    every threshold are released as noisy prefix sums; the curve is then
-    made monotone from (0, 0) to (1, 1). Releases the thresholds, the curve
-    and its AUC.
+    medians bought with 20% of the curve's ε); the true- and false-positive
+    counts at every threshold are released as noisy prefix sums; the curve is
+    then made monotone from (0, 0) to (1, 1). A model's scores are binned on
+    its log-odds (--transform). The AUC is released directly from a noisy
+    signed count of positive/negative pairs (--auc-share of ε, default half),
+    with its expected error. Releases the thresholds, the curve and the AUC.
 
     Example:
 
         dpcli roc sample_data/adult_test.parquet --spec configs/adult.yaml \\
             --model models/nb.json --out roc/ --epsilon 1.0
     """
+    import dataclasses
+
     import numpy as np
 
     from dpcli.algorithms import roc as pr
@@ -112,10 +123,15 @@ def roc(
     s = load_spec(spec)
     section = resolve_section(s, "roc", RocSection, epsilon, thresholds=thresholds, k=k,
                               alpha=alpha, counts=counts, score_column=score_column,
-                              score_range=parse_range(score_range))
+                              score_range=parse_range(score_range), transform=transform,
+                              auc_share=auc_share)
     config = pr.ROCConfig(**section.config_values())
     si = score_input(s, section, model, score_column, score_range)
     si.require_binary("roc")
+    from dpcli.algorithms import roc_scale
+
+    # a public function of the released model (or of the declared range): free
+    scale = roc_scale.resolve(section.transform, model=si.model, lower=si.lower, upper=si.upper)
     if compare_true and not s.public_data:
         raise UsageError("--compare-true draws the true ROC curve, which is NOT private; it is "
                          f"refused because {spec} does not declare 'public_data: true'. Use it "
@@ -142,25 +158,40 @@ def roc(
     arguments = {"data": str(data.resolve()), "out": str(out.resolve()),
                  **si.source_note, "epsilon": section.epsilon,
                  "thresholds": config.thresholds, "counts": config.counts,
+                 "transform": scale.transform, "auc_share": config.auc_share,
                  "compare_true": compare_true}
     rng = noise_generator(ui, si.spec, seed, command="roc", arguments=arguments,
                           data=data)
     with charged(si.spec, plan, command="roc", arguments=arguments, input_path=data,
                  seeded=seed is not None) as charge, outputs:
         # one pass folds every batch into counts (memory bounded by the bins, not the rows)
-        roc_pass = pr.RocPass(config, n=checked_n, lower=si.lower, upper=si.upper)
+        roc_pass = pr.RocPass(config, n=checked_n, lower=scale.lower, upper=scale.upper)
         kept: list[tuple[np.ndarray, np.ndarray]] = []  # --compare-true only: public data
-        n = fold_scores(ui, source, si, si.scores,
+        n = fold_scores(ui, source, si, roc_scale.scorer(scale, si.model, si.positive, si.scores),
                         _folder(roc_pass, si.positive, kept if compare_true else None), rng)
         if n != checked_n:
             raise DataError(f"{data}: changed while being read ({n:,} records, {checked_n:,} "
                             "when checked)")
         curve, cuts = roc_pass.release(plan, rng)
         noise = pr.count_noise_scale(config, n, plan)
+        scaled_cuts = cuts
+        if scale.transform != "identity":  # thresholds back on the score's own scale
+            curve = dataclasses.replace(curve, thresholds=np.where(
+                np.isfinite(curve.thresholds), scale.to_score(curve.thresholds),
+                curve.thresholds))
+            cuts = scale.to_score(cuts)
+        dominated = curve.auc_error is not None and curve.auc_error > roc_scale.NOISE_DOMINATES
+        warning = (f"noise dominates the AUC: its expected error from the noise is "
+                   f"{curve.auc_error:.3g} (over {roc_scale.NOISE_DOMINATES:g}). Spend more ε "
+                   "(or a larger --auc-share), or evaluate on more records."
+                   if dominated else None)
         payload = {**curve.to_payload(), "n": n,
                    "positive_class": si.classes[si.positive],
                    "rule": "predicted positive when score > threshold",
                    "score_range": [si.lower, si.upper], "parameters": config.parameters(n),
+                   "scale": scale.to_json(),
+                   "scale_thresholds": [float(t) for t in scaled_cuts],
+                   **({"noise_dominates": warning} if warning else {}),
                    "thresholds": [float(t) for t in cuts], "count_noise_scale": noise,
                    **si.source_note,
                    "compare_true": compare_true, "breakdown": plan.to_json()}
@@ -178,11 +209,13 @@ def roc(
         outputs.write_bytes(out / "curve.png", roc_png(curve, title=title, true_curve=true_curve))
         charge.outputs = outputs.commit()
         charge.summary = {"auc": round(curve.auc, 6), "bins": config.bins(n),
+                          **({"auc_error": curve.auc_error} if curve.auc_error else {}),
                           **({"non_private_output": "curve.png shows the true curve "
                               "(spec declares public_data)"} if compare_true else {})}
 
     report_data(ui, source.report)
-    ui.say(f"private ROC: AUC {curve.auc:.3f} over {len(cuts):,} thresholds "
+    error = "" if curve.auc_error is None else f" (expected error ±{curve.auc_error:.2g})"
+    ui.say(f"private ROC: AUC {curve.auc:.3f}{error} over {len(cuts):,} thresholds "
            f"({config.thresholds}, {config.counts}); wrote {out}/curve.csv, curve.json, "
            f"curve.png; spent {plan.total} (run {charge.run_id[:8]})")
     smaller = min(curve.positives, curve.negatives)  # released (noisy) class sizes
@@ -190,12 +223,15 @@ def roc(
         ui.warn(f"the counts' noise (scale {noise:.3g}) is large next to the smaller class "
                 f"(about {smaller:,.0f} records): this curve is mostly noise. Spend more ε, "
                 "or use fewer bins (--k), or evaluate on more records.")
+    if warning is not None:
+        ui.warn(warning)
     if true_curve is not None:
         ui.warn(f"curve.png also shows the TRUE curve (AUC {true_curve.auc:.3f}): NOT private, "
                 "for public data only")
     if json:
         ui.emit_json({"command": "roc", "dataset": s.dataset, "run_id": charge.run_id,
-                      "auc": curve.auc, "out": str(out), "spent": plan.total.to_json(),
+                      "auc": curve.auc, "auc_error": curve.auc_error, "out": str(out),
+                      "spent": plan.total.to_json(),
                       "breakdown": plan.to_json()})
 
 

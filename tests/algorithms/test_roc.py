@@ -171,12 +171,19 @@ def test_private_curve_is_valid_and_close_at_large_epsilon(config: roc.ROCConfig
 
 def test_plan_splits_epsilon_and_notes_the_calibration() -> None:
     p = roc.plan(roc.ROCConfig(thresholds="recursive-medians", k=4), 1000, Budget(1.0))
-    assert [s.name for s in p] == ["thresholds", "counts"]
-    assert float(p.step("thresholds").budget.epsilon) == pytest.approx(0.2)
+    assert [s.name for s in p] == ["thresholds", "counts", "auc", "auc_positives"]
+    # auc_share ½ of ε on the AUC (¾ pairs, ¼ positives), the paper's 20%/80% of the rest
+    assert float(p.step("thresholds").budget.epsilon) == pytest.approx(0.1)
+    assert float(p.step("counts").budget.epsilon) == pytest.approx(0.4)
+    assert float(p.step("auc").budget.epsilon) == pytest.approx(0.375)
+    assert float(p.step("auc_positives").budget.epsilon) == pytest.approx(0.125)
+    assert "Δ=1" in p.step("auc_positives").note
+    assert "Δ=2(n−1)=1998" in p.step("auc").note
+    assert p.total.epsilon == Budget(1.0).epsilon
     assert "15 noisy medians" in p.step("thresholds").note
     assert "Δ=4" in p.step("counts").note  # 16 bins, b = 16: two levels, two changes
-    fixed = roc.plan(roc.ROCConfig(thresholds="fixed-space", counts="laplace", alpha=0.01),
-                     1000, Budget(0.5))
+    fixed = roc.plan(roc.ROCConfig(thresholds="fixed-space", counts="laplace", alpha=0.01,
+                                   auc_share=0), 1000, Budget(0.5))
     assert [s.name for s in fixed] == ["counts"]
     assert "Δ=20" in fixed.step("counts").note  # 10 bins × 2 changes
     assert fixed.total.epsilon == Budget(0.5).epsilon
@@ -335,6 +342,7 @@ def _streamed(config, scores, positive, run_plan, rng, lower, upper, split_rng):
     roc.ROCConfig(counts="laplace", k=3),
     roc.ROCConfig(alpha=0.05),
     roc.ROCConfig(counts="hierarchical", branching=4, alpha=0.3),
+    roc.ROCConfig(auc_share=0),
 ])
 def test_streamed_fixed_space_is_bit_identical_to_the_in_memory_release(config) -> None:
     """Same generator, same records in any batches: the same noise and the same counts."""
@@ -352,11 +360,15 @@ def test_streamed_fixed_space_is_bit_identical_to_the_in_memory_release(config) 
         np.testing.assert_array_equal(new_cuts, old_cuts)
         for field in ("thresholds", "fpr", "tpr"):
             np.testing.assert_array_equal(getattr(new, field), getattr(old, field))
-        assert (new.auc, new.positives, new.negatives) == (old.auc, old.positives,
-                                                           old.negatives)
+        curve_auc = new.auc if config.auc_share == 0 else new.curve_auc
+        assert (curve_auc, new.positives, new.negatives) == (old.auc, old.positives,
+                                                             old.negatives)
         arrays, _ = roc.private_roc(scores, positive, lower=lower, upper=upper, config=config,
                                     run_plan=plan, rng=np.random.default_rng(trial))
-        assert arrays.auc == old.auc
+        # the direct AUC too: the same pair count from the dense pass and the sparse histogram
+        assert arrays.auc == new.auc
+        if config.auc_share > 0:
+            assert arrays.auc_release == new.auc_release
 
 
 def test_streamed_recursive_medians_equal_the_in_memory_release() -> None:

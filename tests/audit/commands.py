@@ -367,7 +367,7 @@ def _roc_released(curve) -> np.ndarray:
     return np.array([curve.tpr[1] * curve.positives, curve.positives])
 
 
-@case(name="roc fixed-space", epsilon=2.0, runs=2500,
+@case(name="roc fixed-space", epsilon=1.0, runs=2500, scope="the counts step (½ of ε = 2)",
       pair="a positive record at the top score → a negative at the bottom (score range "
            "[0, 1], default 8 bins, hierarchical counts), n=40",
       statistic="sides of the top bin's cumulative TP count and of n1, read off the curve",
@@ -399,6 +399,62 @@ def roc_build():
     def release(s, p):
         return lambda rng: sides(run(s, p, rng), *exact)
     return release(*pairs[0]), release(*pairs[1])
+
+
+def _roc_auc_control():
+    from dpcli.algorithms import roc_scale
+    return scaled_epsilon(roc_scale, "discrete_laplace_mechanism")
+
+
+def _roc_auc_pair(move_label: bool):
+    """n = 40: one positive at the top score, the others below it (a lone positive, or
+    half of them positive); in D' it moves to the bottom, or becomes a negative there."""
+    n = 40
+    scores = np.linspace(0.05, 0.95, n)
+    positive = np.zeros(n, dtype=bool) if not move_label else np.arange(n) % 2 == 1
+    scores[0], positive[0] = 1.0, True
+    scores_dp, positive_dp = scores.copy(), positive.copy()
+    scores_dp[0], positive_dp[0] = 0.0, not move_label
+    return n, ((scores, positive), (scores_dp, positive_dp))
+
+
+def _roc_auc_build(move_label: bool, field: str):
+    from dpcli.algorithms import roc, roc_scale
+
+    config = roc.ROCConfig()
+    n, pairs = _roc_auc_pair(move_label)
+    plan = roc.plan(config, n, Budget(2.0))
+
+    def run(s, p, rng):
+        curve, _ = roc.private_roc(s, p, lower=0.0, upper=1.0, config=config, run_plan=plan,
+                                   rng=rng)
+        return np.array([getattr(curve.auc_release, field)], dtype=float)
+
+    with noiseless(roc_scale, "discrete_laplace_mechanism", lambda x, **_: int(x)):
+        exact = [run(s, p, np.random.default_rng(0)) for s, p in pairs]
+
+    def release(s, p):
+        return lambda rng: sides(run(s, p, rng), *exact)
+    return release(*pairs[0]), release(*pairs[1])
+
+
+@case(name="roc auc pairs", epsilon=0.75, runs=2500, scope="the auc step (¾ of ½ of ε = 2)",
+      pair="a lone positive at the top score → at the bottom, 39 negatives between: the signed "
+           "pair count moves by 2(n−1) = 78, its sensitivity, n=40",
+      statistic="sides of the released noisy pair count D",
+      control=_roc_auc_control, control_name="the AUC's discrete Laplace at 2ε")
+def roc_auc_build():
+    return _roc_auc_build(False, "pairs")
+
+
+@case(name="roc auc positives", epsilon=0.25, runs=2500,
+      scope="the auc_positives step (¼ of ½ of ε = 2)",
+      pair="a positive at the top score → a negative at the bottom (21 of 40 positive): n1 "
+           "moves by 1, n=40",
+      statistic="sides of the released noisy count of positives",
+      control=_roc_auc_control, control_name="the AUC's discrete Laplace at 2ε")
+def roc_auc_positives_build():
+    return _roc_auc_build(True, "positives")
 
 
 # --------------------------------------------------------------------------- validate

@@ -65,7 +65,10 @@ def test_roc_with_a_model_writes_curve_files_and_charges(project: Project, cli, 
     assert p["parameters"]["k"] == 6 and len(p["thresholds"]) == 63  # ceil(log2 400) - 3
     assert p["auc"] == pytest.approx(summary["auc"]) and p["model_kind"] == "naive_bayes"
     assert len(p["points"]) == len(curve) and p["compare_true"] is False
-    assert [s["step"] for s in p["breakdown"]] == ["thresholds", "counts"]
+    assert [s["step"] for s in p["breakdown"]] == ["thresholds", "counts", "auc",
+                                                  "auc_positives"]
+    assert p["scale"]["transform"] == "logit"  # naive Bayes gives log-odds
+    assert 0 < p["auc_error"] < 1 and p["curve_auc"] is not None
     assert (out / "curve.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert _spent(project) == pytest.approx(0.7)
     entry = [e for e in read_entries(project.ledger) if e["kind"] == "reserve"][-1]
@@ -81,10 +84,12 @@ def test_roc_with_a_score_column_and_fixed_space(project: Project, cli, scored) 
     assert r.exit_code == 0, r.stderr
     p = json.loads((out / "curve.json").read_text())["payload"]
     assert p["parameters"] == {"thresholds": "fixed-space", "counts": "privelet", "bins": 40,
-                               "alpha": 0.1}
+                               "alpha": 0.1, "auc_share": 0.5}
     assert p["thresholds"] == pytest.approx(list(np.arange(1, 40) * 10 / 40))
     assert p["score_column"] == "p" and p["score_range"] == [0.0, 10.0]
-    assert [s["step"] for s in p["breakdown"]] == ["counts"]  # fixed space costs no ε1
+    assert p["scale"]["transform"] == "identity"  # a score column keeps its own scale
+    # fixed space: no ε1
+    assert [s["step"] for s in p["breakdown"]] == ["counts", "auc", "auc_positives"]
     assert "clamped" in r.stderr  # the custodian learns that values were clamped
     assert _spent(project) == pytest.approx(0.5)
 
@@ -218,23 +223,24 @@ def test_an_empty_test_file_is_refused_before_the_charge(project: Project, cli,
 
 def test_roc_warns_when_noise_swamps_the_counts(project: Project, cli, scored) -> None:
     r = cli("roc", scored, "--spec", project.spec, "--score-column", "p", "--score-range",
-            "0,10", "--out", project.root / "r", "--epsilon", 0.05, "-q")
+            "0,10", "--out", project.root / "r", "--epsilon", 0.1, "-q")
     assert r.exit_code == 0, r.stderr
-    assert "mostly noise" in r.stderr  # 400 records at ε = 0.05: 64 bins, Δ = 6, scale 120
+    # 400 records, ε = 0.1 of which half on the counts: 64 bins, Δ = 6, scale 120
+    assert "mostly noise" in r.stderr
     p = json.loads((project.root / "r" / "curve.json").read_text())["payload"]
     assert p["count_noise_scale"] == pytest.approx(120.0)
 
 
-def test_roc_default_is_equal_bins_with_all_of_epsilon_on_the_counts(project: Project, cli,
+def test_roc_default_is_equal_bins_with_the_rest_of_epsilon_on_the_counts(project: Project, cli,
                                                                        scored) -> None:
     r = cli("roc", scored, "--spec", project.spec, "--score-column", "p", "--score-range",
             "0,10", "--out", project.root / "r", "--epsilon", 0.5, "-q")
     assert r.exit_code == 0, r.stderr
     p = json.loads((project.root / "r" / "curve.json").read_text())["payload"]
     assert p["parameters"] == {"thresholds": "fixed-space", "counts": "hierarchical",
-                               "bins": 64, "k": 6, "branching": 16}
+                               "bins": 64, "k": 6, "branching": 16, "auc_share": 0.5}
     assert p["thresholds"] == pytest.approx(list(np.arange(1, 64) * 10 / 64))
-    assert [s["step"] for s in p["breakdown"]] == ["counts"]
+    assert [s["step"] for s in p["breakdown"]] == ["counts", "auc", "auc_positives"]
 
 
 def test_a_declared_score_column_keeps_its_missing_policy(project: Project) -> None:
@@ -300,3 +306,76 @@ def test_roc_without_scores_says_what_to_give(project: Project, cli, scored) -> 
     assert r.exit_code == 2
     assert "--model FILE" in r.stderr and "--score-column" in r.stderr
     assert "not both" not in r.stderr and _entries(project) == 0
+
+
+def test_roc_transform_and_auc_share_options(project: Project, cli, model) -> None:
+    out = project.root / "id"
+    r = cli("roc", project.data, "--spec", project.spec, "--model", model, "--out", out,
+            "--transform", "identity", "--auc-share", 0.25, "--epsilon", 0.4, "--seed", 3, "-q")
+    assert r.exit_code == 0, r.stderr
+    p = json.loads((out / "curve.json").read_text())["payload"]
+    assert p["scale"] == {"transform": "identity", "range": [0.0, 1.0],
+                          "source": "the score on its declared range"}
+    assert p["thresholds"] == p["scale_thresholds"]
+    steps = {s["step"]: s["epsilon"] for s in p["breakdown"]}
+    assert steps == pytest.approx({"counts": 0.3, "auc": 0.075, "auc_positives": 0.025})
+    r = cli("roc", project.data, "--spec", project.spec, "--model", model, "--out",
+            project.root / "trap", "--auc-share", 0, "--epsilon", 0.2, "--seed", 3, "-q")
+    assert r.exit_code == 0, r.stderr
+    p = json.loads((project.root / "trap" / "curve.json").read_text())["payload"]
+    assert "auc_error" not in p and [s["step"] for s in p["breakdown"]] == ["counts"]
+    assert p["scale"]["transform"] == "logit"
+    # thresholds on the log-odds scale are given back as probabilities
+    assert p["thresholds"] == pytest.approx(1 / (1 + np.exp(-np.array(p["scale_thresholds"]))))
+    r = cli("roc", project.data, "--spec", project.spec, "--model", model, "--out",
+            project.root / "bad", "--transform", "probit", "--epsilon", 0.1)
+    assert r.exit_code == 2 and "transform" in r.stderr
+
+
+def test_roc_logit_of_a_score_column_outside_zero_one_is_refused(project: Project, cli,
+                                                                 scored) -> None:
+    before = _entries(project)
+    r = cli("roc", scored, "--spec", project.spec, "--score-column", "p", "--score-range",
+            "0,10", "--transform", "logit", "--out", project.root / "r", "--epsilon", 0.1)
+    assert r.exit_code == 2 and "within [0, 1]" in r.stderr
+    assert _entries(project) == before  # refused before the charge
+
+
+def test_roc_warns_when_noise_dominates_the_auc(project: Project, cli, scored) -> None:
+    out = project.root / "r"
+    r = cli("roc", scored, "--spec", project.spec, "--score-column", "p", "--score-range",
+            "0,10", "--out", out, "--epsilon", 0.05)
+    assert r.exit_code == 0, r.stderr
+    p = json.loads((out / "curve.json").read_text())["payload"]
+    assert p["auc_error"] > 0.1  # 400 records at ε = 0.05
+    assert "noise dominates the AUC" in r.stderr
+    assert "noise dominates the AUC" in p["noise_dominates"]
+    r = cli("roc", scored, "--spec", project.spec, "--score-column", "p", "--score-range",
+            "0,10", "--out", project.root / "r2", "--epsilon", 0.5, "-q")
+    assert r.exit_code == 0 and "noise dominates" not in r.stderr
+    p = json.loads((project.root / "r2" / "curve.json").read_text())["payload"]
+    assert p["auc_error"] < 0.1 and "noise_dominates" not in p
+
+
+@pytest.mark.parametrize(("section", "message"), [
+    ({"epsilon": 0.1, "transform": "probit"}, "roc.transform: must be one of logit, identity"),
+    ({"epsilon": 0.1, "auc_share": 1}, "roc.auc_share: must be in [0, 1)"),
+    ({"epsilon": 0.1, "auc_share": -0.1}, "roc.auc_share: must be in [0, 1)"),
+])
+def test_roc_spec_keys_are_checked(project: Project, cli, model, section, message) -> None:
+    project.write_spec(lambda spec: spec.__setitem__("roc", section))
+    before = _entries(project)
+    r = cli("roc", project.data, "--spec", project.spec, "--model", model, "--out",
+            project.root / "r")
+    assert r.exit_code == 2 and message in r.stderr, r.stderr
+    assert _entries(project) == before
+
+
+def test_roc_spec_keys_set_the_run(project: Project, cli, model) -> None:
+    project.write_spec(lambda spec: spec.__setitem__(
+        "roc", {"epsilon": 0.2, "transform": "identity", "auc_share": 0.5}))
+    r = cli("roc", project.data, "--spec", project.spec, "--model", model, "--out",
+            project.root / "r", "--seed", 1, "-q")
+    assert r.exit_code == 0, r.stderr
+    p = json.loads((project.root / "r" / "curve.json").read_text())["payload"]
+    assert p["scale"]["transform"] == "identity" and p["parameters"]["auc_share"] == 0.5

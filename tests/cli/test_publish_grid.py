@@ -520,35 +520,33 @@ def test_the_synopsis_records_its_degeneracy_as_a_classifier(project: Project, c
 
 
 @pytest.mark.parametrize("decision", ["balanced", "majority"])
-def test_the_decision_rule_predicts_a_rare_class_only_when_balanced(project: Project, cli,
-                                                                    decision: str) -> None:
-    """Positives are 30 % of the red rows and none of the others (10 % overall): no cell has a
-    positive majority, so 'majority' never predicts 1 (said on stderr and in grid.json), while
-    'balanced' predicts 1 exactly on the red rows. ε = 1000: the noise is negligible."""
+def test_the_decision_rule_weighs_a_cell_against_the_overall_share(project: Project, cli,
+                                                                  decision: str) -> None:
+    """Positives: 70 % of red rows, 40 % of green, none of blue (about 37 % overall). The
+    colour grid beats the root (red flips the majority), so at ε = 1000 it is chosen and the
+    noise is negligible. 'majority' predicts 1 on red only; 'balanced' on red and green,
+    whose share is above the overall one."""
     def mutate(spec: dict) -> None:
         spec["budget"]["epsilon"] = 1000
         spec["publish-grid"] = {"epsilon": 1000, "decision": decision, "columns": ["color"]}
     project.write_spec(mutate)
-    data = project.root / "rare.parquet"
+    data = project.root / "shares.parquet"
     rng = np.random.default_rng(5)
-    frame = _signal_frame(3000, 5, lambda f: (f["color"] == "red") & (rng.random(len(f)) < 0.3))
+    rate = {"red": 0.7, "green": 0.4, "blue": 0.0}
+    frame = _signal_frame(3000, 5, lambda f: rng.random(len(f)) < f["color"].map(rate))
     frame.to_parquet(data, index=False)
     r = _publish(cli, project, data=data)
     assert r.exit_code == 0, r.stderr
     payload = _payload(project.root / "syn")
     assert payload["decision"] == decision
+    assert [g["column"] for g in payload["grid"]] == ["color"]
+    assert payload["degeneracy"]["degenerate"] is False, payload["degeneracy"]
     out = project.root / "p.parquet"
     assert cli("predict", project.root / "syn", data, "--out", out, "-q").exit_code == 0
     preds = pd.read_parquet(out)
-    red = (frame["color"] == "red").to_numpy()
-    if decision == "majority":
-        assert payload["degeneracy"]["never_predicted"] == ["1"]
-        assert "degenerate model" in r.stderr
-        assert (preds["prediction"] == "0").all()
-    else:
-        assert payload["degeneracy"]["degenerate"] is False
-        assert "degenerate model" not in r.stderr
-        assert ((preds["prediction"] == "1").to_numpy() == red).all()
+    positive = {"majority": ["red"], "balanced": ["red", "green"]}[decision]
+    expected = frame["color"].isin(positive).to_numpy()
+    assert ((preds["prediction"] == "1").to_numpy() == expected).all()
 
 
 def test_an_unknown_decision_is_refused_before_any_charge(project: Project, cli) -> None:

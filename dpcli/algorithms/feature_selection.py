@@ -773,9 +773,12 @@ class ReleasedCheck:
     margin: float
     null_margin: float
     selected: int
+    everything: bool = False    # every candidate selected: nothing was told apart
 
     @property
     def indistinguishable(self) -> bool:
+        if self.everything:
+            return False
         return self.selected == 0 or self.margin <= self.null_margin
 
     def problem(self) -> str | None:
@@ -790,7 +793,7 @@ class ReleasedCheck:
     def to_json(self) -> dict[str, Any]:
         return {"checked": "from the released noisy scores (post-processing)",
                 "degenerate": self.indistinguishable, "margin": self.margin,
-                "null_margin_p99": self.null_margin}
+                "null_margin_p99": self.null_margin, "everything_selected": self.everything}
 
 
 def released_check(noisy: np.ndarray, chosen: np.ndarray, noise_scales: Sequence[float]
@@ -801,7 +804,7 @@ def released_check(noisy: np.ndarray, chosen: np.ndarray, noise_scales: Sequence
         return ReleasedCheck(0.0, 0.0, k)
     margin = float(noisy[chosen].mean() - np.median(noisy))
     if k >= m:            # everything selected: nothing was told apart, nothing to judge
-        return ReleasedCheck(math.inf, 0.0, k)
+        return ReleasedCheck(margin, 0.0, k, everything=True)
     gen = np.random.default_rng(20_2614)    # public, fixed: the null depends on m, k, b only
     reps = max(20, min(200, 2_000_000 // m))         # bounded memory for large vocabularies
     sims = np.zeros((reps, m))

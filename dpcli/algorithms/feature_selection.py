@@ -751,10 +751,11 @@ def split_rule(total: float, needed: float) -> Split:
     elif needed >= hi:
         selection, bound = hi, "cap"
     else:
-        selection, bound = needed, "needed"
-    # a short decimal, so that the printed training share adds up exactly
-    selection = float(f"{selection:.4g}")
-    return Split(total, selection, round(total - selection, 12), needed, bound)
+        # rounded UP to 4 significant digits: a short decimal that still resolves the gap
+        q = 10.0 ** (math.floor(math.log10(needed)) - 3)
+        selection, bound = min(hi, float(f"{math.ceil(needed / q - 1e-9) * q:.4g}")), "needed"
+    selection = float(f"{selection:.12g}")
+    return Split(total, selection, float(f"{total - selection:.12g}"), needed, bound)
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,6 @@ import sys
 from pathlib import Path
 
 import numpy as np
-import yaml
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
@@ -92,10 +91,10 @@ def main() -> None:
              "with its standard error.", ""]
     for name in sorted({k[0] for k in cells}, key=lambda x: (x != "tweets", x)):
         info = infos.get(name, {})
-        lines += [f"## {name} (train {info.get('n_train', '?'):,}, test "
-                  f"{info.get('n_test', '?'):,}; majority-class accuracy on test "
-                  f"{1 - info.get('prevalence_test', math.nan) if info.get('prevalence_test', 0) < 0.5 else info.get('prevalence_test'):.3f})",
-                  ""]
+        prevalence = float(info.get("prevalence_test", math.nan))
+        lines += [f"## {name} (train {info.get('n_train', 0):,}, test "
+                  f"{info.get('n_test', 0):,}; majority-class accuracy on test "
+                  f"{max(prevalence, 1 - prevalence):.3f})", ""]
         lines += ["| ε | learner | runs | accuracy | AUC | balanced acc. | predicted positive "
                   "| fallback | degenerate (warned) | Δ acc (± s.e.) |",
                   "| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]

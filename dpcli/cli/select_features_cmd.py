@@ -156,7 +156,10 @@ def select_features(
         checked["noise_check"] = {**check.to_json(), "allowed": config.allow_noise}
         if not check.passes:
             if not config.allow_noise:
-                raise UsageError("refused before any charge: " + check.message())
+                total_note = ("" if total_epsilon is None else
+                              f" (under --total-epsilon the selection gets at most half: a "
+                              f"total ≥ {check.needed_epsilon / fs.SPLIT_CAP:.3g})")
+                raise UsageError("refused before any charge: " + check.message() + total_note)
             ui.warn("--allow-noise: " + check.message().split(". Train on")[0]
                     + "; selecting anyway (recorded in the output under 'noise_check')")
         return fs.plan(s.schema, chosen, Budget(eps), config)

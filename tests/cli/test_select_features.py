@@ -298,6 +298,11 @@ def test_total_epsilon_takes_the_rule_share_and_prints_the_training_share(
     assert payload["degeneracy"]["degenerate"] is False    # perturb: the released check ran
     r = _select(cli, project, "--epsilon", 0.2, "--total-epsilon", 1.0, allow_noise=False)
     assert r.exit_code == 2 and "not both" in r.stderr
+    # a total whose half cannot resolve min_effect: refused, naming the total that would
+    r = _select(cli, project, "--score", "tc", "--method", "topk", "--k", 3,
+                "--total-epsilon", 0.05, allow_noise=False)
+    assert r.exit_code == 2 and "would select by noise" in r.stderr
+    assert "a total ≥" in r.stderr and _spent(project) == pytest.approx(split["selection"])
 
 
 def test_released_check_flags_a_selection_by_noise(project: Project, cli) -> None:

@@ -62,9 +62,13 @@ def stat(values: list[float]) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("suites", nargs="+", type=Path)
+    ap.add_argument("suites", nargs="*", type=Path)
     ap.add_argument("--out", type=Path, default=HERE / "results" / "fs_nb_suite.md")
     args = ap.parse_args()
+    if not args.suites:   # run_all.py: nothing to rebuild from without the suite's runs
+        print("fs_nb_suite.py: pass the suite.json files of benchmarks/suite.py runs "
+              "(see its docstring); nothing written")
+        return
     cells: dict[tuple, list[dict]] = collections.defaultdict(list)
     infos: dict[str, dict] = {}
     argv = []

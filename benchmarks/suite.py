@@ -17,8 +17,10 @@ ledger per run and ``--seed`` distinct per run:
   the label declared public explicitly (``BRC_PARTIAL_LABEL``; skipped where no column can
   sensibly be public);
 * ``grid``: publish-grid, then ``dpcli predict synopsis/grid.json`` (histogram classifier);
-* ``fs-nb``: select-features with 0.2·ε (the spec's score and method), then train-nb
-  --features with 0.8·ε: the same total ε as the other learners.
+* ``fs-nb``: select-features --total-epsilon ε (the spec's score and method; the split
+  rule's share, read from a dry run), then train-nb --features with the rest: the same total
+  ε as the other learners. A selection the noise check refuses falls back to train-nb on
+  every column with the whole ε (column "fallback" in the results).
 
 Every model is applied with ``dpcli predict`` to the test split; measured there: AUC (rank
 formula on the ``score`` column), balanced accuracy and accuracy of ``prediction``, the
@@ -99,7 +101,7 @@ NOISE_FREE = 1e4                 # ε of the noise-free dpcli rows (noise neglig
 NO_NOISE_FREE = {"grid": "not run: at ε = 1e4 the cell cap T grows with ε and the grid pool "
                          "explodes (> 13 min on digits)"}
 BUDGET = 1e6                     # every run's fresh ledger total
-FS_SHARE = 0.2                   # select-features' share of fs-nb's ε (as configs/*.yaml)
+FS_FALLBACK: dict[str, str] = {}  # fs-nb runs whose selection was refused: folder -> why
 SPLIT_SEED = 0
 TEST_FRACTION = 0.3
 MAX_ONE_HOT = 64
@@ -429,11 +431,26 @@ def commands(name: str, learner: str, eps: float, seed: int, folder: Path,
         return [["publish-grid", train, *common, "--epsilon", eps, "--out",
                  folder / "synopsis"]], folder / "synopsis" / "grid.json"
     if learner == "fs-nb":
+        # the split rule via a dry run (--total-epsilon): selection's share, the training
+        # share printed; a selection the noise check refuses falls back to train-nb on every
+        # column with the whole ε (the refusal is kept as the run's warning)
         feats, model = folder / "features.json", folder / "model.json"
-        return [["select-features", train, *common, "--epsilon", FS_SHARE * eps,
-                 "--out", feats],
-                ["train-nb", train, "--spec", spec, "--seed", seed + 50000, "--epsilon",
-                 (1 - FS_SHARE) * eps, "--features", feats, "--out", model]], model
+        dry = dpcli(["select-features", train, *common, "--total-epsilon", eps,
+                     "--dry-run", "--json"], 300)
+        if dry.get("returncode") == 0:
+            training = json.loads(dry["stdout"].strip().splitlines()[-1])["split"]["training"]
+            # train on the selection with its per-row word cap r, when it has one (the
+            # paper's setup: a spec's select-features.r, a public a-priori choice)
+            r = (yaml.safe_load(spec.read_text()).get("select-features") or {}).get("r")
+            return [["select-features", train, *common, "--total-epsilon", eps,
+                     "--out", feats],
+                    ["train-nb", train, "--spec", spec, "--seed", seed + 50000, "--epsilon",
+                     training, "--features", feats, "--out", model,
+                     *(["--r", r] if r else [])]], model
+        if "would select by noise" in dry.get("stderr", ""):
+            FS_FALLBACK[str(folder)] = dry["stderr"].strip().splitlines()[-1]
+            return [["train-nb", train, *common, "--epsilon", eps, "--out", model]], model
+        raise RuntimeError(f"select-features dry run failed: {dry.get('stderr', '')[-800:]}")
     raise ValueError(learner)
 
 
@@ -477,6 +494,10 @@ def run_cell(name: str, info: dict, learner: str, eps: float, rep: int,
     steps, model = commands(name, learner, eps, seed, folder, spec, train)
     steps.append(["predict", model, test, "--out", folder / "pred.parquet"])
     t0 = time.perf_counter()
+    if str(folder) in FS_FALLBACK:   # fs-nb refused by the noise check: said, and recorded
+        out["fs_fallback"] = True
+        out.setdefault("warnings", []).append(
+            f"select-features: {FS_FALLBACK.pop(str(folder))}"[:300])
     for step in [None, *steps]:
         r = init if step is None else dpcli(step, timeout, memory_gb)
         out["commands"].append({k: (round(v, 2) if isinstance(v, float) else v)

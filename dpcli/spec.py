@@ -81,11 +81,13 @@ class SelectFeaturesSection:
     centers: int | None = None
     rounds: int | None = None
     columns: tuple[str, ...] = ()
+    min_effect: float | None = None
+    allow_noise: bool | None = None
 
     def config_values(self) -> dict[str, Any]:
         """The section's FSConfig fields that were set."""
         return _set(self, ("score", "method", "threshold", "k", "r", "bins", "centers",
-                           "rounds"))
+                           "rounds", "min_effect", "allow_noise"))
 
 
 def _set(section: Any, names: tuple[str, ...]) -> dict[str, Any]:
@@ -438,7 +440,7 @@ def _parse_select_features(raw: Any, where: Where, schema: Schema) -> SelectFeat
     from dpcli.algorithms.feature_selection import METHODS, SCORES
 
     keys = {"epsilon", "score", "method", "threshold", "k", "r", "bins", "centers", "rounds",
-            "columns"}
+            "columns", "min_effect", "allow_noise"}
     raw = checks.mapping(raw, where, allowed=keys, required={"epsilon"})
     out: dict[str, Any] = {"epsilon": checks.epsilon(raw["epsilon"], where / "epsilon")}
     if "score" in raw:
@@ -456,6 +458,12 @@ def _parse_select_features(raw: Any, where: Where, schema: Schema) -> SelectFeat
             raise (where / "bins").error(f"must be at most {MAX_BINS:,}, got {out['bins']:,}")
     if "columns" in raw:
         out["columns"] = _columns(raw["columns"], where / "columns", schema)
+    if "min_effect" in raw:
+        out["min_effect"] = float(checks.positive(raw["min_effect"], where / "min_effect"))
+    if "allow_noise" in raw:
+        if not isinstance(raw["allow_noise"], bool):
+            raise (where / "allow_noise").error("must be true or false")
+        out["allow_noise"] = raw["allow_noise"]
     return SelectFeaturesSection(**out)
 
 

@@ -67,6 +67,7 @@ Methods and their cost, each ε-DP for the ``epsilon`` it is given:
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -130,6 +131,8 @@ class FSConfig:
     ``r`` caps the words counted per row of each tokens column (default: the
     column's ``max_per_row``). ``bins`` bins numeric columns for chi2;
     ``centers`` and ``rounds`` drive the cluster method's k-means.
+    ``min_effect`` is the meaningful score gap per record (:func:`noise_check`);
+    ``allow_noise`` lets a selection whose noise exceeds it run anyway.
     """
 
     score: str = "tc"
@@ -140,6 +143,12 @@ class FSConfig:
     bins: int = 10
     centers: int = 5
     rounds: int = 20
+    min_effect: float | None = None
+    allow_noise: bool = False
+
+    def effect(self) -> float:
+        """The meaningful score gap per record (``min_effect`` or the score's default)."""
+        return DEFAULT_MIN_EFFECT[self.score] if self.min_effect is None else self.min_effect
 
     def __post_init__(self) -> None:
         if self.score not in SCORES:
@@ -151,6 +160,9 @@ class FSConfig:
             if value is not None and (isinstance(value, bool) or not isinstance(value, int)
                                       or value < 1):
                 raise UsageError(f"{name} must be a positive integer, got {value!r}")
+        if self.min_effect is not None and not (np.isfinite(self.min_effect)
+                                                and self.min_effect > 0):
+            raise UsageError(f"min_effect must be a positive number, got {self.min_effect}")
         if self.threshold is not None and not np.isfinite(self.threshold):
             raise UsageError(f"threshold must be a finite number, got {self.threshold}")
         need = {"perturb": "--threshold, --k or both (noisy score above τ, at most k)",
@@ -395,6 +407,7 @@ class Selection:
     candidates: int
     row_cap: int
     sensitivity: dict[str, float] = field(default_factory=dict)
+    released: ReleasedCheck | None = None
 
     @property
     def columns(self) -> list[str]:
@@ -415,7 +428,8 @@ class Selection:
                 "candidates": self.candidates, "row_cap": self.row_cap,
                 "sensitivity": self.sensitivity, "n_selected": len(self.selected),
                 "selected": [c.to_json() for c in self.selected],
-                "columns": self.columns, "words": self.words}
+                "columns": self.columns, "words": self.words,
+                **({"degeneracy": self.released.to_json()} if self.released else {})}
 
 
 def select(stats: Stats, schema: Schema, columns: Sequence[str], p: Plan, config: FSConfig,
@@ -428,27 +442,34 @@ def select(stats: Stats, schema: Schema, columns: Sequence[str], p: Plan, config
     m, s, n = len(cands), row_cap(schema, columns), int(stats.n)
     per, l1 = sensitivity(config.score, m, s, n)
     eps = p.step(STEP).budget.eps
+    released: ReleasedCheck | None = None
     if config.method == "cluster":
-        chosen = _cluster(binary_counts(stats, schema, columns), config, 2 * s, eps, rng)
+        chosen, noisy = _cluster(binary_counts(stats, schema, columns), config, 2 * s, eps,
+                                 rng)
+        released = released_check(noisy, chosen, (2.0 * s / eps,) * 2)
     else:
         scores = compute_scores(stats, schema, columns, config.score)
-        chosen = _by_scores(scores, config, per, l1, eps, rng)
+        chosen, noisy = _by_scores(scores, config, per, l1, eps, rng)
+        if noisy is not None:      # perturb: the noisy scores are the mechanism's output
+            released = released_check(noisy, chosen, (l1 / eps,))
     return Selection(selected=[cands[i] for i in chosen], score=config.score,
                      method=config.method, parameters=config.parameters(), candidates=m,
-                     row_cap=s, sensitivity={"per_feature": per, "l1": l1})
+                     row_cap=s, sensitivity={"per_feature": per, "l1": l1}, released=released)
 
 
 def _by_scores(scores: np.ndarray, config: FSConfig, per: float, l1: float, eps: float,
-               rng: np.random.Generator) -> np.ndarray:
+               rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray | None]:
+    """The chosen indices, and the released noisy scores (perturb only; else None)."""
     m = scores.size
     if config.method == "topk":
         assert config.k is not None
-        return exponential_top_k(scores, min(config.k, m), sensitivity=per, epsilon=eps, rng=rng)
+        return exponential_top_k(scores, min(config.k, m), sensitivity=per, epsilon=eps,
+                                 rng=rng), None
     if config.method == "threshold":
         assert config.k is not None and config.threshold is not None
         found = sparse_vector(scores, config.threshold, cap=config.k, sensitivity=per,
                               epsilon=eps, rng=rng)
-        return np.sort(found)
+        return np.sort(found), None
     # perturb
     if config.score in INTEGER_SCORES:
         noisy = discrete_laplace_mechanism(np.rint(scores).astype(np.int64),
@@ -461,12 +482,16 @@ def _by_scores(scores: np.ndarray, config: FSConfig, per: float, l1: float, eps:
     order = np.lexsort((rng.random(m), -noisy))
     if config.threshold is not None:
         order = order[noisy[order] > config.threshold]
-    return order if config.k is None else order[:config.k]
+    return (order if config.k is None else order[:config.k]), noisy
 
 
 def _cluster(points: np.ndarray, config: FSConfig, l1: int, eps: float,
-             rng: np.random.Generator) -> np.ndarray:
-    """Release the (a0, a1) points, cluster them, accept clusters by centre score."""
+             rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """Release the (a0, a1) points, cluster them, accept clusters by centre score.
+
+    Returns the chosen indices and each point's score (tc or dc) from its released
+    vector, for the released check (post-processing).
+    """
     assert config.threshold is not None
     noisy = discrete_laplace_mechanism(points, sensitivity=l1, epsilon=eps, rng=rng)
     noisy = np.asarray(noisy, dtype=float)
@@ -476,7 +501,9 @@ def _cluster(points: np.ndarray, config: FSConfig, l1: int, eps: float,
     else:
         centre_score = np.abs(centres[:, 1] - centres[:, 0])
     accepted = np.flatnonzero(centre_score >= config.threshold)
-    return np.flatnonzero(np.isin(labels, accepted))
+    point_score = (noisy.sum(axis=1) if config.score == "tc"
+                   else np.abs(noisy[:, 1] - noisy[:, 0]))
+    return np.flatnonzero(np.isin(labels, accepted)), point_score
 
 
 # ------------------------------------------------------------ trainers' side
@@ -529,3 +556,260 @@ def load_selection(path: Any, schema: Schema) -> tuple[Schema, tuple[str, ...]]:
         cols.append(col)
     ordered = tuple(c.name for c in schema.columns if c.name in chosen)
     return replace(schema, columns=tuple(cols)), ordered
+
+
+# -------------------------------------------- is the selection above its noise?
+#: the probability with which the noise must keep two candidates' scores in order
+RESOLUTION_PROBABILITY = 0.9
+#: default ``min_effect``, per record: a score gap of 5 % of n for the count scores
+#: (tc, dc, pi) and for chi2 (Σ|o − e| / n), 0.01 nats for ig (already per record)
+DEFAULT_MIN_EFFECT = {"tc": 0.05, "dc": 0.05, "pi": 0.05, "chi2": 0.05, "ig": 0.01}
+#: the split rule's bounds on selection's share of a total ε (see :func:`split_rule`)
+SPLIT_FLOOR, SPLIT_CAP = 0.1, 0.5
+
+
+def _laplace_difference_tail(scales: Sequence[float], p: float) -> float:
+    """The g with P(Σ ± L_i > g) = p (:func:`_unit_tail` on scales relative to the largest)."""
+    big = max(scales)
+    return big * _unit_tail(tuple(round(b / big, 12) for b in scales), p)
+
+
+@functools.lru_cache(maxsize=64)
+def _unit_tail(scales: tuple[float, ...], p: float) -> float:
+    """The g with P(Σ ± L_i > g) = p for independent Laplace(b_i) variables (numerically).
+
+    The density of the sum is the convolution of the Laplace densities (FFT, on
+    2^17 + 1 points over ±30·Σb_i), its upper tail interpolated linearly: g is
+    within 0.1 % of the closed form for two terms (tested). Laplace stands for the
+    discrete Laplace of the integer scores: the same tails up to the grid unit.
+    """
+    half = 30.0 * float(sum(scales))
+    x = np.linspace(-half, half, 2 ** 17 + 1)
+    dx = x[1] - x[0]
+    size = 1 << (len(scales) * x.size).bit_length()   # zero-padded: a linear convolution
+    spectrum = np.ones(size // 2 + 1, dtype=complex)
+    for b in scales:                                 # the product of the terms' spectra
+        spectrum *= np.fft.rfft(np.exp(-np.abs(x) / b) / (2.0 * b) * dx, size)
+    full = np.fft.irfft(spectrum, size)
+    # the j-fold convolution of densities centred at index c sits centred at j·c
+    centre = len(scales) * (x.size // 2)
+    density = full[centre - x.size // 2: centre + x.size // 2 + 1]
+    density = np.clip(density, 0.0, None)
+    tail = np.cumsum(density[::-1])[::-1]            # P(sum ≥ x_i)
+    tail /= tail[0]
+    return float(np.interp(-p, -tail, x))
+
+
+def resolution(score: str, method: str, m: int, s: int, n: int, k: int | None,
+               epsilon: float) -> float:
+    """The score gap the selection keeps in order with probability ≥ 0.9 (public facts only).
+
+    Two candidates whose exact scores differ by g are ranked (perturb, topk,
+    cluster) or judged against the threshold (threshold) the right way round with
+    probability ≥ :data:`RESOLUTION_PROBABILITY` when g ≥ the value returned:
+
+    - perturb: noisy scores differ by a difference of two Laplace(Δ1/ε);
+    - cluster: a candidate's tc or dc sums two coordinates of its released count
+      vector, each with Laplace(2s/ε): four Laplace terms in a difference;
+    - threshold: a query's noise DLap(2cD/ε2) against the threshold's DLap(D/ε1)
+      (:func:`dpcli.mechanisms.sparse_vector`, the grid inflation ignored);
+    - topk: each round is the exponential mechanism at ε/k, i.e. Gumbel noise of
+      scale 2kΔ/ε on every score; two Gumbels differ by a logistic variable, so
+      P(wrong order) = 1/(1 + e^(g/β)) and g = β·ln(p/(1 − p)).
+
+    Every scale is proportional to 1/ε, so the resolution is too.
+    """
+    per, l1 = sensitivity(score, m, s, n)
+    p = 1.0 - RESOLUTION_PROBABILITY
+    if method == "topk":
+        beta = 2.0 * max(1, k or 1) * per / epsilon
+        return beta * math.log(RESOLUTION_PROBABILITY / p)
+    if method == "threshold":
+        eps1, eps2 = sparse_vector_split(epsilon, k or 1)
+        return _laplace_difference_tail((2.0 * (k or 1) * per / eps2, per / eps1), p)
+    if method == "cluster":
+        return _laplace_difference_tail((2.0 * s / epsilon,) * 4, p)
+    return _laplace_difference_tail((l1 / epsilon,) * 2, p)
+
+
+@dataclass(frozen=True)
+class NoiseCheck:
+    """Does the selection's noise at this n and ε resolve a meaningful score gap?
+
+    Computed before anything is charged, from public facts only: n (public under
+    replace-one), ε, the number of candidates m, the row cap s, k, the score's
+    sensitivity and the method. ``min_effect`` is per record (a share of n for the
+    count scores and chi2, nats for ig); ``gap`` is it on the score's own scale.
+    """
+
+    score: str
+    method: str
+    n: int
+    epsilon: float
+    min_effect: float
+    gap: float
+    resolution: float
+    needed_epsilon: float
+    needed_n: int | None
+
+    @property
+    def passes(self) -> bool:
+        return self.resolution <= self.gap
+
+    def message(self) -> str:
+        more_n = (f" or about {self.needed_n:,} records" if self.needed_n is not None
+                  else "")
+        return (f"the selection's noise at n = {self.n:,} and ε = {self.epsilon:.4g} keeps two "
+                f"candidates in order (probability ≥ {RESOLUTION_PROBABILITY:g}) only when "
+                f"their {self.score} scores differ by ≥ {self.resolution:,.4g}, more than the "
+                f"meaningful gap min_effect = {self.min_effect:g} per record "
+                f"(= {self.gap:,.4g}): it would select by noise. ε ≥ "
+                f"{self.needed_epsilon:.3g}{more_n} would suffice (or fewer candidates, a "
+                f"smaller k or r, another method). Train on every column instead, or pass "
+                f"--allow-noise (spec: allow_noise: true) to select anyway")
+
+    def to_json(self) -> dict[str, Any]:
+        return {"checked": "before the charge, from public facts (n, ε, m, s, k, method)",
+                "passes": self.passes, "n": self.n, "epsilon": self.epsilon,
+                "min_effect": self.min_effect, "gap": self.gap,
+                "resolution": self.resolution, "probability": RESOLUTION_PROBABILITY,
+                "needed_epsilon": self.needed_epsilon, "needed_n": self.needed_n}
+
+
+def _gap(score: str, min_effect: float, n: int) -> float:
+    """min_effect (per record) on the score's own scale."""
+    return min_effect if score == "ig" else min_effect * n
+
+
+def noise_check(schema: Schema, columns: Sequence[str], config: FSConfig, n: int,
+                epsilon: float) -> NoiseCheck:
+    """The pre-charge check of :class:`NoiseCheck` for a selection at ``epsilon`` on n records."""
+    m, s = len(candidates(schema, columns)), row_cap(schema, columns)
+    effect = config.effect()
+    res = resolution(config.score, config.method, m, s, n, config.k, epsilon)
+    gap = _gap(config.score, effect, n)
+    needed_eps = epsilon * res / gap if gap > 0 else math.inf
+    needed_n: int | None = None
+    if gap > 0:
+        # the smallest n at which it passes: the gap grows with n (counts), the ig
+        # sensitivity shrinks with it; doubling then bisection, capped at 10^12
+        def ok(size: int) -> bool:
+            return resolution(config.score, config.method, m, s, size, config.k,
+                              epsilon) <= _gap(config.score, effect, size)
+        hi = max(2, n)
+        while not ok(hi) and hi < 10 ** 12:
+            hi *= 2
+        if ok(hi):
+            lo = max(1, hi // 2)
+            while hi - lo > max(1, hi // 1000):
+                mid = (lo + hi) // 2
+                lo, hi = (lo, mid) if ok(mid) else (mid, hi)
+            needed_n = hi
+    return NoiseCheck(config.score, config.method, n, epsilon, effect, gap, res,
+                      needed_eps, needed_n)
+
+
+@dataclass(frozen=True)
+class Split:
+    """How one total ε is divided between selection and the training that follows."""
+
+    total: float
+    selection: float
+    training: float
+    needed: float          # the ε at which the selection just resolves min_effect
+    bound: str             # "needed", "floor" or "cap": which part of the rule set it
+
+    def to_json(self) -> dict[str, Any]:
+        return {"rule": "selection = clip(needed ε, 0.1·total, 0.5·total)",
+                "total": self.total, "selection": self.selection, "training": self.training,
+                "needed": self.needed, "bound": self.bound}
+
+
+def split_rule(total: float, needed: float) -> Split:
+    """Selection's share of a ``total`` ε: just what it needs, within [10 %, 50 %] of it.
+
+    ``needed`` is the ε at which the selection's resolution equals the meaningful
+    gap (:func:`noise_check`'s ``needed_epsilon``; resolution ∝ 1/ε, so it is
+    ε·resolution/gap), a public function of n, m, s, k and the method. The rule:
+
+    - never more than needed: every ε that selection does not need lowers the
+      trainer's noise (its scale ∝ 1/ε_train);
+    - at least 10 % of the total: below that the saving for training is under
+      11 % of its noise while the selection's resolution would be at the edge;
+    - at most 50 %: when selection needs more than half, a model trained on what
+      is left is noisier than one trained on every feature with the whole ε
+      (noise ∝ 1/ε: at a half it doubles); the check then fails and the command
+      refuses, so that the user trains on every column.
+
+    Data-independent (public facts only), so the split itself costs nothing.
+    """
+    if not (total > 0 and math.isfinite(total)):
+        raise UsageError(f"--total-epsilon must be a positive finite number, got {total}")
+    lo, hi = SPLIT_FLOOR * total, SPLIT_CAP * total
+    if needed <= lo:
+        selection, bound = lo, "floor"
+    elif needed >= hi:
+        selection, bound = hi, "cap"
+    else:
+        # rounded UP to 4 significant digits: a short decimal that still resolves the gap
+        q = 10.0 ** (math.floor(math.log10(needed)) - 3)
+        selection, bound = min(hi, float(f"{math.ceil(needed / q - 1e-9) * q:.4g}")), "needed"
+    selection = float(f"{selection:.12g}")
+    return Split(total, selection, float(f"{total - selection:.12g}"), needed, bound)
+
+
+@dataclass(frozen=True)
+class ReleasedCheck:
+    """Is the released selection distinguishable from a selection made by noise alone?
+
+    Post-processing of the released noisy scores (perturb) or count vectors
+    (cluster): free. Under the null of equal exact scores, the selected
+    candidates' mean noisy score exceeds the median noisy score by the mean of
+    the top k of m noise draws; ``null_margin`` is the 99th percentile of that
+    (simulated with a fixed public seed from m, k and the noise scale alone),
+    ``margin`` the released one. A margin below the null's is indistinguishable
+    from noise.
+    """
+
+    margin: float
+    null_margin: float
+    selected: int
+    everything: bool = False    # every candidate selected: nothing was told apart
+
+    @property
+    def indistinguishable(self) -> bool:
+        if self.everything:
+            return False
+        return self.selected == 0 or self.margin <= self.null_margin
+
+    def problem(self) -> str | None:
+        if not self.indistinguishable:
+            return None
+        return (f"selection indistinguishable from noise: the selected candidates' noisy "
+                f"scores stand {self.margin:,.4g} above the median, no more than the "
+                f"{self.null_margin:,.4g} that noise alone gives 1 time in 100; a trainer "
+                "on it may do worse than on every column. The file records this under "
+                "'degeneracy'")
+
+    def to_json(self) -> dict[str, Any]:
+        return {"checked": "from the released noisy scores (post-processing)",
+                "degenerate": self.indistinguishable, "margin": self.margin,
+                "null_margin_p99": self.null_margin, "everything_selected": self.everything}
+
+
+def released_check(noisy: np.ndarray, chosen: np.ndarray, noise_scales: Sequence[float]
+                   ) -> ReleasedCheck:
+    """:class:`ReleasedCheck` of noisy scores ``noisy`` (each a sum of Laplace(noise_scales))."""
+    m, k = noisy.size, int(chosen.size)
+    if k == 0 or m == 0:
+        return ReleasedCheck(0.0, 0.0, k)
+    margin = float(noisy[chosen].mean() - np.median(noisy))
+    if k >= m:            # everything selected: nothing was told apart, nothing to judge
+        return ReleasedCheck(margin, 0.0, k, everything=True)
+    gen = np.random.default_rng(20_2614)    # public, fixed: the null depends on m, k, b only
+    reps = max(20, min(200, 2_000_000 // m))         # bounded memory for large vocabularies
+    sims = np.zeros((reps, m))
+    for b in noise_scales:
+        sims += gen.laplace(0.0, b, size=(reps, m))
+    top = -np.sort(-sims, axis=1)[:, :k].mean(axis=1) - np.median(sims, axis=1)
+    return ReleasedCheck(margin, float(np.quantile(top, 0.99)), k)

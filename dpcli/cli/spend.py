@@ -162,7 +162,8 @@ def preflight(ui: UI, spec: Spec, plan: Plan | Callable[[int], Plan], data: Any,
               out: Any, out_files: list[Any], dry_run: bool, *,
               total: Budget | None = None, require_out: bool = True,
               neighbouring: str | None = None, engine: str = "local",
-              inputs: Sequence[tuple[str, Any]] = ()) -> tuple[Any, Plan]:
+              inputs: Sequence[tuple[str, Any]] = (),
+              extra: dict[str, Any] | None = None) -> tuple[Any, Plan]:
     """Every check a spending command makes before its charge; returns the source and plan.
 
     ``out`` is required unless ``dry_run``; ``out_files`` must be writable and
@@ -172,7 +173,8 @@ def preflight(ui: UI, spec: Spec, plan: Plan | Callable[[int], Plan], data: Any,
     file is checked against the schema and the budget; the plan is shown.
     A dry run ends here (exit 0 if the plan fits, 3 if not). ``plan`` may be
     a function of the record count n (public under replace-one), with its
-    ``total`` given, for a run whose calibration depends on n.
+    ``total`` given, for a run whose calibration depends on n. ``extra`` goes
+    into the dry run's --json (read after ``plan`` has run: it may fill it).
     """
     from dpcli.errors import UsageError
     from dpcli.io import Outputs
@@ -195,7 +197,7 @@ def preflight(ui: UI, spec: Spec, plan: Plan | Callable[[int], Plan], data: Any,
         plan = plan(n)
     show_plan(ui, spec, plan, neighbouring)
     if dry_run:
-        dry_run_exit(ui, spec, plan, neighbouring=neighbouring)
+        dry_run_exit(ui, spec, plan, extra=extra, neighbouring=neighbouring)
     return source, plan
 
 

@@ -104,7 +104,8 @@ def test_select_features_cli_reaches_the_audited_release(
     calls = _spy(monkeypatch, feature_selection, "select")
     _run("select-features", tmp_path / "d.parquet", "--spec", spec, "--out",
          tmp_path / "f.json", "--score", "tc", "--method", "threshold", "--threshold", 10,
-         "--k", 1, "--columns", "b0,b1", "--epsilon", 2)
+         "--k", 1, "--columns", "b0,b1", "--epsilon", 2,
+         "--allow-noise")  # the audit's D is a few rows: the noise check would refuse it
     (stats, _schema, columns, plan, config, _rng), = calls
     assert list(columns) == ["b0", "b1"] and (config.method, config.k) == ("threshold", 1)
     assert plan.to_json() == setup["plan"].to_json()

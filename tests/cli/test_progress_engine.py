@@ -27,7 +27,8 @@ def spec_with_sections(project: Project) -> Project:
         spec["budget"]["epsilon"] = 20.0
         spec["train-nb"] = {"epsilon": 1.0, "columns": ["age", "color", "member"]}
         spec["select-features"] = {"epsilon": 0.5, "columns": ["color", "member"],
-                                   "method": "topk", "k": 1, "score": "chi2"}
+                                   "method": "topk", "k": 1, "score": "chi2",
+                                   "allow_noise": True}   # n = 400: noisy by design
         spec["publish-grid"] = {"epsilon": 1.0, "columns": ["age", "color"]}
         spec["schema"]["columns"]["age"]["taxonomy"] = {"bins": [2, 4]}
     project.write_spec(mutate)

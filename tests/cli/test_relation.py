@@ -17,7 +17,7 @@ DEFAULT = ("neighbours: two datasets of the same size n that differ in one recor
 COMMANDS = {
     "tabulate": ("tabulate", "{data}", "--epsilon", 0.2),
     "select-features": ("select-features", "{data}", "--threshold", 3, "--k", 2,
-                        "--epsilon", 0.4),
+                        "--epsilon", 0.4, "--allow-noise"),  # n = 400: noisy by design
     "publish-grid": ("publish-grid", "{data}", "--columns", "color,member", "--epsilon", 0.2),
     "train-nb": ("train-nb", "{data}", "--epsilon", 0.2),
     "train-brc": ("train-brc", "{data}", "--epsilon", 0.2, "--rounds", 3),

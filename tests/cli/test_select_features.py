@@ -16,9 +16,14 @@ from tests.cli.conftest import Project
 from tests.cli.conftest import run_entries as read_entries  # runs only, no genesis
 
 
-def _select(cli, project: Project, *extra: object, out: str = "f.json", data=None):
+def _select(cli, project: Project, *extra: object, out: str = "f.json", data=None,
+            allow_noise: bool = True):
+    """select-features on the toy data; with --allow-noise by default: at n = 400 most of
+    these small-ε runs would otherwise be refused by the noise check (tested on its own
+    below), and these tests are about the mechanics, not about the refusal."""
+    noise = ("--allow-noise",) if allow_noise else ()
     return cli("select-features", data or project.data, "--spec", project.spec,
-               "--out", project.root / out, *extra)
+               "--out", project.root / out, *noise, *extra)
 
 
 def _spent(project: Project) -> float:
@@ -138,7 +143,8 @@ def test_spec_section_is_used_and_validated(project: Project, cli) -> None:
 
 def test_dry_run_shows_plan_and_charges_nothing(project: Project, cli) -> None:
     r = cli("select-features", project.data, "--spec", project.spec, "--method", "threshold",
-            "--threshold", 3, "--k", 2, "--epsilon", 0.4, "--dry-run", "--json")
+            "--threshold", 3, "--k", 2, "--epsilon", 0.4, "--dry-run", "--json",
+            "--allow-noise")
     assert r.exit_code == 0, r.stderr
     summary = json.loads(r.stdout.strip().splitlines()[-1])
     assert summary["dry_run"] is True and summary["fits"] is True
@@ -199,3 +205,110 @@ def test_train_nb_refuses_bad_selection_files(project: Project, cli) -> None:
     assert r.exit_code == 2 and "selects no features" in r.stderr
     assert _spent(project) == spent  # refused before the charge
     assert not (project.root / "m.json").exists()
+
+
+# ------------------------------------------------- noise check, released check, split rule
+def _big(project: Project, n: int = 4000) -> None:
+    """The toy data repeated to n rows, a large budget: a selection the check lets through."""
+    frame = pd.read_parquet(project.data)
+    pd.concat([frame] * (n // len(frame)), ignore_index=True).to_parquet(project.data)
+    project.write_spec(lambda s: s["budget"].update(epsilon=100.0))
+
+
+def test_noise_check_refuses_before_any_charge(project: Project, cli) -> None:
+    """n = 400, topk k = 2 at ε = 0.2: the noise (gap ≈ 44 rows) exceeds 5 % of n (20)."""
+    r = _select(cli, project, "--score", "tc", "--method", "topk", "--k", 2,
+                "--epsilon", 0.2, "--seed", 3, allow_noise=False)
+    assert r.exit_code == 2
+    assert "refused before any charge" in r.stderr and "would select by noise" in r.stderr
+    assert "ε ≥ 0.439" in r.stderr and "--allow-noise" in r.stderr  # what would suffice
+    assert read_entries(project.ledger) == [] and not (project.root / "f.json").exists()
+    # the dry run says the same, and charges nothing either
+    r = _select(cli, project, "--score", "tc", "--method", "topk", "--k", 2,
+                "--epsilon", 0.2, "--dry-run", allow_noise=False)
+    assert r.exit_code == 2 and "would select by noise" in r.stderr
+    assert read_entries(project.ledger) == []
+    # at the ε it names, the same run passes
+    r = _select(cli, project, "--score", "tc", "--method", "topk", "--k", 2,
+                "--epsilon", 0.45, "--seed", 3, allow_noise=False)
+    assert r.exit_code == 0, r.stderr
+    assert _spent(project) == pytest.approx(0.45)
+
+
+def test_allow_noise_runs_and_records_the_failed_check(project: Project, cli) -> None:
+    r = _select(cli, project, "--score", "tc", "--method", "topk", "--k", 2,
+                "--epsilon", 0.2, "--seed", 3, "--json")
+    assert r.exit_code == 0, r.stderr
+    assert "warning: --allow-noise" in r.stderr and "selecting anyway" in r.stderr
+    payload = project.envelope("f.json")["payload"]
+    assert payload["noise_check"]["passes"] is False
+    assert payload["noise_check"]["allowed"] is True
+    assert payload["noise_check"]["resolution"] > payload["noise_check"]["gap"] == 20.0
+    summary = json.loads(r.stdout.strip().splitlines()[-1])
+    assert summary["noise_check"]["passes"] is False
+    assert _spent(project) == pytest.approx(0.2)
+    # the spec's allow_noise: true does the same
+    project.write_spec(lambda s: s.update({"select-features": {
+        "epsilon": 0.2, "score": "tc", "method": "topk", "k": 2, "allow_noise": True}}))
+    r = _select(cli, project, "--seed", 3, out="g.json", allow_noise=False)
+    assert r.exit_code == 0, r.stderr
+    assert project.envelope("g.json")["payload"]["noise_check"]["allowed"] is True
+
+
+def test_spec_min_effect_and_allow_noise_are_validated(project: Project, cli) -> None:
+    project.write_spec(lambda s: s.update({"select-features": {
+        "epsilon": 0.2, "method": "topk", "k": 2, "allow_noise": "yes"}}))
+    r = _select(cli, project, allow_noise=False)
+    assert r.exit_code == 2 and "select-features.allow_noise" in r.stderr
+    project.write_spec(lambda s: s.update({"select-features": {
+        "epsilon": 0.2, "method": "topk", "k": 2, "min_effect": -1}}))
+    r = _select(cli, project, allow_noise=False)
+    assert r.exit_code == 2 and "select-features.min_effect" in r.stderr
+    assert read_entries(project.ledger) == []
+
+
+def test_min_effect_moves_the_verdict(project: Project, cli) -> None:
+    """A coarser meaningful gap (0.2 of n = 80 rows) lets the same run through."""
+    r = _select(cli, project, "--score", "tc", "--method", "topk", "--k", 2,
+                "--epsilon", 0.2, "--seed", 3, "--min-effect", 0.2, allow_noise=False)
+    assert r.exit_code == 0, r.stderr
+    assert project.envelope("f.json")["payload"]["noise_check"]["gap"] == pytest.approx(80.0)
+
+
+def test_total_epsilon_takes_the_rule_share_and_prints_the_training_share(
+        project: Project, cli) -> None:
+    _big(project)
+    r = _select(cli, project, "--score", "tc", "--method", "perturb", "--k", 3,
+                "--total-epsilon", 1.0, "--dry-run", "--json", allow_noise=False)
+    assert r.exit_code == 0, r.stderr
+    summary = json.loads(r.stdout.strip().splitlines()[-1])
+    split = summary["split"]
+    assert split["selection"] + split["training"] == pytest.approx(1.0)
+    assert 0.1 <= split["selection"] <= 0.5
+    assert summary["planned"]["epsilon"] == pytest.approx(split["selection"])
+    assert f"--epsilon {split['training']:g}" in r.stderr
+    assert read_entries(project.ledger) == []
+    r = _select(cli, project, "--score", "tc", "--method", "perturb", "--k", 3,
+                "--total-epsilon", 1.0, "--seed", 1, allow_noise=False)
+    assert r.exit_code == 0, r.stderr
+    assert _spent(project) == pytest.approx(split["selection"])
+    payload = project.envelope("f.json")["payload"]
+    assert payload["split"]["training"] == split["training"]
+    assert payload["noise_check"]["passes"] is True
+    assert payload["degeneracy"]["degenerate"] is False    # perturb: the released check ran
+    r = _select(cli, project, "--epsilon", 0.2, "--total-epsilon", 1.0, allow_noise=False)
+    assert r.exit_code == 2 and "not both" in r.stderr
+    # a total whose half cannot resolve min_effect: refused, naming the total that would
+    r = _select(cli, project, "--score", "tc", "--method", "topk", "--k", 3,
+                "--total-epsilon", 0.05, allow_noise=False)
+    assert r.exit_code == 2 and "would select by noise" in r.stderr
+    assert "a total ≥" in r.stderr and _spent(project) == pytest.approx(split["selection"])
+
+
+def test_released_check_flags_a_selection_by_noise(project: Project, cli) -> None:
+    """perturb at ε = 0.01 on n = 400: the noisy scores are noise; allowed, then flagged."""
+    r = _select(cli, project, "--score", "tc", "--method", "perturb", "--k", 2,
+                "--epsilon", 0.01, "--seed", 5)
+    assert r.exit_code == 0, r.stderr
+    assert "selection indistinguishable from noise" in r.stderr
+    assert project.envelope("f.json")["payload"]["degeneracy"]["degenerate"] is True

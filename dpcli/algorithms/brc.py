@@ -1159,7 +1159,10 @@ class BRCModel:
                            bool(payload.get("class_count_private", False)))
         cal = payload["calibration"]
         balance = payload.get("class_balance")
-        calibration = Calibration(float(cal["a"]), float(cal["b"]))
+        calibration = Calibration(float(cal["a"]), float(cal["b"]),
+                                  tuple(map(float, cal.get("margin_edges", ()))),
+                                  tuple((int(c[0]), int(c[1]))
+                                        for c in cal.get("noisy_counts", ())))
         if balance is not None:
             calibration = replace(calibration, prior=float(balance["prior"]),
                                   positives=int(balance["positives"]),

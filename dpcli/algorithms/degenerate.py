@@ -182,7 +182,7 @@ def _batch(values: dict[str, Any], n: int) -> EncodedBatch:
 #: public points drawn from the declared domain to probe an ensemble (data-free, fixed seed)
 ENSEMBLE_POINTS = 4096
 #: calibrated scores spread less than this over the probe points: a near-constant score
-NEAR_CONSTANT_SCORE = 0.01
+NEAR_CONSTANT_SCORE = 1e-3
 #: a class given to less than this share of the training records (by the released histogram)
 RARE_SHARE = 0.01
 

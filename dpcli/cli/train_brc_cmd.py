@@ -63,8 +63,9 @@ def train_brc(
     to [1/c1, c2], so one record moves that error by at most ρ·c1·c2/n.
     The last 1/10 of ε releases a noisy histogram of the training margins by
     class, to which the score σ(a·F + b) is fitted (Platt scaling). The
-    predicted class is positive where the score exceeds the class prior
-    (a threshold on F, stored in the model). A near-constant ensemble, or
+    predicted class is positive where F exceeds a threshold stored in the
+    model: the margin bin edge of the best balanced accuracy on that noisy
+    histogram (post-processing). A near-constant ensemble, or
     one that never predicts a class, is reported on stderr and in the model
     file ('degeneracy').
 

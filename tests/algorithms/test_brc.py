@@ -314,9 +314,9 @@ def test_platt_fit_recovers_a_known_link_and_keeps_a_positive() -> None:
 
 def test_prediction_is_the_prior_threshold_and_the_score_is_calibrated(tmp_path: Path
                                                                       ) -> None:
-    """Unbalanced labels (the top fifth of a line is positive): the class is F > F*, where
-    the calibrated score equals the prior; σ(a·F + b) keeps F's ranking (a > 0) and is far better calibrated than
-    the bare link σ(4F); both survive the model file."""
+    """Unbalanced labels (the top fifth of a line is positive): the class is F > F*, the
+    released histogram's best balanced accuracy; σ(a·F + b) keeps F's ranking (a > 0) and
+    is far better calibrated than the bare link σ(4F); both survive the model file."""
     from scipy.special import expit
 
     n = 4000
@@ -335,12 +335,12 @@ def test_prediction_is_the_prior_threshold_and_the_score_is_calibrated(tmp_path:
         proba = model.predict_proba(batch)
         f = model.margin(batch)
         assert np.allclose(f, trace.margin)
-        # the class: F above the released threshold, where the score equals the prior
+        # the class: F above the threshold from the released histogram
         codes = model.predict_codes(batch)
         assert np.array_equal(codes, (f > calibration.threshold).astype(int))
         assert calibration.prior == 0.2 and calibration.exact_count
-        assert expit(calibration.a * calibration.threshold + calibration.b) == (
-            pytest.approx(0.2))
+        assert calibration.threshold == brc.decision_threshold(calibration.edges,
+                                                               calibration.counts)
         assert np.mean(codes[label == 1]) > 0.9 and np.mean(codes[label == 0] == 0) > 0.9
         order = np.argsort(f, kind="stable")
         assert np.all(np.diff(proba[order, 1]) >= -1e-12)

@@ -78,7 +78,7 @@ def test_plan_charges_the_count_only_when_the_label_is_private() -> None:
     from dpcli.budget import Budget
 
     private = brc.plan(Budget(1.0), brc.BRCConfig(rounds=4, counted=True), 500)
-    assert list(private)[0].name == brc.CLASS_COUNT
+    assert next(iter(private)).name == brc.CLASS_COUNT
     assert private.step(brc.CLASS_COUNT).budget == Budget(0.05)
     assert private.step("error_round_1").budget == Budget(0.85 / 4)
     partial = brc.plan(Budget(1.0), brc.BRCConfig(rounds=4), 500)
@@ -120,14 +120,42 @@ def test_class_weighted_error_sensitivity_brute_force() -> None:
 # --------------------------------------------------------------- the decision threshold
 
 
-def test_threshold_is_where_the_score_equals_the_prior() -> None:
-    from scipy.special import expit
+def _brute_force_cut(edges: np.ndarray, counts: np.ndarray) -> float:
+    """Every edge k: predict positive for the bins from k on; the best TPR − FPR on the
+    counts, ties to the edge nearest 0."""
+    pos, neg = counts[:, 1].sum(), counts[:, 0].sum()
+    scored = []
+    for k, e in enumerate(edges):
+        j = counts[k:, 1].sum() / pos - counts[k:, 0].sum() / neg
+        scored.append((-round(j, 12), abs(e), e))
+    return min(scored)[2]
 
-    cal = brc.Calibration(a=2.5, b=-0.7)
-    for prior in (0.05, 0.5, 0.9):
-        t = brc.decision_threshold(cal, prior)
-        assert expit(cal.a * t + cal.b) == pytest.approx(prior)
-    assert brc.decision_threshold(brc.Calibration(a=3.0, b=0.0), 0.5) == 0.0
+
+def test_threshold_is_the_best_balanced_accuracy_on_the_released_histogram() -> None:
+    rng = make_rng(47)
+    edges = np.linspace(-2, 2, 17)
+    for _ in range(200):
+        counts = rng.integers(-5, 60, size=(16, 2))
+        if counts[:, 0].sum() <= 0 or counts[:, 1].sum() <= 0:
+            continue
+        assert brc.decision_threshold(edges, counts) == _brute_force_cut(edges, counts)
+    # unbalanced classes, separated at the edge 0.5: the cut is there, not at 0
+    counts = np.zeros((16, 2), dtype=int)
+    counts[:10, 0], counts[10:, 1] = 90, 4          # 900 negatives below 0.5, 24 positives
+    assert brc.decision_threshold(edges, counts) == 0.5
+    # no released mass in a class: the paper's sign(F)
+    assert brc.decision_threshold(edges, np.zeros((16, 2), dtype=int)) == 0.0
+    assert brc.decision_threshold((), ()) == 0.0
+
+
+def test_threshold_reads_released_values_only() -> None:
+    """fit's threshold is decision_threshold of the released (noisy) histogram: the same
+    for two datasets whose releases coincide (post-processing)."""
+    batch, schema = _unbalanced(900, 0.2, 48)
+    data = brc.training_set([batch], schema, ("x", "z"), (), positive=1)
+    _, cal, _ = brc.fit(data, brc.BRCConfig(rounds=8, counted=True), 1.0, make_rng(3))
+    assert cal.threshold == brc.decision_threshold(cal.edges, cal.counts)
+    assert cal.threshold in cal.edges
 
 
 def _unbalanced(n: int, share: float, seed: int) -> tuple[EncodedBatch, Schema]:

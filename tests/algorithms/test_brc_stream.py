@@ -131,7 +131,7 @@ def _reference_fit(data: brc.TrainingSet, config: brc.BRCConfig, epsilon: float,
     return rounds, brc.Calibration(a, b, tuple(map(float, edges)),
                                    tuple((int(p), int(q)) for p, q in noisy_counts),
                                    prior, positives, not config.counted,
-                                   (math.log(prior / (1 - prior)) - b) / a)
+                                   brc.decision_threshold(edges, noisy_counts))
 
 
 # --------------------------------------------------------------- data and models

@@ -39,20 +39,29 @@ Choices where the paper leaves room (each is post-processing or data-free):
   details" print α_t = err_t − 1/2, the opposite sign of its pseudo-code;
   dpcli follows the pseudo-code (a better-than-chance classifier votes with
   a positive weight and its misclassified records gain weight);
-* prediction: the paper's H(x) = sign(F), F = Σ α_t h_t(x);
+* prediction: F > threshold, F = Σ α_t h_t, the threshold the margin-bin
+  edge of the best balanced accuracy on the calibration's noisy histogram
+  (:func:`decision_threshold`, post-processing; 0 is the paper's sign(F));
+* unbalanced labels: each record's weight in the released error is its
+  boosting weight times a class weight λ_y ∝ 1/n_y (each class half the
+  weight, ratio ρ ≤ 20, :func:`class_weights`), from a noisy positive count
+  (1/20 of ε, :func:`release_counts`) or the exact one when the label is
+  public; the error's sensitivity becomes ρ·c1·c2/n. Weights clipped a
+  factor c1·c2 apart alone cannot re-balance 6 % positives: every
+  "all-negative" hyperplane wins with error 0.06;
+* rounds (``auto``, :func:`auto_rounds`): T = ⌊0.1·n·ε_r/(√2·c1·c2)⌋ in
+  [10, 200], the noise's standard deviation kept below a random
+  hyperplane's typical edge;
+* no constant classifiers: a stump constant on the declared domain is never
+  a candidate, a hyperplane constant on it is redrawn (data-free);
 * score: a private Platt scaling σ(a·F + b), a > 0, fitted to a noisy
   histogram of the training margins by class (:func:`calibrate`, 1/10 of
   ε). The boosting link alone (σ(4F): near err = 1/2 AdaBoost's
   log((1 − e)/e) ≈ 4 α_t) was measured badly overconfident (Brier ≥ 0.25 on
   balanced Adult, where a constant 1/2 scores 0.25). a > 0 keeps the
   ranking of F, so the ROC is the ensemble's. The class is NOT taken from
-  the score: at small ε the histogram's noise moves b far enough to make
-  every record one class (measured: accuracy 0.51 instead of 0.57 on
-  balanced Adult at ε = 0.01), while sign(F) degrades gracefully. On
-  unbalanced labels sign(F) predicts the majority class nearly everywhere
-  (weights clipped a factor c1·c2 apart cannot re-balance the classes);
-  classify by score > 1/2 instead (``predict``'s score column, then
-  ``evaluate --score-column score --cutoff 0.5``), or read the ROC.
+  the score at the prior: fitted to few noisy positive counts it put every
+  record of a 3 %-positive dataset in one class.
 
 Training streams (:class:`TrainingStream`): each round is one pass over
 the file's batches, the class count one before them and the calibration

@@ -460,3 +460,18 @@ def test_the_layout_of_a_stream_is_the_schemas() -> None:
     layout = stream.layout
     assert isinstance(layout, Inputs) and layout.n == 0
     assert layout.numeric_names == ("age",) and layout.n_levels == {"color": 4}
+
+
+def test_replaying_the_history_gives_the_kept_weights_model(tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch
+                                                             ) -> None:
+    """A stream above KEEP_WEIGHTS records replays every round on every pass instead of
+    keeping two floats a record: the same model bit for bit."""
+    cols, label = random_columns(make_rng(12), 300)
+    path = _write(tmp_path / "train.parquet", cols, label)
+    config = brc.BRCConfig(rounds=9, counted=True)
+    kept = brc.fit(_stream(path, PUBLIC, batch_rows=41), config, 1.0, make_rng(13))
+    monkeypatch.setattr(brc, "KEEP_WEIGHTS", 0)
+    replayed = brc.fit(_stream(path, PUBLIC, batch_rows=41), config, 1.0, make_rng(13))
+    assert _model(*kept[:2]) == _model(*replayed[:2])
+    assert {r.kind for r in kept[0]} == {"public", "private"}

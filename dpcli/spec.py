@@ -154,7 +154,7 @@ class TrainBRCSection:
     """
 
     epsilon: float
-    rounds: int | str | None = None   # a number, or "auto"
+    rounds: int | str | None = None   # a number, or "auto" (train-brc's default when unset)
     c1: float | None = None
     c2: float | None = None
     columns: tuple[str, ...] = ()

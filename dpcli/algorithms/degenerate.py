@@ -259,3 +259,113 @@ def _batch(values: dict[str, Any], n: int) -> EncodedBatch:
             v = np.asarray(v)
             columns[name] = v if v.size == n else np.repeat(v[:1], n)
     return EncodedBatch(n, np.zeros(n, dtype=np.int32), columns)
+
+
+# ------------------------------------------------------------------ boosted ensembles (brc)
+
+#: public points drawn from the declared domain to probe an ensemble (data-free, fixed seed)
+ENSEMBLE_POINTS = 4096
+#: calibrated scores spread less than this over the probe points: a near-constant score
+NEAR_CONSTANT_SCORE = 1e-3
+#: a class given to less than this share of the training records (by the released histogram)
+RARE_SHARE = 0.01
+
+
+@dataclass(frozen=True)
+class EnsembleVerdict(Verdict):
+    """What a released brc ensemble outputs: over points drawn from the declared domain, and
+    on the training records as the released (noisy) margin histogram shows them."""
+
+    score_range: tuple[float, float] = (0.0, 1.0)   # calibrated score over the probe points
+    training_share: float | None = None             # share predicted positive (noisy histogram)
+    rare: tuple[str, ...] = ()                       # classes given to < 1% of training records
+
+    @property
+    def near_constant(self) -> bool:
+        return self.score_range[1] - self.score_range[0] < NEAR_CONSTANT_SCORE
+
+    @property
+    def degenerate(self) -> bool:
+        return self.constant or self.near_constant or bool(self.never) or bool(self.rare)
+
+    def problem(self) -> str | None:
+        if not self.degenerate:
+            return None
+        parts = []
+        if self.constant or self.near_constant:
+            lo, hi = self.score_range
+            parts.append(f"its score is near-constant (from {lo:.4g} to {hi:.4g} over "
+                         f"{ENSEMBLE_POINTS:,} points of the declared domain)")
+        if self.never:
+            parts.append(f"none of {ENSEMBLE_POINTS:,} points of the declared domain is "
+                         f"predicted class {' or '.join(map(repr, self.never))}")
+        if self.rare and self.training_share is not None:
+            share = self.training_share
+            parts.append(f"by the released margin histogram it predicts class "
+                         f"{' or '.join(map(repr, self.rare))} for "
+                         f"{min(share, 1 - share):.1%} of the training records")
+        return ("degenerate model: " + "; ".join(parts) + ". The noise at this ε and n may "
+                "drown the rounds' errors (more ε, or fewer rounds) or the class is rare "
+                "(rank by the score instead of the class); the model file records this "
+                "under 'degeneracy'")
+
+    def to_json(self) -> dict[str, Any]:
+        out = super().to_json()
+        out.update(checked=(f"the released ensemble on {ENSEMBLE_POINTS:,} points drawn from "
+                            "the declared domain (fixed seed, data-free), and the released "
+                            "margin histogram of the training records"),
+                   degenerate=self.degenerate, near_constant_score=self.near_constant,
+                   score_range=list(self.score_range),
+                   training_share_predicted_positive=self.training_share,
+                   rare_on_training=list(self.rare))
+        return out
+
+
+def check_ensemble(model: Any, points: int = ENSEMBLE_POINTS, seed: int = 0) -> Verdict | None:
+    """The verdict for a released brc ensemble (binary labels only). Post-processing, free.
+
+    The ensemble F = Σ α_t h_t is a sum of step functions, so its range over
+    the domain has no per-column closed form; it is probed instead on
+    ``points`` inputs drawn uniformly from the declared domain (numeric
+    columns uniform on [lower, upper], one declared level per coded column)
+    with a fixed seed: public, data-free. "Never predicted" is therefore
+    about those points. The released margin histogram (noisy counts of the
+    training records by margin bin and class, clamped at 0) also tells which
+    share of the training records falls above the decision threshold: a
+    class given to under 1% of them is flagged too.
+    """
+    schema = model.schema
+    if len(schema.label.classes) != 2:
+        return None
+    rng = np.random.default_rng(seed)
+    columns: dict[str, Any] = {}
+    for name in model.columns:
+        col = schema.column(name)
+        if isinstance(col, NumericColumn):
+            columns[name] = rng.uniform(col.lower, col.upper, size=points)
+        elif isinstance(col, CategoricalColumn):
+            columns[name] = rng.integers(0, len(col.levels), size=points).astype(np.int32)
+        elif isinstance(col, BinaryColumn):
+            columns[name] = rng.integers(0, 2, size=points).astype(np.int8)
+    batch = EncodedBatch(points, np.zeros(points, dtype=np.int32), columns)
+    proba, codes = model.classify(batch)
+    pos = schema.label.positive_index
+    pos = 1 if pos is None else pos
+    score = proba[:, pos]
+    cal = model.calibration
+    margin = model.margin(batch)
+    z = cal.a * (margin - cal.threshold)   # log-odds against the decision: > 0 is positive
+    classes = tuple(schema.label.classes)
+    never = tuple(c for code, c in enumerate(classes) if not np.any(codes == code))
+    share: float | None = None
+    rare: tuple[str, ...] = ()
+    if cal.counts:
+        edges = np.asarray(cal.edges)
+        counts = np.maximum(np.asarray(cal.counts, dtype=np.float64), 0).sum(axis=1)
+        centres = (edges[:-1] + edges[1:]) / 2
+        if counts.sum() > 0:
+            share = float(counts[centres > cal.threshold].sum() / counts.sum())
+            rare = tuple(c for c, s in ((classes[pos], share), (classes[1 - pos], 1 - share))
+                         if s < RARE_SHARE)
+    return EnsembleVerdict(classes, (float(z.min()), float(z.max())), never,
+                           (float(score.min()), float(score.max())), share, rare)

@@ -212,9 +212,14 @@ def compute_stats(ui: UI, source: Any, request: Any, rng: Any, label: str = "rea
 def degeneracy(ui: UI, model: Any) -> dict[str, Any]:
     """Check a released binary model for a degenerate output (post-processing, free): warn on
     stderr and return the payload entry that records the verdict ({} when not checkable)."""
-    from dpcli.algorithms.degenerate import check, check_cells
+    from dpcli.algorithms.degenerate import check, check_cells, check_ensemble
 
-    verdict = check_cells(model) if hasattr(model, "has_values_in_no_node") else check(model)
+    if hasattr(model, "has_values_in_no_node"):
+        verdict = check_cells(model)
+    elif hasattr(model, "rounds"):   # a boosted ensemble (brc)
+        verdict = check_ensemble(model)
+    else:
+        verdict = check(model)
     if verdict is None:
         return {}
     problem = verdict.problem()

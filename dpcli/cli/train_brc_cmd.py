@@ -31,8 +31,9 @@ def train_brc(
     out: Annotated[Path | None, typer.Option(
         "--out", "-o", help="Model JSON to write (required unless --dry-run).")] = None,
     rounds: Annotated[str | None, typer.Option(
-        "--rounds", "-T", help="Boosting rounds T, or 'auto': the most rounds up to 25 with "
-        "c1·c2·T/(0.9·ε·n) ≤ 1/2. Default: the spec's, else 25.")] = None,
+        "--rounds", "-T", help="Boosting rounds T, or 'auto': T = ⌊0.1·n·ε_r/(√2·c1·c2)⌋ "
+        "clipped to [10, 200] (the noise's standard deviation below a random hyperplane's "
+        "typical edge 0.1; ε_r the rounds' share of ε). Default: the spec's, else auto.")] = None,
     c1: Annotated[float | None, typer.Option(
         "--c1", help="Private weights stay ≥ 1/c1 (1 ≤ c1 ≤ 1000; default √2).")] = None,
     c2: Annotated[float | None, typer.Option(
@@ -52,19 +53,28 @@ def train_brc(
 ) -> None:
     """Train a private boosted linear classifier (brc, Shen et al.).
 
-    Each of T rounds draws a random linear classifier over the private
-    features (they are scaled into [-1, 1] with their declared bounds) and
-    releases its weighted error with Laplace noise of scale
-    c1·c2·T/(0.9·ε·n): 9/10 of ε shared by the rounds. The private weights
-    are clipped to [1/c1, c2], so one record moves that error by at most
-    c1·c2/n. The last 1/10 of ε releases a noisy histogram of the training
-    margins by class, to which the score σ(a·F + b) is fitted (Platt
-    scaling). The predicted class is the paper's sign(F); on unbalanced
-    labels classify by score > 1/2 instead (see the README).
+    With a private label, 1/20 of ε first releases the number of positive
+    records (discrete Laplace, sensitivity 1); with a public label it is
+    exact. It sets class weights under which each class carries half the
+    weight (at most 20:1). Each of T rounds draws a random linear classifier
+    over the private features (they are scaled into [-1, 1] with their
+    declared bounds; one constant on the domain is drawn again) and releases
+    its class-weighted error with Laplace noise of scale
+    ρ·c1·c2·T/(ε_r·n), ρ the class-weight ratio, ε_r the rounds' share of ε
+    (17/20 with a private label, else 9/10). The private weights are clipped
+    to [1/c1, c2], so one record moves that error by at most ρ·c1·c2/n.
+    The last 1/10 of ε releases a noisy histogram of the training margins by
+    class, to which the score σ(a·F + b) is fitted (Platt scaling). The
+    predicted class is positive where F exceeds a threshold stored in the
+    model: the margin bin edge of the best balanced accuracy on that noisy
+    histogram (post-processing). A near-constant ensemble, or
+    one that never predicts a class, is reported on stderr and in the model
+    file ('degeneracy').
 
-    The file is read once per round and once more for the calibration, a
-    batch at a time: memory does not grow with the number of rows (a
-    numeric public column keeps one sum per distinct value).
+    The file is read once for the class count, once per round and once more
+    for the calibration, a batch at a time: memory does not grow with the
+    number of rows (a numeric public column keeps one sum per distinct
+    value).
 
     Columns listed under the spec's 'train-brc: public:' are public
     knowledge. If the spec also declares the label public ('label: public:
@@ -85,6 +95,7 @@ def train_brc(
     from dpcli.algorithms import brc, inputs
     from dpcli.budget import Budget
     from dpcli.cli.spend import (
+        degeneracy,
         noise_generator,
         preflight,
         release_json,
@@ -130,7 +141,7 @@ def train_brc(
     neighbouring = brc.relation(mode, public)
     total = Budget(section.epsilon)
     base = brc.BRCConfig(**{k: v for k, v in section.config_values().items()
-                            if k != "rounds"})
+                            if k != "rounds"}, counted=mode == "private")
     configs: list[brc.BRCConfig] = []
     sizes: list[int] = []
 
@@ -138,12 +149,12 @@ def train_brc(
         if n == 0:
             raise UsageError(f"{data}: holds no rows to train on")
         sizes.append(n)
-        t = (brc.auto_rounds(section.epsilon, n, base.c1, base.c2) if section.rounds == "auto"
-             else section.config_values().get("rounds", base.rounds))
+        t = section.config_values().get("rounds") or brc.auto_rounds(
+            section.epsilon, n, base.c1, base.c2, base.counted)
         configs.append(replace(base, rounds=t))
         if brc.breaks_rule(configs[-1], section.epsilon, n):
             ratio = brc.noise_scale(configs[-1], section.epsilon, n)
-            ui.warn(f"c1·c2·T/(0.9·ε·n) = {ratio:.3g} exceeds the paper's rule of thumb "
+            ui.warn(f"c1·c2·T/(ε_r·n) = {ratio:.3g} exceeds the paper's rule of thumb "
                     f"({brc.RULE_OF_THUMB:g}): the noise may swamp each round's error. Use "
                     "--rounds auto, fewer rounds or more ε.")
         return brc.plan(total, configs[-1], n)
@@ -167,12 +178,12 @@ def train_brc(
         # draws nothing from rng: the noise comes in the same order as with rows in memory.
         stream = brc.TrainingStream(lambda: prefetch(source.batches(chosen, rng=rng)), n,
                                     s.schema, tuple(chosen), public, positive)
-        with ui.progress(f"boosting ({config.rounds} rounds + calibration: a pass each)",
-                         (config.rounds + 1) * n) as advance:
+        with ui.progress(f"boosting (class count, {config.rounds} rounds, calibration: a pass "
+                         "each)", (config.rounds + 2) * n) as advance:
             ensemble, calibration, _ = brc.fit(stream, config, section.epsilon, rng, advance)
         model = brc.BRCModel(inputs.model_schema(s.schema, chosen), tuple(chosen), mode, public,
                              ensemble, config, n, section.epsilon, calibration)
-        payload = {**model.to_payload(), "breakdown": plan.to_json()}
+        payload = {**model.to_payload(), "breakdown": plan.to_json(), **degeneracy(ui, model)}
         outputs.write_text(out, release_json(brc.KIND, payload, s, plan, charge,
                                              seeded=seed is not None, neighbouring=neighbouring))
         charge.outputs = outputs.commit()
@@ -181,16 +192,21 @@ def train_brc(
                           "public_rounds": kinds.count("public")}
 
     report_data(ui, source.report)
-    ratio = brc.noise_scale(config, section.epsilon, n)
+    ratio = brc.noise_scale(config, section.epsilon, n, model.class_ratio)
+    cal = model.calibration
     ui.say(f"trained brc ({mode}: {len(chosen) - len(public)} private, {len(public)} public "
            f"columns) with T = {config.rounds} rounds ({kinds.count('public')} public), "
-           f"noise scale c1·c2·T/(0.9·ε·n) = {ratio:.3g}; wrote {out}, spent {plan.total} "
+           f"class prior {cal.prior:.3g} ({'exact' if cal.exact_count else 'noisy'}, class "
+           f"weights {model.class_ratio:.3g}:1), noise scale ρ·c1·c2·T/(ε_r·n) = {ratio:.3g}, "
+           f"threshold F > {cal.threshold:.3g}; wrote {out}, spent {plan.total} "
            f"(run {charge.run_id[:8]})")
     if json:
         ui.emit_json({"command": "train-brc", "dataset": s.dataset, "run_id": charge.run_id,
                       "model": str(out), "mode": mode, "neighbouring": neighbouring,
                       "rounds": config.rounds, "public_rounds": kinds.count("public"),
-                      "noise_scale": ratio, "spent": plan.total.to_json(),
+                      "noise_scale": ratio, "prior": cal.prior, "threshold": cal.threshold,
+                      "degenerate": bool(payload.get("degeneracy", {}).get("degenerate")),
+                      "spent": plan.total.to_json(),
                       "breakdown": plan.to_json()})
 
 

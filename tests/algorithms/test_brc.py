@@ -230,17 +230,21 @@ def test_plan_spends_nine_tenths_over_t_rounds_and_a_tenth_on_calibration() -> N
     assert brc.noise_scale(config, 0.35, 1000) == pytest.approx(C * C * 7 / (0.315 * 1000))
 
 
-@pytest.mark.parametrize(("epsilon", "n", "expected"),
-                         [(0.16, 20_000, 25), (0.01, 3000, 6), (0.001, 100, 1),
-                          (0.04, 2000, 18)])
-def test_auto_rounds_keeps_the_rule_of_thumb(epsilon: float, n: int, expected: int) -> None:
-    """The rounds get 9/10 of ε: c1·c2·T/(0.9·ε·n) ≤ 1/2 for the largest such T ≤ 25."""
-    t = brc.auto_rounds(epsilon, n, C, C)
+@pytest.mark.parametrize(("epsilon", "n", "counted", "expected"),
+                         [(0.16, 20_000, False, 101), (0.01, 3000, False, 10),
+                          (1.0, 100_000, False, 200), (0.5, 5000, True, 75),
+                          (1.0, 400, False, 12)])
+def test_auto_rounds_keeps_the_noise_below_the_edge(epsilon: float, n: int, counted: bool,
+                                                    expected: int) -> None:
+    """T = ⌊0.1·n·ε_r/(√2·c1·c2)⌋ in [10, 200]: inside the range, the noise's standard
+    deviation √2·c1·c2·T/(ε_r·n) is at most the edge 0.1 at T and above it at T + 1."""
+    t = brc.auto_rounds(epsilon, n, C, C, counted)
     assert t == expected
-    if t > 1:
-        assert C * C * t / (0.9 * epsilon * n) <= brc.RULE_OF_THUMB + 1e-9
-    if t < brc.ROUNDS:
-        assert C * C * (t + 1) / (0.9 * epsilon * n) > brc.RULE_OF_THUMB
+    eps_r = epsilon * (0.85 if counted else 0.9)
+    sd = lambda rounds: math.sqrt(2) * C * C * rounds / (eps_r * n)  # noqa: E731
+    if brc.AUTO_MIN_ROUNDS < t < brc.AUTO_MAX_ROUNDS:
+        assert sd(t) <= brc.EDGE + 1e-9 < sd(t + 1)
+    assert brc.AUTO_MIN_ROUNDS <= t <= brc.AUTO_MAX_ROUNDS
 
 
 @pytest.mark.parametrize("bad", [{"rounds": 0}, {"c1": 0.9}, {"c2": math.inf},
@@ -308,10 +312,11 @@ def test_platt_fit_recovers_a_known_link_and_keeps_a_positive() -> None:
     assert brc._platt(edges, np.column_stack([counts[:, 0], np.zeros(16)])) == (brc.LINK, 0.0)
 
 
-def test_prediction_is_the_sign_of_f_and_the_score_is_calibrated(tmp_path: Path) -> None:
-    """Unbalanced labels (the top fifth of a line is positive): sign(F) is the paper's
-    prediction; σ(a·F + b) keeps F's ranking (a > 0) and is far better calibrated than
-    the bare link σ(4F); both survive the model file."""
+def test_prediction_is_the_prior_threshold_and_the_score_is_calibrated(tmp_path: Path
+                                                                      ) -> None:
+    """Unbalanced labels (the top fifth of a line is positive): the class is F > F*, the
+    released histogram's best balanced accuracy; σ(a·F + b) keeps F's ranking (a > 0) and
+    is far better calibrated than the bare link σ(4F); both survive the model file."""
     from scipy.special import expit
 
     n = 4000
@@ -330,7 +335,13 @@ def test_prediction_is_the_sign_of_f_and_the_score_is_calibrated(tmp_path: Path)
         proba = model.predict_proba(batch)
         f = model.margin(batch)
         assert np.allclose(f, trace.margin)
-        assert np.array_equal(model.predict_codes(batch), (f > 0).astype(int))
+        # the class: F above the threshold from the released histogram
+        codes = model.predict_codes(batch)
+        assert np.array_equal(codes, (f > calibration.threshold).astype(int))
+        assert calibration.prior == 0.2 and calibration.exact_count
+        assert calibration.threshold == brc.decision_threshold(calibration.edges,
+                                                               calibration.counts)
+        assert np.mean(codes[label == 1]) > 0.9 and np.mean(codes[label == 0] == 0) > 0.9
         order = np.argsort(f, kind="stable")
         assert np.all(np.diff(proba[order, 1]) >= -1e-12)
         calibrated.append(np.mean((proba[:, 1] - label) ** 2))
@@ -362,9 +373,11 @@ def test_stump_is_the_least_weighted_error_over_columns() -> None:
                 best = min(best, float(w @ (pred != data.y)) / w.sum())
         for name in ("member", "region"):
             codes = cols[name]
-            per = sum(min(w[(codes == v) & (data.y > 0)].sum(), w[(codes == v) & (data.y < 0)]
-                          .sum()) for v in np.unique(codes))
-            best = min(best, float(per) / w.sum())
+            pos = np.array([w[(codes == v) & (data.y > 0)].sum() for v in np.unique(codes)])
+            neg = np.array([w[(codes == v) & (data.y < 0)].sum() for v in np.unique(codes)])
+            if np.all(pos > neg) or np.all(neg > pos):
+                continue   # one class for every level: constant, never a candidate
+            best = min(best, float(np.minimum(pos, neg).sum()) / w.sum())
         assert err == pytest.approx(best)
         pred = stump.predict(data.public.inputs, data.public.raw)
         assert float(w @ (pred != data.y)) / w.sum() == pytest.approx(err)

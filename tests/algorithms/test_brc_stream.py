@@ -42,7 +42,7 @@ REGION = np.array(["n", "s", "e", "w", "mid"])      # code 4: `other`
 
 
 def _reference_stump(public: brc.PublicColumns, y: np.ndarray, w: np.ndarray
-                     ) -> tuple[brc.Stump, float]:
+                     ) -> tuple[brc.Stump | None, float]:
     total = float(w.sum())
     pos_w = np.where(y > 0, w, 0.0)
     neg_w = w - pos_w
@@ -53,6 +53,8 @@ def _reference_stump(public: brc.PublicColumns, y: np.ndarray, w: np.ndarray
         neg = np.bincount(codes, weights=neg_w, minlength=k)
         default = 1 if pos.sum() >= neg.sum() else -1
         signs = np.where(pos > neg, 1, np.where(neg > pos, -1, default)).astype(np.int8)
+        if np.all(signs == signs[0]):
+            continue   # constant on the declared domain: never a candidate
         err = float(np.minimum(pos, neg).sum()) / total
         if best is None or err < best[0]:
             best = (err, brc.Stump(name, signs=signs))
@@ -62,7 +64,10 @@ def _reference_stump(public: brc.PublicColumns, y: np.ndarray, w: np.ndarray
         below_pos = np.cumsum(pos_w[order])
         below_neg = np.cumsum(neg_w[order])
         err_up = below_pos + (below_neg[-1] - below_neg)
-        cut = np.append(np.flatnonzero(xs[:-1] < xs[1:]), xs.size - 1)
+        # a cut after each distinct value but the last (above every value: constant)
+        cut = np.flatnonzero(xs[:-1] < xs[1:])
+        if cut.size == 0:
+            continue
         up = err_up[cut]
         down = total - up
         i_up, i_down = int(np.argmin(up)), int(np.argmin(down))
@@ -71,31 +76,41 @@ def _reference_stump(public: brc.PublicColumns, y: np.ndarray, w: np.ndarray
         else:
             i, above, err = cut[i_down], -1, float(down[i_down]) / total
         if best is None or err < best[0]:
-            threshold = (float((xs[i] + xs[i + 1]) / 2) if i + 1 < xs.size
-                         else public.upper[name])
+            threshold = float((xs[i] + xs[i + 1]) / 2)
             best = (err, brc.Stump(name, threshold=threshold, above=above))
-    assert best is not None
+    if best is None:
+        return None, 0.5
     return best[1], best[0]
 
 
 def _reference_fit(data: brc.TrainingSet, config: brc.BRCConfig, epsilon: float,
                    rng: np.random.Generator) -> tuple[list[brc.Round], brc.Calibration]:
     n, y = data.n, data.y
-    eps_rounds = brc.rounds_epsilon(epsilon)
-    sens = brc.error_sensitivity(config.c1, config.c2, n)
+    positives = int((y > 0).sum())
+    if config.counted:   # the label is private: the noisy positive count first
+        positives = int(discrete_laplace_mechanism(np.array([positives]), sensitivity=1,
+                                                   epsilon=float(epsilon) / 20, rng=rng)[0])
+    positives = min(max(positives, 1), n - 1)
+    # each class half the weight, the smaller weight 1, at most 20:1
+    lam = np.array([1 / (n - positives), 1 / positives])
+    lam = np.minimum(lam / lam.min(), 20.0)
+    lam_rows = lam[(y > 0).astype(int)]
+    eps_rounds = float(epsilon) * (1 - 0.1 - (0.05 if config.counted else 0))
+    sens = brc.error_sensitivity(config.c1, config.c2, n) * float(lam.max())
     w_pri, w_pub, margin = np.ones(n), np.ones(n), np.zeros(n)
     rounds: list[brc.Round] = []
     for _ in range(config.rounds):
         h = brc.random_hyperplane(data.private, rng)
         pred_pri = h.predict(data.private)
         miss_pri = (pred_pri != y).astype(np.float64)
-        noisy = grid_laplace_mechanism(float(np.dot(w_pri, miss_pri) / w_pri.sum()),
+        v_pri = w_pri * lam_rows
+        noisy = grid_laplace_mechanism(float(np.dot(v_pri, miss_pri) / v_pri.sum()),
                                        sensitivity=sens, epsilon=eps_rounds / config.rounds,
                                        rng=rng)
         err_pri = min(1.0, max(0.0, noisy))
         if data.public is not None:
-            stump, err_pub = _reference_stump(data.public, y, w_pub)
-            if abs(0.5 - err_pub) > abs(0.5 - err_pri):
+            stump, err_pub = _reference_stump(data.public, y, w_pub * lam_rows)
+            if stump is not None and abs(0.5 - err_pub) > abs(0.5 - err_pri):
                 alpha = 0.5 - err_pub
                 pred_pub = stump.predict(data.public.inputs, data.public.raw)
                 w_pub = w_pub * np.exp(alpha * (pred_pub != y))
@@ -112,8 +127,11 @@ def _reference_fit(data: brc.TrainingSet, config: brc.BRCConfig, epsilon: float,
     noisy_counts = np.asarray(discrete_laplace_mechanism(
         counts, sensitivity=brc.HIST_SENSITIVITY, epsilon=float(epsilon) / 10, rng=rng))
     a, b = brc._platt(edges, np.maximum(noisy_counts, 0).astype(np.float64))
+    prior = positives / n
     return rounds, brc.Calibration(a, b, tuple(map(float, edges)),
-                                   tuple((int(p), int(q)) for p, q in noisy_counts))
+                                   tuple((int(p), int(q)) for p, q in noisy_counts),
+                                   prior, positives, not config.counted,
+                                   brc.decision_threshold(edges, noisy_counts))
 
 
 # --------------------------------------------------------------- data and models
@@ -154,7 +172,8 @@ def _model(rounds: list[brc.Round], calibration: brc.Calibration) -> list:
             out.append(("public", r.alpha, s.column, s.threshold, s.above,
                         None if s.signs is None else tuple(s.signs)))
     out.append(("calibration", calibration.a, calibration.b, calibration.edges,
-                calibration.counts))
+                calibration.counts, calibration.prior, calibration.positives,
+                calibration.threshold))
     return out
 
 
@@ -179,6 +198,10 @@ def _assert_matches_reference(rounds: list[brc.Round], calibration: brc.Calibrat
                 assert np.array_equal(r.stump.signs, q.stump.signs)
             assert r.alpha == pytest.approx(q.alpha, rel=RTOL, abs=1e-15)
     assert calibration.counts == ref_cal.counts
+    assert (calibration.positives, calibration.prior, calibration.exact_count) == (
+        ref_cal.positives, ref_cal.prior, ref_cal.exact_count)
+    assert calibration.threshold == pytest.approx(ref_cal.threshold, rel=PLATT_RTOL,
+                                                  abs=1e-6)
     np.testing.assert_allclose(calibration.edges, ref_cal.edges, rtol=RTOL)
     # a and b: the Platt fit of the released counts at the bin centres, exactly ...
     counts = np.maximum(np.array(calibration.counts), 0).astype(np.float64)
@@ -208,6 +231,9 @@ CASES = {
                          ties=False),
     "private-auto": dict(n=900, public=(), rounds="auto", epsilon=0.03, c=math.sqrt(2),
                          ties=True),
+    # Algorithm 3 with its private class count (1/20 of ε) and unbalanced labels
+    "private-counted": dict(n=800, public=(), rounds=10, epsilon=2.0, c=math.sqrt(2),
+                            ties=False, counted=True, positive_share=0.15),
 }
 
 
@@ -218,12 +244,14 @@ def test_streaming_gives_the_in_memory_trainers_model(case: str, seed: int,
     spec = CASES[case]
     n, public, epsilon, c = spec["n"], spec["public"], spec["epsilon"], spec["c"]
     cols, label = random_columns(make_rng(100 + seed), n)
+    if "positive_share" in spec:
+        label = (make_rng(200 + seed).random(n) < spec["positive_share"]).astype(label.dtype)
     if spec["ties"]:
         cols["income"] = np.round(cols["income"] / 10) * 10     # 11 distinct public values
         cols["age"] = np.round(cols["age"])
     rounds_t = (brc.auto_rounds(epsilon, n, c, c) if spec["rounds"] == "auto"
                 else spec["rounds"])
-    config = brc.BRCConfig(rounds=rounds_t, c1=c, c2=c)
+    config = brc.BRCConfig(rounds=rounds_t, c1=c, c2=c, counted=spec.get("counted", False))
 
     ref, ref_cal = _reference_fit(_in_memory(cols, label, public), config, epsilon,
                                   make_rng(seed))
@@ -316,14 +344,14 @@ class Counting:
         return self.batches
 
 
-def test_one_pass_per_round_and_one_for_the_calibration() -> None:
+def test_one_pass_for_the_count_one_per_round_and_one_for_the_calibration() -> None:
     cols, label = random_columns(make_rng(9), 230)
     batches = Counting(cols, label, size=50)
     stream = brc.TrainingStream(batches, 230, SCHEMA, COLUMNS, PUBLIC, positive=1)
     seen: list[int] = []
     brc.fit(stream, brc.BRCConfig(rounds=6), 1.0, make_rng(10), progress=seen.append)
-    assert batches.passes == 7
-    assert seen == [50, 50, 50, 50, 30] * 7 and sum(seen) == 7 * 230
+    assert batches.passes == 8
+    assert seen == [50, 50, 50, 50, 30] * 8 and sum(seen) == 8 * 230
     batches.passes = 0
     brc.train(stream, brc.BRCConfig(rounds=6), 1.0, make_rng(10))
     assert batches.passes == 6
@@ -432,3 +460,18 @@ def test_the_layout_of_a_stream_is_the_schemas() -> None:
     layout = stream.layout
     assert isinstance(layout, Inputs) and layout.n == 0
     assert layout.numeric_names == ("age",) and layout.n_levels == {"color": 4}
+
+
+def test_replaying_the_history_gives_the_kept_weights_model(tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch
+                                                             ) -> None:
+    """A stream above KEEP_WEIGHTS records replays every round on every pass instead of
+    keeping two floats a record: the same model bit for bit."""
+    cols, label = random_columns(make_rng(12), 300)
+    path = _write(tmp_path / "train.parquet", cols, label)
+    config = brc.BRCConfig(rounds=9, counted=True)
+    kept = brc.fit(_stream(path, PUBLIC, batch_rows=41), config, 1.0, make_rng(13))
+    monkeypatch.setattr(brc, "KEEP_WEIGHTS", 0)
+    replayed = brc.fit(_stream(path, PUBLIC, batch_rows=41), config, 1.0, make_rng(13))
+    assert _model(*kept[:2]) == _model(*replayed[:2])
+    assert {r.kind for r in kept[0]} == {"public", "private"}

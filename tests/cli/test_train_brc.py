@@ -6,9 +6,11 @@ red/green/blue (the data also hold "pink", mapped to `other`), member binary no/
 tokens; label classes [0, 1] positive 1; n = 400 rows; total budget ε = 1, ledger
 initialised and empty. train-brc reads age, color and member by default (not words).
 
-A run at ε spends 9/10 of ε on the T rounds (ε·0.9/T each, steps error_round_1..T) and
-1/10 on a final `calibration` step (a noisy histogram of the training margins, to which
-the score σ(a·F + b) is fitted); the predicted class is the paper's sign(F).
+A run at ε with a private label first spends 1/20 of ε on `class_count` (the noisy number
+of positive records); the T rounds share 9/10 of ε (17/20 with the count; steps
+error_round_1..T) and a final `calibration` step 1/10 (a noisy histogram of the training
+margins, to which the score σ(a·F + b) is fitted). The class is positive where F exceeds
+the released threshold (the score equals the prior there).
 """
 
 from __future__ import annotations
@@ -30,12 +32,15 @@ N = 400                       # rows of the toy data (conftest.toy_frame)
 DEFAULT_COLUMNS = ["age", "color", "member"]
 COLOR_LEVELS = ["red", "green", "blue", "other"]
 PARTIAL = "replace-one on private features"
-ROUNDS_SHARE = Fraction(9, 10)      # of ε, shared by the T rounds
+ROUNDS_SHARE = Fraction(9, 10)      # of ε, shared by the T rounds (public label)
+COUNTED_SHARE = Fraction(17, 20)    # of ε, shared by the T rounds (private label)
+COUNT_SHARE = Fraction(1, 20)       # of ε, the class count (private label)
 CALIBRATION_SHARE = Fraction(1, 10)  # of ε, the final calibration step
 
 
 def _brc_spec(project: Project, section: dict | None = None, *,
-              classes: list | None = None, label_public: bool | None = True) -> Path:
+              classes: list | None = None, label_public: bool | None = True,
+              budget: float | None = None) -> Path:
     """The toy spec with a train-brc section (partial mode, member public, T = 5 by default).
 
     ``label_public`` is written as the label's ``public:`` declaration (None: not written).
@@ -47,6 +52,8 @@ def _brc_spec(project: Project, section: dict | None = None, *,
             spec["label"]["classes"] = classes
         if label_public is not None:
             spec["label"]["public"] = label_public
+        if budget is not None:
+            spec["budget"]["epsilon"] = budget
     return project.write_spec(mutate)
 
 
@@ -72,26 +79,44 @@ def _signal_data(project: Project, label, name: str = "signal.parquet") -> Path:
     return path
 
 
-def _expected_auto_rounds(epsilon: str, n: int, c1c2: Fraction) -> int:
-    """min(25, max(1, ⌊½·0.9·ε·n / (c1·c2)⌋)), in exact arithmetic."""
-    fit = Fraction(1, 2) * ROUNDS_SHARE * Fraction(epsilon) * n / c1c2
-    return min(25, max(1, math.floor(fit)))
+def _expected_auto_rounds(epsilon: str, n: int, c1c2: Fraction, counted: bool = True) -> int:
+    """⌊0.1·n·ε_r/(√2·c1·c2)⌋ clipped to [10, 200] (the square, in exact arithmetic:
+    T ≤ x ⟺ T² ≤ x² for T, x ≥ 0)."""
+    eps_r = (COUNTED_SHARE if counted else ROUNDS_SHARE) * Fraction(epsilon)
+    square = (Fraction(1, 10) * n * eps_r / c1c2) ** 2 / 2
+    t = math.isqrt(math.floor(square))
+    return min(200, max(10, t))
 
 
-def _noise_scale(epsilon: str, rounds: int, n: int = N, c1c2: Fraction = Fraction(2)) -> float:
-    """c1·c2·T / (0.9·ε·n), in exact arithmetic."""
-    return float(c1c2 * rounds / (ROUNDS_SHARE * Fraction(epsilon) * n))
+def _noise_scale(epsilon: str, rounds: int, n: int = N, c1c2: Fraction = Fraction(2),
+                 counted: bool = False, ratio: float = 1.0) -> float:
+    """ρ·c1·c2·T / (ε_r·n), in exact arithmetic but for ρ (the class-weight ratio)."""
+    share = COUNTED_SHARE if counted else ROUNDS_SHARE
+    return ratio * float(c1c2 * rounds / (share * Fraction(epsilon) * n))
 
 
-def _check_steps(steps: list[dict], epsilon: str, rounds: int) -> None:
-    """error_round_1..T (grid_laplace, 0.9·ε/T each), then calibration (1/10 of ε)."""
+def _toy_ratio() -> float:
+    """The class-weight ratio of the toy data, from its exact counts."""
+    label = toy_frame()["label"].astype(int)
+    pos = int(label.sum())
+    return max(pos / (len(label) - pos), (len(label) - pos) / pos)
+
+
+def _check_steps(steps: list[dict], epsilon: str, rounds: int, counted: bool = False) -> None:
+    """With a private label class_count (1/20 of ε) first; error_round_1..T (grid_laplace,
+    their share of ε over T each), then calibration (1/10 of ε)."""
     names = [f"error_round_{t}" for t in range(1, rounds + 1)]
-    assert [s["step"] for s in steps] == [*names, "calibration"]
-    assert [s["mechanism"] for s in steps] == ["grid_laplace"] * rounds + ["discrete_laplace"]
-    per_round = float(Fraction(epsilon) * ROUNDS_SHARE / rounds)
+    head = ["class_count"] if counted else []
+    assert [s["step"] for s in steps] == [*head, *names, "calibration"]
+    assert [s["mechanism"] for s in steps] == (["discrete_laplace"] * len(head)
+                                               + ["grid_laplace"] * rounds
+                                               + ["discrete_laplace"])
+    share = COUNTED_SHARE if counted else ROUNDS_SHARE
+    per_round = float(Fraction(epsilon) * share / rounds)
     calibration = float(Fraction(epsilon) * CALIBRATION_SHARE)
-    assert [s["epsilon"] for s in steps] == pytest.approx([per_round] * rounds + [calibration],
-                                                          rel=1e-12)
+    count = [float(Fraction(epsilon) * COUNT_SHARE)] if counted else []
+    assert [s["epsilon"] for s in steps] == pytest.approx(
+        count + [per_round] * rounds + [calibration], rel=1e-12)
     assert all(s["delta"] == 0 for s in steps)
     assert math.fsum(s["epsilon"] for s in steps) == pytest.approx(float(epsilon), rel=1e-12)
 
@@ -175,8 +200,18 @@ def test_partial_mode_writes_the_model_the_relation_and_the_ledger(project: Proj
     assert p["epsilon"] == 0.5
     assert p["epsilon_per_round"] == pytest.approx(0.09, rel=1e-12)     # 0.9·ε/T
     assert p["epsilon_calibration"] == pytest.approx(0.05, rel=1e-12)   # ε/10
-    assert p["error_sensitivity"] == pytest.approx(2 / N)       # c1·c2/n, c1 = c2 = √2
-    assert p["noise_scale"] == pytest.approx(_noise_scale("0.5", 5))  # c1·c2·T/(0.9·ε·n)
+    # ρ·c1·c2/n, c1 = c2 = √2, ρ the class-weight ratio from the exact (public) counts
+    ratio = _toy_ratio()
+    assert p["error_sensitivity"] == pytest.approx(ratio * 2 / N)
+    assert p["noise_scale"] == pytest.approx(_noise_scale("0.5", 5, ratio=ratio))
+    balance = p["class_balance"]
+    assert balance["released"] is False and balance["positives"] == int(
+        toy_frame()["label"].astype(int).sum())
+    assert max(balance["class_weights"]) == pytest.approx(ratio)
+    assert min(balance["class_weights"]) == 1.0
+    assert p["class_count_private"] is False and p["epsilon_class_count"] == 0.0
+    assert math.isfinite(p["threshold"]) and summary["threshold"] == p["threshold"]
+    assert p["degeneracy"]["degenerate"] is summary["degenerate"]
     assert summary["noise_scale"] == pytest.approx(p["noise_scale"])
     assert p["scaling"] == {"age": {"lower": 17.0, "upper": 90.0, "onto": [-1, 1]}}
     assert len(p["ensemble"]) == 5
@@ -185,7 +220,8 @@ def test_partial_mode_writes_the_model_the_relation_and_the_ledger(project: Proj
         if rnd["kind"] == "public":
             assert rnd["column"] == "member" and set(rnd["signs"]) == {"no", "yes"}
         else:
-            # released on the grid 2^⌊log2(Δ/1024)⌋ = 2^-18 (Δ = 2/400): α is stored exactly
+            # released on a power-of-two grid 2^⌊log2(Δ/1024)⌋ ≥ 2^-18 (Δ ≥ 2/400): α is
+            # stored exactly
             assert (Fraction(rnd["alpha"]) * 2**18).denominator == 1
     _check_calibration(p)
 
@@ -250,8 +286,12 @@ def test_without_public_columns_every_round_is_private(project: Project, cli) ->
     reserve = project.reserves()[0]
     assert reserve["neighbouring"] == "replace-one"
     assert reserve["arguments"]["mode"] == "private" and reserve["arguments"]["public"] == []
-    _check_steps(reserve["breakdown"], "0.4", 4)
+    _check_steps(reserve["breakdown"], "0.4", 4, counted=True)
     _check_calibration(p)
+    # the label is private: the class count is a release (1/20 of ε)
+    assert p["class_balance"]["released"] is True and p["class_count_private"] is True
+    assert p["epsilon_class_count"] == pytest.approx(0.02, rel=1e-12)
+    assert p["epsilon_per_round"] == pytest.approx(0.4 * 0.85 / 4, rel=1e-12)
 
 
 def test_private_label_treats_the_public_columns_as_private(project: Project, cli) -> None:
@@ -280,17 +320,20 @@ def test_public_columns_outside_the_chosen_ones_fall_back_to_all_private(project
 
 
 def test_epsilon_alone_runs_without_a_section(project: Project, cli) -> None:
-    """No train-brc section: the defaults (T = 25, c1 = c2 = √2), nothing public."""
-    r = _train(cli, project, "--epsilon", 0.3, "--seed", 1)
+    """No train-brc section: the defaults (rounds auto, c1 = c2 = √2), nothing public."""
+    project.write_spec(lambda spec: spec["budget"].update(epsilon=3))
+    r = _train(cli, project, "--epsilon", 3, "--seed", 1)
     assert r.exit_code == 0, r.stderr
-    assert "rule of thumb" not in r.stderr  # 2·25 / (0.9·0.3·400) ≈ 0.46
+    assert "rule of thumb" not in r.stderr  # 2·30 / (0.85·3·400) ≈ 0.06
     env = project.envelope()
-    assert env["neighbouring"] == "replace-one" and env["epsilon"] == 0.3
+    assert env["neighbouring"] == "replace-one" and env["epsilon"] == 3
     p = env["payload"]
-    assert p["mode"] == "private" and p["T"] == 25 and p["columns"] == DEFAULT_COLUMNS
+    t = _expected_auto_rounds("3", N, Fraction(2))   # ⌊0.1·400·2.55/(2√2)⌋ = 36
+    assert t == 36
+    assert p["mode"] == "private" and p["T"] == t and p["columns"] == DEFAULT_COLUMNS
     assert p["c1"] == p["c2"] == pytest.approx(math.sqrt(2))
-    assert [rnd["kind"] for rnd in p["ensemble"]] == ["private"] * 25
-    _check_steps(project.reserves()[0]["breakdown"], "0.3", 25)
+    assert [rnd["kind"] for rnd in p["ensemble"]] == ["private"] * t
+    _check_steps(project.reserves()[0]["breakdown"], "3", t, counted=True)
 
 
 # ------------------------------------------------------------------------ predict, roc
@@ -311,14 +354,17 @@ def test_predict_and_roc_accept_the_brc_model(project: Project, cli) -> None:
     assert set(preds["prediction"].unique()) <= {"0", "1"}
     np.testing.assert_allclose(preds["proba_0"] + preds["proba_1"], 1.0)
     np.testing.assert_allclose(preds["score"], preds["proba_1"])
-    # score = σ(a·F + b) with the calibration's a, b; the class is the paper's sign(F)
+    # score = σ(a·F + b) with the calibration's a, b; the class is F > the threshold: the
+    # margin edge of the best TPR − FPR on the released histogram
     f = _margins_from_payload(payload, toy_frame())
     a, b = payload["calibration"]["a"], payload["calibration"]["b"]
     np.testing.assert_allclose(preds["score"], 1 / (1 + np.exp(-(a * f + b))),
                                rtol=1e-9, atol=1e-12)
-    decided = np.abs(f) > 1e-9  # F = 0 up to rounding could go either way
-    assert (preds["prediction"][decided] == np.where(f[decided] > 0, "1", "0")).all()
-    assert (preds["prediction"][np.abs(f) == 0] == "0").all()  # F = 0 is not > 0
+    threshold = payload["threshold"]
+    cal = payload["calibration"]
+    assert threshold == brc.decision_threshold(cal["margin_edges"], cal["noisy_counts"])
+    decided = np.abs(f - threshold) > 1e-9  # F at the threshold could go either way
+    assert (preds["prediction"][decided] == np.where(f[decided] > threshold, "1", "0")).all()
     order = np.argsort(f, kind="stable")     # a > 0: the score ranks records as F does
     assert np.all(np.diff(preds["score"].to_numpy()[order]) >= -1e-12)
 
@@ -334,62 +380,62 @@ def test_predict_and_roc_accept_the_brc_model(project: Project, cli) -> None:
 
 
 # ------------------------------------------------------------------------------- rounds
-@pytest.mark.parametrize(("epsilon", "c1", "c2"), [
-    ("0.047", None, None),    # ⌊½·0.9·0.047·400 / 2⌋ = ⌊4.23⌋ = 4
-    ("0.05", None, None),     # ⌊4.5⌋ = 4 (with all of ε it would be 5)
-    ("0.001", None, None),    # ⌊0.09⌋ = 0 → at least 1
-    ("0.5", None, None),      # ⌊45⌋ → at most 25
-    ("0.1", "2", "1.5"),      # ⌊½·0.9·0.1·400 / 3⌋ = 6 exactly
+@pytest.mark.parametrize(("epsilon", "c1", "c2", "label_public"), [
+    ("0.5", None, None, True),      # ⌊0.1·400·0.45/(2√2)⌋ = ⌊6.4⌋ → at least 10
+    ("10", None, None, True),       # ⌊0.1·400·9/(2√2)⌋ = ⌊127.3⌋ = 127
+    ("10", None, None, False),      # private label: ε_r = 8.5, ⌊120.2⌋ = 120
+    ("100", None, None, False),     # ⌊1202⌋ → at most 200
+    ("20", "2", "1.5", True),       # ⌊0.1·400·18/(3√2)⌋ = ⌊169.7⌋ = 169
 ])
-def test_rounds_auto_follows_the_rule_of_thumb(project: Project, cli, epsilon: str,
-                                               c1: str | None, c2: str | None) -> None:
-    _brc_spec(project)   # the section's rounds: 5 is overridden
+def test_rounds_auto_keeps_the_noise_below_the_edge(project: Project, cli, epsilon: str,
+                                                    c1: str | None, c2: str | None,
+                                                    label_public: bool) -> None:
+    # the section's rounds: 5 is overridden
+    _brc_spec(project, label_public=label_public, budget=100)
     constants = ["--c1", c1, "--c2", c2] if c1 and c2 else []
-    r = _train(cli, project, "--rounds", "auto", "--epsilon", epsilon, *constants)
+    r = _train(cli, project, "--rounds", "auto", "--epsilon", epsilon, *constants,
+               "--dry-run", "--json")
     assert r.exit_code == 0, r.stderr
     c1c2 = Fraction(c1) * Fraction(c2) if c1 and c2 else Fraction(2)  # √2·√2 = 2
-    expected = _expected_auto_rounds(epsilon, N, c1c2)
+    expected = _expected_auto_rounds(epsilon, N, c1c2, counted=not label_public)
     floats = (float(c1), float(c2)) if c1 and c2 else (math.sqrt(2), math.sqrt(2))
-    assert expected == brc.auto_rounds(float(epsilon), N, *floats)  # cross-check
-    _check_steps(project.reserves()[0]["breakdown"], epsilon, expected)
-    assert project.envelope()["payload"]["T"] == expected
-    if expected > 1:  # T = 1 is the floor: it may exceed the rule of thumb
-        assert "rule of thumb" not in r.stderr
+    assert expected == brc.auto_rounds(float(epsilon), N, *floats,
+                                       not label_public)  # cross-check
+    _check_steps(json.loads(r.stdout)["breakdown"], epsilon, expected,
+                 counted=not label_public)
 
 
-def test_rounds_auto_in_the_spec(project: Project, cli) -> None:
-    _brc_spec(project, {"epsilon": 0.047, "rounds": "auto"})
-    r = _train(cli, project, "--dry-run", "--json")
-    assert r.exit_code == 0, r.stderr
-    _check_steps(json.loads(r.stdout)["breakdown"], "0.047",
-                 _expected_auto_rounds("0.047", N, Fraction(2)))
+def test_rounds_auto_in_the_spec_and_by_default(project: Project, cli) -> None:
+    for section in ({"epsilon": 2.5, "rounds": "auto"}, {"epsilon": 2.5}):
+        _brc_spec(project, section, budget=3)
+        r = _train(cli, project, "--dry-run", "--json")
+        assert r.exit_code == 0, r.stderr
+        _check_steps(json.loads(r.stdout)["breakdown"], "2.5",
+                     _expected_auto_rounds("2.5", N, Fraction(2)), counted=True)
+    assert _expected_auto_rounds("2.5", N, Fraction(2)) == 30
     assert project.no_runs()
 
 
-@pytest.mark.parametrize("rounds", ["auto", "9"])
-def test_rounds_at_the_boundary_do_not_warn(project: Project, cli, rounds: str) -> None:
-    """2·9 / (0.9·0.1·400) = 18/36 = ½ exactly (in floats √2·√2 = 2.0000000000000004 and
-    0.9·0.1 = 0.09000000000000001 put it a hair above): no warning at the rule itself."""
-    assert Fraction(2 * 9) / (ROUNDS_SHARE * Fraction("0.1") * N) == Fraction(1, 2)
-    assert _expected_auto_rounds("0.1", N, Fraction(2)) == 9
+def test_rounds_past_the_rule_of_thumb_warn(project: Project, cli) -> None:
+    """2·9 / (0.9·0.1·400) = ½ exactly: no warning at the rule itself; one round more is
+    past it: 2·10 / 36 ≈ 0.556."""
     _brc_spec(project)
-    r = _train(cli, project, "--rounds", rounds, "--epsilon", "0.1", "--dry-run", "--json")
+    r = _train(cli, project, "--rounds", "9", "--epsilon", "0.1", "--dry-run", "--json")
     assert r.exit_code == 0, r.stderr
     _check_steps(json.loads(r.stdout)["breakdown"], "0.1", 9)
     assert "rule of thumb" not in r.stderr
-    # one round more is past the rule: 2·10 / 36 ≈ 0.556
     r = _train(cli, project, "--rounds", 10, "--epsilon", "0.1", "--dry-run", "--json")
     assert r.exit_code == 0, r.stderr
-    assert "c1·c2·T/(0.9·ε·n) = 0.556 exceeds the paper's rule of thumb" in r.stderr
+    assert "c1·c2·T/(ε_r·n) = 0.556 exceeds the paper's rule of thumb" in r.stderr
 
 
 def test_too_many_rounds_for_epsilon_warns_but_runs(project: Project, cli) -> None:
-    _brc_spec(project, {"epsilon": 0.01, "rounds": 5})  # 2·5 / (0.9·0.01·400) ≈ 2.78 > ½
+    _brc_spec(project, {"epsilon": 0.01, "rounds": 5})  # 2·5 / (0.85·0.01·400) ≈ 2.94 > ½
     r = _train(cli, project)
     assert r.exit_code == 0, r.stderr
-    ratio = f"{_noise_scale('0.01', 5):.3g}"
-    assert ratio == "2.78"
-    assert f"c1·c2·T/(0.9·ε·n) = {ratio} exceeds the paper's rule of thumb" in r.stderr
+    ratio = f"{_noise_scale('0.01', 5, counted=True):.3g}"
+    assert ratio == "2.94"
+    assert f"c1·c2·T/(ε_r·n) = {ratio} exceeds the paper's rule of thumb" in r.stderr
     assert len(project.envelope()["payload"]["ensemble"]) == 5
     assert project.reserves()[0]["epsilon"] == 0.01
 
@@ -586,7 +632,8 @@ def test_ledger_show_names_runs_under_the_weaker_relation(cli, project: Project)
 ])
 def test_the_file_is_read_once_per_round_and_the_model_is_the_in_memory_one(
         project: Project, cli, monkeypatch: pytest.MonkeyPatch, section: dict) -> None:
-    """T + 1 passes over the file (T rounds, then the calibration), each in batches (37
+    """T + 2 passes over the file (the class count, T rounds, then the calibration), each
+    in batches (37
     records here); the released model is the one brc.fit gives with every record in memory
     and the same seeded generator, bit for bit."""
     from dpcli.data import DataSource
@@ -609,20 +656,22 @@ def test_the_file_is_read_once_per_round_and_the_model_is_the_in_memory_one(
     r = _train(cli, project, "--seed", 6)
     monkeypatch.setattr(DataSource, "batches", real)
     assert r.exit_code == 0, r.stderr
-    assert passes == [tuple(DEFAULT_COLUMNS)] * 7
+    assert passes == [tuple(DEFAULT_COLUMNS)] * 8
     payload = project.envelope()["payload"]
 
     spec = load_spec(project.spec)
     public = tuple(section.get("public", ()))
     rows = brc.training_set(DataSource(project.data, spec.schema).batches(
         DEFAULT_COLUMNS, rng=make_rng(0)), spec.schema, DEFAULT_COLUMNS, public, positive=1)
-    config = brc.BRCConfig(rounds=6)
+    config = brc.BRCConfig(rounds=6, counted=not public)
     rounds, calibration, _ = brc.fit(rows, config, 0.5, project.seeded_rng(6))
     model = brc.BRCModel(spec.schema, tuple(DEFAULT_COLUMNS), payload["mode"], public, rounds,
                          config, N, 0.5, calibration)
     expected = json.loads(json.dumps(model.to_payload()))
     assert payload["ensemble"] == expected["ensemble"]
     assert payload["calibration"] == expected["calibration"]
+    assert payload["class_balance"] == expected["class_balance"]
+    assert payload["threshold"] == expected["threshold"]
     if public:
         assert {rnd["kind"] for rnd in payload["ensemble"]} == {"public", "private"}
 
@@ -648,3 +697,49 @@ def test_public_columns_need_the_label_declared(project: Project, cli,
         assert "Algorithm 2" in r.stderr and "label" in env["neighbouring"]
     else:
         assert "Algorithm 3" in r.stderr and env["neighbouring"] == "replace-one"
+
+
+# ---------------------------------------------------------------------- class balance
+def test_unbalanced_labels_get_a_threshold_and_a_two_class_prediction(project: Project,
+                                                                       cli) -> None:
+    """About 12% positives (red and over the median age): the class count is released,
+    class weights re-balance the rounds, and predict's class follows the released
+    threshold, giving both classes."""
+    # ε = 4: the calibration's 1/10 gives the histogram noise of scale 5 on 400 rows
+    _brc_spec(project, {"epsilon": 4, "rounds": 20}, budget=5)
+    data = _signal_data(project, lambda f: (f["color"] == "red")
+                        & (f["age"] > f["age"].median()))
+    r = _train(cli, project, "--seed", 4, "--json", data=data)
+    assert r.exit_code == 0, r.stderr
+    summary = json.loads(r.stdout.strip().splitlines()[-1])
+    p = project.envelope()["payload"]
+    balance = p["class_balance"]
+    assert balance["released"] is True and abs(balance["prior"] - 0.1) < 0.05
+    assert summary["prior"] == balance["prior"] and summary["threshold"] == p["threshold"]
+    assert p["degeneracy"]["degenerate"] is False and summary["degenerate"] is False
+    assert "degenerate" not in r.stderr
+    out = project.root / "preds.parquet"
+    r = cli("predict", project.root / "m.json", data, "--out", out)
+    assert r.exit_code == 0, r.stderr
+    preds = pd.read_parquet(out)
+    assert set(preds["prediction"]) == {"0", "1"}
+    truth = preds["label"].astype(str)
+    recall = (preds["prediction"][truth == "1"] == "1").mean()
+    specificity = (preds["prediction"][truth == "0"] == "0").mean()
+    assert (recall + specificity) / 2 > 0.6
+
+
+def test_a_degenerate_ensemble_is_reported_on_stderr_and_in_the_envelope(project: Project,
+                                                                          cli) -> None:
+    """Every training label 0: the released histogram shows (almost) no positive record and
+    the ensemble cannot separate what is not there. The run still releases, and says so."""
+    _brc_spec(project, {"epsilon": 0.9, "rounds": 10}, budget=5)
+    data = _signal_data(project, lambda f: f["age"] < 0)
+    r = _train(cli, project, "--seed", 5, "--json", data=data)
+    assert r.exit_code == 0, r.stderr
+    assert "degenerate model" in r.stderr and "'degeneracy'" in r.stderr
+    degeneracy = project.envelope()["payload"]["degeneracy"]
+    assert degeneracy["degenerate"] is True
+    assert degeneracy["never_predicted"] or degeneracy["rare_on_training"] \
+        or degeneracy["near_constant_score"]
+    assert json.loads(r.stdout.strip().splitlines()[-1])["degenerate"] is True

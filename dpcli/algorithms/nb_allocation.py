@@ -62,6 +62,9 @@ method's scale ((U − L)/(ε·n_c) for the mean, h²/(ε·n_c) for the variance
 the smooth method cannot beat the global one at this n and ε: the column
 uses the global method (``fallback``), whatever the data.
 
+An explicit ``train-nb.split`` in the spec sets the weights and turns both
+rules above off (the user decides); the threshold keeps its share.
+
 **Threshold.** A binary model also releases a class-decision threshold
 (:mod:`dpcli.algorithms.nb_threshold`) with a share
 min(1/10, 2·ln(C)·20/(0.02·n·ε)) of ε: the exponential mechanism over C
@@ -103,8 +106,11 @@ class Allocation:
     reasons: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
-        return {"rule": self.rule,
-                "shares": {k: float(v) for k, v in self.weights.items()},
+        shares = {k: float(v) for k, v in self.weights.items()}
+        rest = 1 - sum(self.weights.values(), Fraction(0))
+        if rest > 0:
+            shares["threshold"] = float(rest)
+        return {"rule": self.rule, "shares": shares,
                 "methods": dict(self.methods), "public_variance": list(self.public_variance),
                 "smooth_fallback": list(self.fallback), "reasons": list(self.reasons)}
 
@@ -161,9 +167,10 @@ def allocate(schema: Schema, columns: Sequence[str], *, n: int, epsilon: float, 
     """The split of ``epsilon`` among train-nb's steps (see the module docstring).
 
     ``split`` (the spec's ``train-nb.split``: weights for prior, categorical,
-    mean, variance) replaces the Lagrange rule by explicit weights; the
-    variances are then all released. ``threshold`` adds the decision
-    threshold's step (binary labels only).
+    mean, variance) replaces the rule by explicit weights and turns its
+    choices off: every variance is released and ``method`` holds for every
+    numeric column (no fallback). ``threshold`` adds the decision
+    threshold's step (binary labels only), whose share is the rule's either way.
     """
     k = max(schema.n_classes, 2)
     n_c = max(n, 1) / k
@@ -185,7 +192,7 @@ def allocate(schema: Schema, columns: Sequence[str], *, n: int, epsilon: float, 
             eps_mean = epsilon * float(weights[f"mean:{c}"])
             eps_var = (epsilon * float(weights[f"variance:{c}"])
                        if f"variance:{c}" in weights else None)
-            if methods[c] == "smooth" and smooth_loses(col, n_c, eps_mean, eps_var, trim,
+            if split is None and methods[c] == "smooth" and smooth_loses(col, n_c, eps_mean, eps_var, trim,
                                                          gamma):
                 methods[c] = "global"
                 fallback.append(c)
@@ -230,7 +237,7 @@ def error_weight(schema: Schema, column: str, part: str, n: int, k: int) -> floa
     if isinstance(col, TokensColumn):
         r = col.max_per_row or len(col.vocabulary)
         return delta * k * len(col.vocabulary) / (n * math.sqrt(r))
-    levels = len(col.levels) + 1 if isinstance(col, CategoricalColumn) else 2
+    levels = len(col.levels) if isinstance(col, CategoricalColumn) else 2  # other included
     return delta * k * levels / n
 
 

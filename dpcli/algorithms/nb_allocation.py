@@ -192,8 +192,8 @@ def allocate(schema: Schema, columns: Sequence[str], *, n: int, epsilon: float, 
             eps_mean = epsilon * float(weights[f"mean:{c}"])
             eps_var = (epsilon * float(weights[f"variance:{c}"])
                        if f"variance:{c}" in weights else None)
-            if split is None and methods[c] == "smooth" and smooth_loses(col, n_c, eps_mean, eps_var, trim,
-                                                         gamma):
+            if split is None and methods[c] == "smooth" and smooth_loses(
+                    col, n_c, eps_mean, eps_var, trim, gamma):
                 methods[c] = "global"
                 fallback.append(c)
                 changed = True

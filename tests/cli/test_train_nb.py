@@ -257,6 +257,8 @@ def test_spec_section_split_and_columns(project: Project, cli) -> None:
     ({"epsilon": 0.5, "distribution": "poisson"}, "train-nb.distribution"),
     ({"epsilon": 0.5, "smoothing": 0}, "train-nb.smoothing"),
     ({"epsilon": 0.5, "colour": "red"}, "train-nb.colour"),
+    ({"epsilon": 0.5, "threshold": "f1"}, "train-nb.threshold"),
+    ({"epsilon": 0.5, "threshold": 1}, "train-nb.threshold"),
     ({"epsilon": 0, "method": "smooth"}, "train-nb.epsilon"),
     ({"epsilon": 0.5, "columns": ["age", "height"]}, "train-nb.columns"),
 ])
@@ -349,3 +351,61 @@ def test_the_model_records_its_degeneracy_and_a_degenerate_one_is_said_on_stderr
         if verdict["never_predicted"]:
             predicted = set(pd.read_parquet(project.root / f"p{seed}.parquet")["prediction"])
             assert not predicted & set(verdict["never_predicted"])  # the claim holds on data
+
+
+def test_the_threshold_is_released_stored_and_used_by_predict(project: Project, cli) -> None:
+    """The model predicts the positive class where its log-odds exceed the released threshold
+    (nb_threshold), not where they exceed 0; the threshold is in the model file."""
+    import numpy as np
+
+    r = _train(cli, project, "--epsilon", 0.8, "--seed", 4)
+    assert r.exit_code == 0, r.stderr
+    payload = project.envelope()["payload"]
+    threshold = payload["threshold"]
+    assert isinstance(threshold, float)
+    assert payload["config"]["threshold"] == "balanced"
+    note = {s["step"]: s["note"] for s in payload["breakdown"]}["threshold"]
+    assert "balanced-accuracy utility" in note
+    r = cli("predict", project.root / "m.json", project.data, "--out", project.root / "p.parquet")
+    assert r.exit_code == 0, r.stderr
+    p = pd.read_parquet(project.root / "p.parquet")
+    log_odds = np.log(p["proba_1"]) - np.log(p["proba_0"])
+    clear = np.abs(log_odds - threshold) > 1e-9
+    assert clear.sum() > 300
+    assert ((p["prediction"].astype(str) == "1") == (log_odds > threshold))[clear].all()
+
+
+def test_spec_threshold_false_or_accuracy(project: Project, cli) -> None:
+    _with_section(project, {"epsilon": 0.3, "threshold": False})
+    r = _train(cli, project, "--seed", 1)
+    assert r.exit_code == 0, r.stderr
+    payload = project.envelope()["payload"]
+    assert payload["threshold"] is None and payload["config"]["threshold"] == "none"
+    assert "threshold" not in {s["step"] for s in payload["breakdown"]}
+    assert sum(s["epsilon"] for s in payload["breakdown"]) == pytest.approx(0.3, abs=1e-12)
+    _with_section(project, {"epsilon": 0.3, "threshold": "accuracy"})
+    r = _train(cli, project, "--seed", 1, out="acc.json")
+    assert r.exit_code == 0, r.stderr
+    payload = project.envelope("acc.json")["payload"]
+    assert payload["config"]["threshold"] == "accuracy"
+    steps = {s["step"]: s for s in payload["breakdown"]}
+    assert "accuracy utility (correct count), Δ = 1" in steps["threshold"]["note"]
+    assert isinstance(payload["threshold"], float)
+
+
+def test_dry_run_shows_the_chosen_split_and_why(project: Project, cli) -> None:
+    """n = 400, ε = 0.05: the variance is public and smooth falls back, both said before any
+    charge; the plan has no variance step."""
+    r = _train(cli, project, "--dry-run", "--json", "--epsilon", 0.05, "--method", "smooth")
+    assert r.exit_code == 0, r.stderr
+    assert "budget split: smooth → global for 1 numeric column(s)" in r.stderr
+    assert "budget split: variance not released for 1 numeric column(s)" in r.stderr
+    steps = {s["step"]: s for s in json.loads(r.stdout)["breakdown"]}
+    assert "variance:age" not in steps and steps["mean:age"]["mechanism"] == "laplace"
+    assert "(variance public" in steps["mean:age"]["note"]
+    assert project.no_runs()
+    r = _train(cli, project, "--epsilon", 0.05, "--seed", 2)
+    assert r.exit_code == 0, r.stderr
+    payload = project.envelope()["payload"]
+    assert payload["allocation"]["public_variance"] == ["age"]
+    assert payload["numeric"]["age"]["variance"] == [73 ** 2 / 12] * 2   # the public one

@@ -100,3 +100,17 @@ def test_more_than_two_classes_are_not_judged() -> None:
     model = _nb(np.random.default_rng(5))
     model.schema = three
     assert check(model) is None
+
+
+def test_a_released_threshold_moves_the_verdict() -> None:
+    """A model with a decision threshold predicts class 1 above it, not above 0: a threshold
+    above the whole log-odds range makes it a one-class model, and the verdict says so."""
+    model = _nb(np.random.default_rng(5))
+    lo, hi = check(model).log_odds
+    model.threshold = hi + 1.0
+    verdict = check(model)
+    assert verdict.never == ("1",) and verdict.degenerate
+    model.threshold = lo - 1.0
+    assert check(model).never == ("0",)
+    model.threshold = (lo + hi) / 2
+    assert not check(model).degenerate

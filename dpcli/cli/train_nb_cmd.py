@@ -57,10 +57,11 @@ def train_nb(
     Releases noisy class counts, per-class count tables of categorical,
     binary and token columns (discrete Laplace), and per-class means and
     variances of numeric columns (global sensitivity of per-class sums, or
-    smooth sensitivity of the trimmed sample with heavy-tailed noise). The ε split
-    follows Zafarani & Clifton: one share for the priors and for each
-    categorical column, two for each numeric column; the plan shows every
-    share before anything runs.
+    smooth sensitivity of the trimmed sample with heavy-tailed noise), and for a
+    binary label a decision threshold (exponential mechanism, balanced accuracy).
+    The ε split is a rule of public facts (n, ε, declared domains: ε_i ∝
+    c_i^(2/3), README "train-nb"; the spec's train-nb.split overrides it); the
+    plan shows every share before anything runs.
 
     Example:
 

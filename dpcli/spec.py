@@ -56,14 +56,15 @@ class TrainNBSection:
     distribution: str | None = None
     smoothing: float | None = None
     split: tuple[tuple[str, float], ...] = ()   # only the parts the spec sets
+    threshold: str | None = None   # balanced, accuracy or none (false)
 
     def config_values(self) -> dict[str, Any]:
-        """The section's NBConfig fields that were set (a partial split filled by its default)."""
-        from dpcli.algorithms.naive_bayes import NBConfig
+        """The section's NBConfig fields that were set (a partial split: weight 1 elsewhere)."""
+        from dpcli.algorithms.naive_bayes import EQUAL_SPLIT
 
-        out = _set(self, ("method", "trim", "distribution", "smoothing"))
+        out = _set(self, ("method", "trim", "distribution", "smoothing", "threshold"))
         if self.split:
-            out["split"] = {**NBConfig().split, **dict(self.split)}
+            out["split"] = {**EQUAL_SPLIT, **dict(self.split)}
         return out
 
 
@@ -409,7 +410,8 @@ def _columns(raw: Any, where: Where, schema: Schema) -> tuple[str, ...]:
 
 
 def _parse_train_nb(raw: Any, where: Where, schema: Schema) -> TrainNBSection:
-    keys = {"epsilon", "method", "columns", "r", "trim", "distribution", "smoothing", "split"}
+    keys = {"epsilon", "method", "columns", "r", "trim", "distribution", "smoothing", "split",
+            "threshold"}
     raw = checks.mapping(raw, where, allowed=keys, required={"epsilon"})
     out: dict[str, Any] = {"epsilon": checks.epsilon(raw["epsilon"], where / "epsilon")}
     if "method" in raw:
@@ -433,6 +435,13 @@ def _parse_train_nb(raw: Any, where: Where, schema: Schema) -> TrainNBSection:
         split = checks.mapping(raw["split"], where / "split", allowed=set(parts))
         out["split"] = tuple((k, float(checks.positive(split[k], where / "split" / k)))
                              for k in parts if k in split)
+    if "threshold" in raw:
+        value = raw["threshold"]
+        if isinstance(value, bool):
+            out["threshold"] = "balanced" if value else "none"
+        else:
+            out["threshold"] = checks.choice(value, where / "threshold",
+                                             ("balanced", "accuracy", "none"))
     return TrainNBSection(**out)
 
 

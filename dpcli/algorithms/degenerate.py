@@ -132,7 +132,9 @@ def check(model: Any) -> Verdict | None:
         hi += float(change.max())
         lo += float(change.min())
     classes = tuple(schema.label.classes)
-    never = tuple(c for c, unreachable in ((classes[1], hi <= 0), (classes[0], lo > 0))
+    # a model with a released decision threshold predicts class 1 above it, not above 0
+    cut = float(getattr(model, "decision_log_odds", 0.0))
+    never = tuple(c for c, unreachable in ((classes[1], hi <= cut), (classes[0], lo > cut))
                   if unreachable)
     return Verdict(classes, (lo, hi), never)
 

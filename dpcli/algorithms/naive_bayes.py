@@ -84,7 +84,9 @@ from typing import Any
 import numpy as np
 from scipy.special import log_ndtr, logsumexp
 
+from dpcli.algorithms import nb_allocation
 from dpcli.algorithms.common import table_sensitivity
+from dpcli.algorithms.nb_allocation import Allocation
 from dpcli.budget import Budget
 from dpcli.data.encode import EncodedBatch, TokenSets
 from dpcli.data.schema import (
@@ -118,6 +120,7 @@ DISTRIBUTIONS = ("truncated", "gaussian")
 PRIOR = "prior"
 CLASS_CHANGES = 2  # class vectors: a replaced record leaves one class and joins another
 SPLIT_PARTS = ("prior", "categorical", "mean", "variance")
+THRESHOLD_UTILITIES = ("balanced", "accuracy", "none")
 
 Reread = Callable[[Sequence[str]], Iterable[EncodedBatch]]
 """Columns → a fresh pass of encoded batches over the same data (the smooth method's re-read)."""
@@ -132,8 +135,11 @@ class NBConfig:
     gamma: float = 4.0
     smoothing: float = 1.0
     distribution: str = "truncated"
-    split: dict[str, float] = field(default_factory=lambda: {
-        "prior": 1, "categorical": 1, "mean": 1, "variance": 1})
+    #: None: the Lagrange rule of :mod:`dpcli.algorithms.nb_allocation`; else explicit weights
+    split: dict[str, float] | None = None
+    #: the private class-decision threshold's utility (binary labels; nb_threshold):
+    #: "balanced" (balanced accuracy), "accuracy", or "none" (no threshold: the argmax)
+    threshold: str = "balanced"
 
     def __post_init__(self) -> None:
         if self.method not in METHODS:
@@ -144,8 +150,13 @@ class NBConfig:
             raise UsageError(f"trim must be in [0, 0.5), got {self.trim}")
         if not self.gamma > 1:
             raise UsageError(f"gamma must be > 1, got {self.gamma}")
+        if self.threshold not in THRESHOLD_UTILITIES:
+            raise UsageError(f"threshold must be one of {', '.join(THRESHOLD_UTILITIES)}, got "
+                             f"{self.threshold!r}")
         if not self.smoothing > 0:
             raise UsageError(f"smoothing must be positive, got {self.smoothing}")
+        if self.split is None:
+            return
         if set(self.split) != set(SPLIT_PARTS):
             raise UsageError(f"split must give a weight to each of {', '.join(SPLIT_PARTS)}")
         for key, weight in self.split.items():
@@ -158,27 +169,75 @@ def _kind(schema: Schema, column: str) -> str:
     return "numeric" if isinstance(col, NumericColumn) else "categorical"
 
 
-def plan(schema: Schema, columns: Sequence[str], total: Budget, config: NBConfig) -> Plan:
-    """The named steps and their ε shares (computable without data: used by --dry-run)."""
-    w = {k: Fraction(str(v)) for k, v in config.split.items()}
-    smooth = config.method == "smooth"
-    heavy = "cauchy" if config.gamma == 2 else f"heavy_tailed(γ={config.gamma:g})"
-    numeric_mech = f"smooth_{heavy}" if smooth else "laplace"
-    shares: dict[str, tuple[str, Fraction]] = {PRIOR: ("discrete_laplace", w["prior"])}
+EQUAL_SPLIT = {"prior": 1, "categorical": 1, "mean": 1, "variance": 1}
+THRESHOLD = "threshold"
+
+
+def allocation(schema: Schema, columns: Sequence[str], total: Budget, config: NBConfig,
+               n: int | None = None) -> Allocation:
+    """The ε split and per-column choices (:mod:`dpcli.algorithms.nb_allocation`).
+
+    With ``n`` (the public record count) the Lagrange rule, the public-variance
+    and smooth-fallback rules and the threshold share; ``config.split`` makes
+    the weights explicit. Without ``n`` (a library caller that has none) the
+    spec's weights or the paper's equal split, every variance released, the
+    configured method everywhere and no threshold.
+    """
+    if n is not None:
+        return nb_allocation.allocate(schema, columns, n=n, epsilon=total.eps,
+                                      method=config.method, trim=config.trim,
+                                      gamma=config.gamma, split=config.split,
+                                      threshold=config.threshold != "none")
+    split = config.split or EQUAL_SPLIT
+    raw = {PRIOR: float(split["prior"])}
+    methods = {}
     for c in columns:
         if _kind(schema, c) == "numeric":
-            shares[f"mean:{c}"] = (numeric_mech, w["mean"])
-            shares[f"variance:{c}"] = (numeric_mech, w["variance"])
+            raw[f"mean:{c}"] = float(split["mean"])
+            raw[f"variance:{c}"] = float(split["variance"])
+            methods[c] = config.method
         else:
-            shares[f"counts:{c}"] = ("discrete_laplace", w["categorical"])
+            raw[f"counts:{c}"] = float(split["categorical"])
+    return nb_allocation.Allocation(weights=nb_allocation._normalise(raw, Fraction(1)),
+                                    methods=methods, rule="spec" if config.split else "equal")
+
+
+def plan(schema: Schema, columns: Sequence[str], total: Budget, config: NBConfig,
+         n: int | None = None) -> Plan:
+    """The named steps and their ε shares (computable without data: used by --dry-run).
+
+    ``n`` is the public record count (see :func:`allocation`). A numeric column's
+    method is its mean step's mechanism (smooth_… or laplace); a column without a
+    ``variance:`` step uses the public variance; a ``threshold`` step releases the
+    decision threshold.
+    """
+    alloc = allocation(schema, columns, total, config, n)
+    heavy = "cauchy" if config.gamma == 2 else f"heavy_tailed(γ={config.gamma:g})"
+    shares: dict[str, tuple[str, Fraction]] = {}
+    for name, weight in alloc.weights.items():
+        if name == PRIOR or name.startswith("counts:"):
+            shares[name] = ("discrete_laplace", weight)
+        else:
+            column = name.split(":", 1)[1]
+            shares[name] = (f"smooth_{heavy}" if alloc.methods[column] == "smooth"
+                            else "laplace", weight)
+    t_share = 1 - sum(alloc.weights.values(), Fraction(0))
+    if t_share > 0:
+        shares[THRESHOLD] = ("exponential", t_share)
     p = Plan.split(total, shares)
     notes = {}
     for step in p:
         eps = step.budget.eps
-        if step.name == PRIOR or step.name.startswith("counts:"):
+        if step.name == THRESHOLD:
+            notes[step.name] = (
+                f"{nb_allocation.THRESHOLD_CANDIDATES} public log-odds candidates, "
+                + ("balanced-accuracy utility, Δ = 1/min released class count"
+                   if config.threshold == "balanced"
+                   else "accuracy utility (correct count), Δ = 1"))
+        elif step.name == PRIOR or step.name.startswith("counts:"):
             sens = 2 if step.name == PRIOR else table_sensitivity(schema, step.name[7:])
             notes[step.name] = f"Δ={sens}, scale {sens / eps:.4g}"
-        elif smooth:
+        elif step.mechanism.startswith("smooth"):
             col = schema.column(step.name.split(":", 1)[1])
             assert isinstance(col, NumericColumn)
             grid = smooth_grids(col)[0 if step.name.startswith("mean:") else 1]
@@ -187,19 +246,33 @@ def plan(schema: Schema, columns: Sequence[str], total: Budget, config: NBConfig
                                 f"scale {2 * (config.gamma + 1) * 2 / eps:.3g}·(S + grid), "
                                 f"discrete")
         else:
-            col = schema.column(step.name.split(":", 1)[1])
+            column = step.name.split(":", 1)[1]
+            col = schema.column(column)
             assert isinstance(col, NumericColumn)
             h = col.width / 2
             sens = 2 * h if step.name.startswith("mean:") else h * h
             grid, units = laplace_grid(sens, CLASS_CHANGES)
+            fell = " (smooth → global: public bound)" if column in alloc.fallback else ""
+            public = (" (variance public: (U−L)²/12)" if column in alloc.public_variance
+                      and step.name.startswith("mean:") else "")
             notes[step.name] = (f"class sums, Δ={sens:.4g}, grid 2^{math.log2(grid):.0f}, "
                                 f"Δ'={units}·grid={units * grid:.4g}, "
-                                f"scale {units * grid / eps:.4g}")
+                                f"scale {units * grid / eps:.4g}{fell}{public}")
     return p.with_notes(notes)
 
 
+def column_methods(p: Plan, schema: Schema, columns: Sequence[str]) -> dict[str, str]:
+    """Each numeric column's method as the plan chose it (its mean step's mechanism)."""
+    return {c: "smooth" if p.step(f"mean:{c}").mechanism.startswith("smooth") else "global"
+            for c in columns if _kind(schema, c) == "numeric"}
+
+
+def has_step(p: Plan, name: str) -> bool:
+    return any(step.name == name for step in p)
+
+
 def request(schema: Schema, columns: Sequence[str], config: NBConfig, *,
-            rows_in_memory: bool = True) -> StatsRequest:
+            rows_in_memory: bool = True, p: Plan | None = None) -> StatsRequest:
     """The statistics the run's pass must compute.
 
     Tables for categorical, binary and tokens columns; per-class moments of
@@ -207,16 +280,21 @@ def request(schema: Schema, columns: Sequence[str], config: NBConfig, *,
     columns: with ``rows_in_memory`` every clamped value, sorted (8 bytes per
     row and column; ``fit`` needs nothing else, and may be called many times),
     else a histogram of ``ORDER_BINS`` bins per class (bounded memory; ``fit``
-    must then be given ``reread``).
+    must then be given ``reread``). With the plan ``p``, each numeric column's
+    method is the plan's (a smooth column may have fallen back to global).
     """
     numeric = tuple(c for c in columns if _kind(schema, c) == "numeric")
     tables = tuple(c for c in columns if _kind(schema, c) != "numeric")
-    if config.method == "smooth":
-        if rows_in_memory:
-            return StatsRequest(contingency=tables, keep_values=numeric)
-        return StatsRequest(contingency=tables,
-                            histograms=tuple((c, ORDER_BINS) for c in numeric))
-    return StatsRequest(contingency=tables, moments=numeric)
+    methods = (column_methods(p, schema, columns) if p is not None
+               else dict.fromkeys(numeric, config.method))
+    smooth = tuple(c for c in numeric if methods[c] == "smooth")
+    moments = tuple(c for c in numeric if methods[c] != "smooth")
+    if not smooth:
+        return StatsRequest(contingency=tables, moments=moments)
+    if rows_in_memory:
+        return StatsRequest(contingency=tables, keep_values=smooth, moments=moments)
+    return StatsRequest(contingency=tables, moments=moments,
+                        histograms=tuple((c, ORDER_BINS) for c in smooth))
 
 
 @dataclass
@@ -237,8 +315,26 @@ class NaiveBayesModel:
     class_counts: np.ndarray
     tables: dict[str, np.ndarray] = field(default_factory=dict)
     numeric: dict[str, NumericParams] = field(default_factory=dict)
+    #: released decision threshold on the positive class's log-odds (None: the argmax)
+    threshold: float | None = None
 
     # ------------------------------------------------------------ predict
+    @property
+    def decision_log_odds(self) -> float:
+        """Class 1 is predicted when log P(1|x) − log P(0|x) exceeds this (binary models)."""
+        if self.threshold is None:
+            return 0.0
+        pos = self.schema.label.positive_index
+        return self.threshold if pos in (None, 1) else -self.threshold
+
+    def classify(self, batch: EncodedBatch) -> tuple[np.ndarray, np.ndarray]:
+        """Class probabilities and predicted codes: the threshold's rule when one was released."""
+        jll = self.joint_log_likelihood(batch)
+        proba = np.exp(jll - logsumexp(jll, axis=1, keepdims=True))
+        if self.threshold is None or jll.shape[1] != 2:
+            return proba, proba.argmax(axis=1)
+        return proba, (jll[:, 1] - jll[:, 0] > self.decision_log_odds).astype(np.int64)
+
     def log_prior(self) -> np.ndarray:
         counts = self.class_counts + self.config.smoothing
         return np.log(counts / counts.sum())
@@ -298,7 +394,9 @@ class NaiveBayesModel:
             "config": {"trim": self.config.trim, "gamma": self.config.gamma,
                        "smoothing": self.config.smoothing,
                        "distribution": self.config.distribution,
-                       "split": dict(self.config.split)},
+                       "split": None if self.config.split is None else dict(self.config.split),
+                       "threshold": self.config.threshold},
+            "threshold": self.threshold,
             "schema": schema_to_dict(self.schema),
             "columns": list(self.columns),
             "class_counts": self.class_counts.tolist(),
@@ -314,7 +412,7 @@ class NaiveBayesModel:
         cfg = payload["config"]
         config = NBConfig(method=payload["method"], trim=cfg["trim"], gamma=cfg["gamma"],
                           smoothing=cfg["smoothing"], distribution=cfg["distribution"],
-                          split=cfg["split"])
+                          split=cfg.get("split"), threshold=cfg.get("threshold", "none"))
         return cls(
             schema=schema_from_dict(payload["schema"], source),
             columns=tuple(payload["columns"]),
@@ -324,6 +422,7 @@ class NaiveBayesModel:
             numeric={k: NumericParams(v["lower"], v["upper"], np.asarray(v["mean"], float),
                                       np.asarray(v["variance"], float))
                      for k, v in payload["numeric"].items()},
+            threshold=payload.get("threshold"),
         )
 
 
@@ -347,9 +446,12 @@ def fit(stats: Stats, schema: Schema, columns: Sequence[str], p: Plan, config: N
     class_counts = np.maximum(noisy_counts, 0).astype(float)
     model = NaiveBayesModel(schema=schema, columns=tuple(columns), config=config,
                             class_counts=class_counts)
+    methods = column_methods(p, schema, columns)
+    smooth_columns = [c for c in columns if methods.get(c) == "smooth"]
     samples: dict[str, list[OrderStatistics]] = {}
-    if config.method == "smooth":
-        samples = _class_samples(stats, schema, columns, p, config, class_counts, reread)
+    if smooth_columns:
+        samples = _class_samples(stats, schema, smooth_columns, p, config, class_counts,
+                                 reread)
     for name in columns:
         col = schema.column(name)
         if not isinstance(col, NumericColumn):
@@ -360,13 +462,18 @@ def fit(stats: Stats, schema: Schema, columns: Sequence[str], p: Plan, config: N
             model.tables[name] = np.maximum(noisy, 0).astype(float)
             continue
         eps_mean = p.step(f"mean:{name}").budget.eps
-        eps_var = p.step(f"variance:{name}").budget.eps
-        if config.method == "smooth":
+        # no variance step: the variance is the public (U−L)²/12 (nb_allocation), no ε
+        eps_var = (p.step(f"variance:{name}").budget.eps
+                   if has_step(p, f"variance:{name}") else None)
+        if methods[name] == "smooth":
             mean, var = _smooth_numeric(samples[name], col, class_counts, eps_mean, eps_var,
                                         config, rng)
         else:
             mean, var = _global_numeric(stats, name, col, class_counts, eps_mean, eps_var, rng)
-        model.numeric[name] = NumericParams(col.lower, col.upper, *_post_process(mean, var, col))
+        mean, var = _post_process(mean, var, col)
+        if eps_var is None:
+            var = np.full(k, nb_allocation.public_variance(col))
+        model.numeric[name] = NumericParams(col.lower, col.upper, mean, var)
     assert len(model.class_counts) == k
     return model
 
@@ -395,8 +502,10 @@ def _class_samples(stats: Stats, schema: Schema, columns: Sequence[str], p: Plan
         if name not in stats.histograms:
             raise ValueError(f"the smooth method needs the kept values or the histogram of "
                              f"column '{name}' (see naive_bayes.request)")
+        # a public variance has no step: its β is the mean's (only which bins are kept)
         mean_beta, variance_beta = (
-            smooth_beta(p.step(f"{part}:{name}").budget.eps / 2, config.gamma)
+            smooth_beta(p.step(f"{part}:{name}" if has_step(p, f"{part}:{name}")
+                               else f"mean:{name}").budget.eps / 2, config.gamma)
             for part in ("mean", "variance"))
         bands = []
         for c, counts in enumerate(stats.histograms[name]):
@@ -417,13 +526,13 @@ def _class_samples(stats: Stats, schema: Schema, columns: Sequence[str], p: Plan
 
 
 def _smooth_numeric(samples: Sequence[OrderStatistics | np.ndarray], col: NumericColumn,
-                    noisy_counts: np.ndarray, eps_mean: float, eps_var: float,
+                    noisy_counts: np.ndarray, eps_mean: float, eps_var: float | None,
                     config: NBConfig,
                     rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
     """Per class: trimmed mean and variance + heavy-tailed noise, each at ε_step/2.
 
     A class sample is an :class:`OrderStatistics` or a sorted array of its
-    clamped values.
+    clamped values. ``eps_var`` None: no variance is released (NaN returned in its place).
     """
     means, variances = [], []
     for c, given in enumerate(samples):
@@ -431,14 +540,18 @@ def _smooth_numeric(samples: Sequence[OrderStatistics | np.ndarray], col: Numeri
                   if isinstance(given, np.ndarray) else given)
         m = trim_count(float(noisy_counts[c]), config.trim)
         t = trimmed_of(sample, m=m)
-        e_mean, e_var = eps_mean / 2, eps_var / 2
+        e_mean = eps_mean / 2
         s_mean, _ = smooth_trimmed_mean_of(sample, m=m, beta=smooth_beta(e_mean, config.gamma))
-        s_var, _ = smooth_trimmed_variance_of(sample, m=m,
-                                              beta=smooth_beta(e_var, config.gamma))
         grid_mean, grid_var = smooth_grids(col)
         means.append(smooth_sensitivity_mechanism(t.mean, smooth_sensitivity=s_mean,
                                                   epsilon=e_mean, gamma=config.gamma, rng=rng,
                                                   grid=grid_mean))
+        if eps_var is None:
+            variances.append(float("nan"))
+            continue
+        e_var = eps_var / 2
+        s_var, _ = smooth_trimmed_variance_of(sample, m=m,
+                                              beta=smooth_beta(e_var, config.gamma))
         variances.append(smooth_sensitivity_mechanism(t.variance, smooth_sensitivity=s_var,
                                                       epsilon=e_var, gamma=config.gamma, rng=rng,
                                                       grid=grid_var))
@@ -457,9 +570,12 @@ def smooth_grids(col: NumericColumn) -> tuple[float, float]:
 
 
 def _global_numeric(stats: Stats, name: str, col: NumericColumn, noisy_counts: np.ndarray,
-                    eps_mean: float, eps_var: float,
+                    eps_mean: float, eps_var: float | None,
                     rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-    """Per-class sums with Laplace noise (global sensitivity), divided by released counts."""
+    """Per-class sums with Laplace noise (global sensitivity), divided by released counts.
+
+    ``eps_var`` None: only the sums of x − mid are released (NaN for the variance).
+    """
     mom = stats.moments[name]
     mid, h = (col.lower + col.upper) / 2, col.width / 2
     count = mom.count.astype(float)
@@ -471,10 +587,12 @@ def _global_numeric(stats: Stats, name: str, col: NumericColumn, noisy_counts: n
     # a replaced record changes at most two classes' sums
     noisy_c = laplace_mechanism(centred, sensitivity=2 * h, epsilon=eps_mean, rng=rng,
                                 changes=CLASS_CHANGES)
-    noisy_s = laplace_mechanism(squares, sensitivity=h * h, epsilon=eps_var, rng=rng,
-                                changes=CLASS_CHANGES)
     n = np.maximum(noisy_counts, 1.0)
     mean = mid + noisy_c / n
+    if eps_var is None:
+        return mean, np.full_like(mean, np.nan)
+    noisy_s = laplace_mechanism(squares, sensitivity=h * h, epsilon=eps_var, rng=rng,
+                                changes=CLASS_CHANGES)
     second = noisy_s / n + h * h / 2                                # E[(x − mid)²]
     return mean, second - (np.clip(mean, col.lower, col.upper) - mid) ** 2
 
@@ -485,3 +603,28 @@ def _post_process(mean: np.ndarray, var: np.ndarray,
     mean = np.clip(np.nan_to_num(mean, nan=(col.lower + col.upper) / 2), col.lower, col.upper)
     var = np.clip(np.nan_to_num(var, nan=floor), floor, col.width ** 2 / 4)
     return mean, var
+
+
+def fit_threshold(model: NaiveBayesModel, p: Plan, batches: Iterable[EncodedBatch],
+                  rng: np.random.Generator) -> float:
+    """Release the decision threshold of a fitted binary model; costs ``p``'s threshold step.
+
+    Candidates from the released model and the declared domains
+    (:func:`dpcli.algorithms.nb_threshold.candidates`), counts from one pass over
+    ``batches`` (the training data again, after the model's release), then the
+    exponential mechanism. Sets ``model.threshold`` and returns it.
+    """
+    from dpcli.algorithms import degenerate, nb_threshold
+
+    verdict = degenerate.check(model)
+    assert verdict is not None, "a threshold needs a binary label"
+    pos = nb_threshold.positive_code(model)
+    lo, hi = verdict.log_odds if pos == 1 else (-verdict.log_odds[1], -verdict.log_odds[0])
+    log_prior = model.log_prior()
+    cands = nb_threshold.candidates((lo, hi), float(log_prior[pos] - log_prior[1 - pos]),
+                                    nb_allocation.THRESHOLD_CANDIDATES)
+    counts = nb_threshold.count(model, batches, cands)
+    released = (float(model.class_counts[pos]), float(model.class_counts[1 - pos]))
+    model.threshold = nb_threshold.select(counts, released, utility=model.config.threshold,
+                                          epsilon=p.step(THRESHOLD).budget.eps, rng=rng)
+    return model.threshold

@@ -59,10 +59,11 @@ def train_nb(
     Releases noisy class counts, per-class count tables of categorical,
     binary and token columns (discrete Laplace), and per-class means and
     variances of numeric columns (global sensitivity of per-class sums, or
-    smooth sensitivity of the trimmed sample with heavy-tailed noise). The ε split
-    follows Zafarani & Clifton: one share for the priors and for each
-    categorical column, two for each numeric column; the plan shows every
-    share before anything runs.
+    smooth sensitivity of the trimmed sample with heavy-tailed noise), and for a
+    binary label a decision threshold (exponential mechanism, balanced accuracy).
+    The ε split is a rule of public facts (n, ε, declared domains: ε_i ∝
+    c_i^(2/3), README "train-nb"; the spec's train-nb.split overrides it); the
+    plan shows every share before anything runs.
 
     Example:
 
@@ -112,7 +113,6 @@ def train_nb(
         schema, chosen = load_selection(features, s.schema)
         s = replace(s, schema=schema)
     s = replace(s, schema=cap_tokens(s.schema, chosen, section.r))
-    plan = nb.plan(s.schema, chosen, Budget(section.epsilon), config)
     if config.method == "smooth" and engine != "local":
         from dpcli.errors import UsageError
 
@@ -121,15 +121,33 @@ def train_nb(
         raise UsageError("--method smooth runs on the local engine only (its second pass over "
                          "the data is not built for Spark); use --method global with "
                          "--engine spark")
-    # the local engine re-reads the file for the smooth method's order statistics (bounded
-    # memory) instead of keeping every value
-    request = nb.request(s.schema, chosen, config, rows_in_memory=False)
-    request.validate(s.schema)  # before the charge: a bad request must cost nothing
+    if config.threshold != "none" and engine != "local":
+        # the threshold's counts need a second pass with the released model, which only the
+        # local engine makes: no threshold step is planned (no ε is spent on it)
+        config = replace(config, threshold="none")
+        ui.say("note: --engine spark releases no decision threshold (its second pass is "
+               "built for the local engine only); the model predicts the most probable class")
+    total = Budget(section.epsilon)
+    chosen_split: dict[str, Any] = {}
+
+    def make_plan(n: int) -> Any:
+        # the split is a rule of public facts: n (public under replace-one), ε, the columns'
+        # kinds and declared domains (nb_allocation); printed with the plan and recorded
+        alloc = nb.allocation(s.schema, chosen, total, config, n)
+        chosen_split.update(alloc.to_json())
+        for reason in alloc.reasons:
+            ui.say(f"budget split: {reason}")
+        return nb.plan(s.schema, chosen, total, config, n)
 
     from dpcli import protect
 
-    source, _ = preflight(ui, s, plan, location, chosen, out, [out], dry_run, engine=engine,
-                          inputs=protect.inputs("the --features file", features))
+    source, plan = preflight(ui, s, make_plan, location, chosen, out, [out], dry_run,
+                             engine=engine, total=total,
+                             inputs=protect.inputs("the --features file", features))
+    # the local engine re-reads the file for the smooth method's order statistics (bounded
+    # memory) instead of keeping every value
+    request = nb.request(s.schema, chosen, config, rows_in_memory=False, p=plan)
+    request.validate(s.schema)  # before the charge: a bad request must cost nothing
     assert out is not None  # preflight ended a run without --out
     outputs = Outputs()
 
@@ -154,11 +172,23 @@ def train_nb(
                     yield batch
 
         model = nb.fit(stats, s.schema, chosen, plan, config, rng, reread=reread)
-        payload = {**model.to_payload(), "breakdown": plan.to_json(), **degeneracy(ui, model)}
+        if nb.has_step(plan, nb.THRESHOLD):
+            # the decision threshold: a second pass scores the training rows with the
+            # released model (still after the charge) and the exponential mechanism picks
+            with ui.progress("threshold", source.num_rows_hint()) as advance:
+                def scored() -> Iterator[Any]:
+                    for batch in prefetch(source.batches(chosen, rng=rng)):
+                        advance(batch.n)
+                        yield batch
+
+                nb.fit_threshold(model, plan, scored(), rng)
+        payload = {**model.to_payload(), "breakdown": plan.to_json(),
+                   "allocation": chosen_split, **degeneracy(ui, model)}
         outputs.write_text(out, release_json("naive_bayes", payload, s, plan, charge,
                                              seeded=seed is not None))
         charge.outputs = outputs.commit()
-        charge.summary = {"method": config.method, "columns": len(chosen)}
+        charge.summary = {"method": config.method, "columns": len(chosen),
+                          "threshold": model.threshold}
 
     report_data(ui, stats.report)
     ui.say(f"trained naive Bayes ({config.method}) on {len(chosen)} columns, wrote {out}, "

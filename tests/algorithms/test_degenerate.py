@@ -146,3 +146,17 @@ def test_the_signal_test_is_a_function_of_the_released_counts() -> None:
     assert signal_p_value(counts, 3.0) == signal_p_value(counts.copy(), 3.0)
     assert signal_p_value(np.array([[10, 5]]), 3.0) == 1.0    # one cell: nothing to compare
     assert signal_p_value(np.array([[10, 0], [7, 0]]), 3.0) == 1.0   # one class only
+
+
+def test_a_released_threshold_moves_the_verdict() -> None:
+    """A model with a decision threshold predicts class 1 above it, not above 0: a threshold
+    above the whole log-odds range makes it a one-class model, and the verdict says so."""
+    model = _nb(np.random.default_rng(5))
+    lo, hi = check(model).log_odds
+    model.threshold = hi + 1.0
+    verdict = check(model)
+    assert verdict.never == ("1",) and verdict.degenerate
+    model.threshold = lo - 1.0
+    assert check(model).never == ("0",)
+    model.threshold = (lo + hi) / 2
+    assert not check(model).degenerate

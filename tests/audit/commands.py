@@ -107,7 +107,9 @@ def _nb_pair(method: str):
     from dpcli.data.schema import NumericColumn
 
     schema = Schema((NumericColumn("x", 0.0, 100.0),), LABEL)
-    config = nb.NBConfig(method=method)
+    # the paper's split and no threshold: this case audits fit's releases (counts, class
+    # sums); the threshold's mechanism has its own tests (tests/algorithms/test_nb_threshold)
+    config = nb.NBConfig(method=method, split=dict(nb.EQUAL_SPLIT), threshold="none")
     plan = nb.plan(schema, ["x"], Budget(3.0), config)
     request = nb.request(schema, ["x"], config)
     d = _rows(40, x=[float(v) for v in np.linspace(5, 95, 20)])
@@ -173,7 +175,8 @@ def nb_smooth_build():
     from dpcli.data.schema import NumericColumn
 
     schema = Schema((NumericColumn("x", 0.0, 100.0),), LABEL)
-    config = nb.NBConfig(method="smooth")
+    # explicit split: no smooth → global fallback at n = 40 (the smooth release is audited)
+    config = nb.NBConfig(method="smooth", split=dict(nb.EQUAL_SPLIT), threshold="none")
     plan = nb.plan(schema, ["x"], Budget(3.0), config)
     request = nb.request(schema, ["x"], config)
     d = _rows(40, x=[50.0])

@@ -80,6 +80,10 @@ def test_train_nb_cli_reaches_the_audited_release(tmp_path: Path,
     commands.nb_global_build()
     setup = commands.SETUP["train-nb global"]
     spec = _project(tmp_path, setup["rows"][0], {"x": {"type": "numeric", "bounds": [0, 100]}})
+    raw = yaml.safe_load(spec.read_text())   # the audit case's split, no threshold
+    raw["train-nb"] = {"epsilon": 3.0, "threshold": False,
+                       "split": {"prior": 1, "categorical": 1, "mean": 1, "variance": 1}}
+    spec.write_text(yaml.safe_dump(raw, sort_keys=False))
     calls = _spy(monkeypatch, naive_bayes, "fit")
     _run("train-nb", tmp_path / "d.parquet", "--spec", spec, "--out", tmp_path / "m.json",
          "--method", "global", "--columns", "x", "--epsilon", 3)

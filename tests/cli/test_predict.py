@@ -40,12 +40,23 @@ def _predict(cli, model: Path, data: Path, out: Path, *extra: object):
     return cli("predict", model, data, "--out", out, *extra)
 
 
-def _check_probabilities(out: pd.DataFrame, classes: list[str]) -> np.ndarray:
+def _check_probabilities(out: pd.DataFrame, classes: list[str],
+                         model: Path | None = None) -> np.ndarray:
+    """Valid probabilities, and the prediction is the model's rule: the most probable class,
+    or for a naive Bayes model with a released threshold, class 1 above it in log-odds."""
     proba = out[[f"proba_{c}" for c in classes]].to_numpy()
     assert np.isfinite(proba).all() and (proba >= 0).all() and (proba <= 1).all()
     np.testing.assert_allclose(proba.sum(axis=1), 1.0, atol=1e-12)
-    assert (out["prediction"].astype(str).to_numpy()
-            == np.asarray(classes)[proba.argmax(axis=1)]).all()
+    threshold = None
+    if model is not None:
+        threshold = json.loads(model.read_text())["payload"].get("threshold")
+    predicted = out["prediction"].astype(str).to_numpy()
+    if threshold is None:
+        assert (predicted == np.asarray(classes)[proba.argmax(axis=1)]).all()
+    else:
+        log_odds = np.log(proba[:, 1]) - np.log(proba[:, 0])
+        clear = np.abs(log_odds - threshold) > 1e-9
+        assert (predicted == np.where(log_odds > threshold, classes[1], classes[0]))[clear].all()
     return proba
 
 
@@ -72,7 +83,7 @@ def test_predict_parquet(project: Project, cli, model: Path) -> None:
     assert list(result.columns) == [*source.columns, *PRED]
     assert len(result) == len(source)
     pd.testing.assert_frame_equal(result[list(source.columns)], source)
-    proba = _check_probabilities(result, ["0", "1"])
+    proba = _check_probabilities(result, ["0", "1"], model)
     np.testing.assert_array_equal(result["score"], result["proba_1"])  # positive class 1
     np.testing.assert_allclose(proba, _library_proba(model, source), rtol=1e-12)
     # not a constant model: the toy labels are pure noise and the noise is keyed by a fresh
@@ -87,7 +98,7 @@ def test_predict_csv_matches_parquet(project: Project, cli, model: Path) -> None
     a = pd.read_parquet(project.root / "p.parquet")
     b = pd.read_csv(project.root / "p.csv")
     assert list(b.columns) == [*pd.read_csv(project.csv).columns, *PRED]
-    _check_probabilities(b, ["0", "1"])
+    _check_probabilities(b, ["0", "1"], model)
     np.testing.assert_allclose(b[PRED[1:]].to_numpy(), a[PRED[1:]].to_numpy(), rtol=1e-12)
     assert (b["prediction"].astype(str) == a["prediction"]).all()
 
@@ -237,20 +248,27 @@ def _accuracy(cli, root: Path, name: str, epsilon: float) -> tuple[float, pd.Dat
     assert r.exit_code == 0, r.stderr
     assert ledger_path.read_bytes() == before
     result = pd.read_parquet(out)
-    _check_probabilities(result, ["0", "1"])
+    _check_probabilities(result, ["0", "1"], model)
     return float((result["prediction"] == result["label"].astype(str)).mean()), result
 
 
 def test_adult_sample_accuracy(samples: Path, cli) -> None:
-    """ε = 10, global method (the default), all 14 attributes. Measured with the library
-    over 200 noise seeds: accuracy on adult_test mean 0.819, sd 0.005, min 0.808; the
-    non-private model scores 0.823. Predicting the majority class scores 0.751, so 0.76
-    is 11 sd below the mean and still needs a model that learned something."""
+    """ε = 10, global method (the default), all 14 attributes. With the argmax (before the
+    decision threshold) 200 noise seeds gave accuracy mean 0.819, sd 0.005. With the default
+    balanced-accuracy threshold this seeded run gives accuracy 0.761, balanced accuracy 0.812
+    (one run measured, not 200); a majority-class model has balanced accuracy 0.5, so
+    0.72 still needs a model that learned something."""
     accuracy, result = _accuracy(cli, samples, "adult", 10.0)
-    assert accuracy > 0.76
+    # the default decision threshold maximises balanced accuracy (nb_threshold), which trades
+    # some accuracy on Adult's 25% positives for the rare class
+    truth, predicted = result["label"].astype(str), result["prediction"].astype(str)
+    balanced = np.mean([(predicted[truth == c] == c).mean() for c in ("0", "1")])
+    print(f"accuracy {accuracy:.3f}, balanced accuracy {balanced:.3f}")
+    assert balanced > 0.72 and accuracy > 0.70
     assert len(result) == 1500
     entries = read_entries(samples / "ledgers" / "uci-adult.jsonl")
-    assert entries[0]["epsilon"] == 10.0 and len(entries[0]["breakdown"]) == 1 + 2 * 6 + 8
+    # the rule's steps: prior, 8 tables, 6 means, 6 variances (none public at ε = 10), threshold
+    assert entries[0]["epsilon"] == 10.0 and len(entries[0]["breakdown"]) == 1 + 2 * 6 + 8 + 1
     r = cli("ledger", "show", "--spec", samples / "configs" / "adult.yaml", "--json")
     assert json.loads(r.stdout)["remaining"]["epsilon"] == 0.0
 

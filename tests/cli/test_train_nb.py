@@ -17,8 +17,9 @@ import pytest
 from tests.cli.conftest import Project
 from tests.cli.conftest import run_entries as read_entries  # runs only, no genesis
 
+# the toy label is binary: the decision threshold is a step (nb_threshold)
 ALL_STEPS = {"prior", "counts:color", "counts:member", "counts:words", "mean:age",
-             "variance:age"}
+             "variance:age", "threshold"}
 
 
 def _train(cli, project: Project, *extra: object, out: str = "m.json", data=None):
@@ -65,8 +66,17 @@ def test_train_writes_envelope_summary_and_ledger(project: Project, cli) -> None
     assert reserve["seeded"] is True and reserve["epsilon"] == 0.6
     breakdown = {s["step"]: s for s in reserve["breakdown"]}
     assert set(breakdown) == ALL_STEPS
-    # default split: ε / (2·1 numeric + 3 tables + 1)
-    assert all(s["epsilon"] == pytest.approx(0.1, abs=1e-15) for s in breakdown.values())
+    # the default split is the Lagrange rule (nb_allocation): ε_i ∝ c_i^(2/3), with c ∝ the
+    # table's cells for tables of equal Δ (color: 3 levels + other, member: 2), and c 6 for a
+    # mean against 9/√2 for a variance; the threshold takes 1/10 (n = 400)
+    eps = {k: s["epsilon"] for k, s in breakdown.items()}
+    assert eps["threshold"] == pytest.approx(0.06)
+    assert eps["counts:color"] / eps["counts:member"] == pytest.approx(2 ** (2 / 3), rel=1e-3)
+    assert eps["counts:member"] / eps["prior"] == pytest.approx(2 ** (2 / 3), rel=1e-3)
+    assert eps["mean:age"] / eps["variance:age"] == pytest.approx(
+        (6 / (9 / 2 ** 0.5)) ** (2 / 3), rel=1e-3)
+    assert payload["allocation"]["rule"] == "lagrange"
+    assert payload["allocation"]["shares"]["threshold"] == pytest.approx(0.1)
     assert sum(s["epsilon"] for s in breakdown.values()) == pytest.approx(0.6, abs=1e-12)
     assert breakdown["counts:words"]["note"].startswith("Δ=6,")  # 2 · max_per_row
     assert breakdown["counts:color"]["note"].startswith("Δ=2,")
@@ -113,8 +123,12 @@ def test_both_methods_train_and_predict(project: Project, cli, method: str) -> N
     env = json.loads((project.root / "m.json").read_text())
     assert env["payload"]["method"] == method
     mechanisms = {s["step"]: s["mechanism"] for s in env["payload"]["breakdown"]}
-    assert mechanisms["mean:age"] == ("laplace" if method == "global"
-                                      else "smooth_heavy_tailed(γ=4)")
+    # at n = 400 the smooth noise's public lower bound is above the global noise: every
+    # numeric column falls back to the global method, said on stderr and in the model
+    assert mechanisms["mean:age"] == "laplace"
+    assert env["payload"]["allocation"]["smooth_fallback"] == ([] if method == "global"
+                                                                else ["age"])
+    assert ("smooth → global" in r.stderr) == (method == "smooth")
     assert mechanisms["counts:color"] == mechanisms["prior"] == "discrete_laplace"
     numeric = env["payload"]["numeric"]["age"]
     assert all(17 <= m <= 90 for m in numeric["mean"])
@@ -162,8 +176,10 @@ def test_columns_option_restricts_the_model(project: Project, cli) -> None:
     assert payload["columns"] == ["color", "age"]
     assert set(payload["tables"]) == {"color"} and set(payload["numeric"]) == {"age"}
     steps = {s["step"]: s["epsilon"] for s in read_entries(project.ledger)[0]["breakdown"]}
-    assert set(steps) == {"prior", "counts:color", "mean:age", "variance:age"}
-    assert all(e == pytest.approx(0.1, abs=1e-15) for e in steps.values())  # 0.4 / 4
+    assert set(steps) <= {"prior", "counts:color", "mean:age", "variance:age", "threshold"}
+    assert {"prior", "counts:color", "mean:age", "threshold"} <= set(steps)
+    assert sum(steps.values()) == pytest.approx(0.4, abs=1e-12)
+    assert steps["threshold"] == pytest.approx(0.04)  # 1/10 of ε at n = 400
     # a file with only the model's columns is enough for predict
     frame = pd.read_parquet(project.data)[["color", "age"]]
     frame.to_parquet(project.root / "small.parquet", index=False)
@@ -219,9 +235,12 @@ def test_spec_section_split_and_columns(project: Project, cli) -> None:
     r = _train(cli, project, "--seed", 1)
     assert r.exit_code == 0, r.stderr
     steps = {s["step"]: s["epsilon"] for s in read_entries(project.ledger)[0]["breakdown"]}
-    # weights: prior 2, mean 3, variance 1 (default), categorical 1 → total 7
-    assert steps == pytest.approx({"prior": 0.6 * 2 / 7, "mean:age": 0.6 * 3 / 7,
-                                   "variance:age": 0.6 / 7, "counts:member": 0.6 / 7})
+    # the threshold takes 1/10 of ε (n = 400); the rest by the weights: prior 2, mean 3,
+    # variance 1 (default), categorical 1 → total 7
+    rest = 0.6 * 0.9
+    assert steps == pytest.approx({"prior": rest * 2 / 7, "mean:age": rest * 3 / 7,
+                                   "variance:age": rest / 7, "counts:member": rest / 7,
+                                   "threshold": 0.06})
     payload = json.loads((project.root / "m.json").read_text())["payload"]
     assert payload["columns"] == ["age", "member"]
     assert payload["config"]["split"] == {"prior": 2.0, "categorical": 1.0, "mean": 3.0,
@@ -238,6 +257,8 @@ def test_spec_section_split_and_columns(project: Project, cli) -> None:
     ({"epsilon": 0.5, "distribution": "poisson"}, "train-nb.distribution"),
     ({"epsilon": 0.5, "smoothing": 0}, "train-nb.smoothing"),
     ({"epsilon": 0.5, "colour": "red"}, "train-nb.colour"),
+    ({"epsilon": 0.5, "threshold": "f1"}, "train-nb.threshold"),
+    ({"epsilon": 0.5, "threshold": 1}, "train-nb.threshold"),
     ({"epsilon": 0, "method": "smooth"}, "train-nb.epsilon"),
     ({"epsilon": 0.5, "columns": ["age", "height"]}, "train-nb.columns"),
 ])
@@ -284,6 +305,10 @@ def test_smooth_run_releases_what_keeping_every_value_would(project: Project, cl
     from dpcli.stats import LocalEngine
 
     data = project.data if fmt == "parquet" else project.csv
+    # an explicit split keeps the smooth method at n = 400 (no fallback), no threshold
+    _with_section(project, {"epsilon": 0.5, "threshold": False,
+                            "split": {"prior": 1, "categorical": 1, "mean": 1,
+                                      "variance": 1}})
     r = _train(cli, project, "--method", "smooth", "--seed", 9, "--epsilon", 0.5,
                "--columns", "age,color", "--progress", data=data)
     assert r.exit_code == 0, r.stderr
@@ -292,7 +317,8 @@ def test_smooth_run_releases_what_keeping_every_value_would(project: Project, cl
 
     spec = load_spec(project.spec)
     rng = project.seeded_rng(9)
-    config, columns = nb.NBConfig(method="smooth"), ("age", "color")
+    config = nb.NBConfig(method="smooth", split=dict(nb.EQUAL_SPLIT), threshold="none")
+    columns = ("age", "color")
     stats = LocalEngine().compute(DataSource(data, spec.schema),
                                   nb.request(spec.schema, columns, config), rng=rng)
     assert stats.values["age"][0].size > 100  # the reference really kept every value
@@ -325,3 +351,61 @@ def test_the_model_records_its_degeneracy_and_a_degenerate_one_is_said_on_stderr
         if verdict["never_predicted"]:
             predicted = set(pd.read_parquet(project.root / f"p{seed}.parquet")["prediction"])
             assert not predicted & set(verdict["never_predicted"])  # the claim holds on data
+
+
+def test_the_threshold_is_released_stored_and_used_by_predict(project: Project, cli) -> None:
+    """The model predicts the positive class where its log-odds exceed the released threshold
+    (nb_threshold), not where they exceed 0; the threshold is in the model file."""
+    import numpy as np
+
+    r = _train(cli, project, "--epsilon", 0.8, "--seed", 4)
+    assert r.exit_code == 0, r.stderr
+    payload = project.envelope()["payload"]
+    threshold = payload["threshold"]
+    assert isinstance(threshold, float)
+    assert payload["config"]["threshold"] == "balanced"
+    note = {s["step"]: s["note"] for s in payload["breakdown"]}["threshold"]
+    assert "balanced-accuracy utility" in note
+    r = cli("predict", project.root / "m.json", project.data, "--out", project.root / "p.parquet")
+    assert r.exit_code == 0, r.stderr
+    p = pd.read_parquet(project.root / "p.parquet")
+    log_odds = np.log(p["proba_1"]) - np.log(p["proba_0"])
+    clear = np.abs(log_odds - threshold) > 1e-9
+    assert clear.sum() > 300
+    assert ((p["prediction"].astype(str) == "1") == (log_odds > threshold))[clear].all()
+
+
+def test_spec_threshold_false_or_accuracy(project: Project, cli) -> None:
+    _with_section(project, {"epsilon": 0.3, "threshold": False})
+    r = _train(cli, project, "--seed", 1)
+    assert r.exit_code == 0, r.stderr
+    payload = project.envelope()["payload"]
+    assert payload["threshold"] is None and payload["config"]["threshold"] == "none"
+    assert "threshold" not in {s["step"] for s in payload["breakdown"]}
+    assert sum(s["epsilon"] for s in payload["breakdown"]) == pytest.approx(0.3, abs=1e-12)
+    _with_section(project, {"epsilon": 0.3, "threshold": "accuracy"})
+    r = _train(cli, project, "--seed", 1, out="acc.json")
+    assert r.exit_code == 0, r.stderr
+    payload = project.envelope("acc.json")["payload"]
+    assert payload["config"]["threshold"] == "accuracy"
+    steps = {s["step"]: s for s in payload["breakdown"]}
+    assert "accuracy utility (correct count), Δ = 1" in steps["threshold"]["note"]
+    assert isinstance(payload["threshold"], float)
+
+
+def test_dry_run_shows_the_chosen_split_and_why(project: Project, cli) -> None:
+    """n = 400, ε = 0.05: the variance is public and smooth falls back, both said before any
+    charge; the plan has no variance step."""
+    r = _train(cli, project, "--dry-run", "--json", "--epsilon", 0.05, "--method", "smooth")
+    assert r.exit_code == 0, r.stderr
+    assert "budget split: smooth → global for 1 numeric column(s)" in r.stderr
+    assert "budget split: variance not released for 1 numeric column(s)" in r.stderr
+    steps = {s["step"]: s for s in json.loads(r.stdout)["breakdown"]}
+    assert "variance:age" not in steps and steps["mean:age"]["mechanism"] == "laplace"
+    assert "(variance public" in steps["mean:age"]["note"]
+    assert project.no_runs()
+    r = _train(cli, project, "--epsilon", 0.05, "--seed", 2)
+    assert r.exit_code == 0, r.stderr
+    payload = project.envelope()["payload"]
+    assert payload["allocation"]["public_variance"] == ["age"]
+    assert payload["numeric"]["age"]["variance"] == [73 ** 2 / 12] * 2   # the public one

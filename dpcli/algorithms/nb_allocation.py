@@ -1,0 +1,280 @@
+"""How train-nb divides its ε: a rule from public facts, not an equal split.
+
+Everything here is a function of public facts only — the record count n
+(public under replace-one), the command's ε, the number of classes K, each
+column's kind and declared domain (levels, bounds, vocabulary, words per
+row) and the spec — so it reads no record and costs nothing. ``--dry-run``
+shows its result, and the model file records it (``allocation``).
+
+**Error weights.** Each released statistic i gets noise of scale Δ_i/ε_i.
+What a prediction reads is the log-likelihood, one term per column, so the
+rule charges each statistic for the error its noise makes in *its* term,
+per unit of 1/ε_i: a weight c_i with term error ≈ c_i/ε_i. With a class of
+about n_c = n/K records (the balanced proxy: the true class sizes are
+private):
+
+* prior and count tables: the log of a count of about n/(K·L) (L cells per
+  class) moves by noise/count, so c = Δ·K·L/n (Δ = 2 for the prior and a
+  categorical or binary column, L = 1 for the prior; L = the declared levels
+  and ``other``);
+* a tokens column (V words, r per row, Δ = 2r): a present word's count is
+  about n·r/(K·V), and a row reads r of them, so c = Δ·K·V/(n·√r);
+* a numeric mean (global method): the class sum of x − mid has Δ = U − L,
+  so the mean moves by (U − L)·K/(n·ε); the term −(x−μ)²/2σ² moves by
+  δμ·|x−μ|/σ² ≈ δμ/σ. The class σ is private; the rule takes the spread
+  declared bounds usually have, σ_typ = (U − L)/6 (bounds at about ±3σ, the usual
+  convention for declaring them), so c = 6K/n for every column. (The uniform
+  spread's σ = (U − L)/√12 would rate every numeric error lower, by 1.7 for a
+  mean and 3 for a variance; real columns are rarely uniform over their
+  declared bounds);
+* a numeric variance (global): the class sum of squares has Δ = h² (h the
+  half-width), so the variance moves by h²·K/(n·ε); the term
+  −(x−μ)²/2v − ½·log v moves by δv·|z²−1|/2v ≈ δv/(√2·v), and with
+  v_typ = σ_typ² = h²/9, c = 9K/(√2·n);
+* the smooth method multiplies a numeric weight by its noise factor over
+  the global one, 4(γ+1)/(1 − 2·trim) (twice ε/2 per class, the 2(γ+1)
+  heavy-tail calibration, the trimmed window's size): an upper bound, the
+  data-dependent sensitivity is private.
+
+**The split (Lagrange).** Minimise the total squared error Σ_i (c_i/ε_i)²
+subject to Σ_i ε_i = ε_s (the ε left for the statistics): the Lagrangian
+Σ c_i²/ε_i² + λ(Σ ε_i − ε_s) has ∂/∂ε_i = −2c_i²/ε_i³ + λ = 0, so
+ε_i ∝ c_i^(2/3), ε_i = ε_s · c_i^(2/3) / Σ_j c_j^(2/3). The weights are
+rounded to 4 significant digits (exact fractions in the plan).
+
+**Public variance.** A numeric column's released variance has noise of
+scale h²·K/(n·ε_var) (times the smooth factor). When that scale exceeds the
+typical variance v_typ = h²/9 itself, the released variance is noise: it
+is not released (no step, no ε); the model uses the public variance
+v_pub = (U − L)²/12 of a uniform spread over the declared bounds for every
+class (the wider of the two guesses: flat terms rather than over-confident
+ones), and the ε goes to the other statistics (the split is computed again
+without them; they all drop together, their weights being equal).
+
+**Smooth → global, per numeric column.** The smooth bound read at distance
+k = m (m = ⌊trim·n_c⌋ trimmed values) is data-independent: the window's
+reach x_(0) .. x_(n+1) is the whole declared range, so S ≥ e^(−βm)·(U − L)/
+(n_c − 3m − 1) for the mean and ≥ e^(−βm)·min(h², 8h²/(n_c − 3m)) for the
+variance (:mod:`dpcli.mechanisms.smooth_stats`), with β = ε_step/(4(γ+1)).
+The smooth noise scale 2(γ+1)·S/(ε_step/2) is then at least that bound
+times 4(γ+1)/ε_step. When that lower bound is already at least the global
+method's scale ((U − L)/(ε·n_c) for the mean, h²/(ε·n_c) for the variance),
+the smooth method cannot beat the global one at this n and ε: the column
+uses the global method (``fallback``), whatever the data.
+
+An explicit ``train-nb.split`` in the spec sets the weights and turns both
+rules above off (the user decides); the threshold keeps its share.
+
+**Threshold.** A binary model also releases a class-decision threshold
+(:mod:`dpcli.algorithms.nb_threshold`) with a share
+min(1/10, 2·ln(C)·20/(0.02·n·ε)) of ε: the exponential mechanism over C
+candidates loses at most about 2·Δ·ln C/ε_t in balanced accuracy, Δ being
+1/n_min; with a minority of at least n/20 that is 0.02 at the second term.
+The share is 1/10 until n·ε is above some 10^4·ln C.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Any
+
+from dpcli.data.schema import CategoricalColumn, NumericColumn, Schema, TokensColumn
+
+#: candidates of the decision threshold (see nb_threshold)
+THRESHOLD_CANDIDATES = 128
+#: the threshold's share of ε is at most this
+THRESHOLD_MAX_SHARE = Fraction(1, 10)
+#: the balanced-accuracy loss the threshold's share aims at, with a minority of n/20
+THRESHOLD_TOLERANCE = 0.02
+MINORITY_FLOOR = 20
+#: the typical spread of a numeric column: σ_typ = (U − L)/SPREAD (bounds at about ±3σ)
+SPREAD = 6
+
+
+@dataclass(frozen=True)
+class Allocation:
+    """The chosen split: ε weight per step, methods per numeric column, public variances."""
+
+    weights: dict[str, Fraction]                 # step name -> exact share of the total ε
+    methods: dict[str, str] = field(default_factory=dict)    # numeric column -> method
+    public_variance: tuple[str, ...] = ()        # numeric columns whose variance is not released
+    fallback: tuple[str, ...] = ()               # smooth asked, global chosen by the bound
+    rule: str = "lagrange"                       # "lagrange" or "spec" (explicit split)
+    reasons: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        shares = {k: float(v) for k, v in self.weights.items()}
+        rest = 1 - sum(self.weights.values(), Fraction(0))
+        if rest > 0:
+            shares["threshold"] = float(rest)
+        return {"rule": self.rule, "shares": shares,
+                "methods": dict(self.methods), "public_variance": list(self.public_variance),
+                "smooth_fallback": list(self.fallback), "reasons": list(self.reasons)}
+
+
+def public_variance(col: NumericColumn) -> float:
+    """v_pub = (U − L)²/12: the variance of a uniform spread over the declared bounds."""
+    return col.width ** 2 / 12
+
+
+def threshold_share(n: int, epsilon: float, candidates: int = THRESHOLD_CANDIDATES) -> Fraction:
+    """min(1/10, 2·ln C·20/(0.02·n·ε)): the threshold's share of the command's ε."""
+    rule = 2 * math.log(candidates) * MINORITY_FLOOR / (THRESHOLD_TOLERANCE * max(n, 1)
+                                                           * epsilon)
+    return min(THRESHOLD_MAX_SHARE, Fraction(_round(rule)))
+
+
+def smooth_factor(trim: float, gamma: float) -> float:
+    """The smooth method's noise over the global one's, an upper bound: 4(γ+1)/(1 − 2·trim)."""
+    return 4 * (gamma + 1) / (1 - 2 * trim)
+
+
+def smooth_loses(col: NumericColumn, n_c: float, eps_mean: float, eps_var: float | None,
+                 trim: float, gamma: float) -> bool:
+    """True when the smooth method's noise cannot be below the global one's (module docstring).
+
+    A public lower bound on the smooth noise scale (its bound read at distance m,
+    which spans the declared range whatever the data) against the global scale,
+    for the mean and, when released, the variance.
+    """
+    from dpcli.mechanisms.smooth import smooth_beta
+    from dpcli.mechanisms.smooth_stats import trim_count
+
+    m = trim_count(n_c, trim)
+    h = col.width / 2
+
+    def loses(eps: float, bound: float, global_scale: float) -> bool:
+        beta = smooth_beta(eps / 2, gamma)
+        smooth_scale = 2 * (gamma + 1) * math.exp(-beta * m) * bound / (eps / 2)
+        return smooth_scale >= global_scale
+
+    w = n_c - 3 * m - 1
+    mean_bound = col.width / w if w >= 1 else col.width
+    if loses(eps_mean, mean_bound, col.width / (eps_mean * max(n_c, 1))):
+        return True
+    if eps_var is None:
+        return False
+    var_bound = min(h * h, 8 * h * h / (w + 1)) if w + 1 >= 2 else h * h
+    return loses(eps_var, var_bound, h * h / (eps_var * max(n_c, 1)))
+
+
+def allocate(schema: Schema, columns: Sequence[str], *, n: int, epsilon: float, method: str,
+             trim: float, gamma: float, split: Mapping[str, float] | None = None,
+             threshold: bool = True) -> Allocation:
+    """The split of ``epsilon`` among train-nb's steps (see the module docstring).
+
+    ``split`` (the spec's ``train-nb.split``: weights for prior, categorical,
+    mean, variance) replaces the rule by explicit weights and turns its
+    choices off: every variance is released and ``method`` holds for every
+    numeric column (no fallback). ``threshold`` adds the decision
+    threshold's step (binary labels only), whose share is the rule's either way.
+    """
+    k = max(schema.n_classes, 2)
+    n_c = max(n, 1) / k
+    binary = schema.n_classes == 2
+    t_share = threshold_share(n, epsilon) if threshold and binary else Fraction(0)
+    numeric = [c for c in columns if isinstance(schema.column(c), NumericColumn)]
+    methods = {c: method for c in numeric}
+    dropped: set[str] = set()
+    reasons: list[str] = []
+    fallback: list[str] = []
+    weights: dict[str, Fraction] = {}
+    for _ in range(4):   # settles in two rounds: fallbacks and drops only shrink the steps
+        raw = _raw_weights(schema, columns, n, k, methods, dropped, trim, gamma, split)
+        weights = _normalise(raw, 1 - t_share)
+        changed = False
+        for c in numeric:
+            col = schema.column(c)
+            assert isinstance(col, NumericColumn)
+            eps_mean = epsilon * float(weights[f"mean:{c}"])
+            eps_var = (epsilon * float(weights[f"variance:{c}"])
+                       if f"variance:{c}" in weights else None)
+            if split is None and methods[c] == "smooth" and smooth_loses(
+                    col, n_c, eps_mean, eps_var, trim, gamma):
+                methods[c] = "global"
+                fallback.append(c)
+                changed = True
+            if split is None and eps_var is not None and c not in dropped:
+                factor = smooth_factor(trim, gamma) if methods[c] == "smooth" else 1.0
+                scale = factor * (col.width / 2) ** 2 / (n_c * eps_var)
+                if scale > (col.width / SPREAD) ** 2:
+                    dropped.add(c)
+                    changed = True
+        if not changed:
+            break
+    if fallback:
+        reasons.append(f"smooth → global for {len(fallback)} numeric column(s): at n = {n:,} "
+                       "and this ε the smooth noise cannot be below the global one")
+    if dropped:
+        reasons.append(f"variance not released for {len(dropped)} numeric column(s): its noise "
+                       "would exceed the typical variance ((U−L)/6)²; the public (U−L)²/12 "
+                       "is used instead")
+    if t_share:
+        reasons.append(f"decision threshold: {float(t_share):.3g} of ε "
+                       f"(exponential mechanism over {THRESHOLD_CANDIDATES} candidates)")
+    return Allocation(weights=weights, methods=methods,
+                      public_variance=tuple(c for c in numeric if c in dropped),
+                      fallback=tuple(fallback), rule="spec" if split is not None else "lagrange",
+                      reasons=tuple(reasons))
+
+
+def error_weight(schema: Schema, column: str, part: str, n: int, k: int) -> float:
+    """c_i of one statistic (module docstring), for the global method."""
+    from dpcli.algorithms.common import table_sensitivity
+
+    n = max(n, 1)
+    if part == "prior":
+        return 2 * k / n
+    col = schema.column(column)
+    if part == "mean":
+        return SPREAD * k / n
+    if part == "variance":
+        return (SPREAD / 2) ** 2 * k / (math.sqrt(2) * n)
+    delta = table_sensitivity(schema, column)
+    if isinstance(col, TokensColumn):
+        r = col.max_per_row or len(col.vocabulary)
+        return delta * k * len(col.vocabulary) / (n * math.sqrt(r))
+    levels = len(col.levels) if isinstance(col, CategoricalColumn) else 2  # other included
+    return delta * k * levels / n
+
+
+def _raw_weights(schema: Schema, columns: Sequence[str], n: int, k: int,
+                 methods: Mapping[str, str], dropped: set[str], trim: float, gamma: float,
+                 split: Mapping[str, float] | None) -> dict[str, float]:
+    """Unnormalised weights: c_i^(2/3) (the rule) or the spec's explicit weights."""
+    def weight(column: str, part: str) -> float:
+        if split is not None:
+            return float(split["categorical" if part == "counts" else part])
+        c = error_weight(schema, column, part, n, k)
+        if part in ("mean", "variance") and methods.get(column) == "smooth":
+            c *= smooth_factor(trim, gamma)
+        return c ** (2 / 3)
+
+    out = {"prior": weight("", "prior")}
+    for c in columns:
+        if isinstance(schema.column(c), NumericColumn):
+            out[f"mean:{c}"] = weight(c, "mean")
+            if c not in dropped:
+                out[f"variance:{c}"] = weight(c, "variance")
+        else:
+            out[f"counts:{c}"] = weight(c, "counts")
+    return out
+
+
+def _round(x: float) -> Fraction:
+    """x to 4 significant digits, as an exact fraction."""
+    if x <= 0:
+        return Fraction(0)
+    digits = 3 - math.floor(math.log10(x))
+    return Fraction(round(x * 10 ** digits), 10 ** digits) if digits >= 0 else \
+        Fraction(round(x / 10 ** -digits) * 10 ** -digits)
+
+
+def _normalise(raw: Mapping[str, float], total: Fraction) -> dict[str, Fraction]:
+    """Weights rounded to 4 digits and scaled to add up to ``total`` exactly."""
+    rounded = {k: _round(v) for k, v in raw.items()}
+    whole = sum(rounded.values(), Fraction(0))
+    return {k: total * v / whole for k, v in rounded.items()}

@@ -1,0 +1,130 @@
+"""A private class-decision threshold for a binary naive Bayes model.
+
+Naive Bayes ranks well and decides badly: its log-odds are over-confident,
+and on a rare class or under noise the cut at 0 (the most probable class)
+can predict one class for every row. train-nb therefore releases, after the
+model, a threshold t on the positive class's log-odds s(x) = log P(pos | x)
+− log P(neg | x): the model predicts the positive class when s(x) > t.
+
+**Candidates (public).** C = 128 values: 0 (the plain argmax), the released
+model's log prior odds log(ñ_pos/ñ_neg) with the sign that makes the prior
+vanish from s, i.e. t = log(ñ_pos/ñ_neg) (the cut that maximises balanced
+accuracy for a calibrated model), and 126 points sinh(u), u evenly spaced
+over ±asinh(R), R the largest |log-odds| the released model reaches over the
+declared domain (:mod:`dpcli.algorithms.degenerate`), capped at 10^4 — fine
+steps near 0, coarse ones far out. All are functions of released values and
+declared domains: post-processing.
+
+**Utility and its sensitivity.** q(t) = TP(t)/a + TN(t)/b, where TP(t) is the
+number of positive training records with s(x) > t, TN(t) the negatives with
+s(x) ≤ t, and a = max(ñ_pos, 1), b = max(ñ_neg, 1) the *released* class
+counts (public constants here; q is balanced accuracy up to their noise).
+Replacing one record removes one record's contribution (to TP or to TN, at
+most 1, or none) and adds another's: if both fall in the same class the
+count moves by at most 1 in total (−1 and +1 cancel at best, at worst only
+one happens); if they fall in different classes, one count can drop by 1
+and the other rise by 1, moving q by |1/b − 1/a| ≤ max(1/a, 1/b), or only
+one of them moves. So Δq = 1/min(a, b), whatever the model (it is fixed
+before the data are read again).
+
+**Accuracy instead** (``threshold: accuracy``): q(t) = TP(t) + TN(t), the
+number of training records classified right; a replaced record changes it
+by at most 1 (its own contribution goes, the new one's comes, each 0 or 1),
+so Δq = 1. Balanced accuracy is the default: it never rewards a one-class
+rule on a rare class; accuracy suits a user scored on accuracy.
+
+**Mechanism.** The exponential mechanism (:func:`dpcli.mechanisms.exponential_mechanism`)
+picks t with probability ∝ exp(ε_t·q(t)/(2Δq)): ε_t-DP. Its share of the
+command's ε comes from :mod:`dpcli.algorithms.nb_allocation`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import numpy as np
+
+from dpcli.data.encode import EncodedBatch
+from dpcli.mechanisms import exponential_mechanism
+
+#: the widest log-odds range the candidates span
+MAX_RANGE = 1e4
+
+
+@dataclass(frozen=True)
+class ThresholdCounts:
+    """Per candidate: positives above it and negatives at or below it (private)."""
+
+    candidates: np.ndarray
+    true_positive: np.ndarray
+    true_negative: np.ndarray
+
+
+def candidates(log_odds_range: tuple[float, float], prior_odds: float,
+               count: int = 128) -> np.ndarray:
+    """``count`` public candidate thresholds on the positive log-odds, sorted, distinct."""
+    lo, hi = log_odds_range
+    reach = min(max(abs(lo), abs(hi), 1.0), MAX_RANGE)
+    spread = np.sinh(np.linspace(-math.asinh(reach), math.asinh(reach), count - 2))
+    extra = [0.0, prior_odds if math.isfinite(prior_odds) else 0.0]
+    out = np.unique(np.concatenate([spread, extra]))
+    while len(out) < count:   # ties (0 or the prior on a grid point): pad far out
+        out = np.unique(np.append(out, out[-1] + 1.0))
+    return out
+
+
+def positive_log_odds(model: object, batch: EncodedBatch) -> np.ndarray:
+    """s(x) = log P(pos | x) − log P(neg | x) under the released model."""
+    jll = model.joint_log_likelihood(batch)  # type: ignore[attr-defined]
+    pos = positive_code(model)
+    return jll[:, pos] - jll[:, 1 - pos]
+
+
+def positive_code(model: object) -> int:
+    pos = model.schema.label.positive_index  # type: ignore[attr-defined]
+    return 1 if pos is None else pos
+
+
+def count(model: object, batches: Iterable[EncodedBatch], cands: np.ndarray) -> ThresholdCounts:
+    """TP(t) and TN(t) for every candidate t, in one pass (private: feed to :func:`select`)."""
+    pos = positive_code(model)
+    above_pos = np.zeros(len(cands), dtype=np.int64)
+    at_or_below_neg = np.zeros(len(cands), dtype=np.int64)
+    for batch in batches:
+        s = positive_log_odds(model, batch)
+        is_pos = np.asarray(batch.label) == pos
+        # index i: number of candidates strictly below s, so s > t_j for j < i
+        idx_pos = np.searchsorted(cands, s[is_pos], side="left")
+        idx_neg = np.searchsorted(cands, s[~is_pos], side="left")
+        # a positive with idx i is above candidates 0..i-1
+        above_pos += np.bincount(idx_pos, minlength=len(cands) + 1)[::-1].cumsum()[::-1][1:]
+        # a negative with idx i is at or below candidates i..C-1
+        at_or_below_neg += np.bincount(idx_neg, minlength=len(cands) + 1).cumsum()[:-1]
+    return ThresholdCounts(cands, above_pos, at_or_below_neg)
+
+
+def _utility(counts: ThresholdCounts, released: tuple[float, float],
+            kind: str = "balanced") -> tuple[np.ndarray, float]:
+    """q(t) and Δq (module docstring); ``released`` = (ñ_pos, ñ_neg).
+
+    "balanced": q = TP/a + TN/b, Δq = 1/min(a, b); "accuracy": q = TP + TN, Δq = 1.
+    """
+    if kind == "accuracy":
+        return (counts.true_positive + counts.true_negative).astype(float), 1.0
+    if kind != "balanced":
+        raise ValueError(f"unknown threshold utility {kind!r}")
+    a, b = (max(float(c), 1.0) for c in released)
+    return counts.true_positive / a + counts.true_negative / b, 1.0 / min(a, b)
+
+
+def select(counts: ThresholdCounts, released: tuple[float, float], *, epsilon: float,
+           rng: np.random.Generator, utility: str = "balanced") -> float:
+    """Release one candidate threshold by the exponential mechanism: ε-DP (module docstring)."""
+    q, sensitivity = _utility(counts, released, utility)
+    return float(counts.candidates[exponential_mechanism(q, sensitivity=sensitivity,
+                                                         epsilon=epsilon, rng=rng)])
+
+
+utility = _utility

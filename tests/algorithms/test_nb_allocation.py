@@ -1,0 +1,132 @@
+"""train-nb's budget allocation (dpcli.algorithms.nb_allocation): a rule of public facts.
+
+The rule reads no record (it is given a schema, n and ε only), so it has no
+sensitivity to test; what is tested is that it is the rule it claims to be: the
+Lagrange optimum of Σ (c_i/ε_i)², shares that add up to ε exactly, the public-variance and
+smooth-fallback switches on the right side of their public bounds, the spec override and
+the threshold's share.
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+from dpcli.algorithms import naive_bayes as nb
+from dpcli.algorithms import nb_allocation as na
+from dpcli.budget import Budget
+from dpcli.data.schema import (
+    BinaryColumn,
+    CategoricalColumn,
+    Label,
+    NumericColumn,
+    Schema,
+)
+
+SCHEMA = Schema(columns=(NumericColumn("x", lower=0.0, upper=10.0),
+                         NumericColumn("y", lower=-5.0, upper=5.0),
+                         CategoricalColumn("c", categories=tuple("abcdefg")),
+                         BinaryColumn("b")),
+                label=Label("label", ("0", "1")))
+COLUMNS = ("x", "y", "c", "b")
+
+
+def _alloc(n: int, eps: float, **kw) -> na.Allocation:
+    args = {"method": "global", "trim": 0.05, "gamma": 4.0, "split": None, "threshold": True}
+    return na.allocate(SCHEMA, COLUMNS, n=n, epsilon=eps, **{**args, **kw})
+
+
+def test_shares_add_up_exactly_and_follow_c_to_the_two_thirds() -> None:
+    a = _alloc(100_000, 1.0)
+    total = sum(a.weights.values(), Fraction(0)) + na.threshold_share(100_000, 1.0)
+    assert total == 1
+    k, n = 2, 100_000
+    c = {"prior": 2 * k / n, "mean:x": 6 * k / n, "variance:x": 9 * k / (math.sqrt(2) * n),
+         "counts:c": 2 * k * 8 / n, "counts:b": 2 * k * 2 / n}
+    for name, weight in c.items():
+        ratio = float(a.weights[name] / a.weights["prior"])
+        assert ratio == pytest.approx((weight / c["prior"]) ** (2 / 3), rel=1e-3), name
+    assert a.weights["mean:x"] == a.weights["mean:y"]   # scale-free: the bounds cancel
+
+
+def test_the_rule_is_the_minimum_of_the_squared_error() -> None:
+    """Σ (c_i/ε_i)² at the rule's split is below that of every random split of the same ε."""
+    a = _alloc(100_000, 1.0, threshold=False)
+    names = list(a.weights)
+    c = np.array([na.error_weight(SCHEMA, name.split(":")[-1] if ":" in name else "",
+                                  name.split(":")[0] if ":" in name else "prior", 100_000, 2)
+                  for name in names])
+    eps = np.array([float(a.weights[name]) for name in names])
+
+    def loss(e: np.ndarray) -> float:
+        return float(np.sum((c / e) ** 2))
+
+    best = loss(eps)
+    rng = np.random.default_rng(0)
+    for _ in range(2000):
+        other = eps * np.exp(rng.normal(0, 0.3, eps.size))
+        assert loss(other / other.sum()) >= best * (1 - 1e-6)
+
+
+def test_variance_is_public_when_its_noise_would_exceed_the_typical_variance() -> None:
+    small = _alloc(300, 0.1)
+    assert set(small.public_variance) == {"x", "y"}
+    assert not any(k.startswith("variance:") for k in small.weights)
+    assert "variance not released" in " ".join(small.reasons)
+    big = _alloc(1_000_000, 1.0)
+    assert big.public_variance == ()
+    # the switch is the public bound: noise scale h²·K/(n·ε_var) against ((U−L)/6)²
+    for a, n, eps in ((small, 300, 0.1), (big, 1_000_000, 1.0)):
+        kept = _alloc(n, eps, split={"prior": 1, "categorical": 1, "mean": 1, "variance": 1})
+        assert kept.public_variance == ()   # an explicit split releases every variance
+        if a is big:
+            eps_var = eps * float(a.weights["variance:x"])
+            assert 25 * 2 / (n * eps_var) <= (10 / 6) ** 2
+
+
+def test_smooth_falls_back_to_global_where_its_noise_cannot_win() -> None:
+    small = _alloc(2_000, 1.0, method="smooth")
+    assert small.fallback == ("x", "y") and set(small.methods.values()) == {"global"}
+    huge = _alloc(50_000_000, 2.0, method="smooth")
+    assert huge.fallback == () and set(huge.methods.values()) == {"smooth"}
+    explicit = _alloc(2_000, 1.0, method="smooth",
+                      split={"prior": 1, "categorical": 1, "mean": 1, "variance": 1})
+    assert explicit.fallback == () and explicit.rule == "spec"
+
+
+def test_smooth_lower_bound_is_below_the_real_smooth_noise() -> None:
+    """The fallback's public bound never exceeds the noise the smooth mechanism really uses:
+    on data concentrated at one point (the smallest local sensitivity there is)."""
+    from dpcli.mechanisms.smooth import smooth_beta
+    from dpcli.mechanisms.smooth_stats import smooth_sensitivity_trimmed_mean, trim_count
+
+    col = NumericColumn("x", lower=0.0, upper=10.0)
+    for n_c, eps in ((200, 1.0), (2_000, 0.5), (20_000, 0.1)):
+        m = trim_count(n_c, 0.05)
+        beta = smooth_beta(eps / 2, 4.0)
+        values = np.full(n_c, 5.0)
+        s = smooth_sensitivity_trimmed_mean(values, m=m, beta=beta, lower=0.0, upper=10.0)
+        bound = math.exp(-beta * m) * col.width / (n_c - 3 * m - 1)
+        assert bound <= s * (1 + 1e-9)
+
+
+def test_threshold_share_is_a_tenth_until_n_eps_is_large() -> None:
+    assert na.threshold_share(400, 1.0) == Fraction(1, 10)
+    assert na.threshold_share(10_000_000, 1.0) < Fraction(1, 100)
+    assert _alloc(400, 1.0, threshold=False).weights.keys().isdisjoint({"threshold"})
+    p = nb.plan(SCHEMA, COLUMNS, Budget(1.0), nb.NBConfig(), n=400)
+    assert p.step("threshold").budget.eps == pytest.approx(0.1)
+    assert p.step("threshold").mechanism == "exponential"
+    assert float(p.total.eps) == pytest.approx(1.0, abs=1e-15)
+    p = nb.plan(SCHEMA, COLUMNS, Budget(1.0), nb.NBConfig(threshold="none"), n=400)
+    assert "threshold" not in {s.name for s in p}
+
+
+def test_without_n_the_plan_is_the_papers_equal_split() -> None:
+    p = nb.plan(SCHEMA, COLUMNS, Budget(0.7), nb.NBConfig())
+    assert {s.name for s in p} == {"prior", "mean:x", "variance:x", "mean:y", "variance:y",
+                                   "counts:c", "counts:b"}
+    assert all(s.budget.eps == pytest.approx(0.1) for s in p)

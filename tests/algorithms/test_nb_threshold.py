@@ -1,0 +1,134 @@
+"""The private decision threshold of naive Bayes (dpcli.algorithms.nb_threshold).
+
+* candidates: public, sorted, distinct, holding 0 and the prior odds;
+* the counts TP(t), TN(t) against a brute force;
+* the utility's sensitivity (DESIGN.md rule 4): random replace-one neighbours of
+  small scored datasets never move q by more than the claimed Δq (balanced: 1/min of the
+  released counts, accuracy: 1);
+* the selection's distribution against the exponential mechanism's closed form
+  (a chi-square test passing when p > ALPHA = 1e-4: a correct sampler fails it with
+  probability 1e-4 for its fixed seed), with a power check that rejects a sampler at
+  1.5·ε.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from dpcli.algorithms import nb_threshold as nt
+from dpcli.data.encode import EncodedBatch
+from dpcli.mechanisms import exponential_probabilities
+from tests.statistical.pooled import pooled_chi2
+
+ALPHA = 1e-4
+
+
+class ScoreModel:
+    """A stand-in model whose positive log-odds is the record's column 's' (positive = 1)."""
+
+    class _Label:
+        positive_index = 1
+
+    class _Schema:
+        pass
+
+    def __init__(self) -> None:
+        self.schema = self._Schema()
+        self.schema.label = self._Label()  # type: ignore[attr-defined]
+
+    def joint_log_likelihood(self, batch: EncodedBatch) -> np.ndarray:
+        s = np.asarray(batch.columns["s"], float)
+        return np.stack([np.zeros_like(s), s], axis=1)
+
+
+def _batch(scores: np.ndarray, labels: np.ndarray) -> EncodedBatch:
+    return EncodedBatch(len(scores), labels.astype(np.int32), {"s": scores})
+
+
+def test_candidates_are_public_sorted_distinct_and_hold_zero_and_the_prior() -> None:
+    c = nt.candidates((-300.0, 40.0), prior_odds=-1.1, count=128)
+    assert len(c) == 128 and np.all(np.diff(c) > 0)
+    assert 0.0 in c and -1.1 in c
+    assert c[0] == pytest.approx(-300) and c[-1] == pytest.approx(300)
+    # fine near 0, coarse far out (sinh spacing)
+    assert np.diff(c)[len(c) // 2] < 0.2 < np.diff(c)[0]
+    # a huge range is capped; a zero range still gives 128 candidates
+    wide = nt.candidates((-1e9, 1e9), 0.0)   # prior odds 0 = the argmax: one candidate less,
+    assert len(wide) == 128                    # padded by one beyond the top
+    assert wide[0] == pytest.approx(-nt.MAX_RANGE) and wide[-2] == pytest.approx(nt.MAX_RANGE)
+    assert len(nt.candidates((0.0, 0.0), 0.0)) == 128
+
+
+def test_counts_match_a_brute_force() -> None:
+    rng = np.random.default_rng(1)
+    scores = np.round(rng.normal(0, 3, 500), 1)       # ties with candidates happen
+    labels = rng.integers(0, 2, 500)
+    cands = np.round(np.linspace(-8, 8, 33), 1)
+    batches = [_batch(scores[i:i + 97], labels[i:i + 97]) for i in range(0, 500, 97)]
+    counts = nt.count(ScoreModel(), batches, cands)
+    for j, t in enumerate(cands):
+        assert counts.true_positive[j] == np.sum((scores > t) & (labels == 1))
+        assert counts.true_negative[j] == np.sum((scores <= t) & (labels == 0))
+
+
+@pytest.mark.parametrize("kind", ["balanced", "accuracy"])
+def test_utility_sensitivity_over_random_replace_one_neighbours(kind: str) -> None:
+    """Δq is claimed for any model fixed before the data: scores are any function of a record,
+    so a record is (score, label); replace one and compare q on every candidate."""
+    rng = np.random.default_rng(7)
+    model = ScoreModel()
+    cands = np.linspace(-3, 3, 25)
+    worst = 0.0
+    for _ in range(400):
+        n = int(rng.integers(2, 12))
+        scores = rng.choice(np.linspace(-4, 4, 17), n)     # on and between candidates
+        labels = rng.integers(0, 2, n)
+        released = (float(rng.integers(0, 8)), float(rng.integers(0, 8)))  # any public pair
+        q, delta = nt.utility(nt.count(model, [_batch(scores, labels)], cands), released, kind)
+        i = int(rng.integers(n))
+        s2, y2 = scores.copy(), labels.copy()
+        s2[i], y2[i] = rng.choice(np.linspace(-4, 4, 17)), rng.integers(0, 2)
+        q2, delta2 = nt.utility(nt.count(model, [_batch(s2, y2)], cands), released, kind)
+        assert delta == delta2  # the sensitivity is public: it does not read the data
+        change = float(np.max(np.abs(q - q2)))
+        assert change <= delta + 1e-12, (scores, labels, s2, y2, released)
+        worst = max(worst, change / delta)
+    assert worst == pytest.approx(1.0)  # the bound is attained: it is tight
+
+
+def test_the_selection_follows_the_exponential_mechanism() -> None:
+    """Chi-square of 20,000 selections against exp(ε·q/(2Δq)) normalised (α = 1e-4), and the
+    same test rejects draws made at 1.5·ε (power)."""
+    rng = np.random.default_rng(3)
+    scores = rng.normal(0, 2, 300) + np.repeat([0.0, 1.5], 150)
+    labels = np.repeat([0, 1], 150)
+    cands = nt.candidates((-10.0, 10.0), 0.0, count=128)
+    counts = nt.count(ScoreModel(), [_batch(scores, labels)], cands)
+    released, epsilon = (150.0, 150.0), 0.5
+    q, delta = nt.utility(counts, released)
+    probabilities = exponential_probabilities(q, sensitivity=delta, epsilon=epsilon)
+    index = {t: j for j, t in enumerate(cands)}
+    draws = 20_000
+
+    def sample(eps: float, seed: int) -> np.ndarray:
+        g = np.random.default_rng(seed)
+        chosen = [index[nt.select(counts, released, epsilon=eps, rng=g)] for _ in range(draws)]
+        return np.bincount(chosen, minlength=len(cands)).astype(float)
+
+    p, cells = pooled_chi2(sample(epsilon, 11), probabilities)
+    assert cells >= 5 and p > ALPHA, p
+    p_wrong, _ = pooled_chi2(sample(1.5 * epsilon, 12), probabilities)
+    assert p_wrong < ALPHA, p_wrong
+
+
+def test_accuracy_utility_is_the_correct_count() -> None:
+    scores = np.array([-2.0, -1.0, 0.5, 2.0])
+    labels = np.array([0, 1, 0, 1])
+    counts = nt.count(ScoreModel(), [_batch(scores, labels)], np.array([-1.5, 0.0, 1.0]))
+    q, delta = nt.utility(counts, (2.0, 2.0), "accuracy")
+    assert delta == 1.0 and q.tolist() == [3.0, 2.0, 3.0]
+    q, delta = nt.utility(counts, (2.0, 4.0), "balanced")
+    assert delta == 0.5 and q.tolist() == pytest.approx([1 + 1 / 4, 1 / 2 + 1 / 4, 1 / 2 + 2 / 4])
+    with pytest.raises(ValueError, match="unknown threshold utility"):
+        nt.utility(counts, (2.0, 2.0), "f1")

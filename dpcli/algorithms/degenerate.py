@@ -46,10 +46,12 @@ class Verdict:
     classes: tuple[str, ...]
     log_odds: tuple[float, float]   # min and max over the domain, of class 1 against class 0
     never: tuple[str, ...]          # classes no input in the domain is predicted
+    #: a spread below this is reported; a model may ask for a wider one (near-constant)
+    spread_floor: float = CONSTANT_SPREAD
 
     @property
     def constant(self) -> bool:
-        return self.log_odds[1] - self.log_odds[0] < CONSTANT_SPREAD
+        return self.log_odds[1] - self.log_odds[0] < self.spread_floor
 
     @property
     def degenerate(self) -> bool:
@@ -60,7 +62,11 @@ class Verdict:
         if not self.degenerate:
             return None
         parts = []
-        if self.constant:
+        if self.constant and self.spread_floor > CONSTANT_SPREAD:
+            spread = self.log_odds[1] - self.log_odds[0]
+            parts.append(f"it gives nearly the same score to every input (log-odds vary by "
+                         f"{spread:.2g} < {self.spread_floor:g} over the declared domain)")
+        elif self.constant:
             parts.append("it gives the same score to every input")
         if self.never:
             parts.append(f"no input in the declared domain is predicted class "
@@ -101,9 +107,12 @@ def check(model: Any) -> Verdict | None:
         hi += float(change.max())
         lo += float(change.min())
     classes = tuple(schema.label.classes)
-    never = tuple(c for c, unreachable in ((classes[1], hi <= 0), (classes[0], lo > 0))
+    # a model with its own released class cut (validate's threshold) is judged at that cut
+    cut = float(getattr(model, "decision_log_odds", 0.0))
+    never = tuple(c for c, unreachable in ((classes[1], hi <= cut), (classes[0], lo > cut))
                   if unreachable)
-    return Verdict(classes, (lo, hi), never)
+    return Verdict(classes, (lo, hi), never,
+                   float(getattr(model, "near_constant_spread", CONSTANT_SPREAD)))
 
 
 def check_cells(model: Any) -> Verdict | None:

@@ -173,7 +173,7 @@ class ValidateSection:
     validation_fraction: float | None = None
     split_seed: int | None = None
     columns: tuple[str, ...] = ()
-    lam: float | None = None               # spec key ``lambda``; None: auto
+    lam: float | str | None = None         # spec key ``lambda``: a number, "search"; None: auto
     threshold_share: float | None = None   # None: auto
 
     def config_values(self) -> dict[str, Any]:
@@ -547,14 +547,20 @@ def _parse_validate(raw: Any, where: Where, schema: Schema) -> ValidateSection:
     if "columns" in raw:
         out["columns"] = _columns(raw["columns"], where / "columns", schema)
     if "lambda" in raw:
-        out["lam"] = auto_or_number(raw["lambda"], where / "lambda", "> 0",
-                                    lambda v: math.isfinite(v) and v > 0)
+        out["lam"] = lambda_value(raw["lambda"], where / "lambda")
     if "threshold_share" in raw:
         top = validate.MAX_SHARE
         out["threshold_share"] = auto_or_number(raw["threshold_share"],
                                                 where / "threshold_share", f"in [0, {top:g}]",
                                                 lambda v: 0 <= v <= top)
     return ValidateSection(**out)
+
+
+def lambda_value(raw: Any, where: Where) -> float | str | None:
+    """validate's ``lambda``: auto (None), search (always search the grid), or a number > 0."""
+    if isinstance(raw, str) and raw.strip().lower() == "search":
+        return "search"
+    return auto_or_number(raw, where, "> 0 (or search)", lambda v: math.isfinite(v) and v > 0)
 
 
 def auto_or_number(raw: Any, where: Where, what: str, ok: Callable[[float], bool]

@@ -124,7 +124,7 @@ class ValidateConfig:
     delta: float | None = None
     validation_fraction: float = VALIDATION_FRACTION
     split_seed: int = SPLIT_SEED
-    lam: float | None = None               # None: auto (λ0, or the grid when it pays)
+    lam: float | str | None = None   # None: auto (λ0, or the grid when it pays); "search"
     threshold_share: float | None = None   # None: auto (:func:`threshold_share`)
 
     def __post_init__(self) -> None:
@@ -141,8 +141,9 @@ class ValidateConfig:
             raise ValueError(f"delta must be in [{MIN_DELTA:g}, 1)")
         if not 0 < self.validation_fraction < 1:
             raise ValueError("validation_fraction must be in (0, 1)")
-        if self.lam is not None and not (math.isfinite(self.lam) and self.lam > 0):
-            raise ValueError("lambda must be a finite number > 0 (or auto)")
+        if self.lam is not None and self.lam != "search" and not (
+                isinstance(self.lam, float | int) and math.isfinite(self.lam) and self.lam > 0):
+            raise ValueError("lambda must be a finite number > 0, search or auto")
         if self.threshold_share is not None and not 0 <= self.threshold_share <= MAX_SHARE:
             raise ValueError(f"threshold_share must be in [0, {MAX_SHARE:g}] (or auto)")
 
@@ -348,8 +349,11 @@ def decide(config: ValidateConfig, epsilon: float | Fraction, n: int, m: int, d:
     eps_thr = total * share
     eps_model = total - eps_thr
     whole = n + m if split else n
-    if config.lam is not None:
-        return Decision("given", config.lam, "validate.lambda", share, eps_model, eps_thr, whole)
+    if isinstance(config.lam, float | int):
+        return Decision("given", float(config.lam), "validate.lambda", share, eps_model, eps_thr,
+                        whole)
+    if config.lam == "search":
+        return Decision("select", None, "lambda: search", share, eps_model, eps_thr, n)
     if config.method != "stability":
         return Decision("select", None, f"the {config.method} baseline", share, eps_model,
                         eps_thr, n)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import replace
 from pathlib import Path
 from typing import Annotated
@@ -62,9 +61,10 @@ def validate(
         help="Comma-separated feature columns (default: the spec's 'validate.columns', else "
         "every numeric, categorical and binary column).")] = None,
     lam: Annotated[str | None, typer.Option(
-        "--lambda", help="The regulariser: a number > 0 (no search), or auto (default: "
-        "search the grid only when its selection noise is ≤ 1% of the score range, else "
-        "λ0 = 4√d/(ε·n)); spec key validate.lambda.")] = None,
+        "--lambda", help="The regulariser: a number > 0 (no search); search (always search "
+        "the grid by --method, the paper's procedure); or auto (default: search only when the "
+        "selection noise is ≤ 1% of the score range, else λ0 = 4√d/(ε·n)). Spec key "
+        "validate.lambda.")] = None,
     threshold_share: Annotated[str | None, typer.Option(
         "--threshold-share", help="Share of ε for the private class threshold, in [0, 0.25], "
         "or auto (default: clip(1207/(N·ε), 0.05, 0.25)); 0 keeps the 0.5 cut. Spec key "
@@ -119,7 +119,7 @@ def validate(
     from dpcli.io import Outputs
     from dpcli.mechanisms import Plan
     from dpcli.run import charged, prepare_source
-    from dpcli.spec import ValidateSection, auto_or_number, load_spec
+    from dpcli.spec import ValidateSection, auto_or_number, lambda_value, load_spec
     from dpcli.spec import grid as parse_grid
 
     ui = UI(quiet=quiet, json=json, force_progress=progress, report=report)
@@ -138,8 +138,7 @@ def validate(
     s = load_spec(spec)
     grid_values = parse_grid(grid, checks.Where(Path("--grid"))) if grid is not None else None
     top = tuning.MAX_SHARE
-    lam_value = None if lam is None else auto_or_number(
-        lam, checks.Where(Path("--lambda")), "> 0", lambda v: math.isfinite(v) and v > 0)
+    lam_value = None if lam is None else lambda_value(lam, checks.Where(Path("--lambda")))
     share_value = None if threshold_share is None else auto_or_number(
         threshold_share, checks.Where(Path("--threshold-share")), f"in [0, {top:g}]",
         lambda v: 0 <= v <= top)
@@ -229,7 +228,8 @@ def validate(
     arguments = {"data": str(data.resolve()), "out": str(out.resolve()), "columns": list(chosen),
                  "method": config.method, "score": config.score, "trainer": config.trainer,
                  "grid": list(config.grid), "epsilon": section.epsilon, "delta": config.run_delta,
-                 "n_train": n, "n_validation": m, "lambda": config.lam or "auto",
+                 "n_train": n, "n_validation": m,
+                 "lambda": "auto" if config.lam is None else config.lam,
                  "threshold_share": "auto" if config.threshold_share is None
                  else config.threshold_share}
     if validation is None:

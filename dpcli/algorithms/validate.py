@@ -420,16 +420,23 @@ class Threshold:
                 "candidates": {"lower": lo, "upper": hi, "count": k}}
 
 
+def threshold_index(logits: np.ndarray, y: np.ndarray, candidates: np.ndarray,
+                    weights: tuple[float, float], epsilon: float | Fraction,
+                    rng: np.random.Generator) -> int:
+    """The exponential mechanism on :func:`threshold_utility` (Δ = 1): index i with
+    probability ∝ exp(ε·u(t_i)/2). Releases the index of a public candidate; cost ε, δ = 0.
+
+    Why the factor 2 stays: under replace-one one row can leave TP(t) and join TN(t) for
+    some t and the reverse for others, so the utilities are not monotonic."""
+    utility = threshold_utility(logits, y, candidates, weights)
+    return exponential_mechanism(utility, sensitivity=1.0, epsilon=float(epsilon), rng=rng)
+
+
 def logit_range(model: LogRegModel) -> tuple[float, float]:
     """min and max of wᵀx over the declared domain (public: the released weights only)."""
     from dpcli.algorithms.degenerate import check
 
-    saved = model.threshold
-    model.threshold = 0.0
-    try:
-        verdict = check(model)
-    finally:
-        model.threshold = saved
+    verdict = check(model)      # its log-odds range does not depend on the cut
     assert verdict is not None
     lo, hi = verdict.log_odds
     pos = model.schema.label.positive_index
@@ -458,9 +465,7 @@ def choose_threshold(model: LogRegModel, logits: np.ndarray, y: np.ndarray,
     positives = discrete_laplace_mechanism(int(np.count_nonzero(y > 0)), sensitivity=1,
                                            epsilon=float(eps * PRIOR_PART), rng=rng)
     weights = class_weights(int(positives), n_all)
-    utility = threshold_utility(logits, y, candidates, weights)
-    i = exponential_mechanism(utility, sensitivity=1.0, epsilon=float(eps * (1 - PRIOR_PART)),
-                              rng=rng)
+    i = threshold_index(logits, y, candidates, weights, eps * (1 - PRIOR_PART), rng)
     return Threshold(float(candidates[i]), float(eps), int(positives), weights,
                      (float(lo), float(hi), THRESHOLD_CANDIDATES))
 

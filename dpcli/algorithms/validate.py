@@ -1,4 +1,21 @@
-"""Private tuning of a regulariser by stability: Chaudhuri & Vinterbo (NIPS 2013).
+"""Private logistic regression with a private choice of its regulariser and class cut.
+
+What a default run does (issue 20; README "validate"), all decided from public
+facts (n, ε, the declared width d) before the charge (:func:`decide`):
+
+* the regulariser: ``lambda: auto`` searches the grid by stability (below) only
+  when its selection noise is at most 1 % of the validation loss's range;
+  otherwise it trains once at λ0 = 4·√d/(ε·n) (:func:`auto_lambda`) on every
+  row. ``lambda: search`` always searches (the paper's procedure); a number
+  trains at that λ.
+* the class threshold: a share clip(1207/(N·ε), 1/20, 1/4) of ε
+  (:func:`threshold_share`) releases a cut on wᵀx by the exponential
+  mechanism over 4096 public candidates (:func:`choose_threshold`), so that
+  a shrunk model still predicts both classes; ``threshold_share: 0`` keeps
+  the 0.5 cut.
+* rows are held as a sparse CSR design (the one-hot blocks are mostly zeros).
+
+Private tuning of a regulariser by stability: Chaudhuri & Vinterbo (NIPS 2013).
 
 The learner is L2-regularised logistic regression trained privately
 (objective perturbation by default, output perturbation on request:

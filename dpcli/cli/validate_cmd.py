@@ -1,4 +1,4 @@
-"""``dpcli validate``: private tuning of a regulariser by stability (Chaudhuri & Vinterbo)."""
+"""``dpcli validate``: private logistic regression, λ and class cut chosen privately."""
 
 from __future__ import annotations
 
@@ -78,9 +78,16 @@ def validate(
     report: ReportOpt = False,
     verbose: VerboseOpt = False,
 ) -> None:
-    """Choose logistic regression's regulariser λ privately, and release the tuned model.
+    """Train private logistic regression, its regulariser and class cut chosen privately.
 
-    stability (Chaudhuri & Vinterbo 2013): one private model per λ is
+    By default (lambda auto) λ is searched on a grid only where n·ε makes
+    the search's noise small (≤ 1 % of the score range); otherwise
+    λ0 = 4√d/(ε·n) is used, decided from public facts. A share of ε
+    (clip(1207/(N·ε), 0.05, 0.25); threshold_share 0: the 0.5 cut) then
+    releases the class threshold by the exponential mechanism, so that
+    predict gives both classes even from a strongly regularised model.
+
+    stability (Chaudhuri & Vinterbo 2013; --lambda search forces it): one private model per λ is
     trained on the training rows with ε/2; each is scored on the validation
     rows by a 1-Lipschitz loss (ramp by default); only the index of the best
     score plus exponential noise is released; the chosen λ is retrained with

@@ -5,7 +5,8 @@ Synthetic data (the shape, not the values, is what is measured): 20 numeric colu
 one-hot, intercept included), label from a fixed logistic model (seed 0). Written once to
 ``benchmarks/.cache/validate_speed/``.
 
-Each command runs in its own process under ``/usr/bin/time -v``: wall time and peak RSS.
+Each command runs in its own process under ``/usr/bin/time -v``: wall time, CPU time (user +
+system: less sensitive to other jobs on a shared machine) and peak RSS.
 
 * ``dpcli validate`` at ε = 1 with the defaults (λ0 and the private class threshold), from
   the code tree given by ``--code`` (default: this checkout), through ``python -m dpcli``;
@@ -72,9 +73,11 @@ def timed(cmd: list[str], env: dict[str, str] | None = None) -> dict:
     r = subprocess.run(["/usr/bin/time", "-v", *cmd], capture_output=True, text=True, env=full)
     wall = re.search(r"Elapsed \(wall clock\) time.*: (?:(\d+):)?(\d+):([\d.]+)", r.stderr)
     rss = re.search(r"Maximum resident set size \(kbytes\): (\d+)", r.stderr)
+    cpu = sum(float(v) for v in re.findall(r"(?:User|System) time \(seconds\): ([\d.]+)",
+                                           r.stderr))
     h, m, s = wall.groups() if wall else (None, "0", "nan")
     seconds = int(h or 0) * 3600 + int(m) * 60 + float(s)
-    return {"ok": r.returncode == 0, "seconds": round(seconds, 1),
+    return {"ok": r.returncode == 0, "seconds": round(seconds, 1), "cpu_seconds": round(cpu, 1),
             "peak_mb": round(int(rss.group(1)) / 1024) if rss else None,
             "tail": r.stderr.strip().splitlines()[-25:-23] if r.returncode else []}
 

@@ -271,6 +271,9 @@ def validate(
                                               config.split_seed)
                 keep, hold = np.flatnonzero(~held), np.flatnonzero(held)
                 train_set, search_set = (x[keep], y[keep]), (x[hold], y[hold])
+                # the two parts hold every row once: keep them, not a third copy (memory)
+                x, y = None, None
+                valid_set = search_set
             else:
                 train_set, search_set = (x, y), valid_set
             with ui.progress("tuning", config.k + 1, unit="fits") as advance:
@@ -280,12 +283,13 @@ def validate(
                                    if decision.mode != "select" else n, m, decision)
         model = tuning.LogRegModel(inputs.model_schema(s.schema, chosen), tuple(chosen),
                                    outcome.fit.weights, report)
-        # the class threshold reads every row (DATA and the validation file): its own ε
-        logits = np.asarray(x @ model.weights)
-        labels_all = y
+        # the class threshold reads every row (DATA and the validation file) once, in any
+        # order (its utility is a count): its own ε
+        parts = [(x, y) if x is not None else train_set]
         if valid_set is not None:
-            logits = np.concatenate([logits, np.asarray(valid_set[0] @ model.weights)])
-            labels_all = np.concatenate([y, valid_set[1]])
+            parts.append(valid_set)
+        logits = np.concatenate([np.asarray(px @ model.weights) for px, _ in parts])
+        labels_all = np.concatenate([py for _, py in parts])
         cut = tuning.choose_threshold(model, logits, labels_all, decision.epsilon_threshold,
                                       rng)
         model.threshold = cut.logit

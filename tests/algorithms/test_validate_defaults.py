@@ -136,15 +136,16 @@ def test_threshold_utility_sensitivity_is_one_under_replace_one(weights) -> None
     assert worst == pytest.approx(max(weights))   # the bound is tight for these weights
 
 
-def test_class_weights_are_in_the_unit_interval_and_balance() -> None:
-    a_pos, a_neg = v.class_weights(200, 1000)      # p = 0.2
-    assert (a_pos, a_neg) == pytest.approx((1.0, 0.25))
-    assert v.class_weights(800, 1000) == pytest.approx((0.25, 1.0))
+def test_class_weights_are_in_the_unit_interval_and_half_balance() -> None:
+    a_pos, a_neg = v.class_weights(200, 1000)      # p = 0.2: √(p/q) = ½
+    assert (a_pos, a_neg) == pytest.approx((1.0, 0.5))
+    assert v.class_weights(800, 1000) == pytest.approx((0.5, 1.0))
+    assert v.class_weights(500, 1000) == pytest.approx((1.0, 1.0))
     for count in (-50, 0, 1, 999, 1000, 5000):     # noisy counts outside [0, N] are clipped
         a = v.class_weights(count, 1000)
         assert all(0 < w <= 1 for w in a)
-    # balanced: a₊·P = a₋·(N − P), so both one-class cuts score the same
-    assert a_pos * 200 == pytest.approx(a_neg * 800)
+    # geometrically halfway: a₊·P / (a₋·(N − P)) = √(P/(N − P))
+    assert a_pos * 200 / (a_neg * 800) == pytest.approx(math.sqrt(200 / 800))
 
 
 def test_threshold_index_matches_the_exponential_mechanism() -> None:

@@ -145,7 +145,7 @@ def _log_odds(model: Any, batch: EncodedBatch) -> np.ndarray:
     if hasattr(model, "joint_log_likelihood"):
         jll = model.joint_log_likelihood(batch)
         return jll[:, 1] - jll[:, 0]
-    z = model.design(batch) @ model.weights   # logistic regression: logit of the positive class
+    z = np.asarray(model.design(batch) @ model.weights)   # logistic regression: logit of positive
     pos = model.schema.label.positive_index
     return z if pos in (None, 1) else -z
 

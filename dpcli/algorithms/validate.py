@@ -124,7 +124,10 @@ MIN_SHARE = 0.05
 MAX_SHARE = 0.25
 THRESHOLD_FAILURE = 0.05      # the forecast error holds with probability 1 − this
 FORECAST_WARNING = 0.10       # warn before the charge above this forecast error (share of N)
-PRIOR_PART = Fraction(1, 4)   # of the threshold's ε: the positive count behind the weights
+PRIOR_PART = Fraction(1, 8)   # of the threshold's ε: the positive count behind the weights
+CHECK_PART = Fraction(1, 8)   # of the threshold's ε: rows predicted positive at the cut
+CUT_PART = 1 - PRIOR_PART - CHECK_PART   # of the threshold's ε: the exponential mechanism
+ONE_CLASS_SHARE = 0.001       # a cut predicting one class on all but this share is flagged
 
 TRAIN: dict[str, Callable[..., PrivateFit]] = {"objective": objective_perturbation,
                                                "output": output_perturbation}
@@ -307,7 +310,8 @@ def threshold_share(n_all: int, epsilon: float) -> float:
     Why 1207: the exponential mechanism over K = 4096 candidates with a
     sensitivity-1 utility at ε_em picks, with probability ≥ 1 − β, a
     candidate within (2/ε_em)(ln K + ln 1/β) of the best. With β = 0.05 and
-    ε_em = ¾ of the share (¼ buys the positive count behind the weights)
+    ε_em = ¾ of the share (⅛ buys the positive count behind the weights, ⅛ the
+    count of rows above the released cut)
     that is 30.17/(share·ε); asking for ≤ 2.5 % of the N rows gives
     share = 30.17/(0.025·N·ε) = 1207/(N·ε). The clip keeps at least 5 % of ε
     for the cut and at most 25 % away from the model. N and ε are public.
@@ -320,7 +324,7 @@ def threshold_error(n_all: int, epsilon_threshold: float) -> float:
     """The forecast error of the threshold's utility, as a share of N (holds w.p. 0.95)."""
     if epsilon_threshold <= 0:
         return 0.0
-    eps_em = float(epsilon_threshold) * float(1 - PRIOR_PART)
+    eps_em = float(epsilon_threshold) * float(CUT_PART)
     return 2 * (math.log(THRESHOLD_CANDIDATES) + math.log(1 / THRESHOLD_FAILURE)) / (
         eps_em * n_all)
 
@@ -431,6 +435,20 @@ class Threshold:
     noisy_positives: int | None = None
     weights: tuple[float, float] | None = None
     candidates: tuple[float, float, int] | None = None   # lo, hi, count (public)
+    noisy_predicted_positive: int | None = None   # rows above the cut, + discrete Laplace
+    n_rows: int | None = None
+
+    def one_class(self) -> str | None:
+        """"positive"/"negative" when the released count says the cut gives (almost) one
+        class on the rows it was chosen on (post-processing of the released count)."""
+        if self.noisy_predicted_positive is None or not self.n_rows:
+            return None
+        share = self.noisy_predicted_positive / self.n_rows
+        if share <= ONE_CLASS_SHARE:
+            return "negative"
+        if share >= 1 - ONE_CLASS_SHARE:
+            return "positive"
+        return None
 
     def to_json(self) -> dict[str, Any]:
         if self.epsilon == 0:
@@ -443,6 +461,7 @@ class Threshold:
                         "released model's range over the declared domain; utility a₊·TP + "
                         "a₋·TN with weights from a discrete-Laplace count of positives",
                 "noisy_positives": self.noisy_positives, "class_weights": list(self.weights),
+                "noisy_predicted_positive": self.noisy_predicted_positive,
                 "candidates": {"lower": lo, "upper": hi, "count": k}}
 
 
@@ -473,12 +492,14 @@ def choose_threshold(model: LogRegModel, logits: np.ndarray, y: np.ndarray,
                      epsilon: float | Fraction, rng: np.random.Generator) -> Threshold:
     """Release the class threshold at ``epsilon`` (0: the 0.5 cut, nothing read).
 
-    Two mechanisms on the N rows (``logits`` = wᵀx of the released w, ``y`` ±1):
-    (1) the number of positives + discrete Laplace at ε/4 (a count: Δ = 1
+    Three mechanisms on the N rows (``logits`` = wᵀx of the released w, ``y`` ±1):
+    (1) the number of positives + discrete Laplace at ε/8 (a count: Δ = 1
     under replace-one); (2) the exponential mechanism at 3ε/4 over 4096
     candidates evenly spaced on the model's logit range over the declared
     domain (public), utility :func:`threshold_utility` (Δ = 1) with weights
-    from (1). Cost: ε (sequential composition), δ = 0.
+    from (1); (3) the number of rows above the released cut + discrete
+    Laplace at ε/8 (Δ = 1), to say when the cut gives one class on the data.
+    Cost: ε (sequential composition), δ = 0.
     """
     eps = exact(epsilon)
     if eps == 0:
@@ -491,9 +512,14 @@ def choose_threshold(model: LogRegModel, logits: np.ndarray, y: np.ndarray,
     positives = discrete_laplace_mechanism(int(np.count_nonzero(y > 0)), sensitivity=1,
                                            epsilon=float(eps * PRIOR_PART), rng=rng)
     weights = class_weights(int(positives), n_all)
-    i = threshold_index(logits, y, candidates, weights, eps * (1 - PRIOR_PART), rng)
+    i = threshold_index(logits, y, candidates, weights, eps * CUT_PART, rng)
+    # (3) how many rows the released cut calls positive (a count: Δ = 1): the degeneracy
+    # check on the data itself, which the declared domain alone cannot see
+    predicted = discrete_laplace_mechanism(int(np.count_nonzero(logits > candidates[i])),
+                                           sensitivity=1, epsilon=float(eps * CHECK_PART),
+                                           rng=rng)
     return Threshold(float(candidates[i]), float(eps), int(positives), weights,
-                     (float(lo), float(hi), THRESHOLD_CANDIDATES))
+                     (float(lo), float(hi), THRESHOLD_CANDIDATES), int(predicted), n_all)
 
 
 # ------------------------------------------------------------------ procedures
@@ -621,10 +647,13 @@ def full_plan(config: ValidateConfig, decision: Decision, n: int, m: int, d: int
             Step("threshold_prior", "discrete_laplace", Budget(eps_thr * PRIOR_PART),
                  f"number of positives among N = {n_all:,} rows (Δ = 1): the threshold's "
                  "class weights"),
-            Step("threshold", "exponential", Budget(eps_thr * (1 - PRIOR_PART)),
+            Step("threshold", "exponential", Budget(eps_thr * CUT_PART),
                  f"class cut: {THRESHOLD_CANDIDATES} public candidate logits, utility "
                  f"a₊·TP + a₋·TN (Δ = 1); share {float(decision.share):g} of ε; forecast "
                  f"utility error ≤ {100 * err:.2g} % of N (probability 0.95)"),
+            Step("threshold_check", "discrete_laplace", Budget(eps_thr * CHECK_PART),
+                 "number of rows above the released cut (Δ = 1): warns when it gives one "
+                 "class"),
         ]
     return Plan(steps)
 
@@ -666,8 +695,11 @@ class LogRegModel:
     #: a log-odds spread below this over the declared domain is reported as near-constant
     near_constant_spread: float = 1e-3
 
-    def design(self, batch: EncodedBatch) -> np.ndarray:
-        return Inputs.from_columns(self.schema, self.columns, batch.columns, batch.n).unit_ball()
+    def design(self, batch: EncodedBatch) -> sparse.csr_matrix:
+        """The batch's unit-ball rows, sparse: a dense batch of a wide one-hot design (4,000
+        levels × 65,536 rows) would take gigabytes."""
+        return Inputs.from_columns(self.schema, self.columns, batch.columns,
+                                   batch.n).unit_ball_sparse()
 
     @property
     def decision_log_odds(self) -> float:
@@ -676,7 +708,7 @@ class LogRegModel:
         return self.threshold if pos in (None, 1) else -self.threshold
 
     def predict_proba(self, batch: EncodedBatch) -> np.ndarray:
-        return self._proba(self.design(batch) @ self.weights)
+        return self._proba(np.asarray(self.design(batch) @ self.weights))
 
     def _proba(self, z: np.ndarray) -> np.ndarray:
         pos = self.schema.label.positive_index
@@ -688,7 +720,7 @@ class LogRegModel:
 
     def classify(self, batch: EncodedBatch) -> tuple[np.ndarray, np.ndarray]:
         """Probabilities and class codes: the positive class iff wᵀx > the released threshold."""
-        z = self.design(batch) @ self.weights
+        z = np.asarray(self.design(batch) @ self.weights)
         pos = self.schema.label.positive_index
         pos = 1 if pos is None else pos
         return self._proba(z), np.where(z > self.threshold, pos, 1 - pos)

@@ -295,6 +295,17 @@ def validate(
         model.threshold = cut.logit
         report["threshold"] = cut.to_json()
         payload = {**model.to_payload(), "breakdown": plan.to_json(), **degeneracy(ui, model)}
+        side = cut.one_class()
+        if side is not None and "degeneracy" in payload:
+            # the domain allows both classes, but the released count says the rows get one
+            other = "negative" if side == "positive" else "positive"
+            ui.warn(f"degenerate on the data: the released cut (logit {cut.logit:.4g}) calls "
+                    f"{'almost every' if side == 'positive' else 'almost no'} row positive "
+                    f"(noisy count {cut.noisy_predicted_positive:,} of {cut.n_rows:,}): the "
+                    f"{other} class is (almost) never predicted. The model's ranking (score) may "
+                    "still be useful; more ε or rows, or threshold_share 0 for the 0.5 cut")
+            payload["degeneracy"] = {**payload["degeneracy"], "degenerate": True,
+                                     "one_class_on_rows": side}
         outputs.write_text(out, release_json(tuning.KIND, payload, s, plan, charge,
                                              seeded=seed is not None))
         charge.outputs = outputs.commit()

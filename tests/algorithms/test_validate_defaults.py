@@ -74,7 +74,7 @@ def test_threshold_share_rule_and_its_constant() -> None:
     # 1207 = 2(ln 4096 + ln 20)/(¾ · 0.025): the share at which the cut's utility error is
     # ≤ 2.5 % of N with probability 0.95
     derived = 2 * (math.log(v.THRESHOLD_CANDIDATES) + math.log(1 / v.THRESHOLD_FAILURE)) / (
-        float(1 - v.PRIOR_PART) * 0.025)
+        float(v.CUT_PART) * 0.025)
     assert round(derived) == v.SHARE_CONSTANT
     assert v.threshold_share(100, 1.0) == 0.25
     assert v.threshold_share(10**7, 1.0) == 0.05
@@ -93,12 +93,14 @@ def test_full_plan_adds_up_and_names_the_steps() -> None:
     config = v.ValidateConfig()
     dec = v.decide(config, 0.7, 900, 100, 6, 1_000)
     plan = v.full_plan(config, dec, 900, 100, 6, 1_000)
-    assert [s.name for s in plan] == ["train", "threshold_prior", "threshold"]
+    assert [s.name for s in plan] == ["train", "threshold_prior", "threshold",
+                                      "threshold_check"]
     assert plan.total.epsilon == Fraction(7, 10)
-    assert plan.step("threshold_prior").budget.epsilon == dec.epsilon_threshold / 4
+    assert plan.step("threshold_prior").budget.epsilon == dec.epsilon_threshold / 8
+    assert plan.step("threshold_check").budget.epsilon == dec.epsilon_threshold / 8
     search = v.decide(v.ValidateConfig(lam="search"), 0.7, 900, 100, 6, 1_000)
     names = [s.name for s in v.full_plan(config, search, 900, 100, 6, 1_000)]
-    assert names == ["select", "final", "threshold_prior", "threshold"]
+    assert names == ["select", "final", "threshold_prior", "threshold", "threshold_check"]
 
 
 # ------------------------------------------------------------------ the threshold utility
@@ -190,6 +192,8 @@ def test_choose_threshold_candidates_span_the_declared_logit_range() -> None:
     cut = v.choose_threshold(model, z, y, 5.0, rng)
     assert lo <= cut.logit <= hi and abs(cut.logit - 0.3) < 0.1
     assert cut.candidates == (pytest.approx(lo), pytest.approx(hi), 4096)
+    assert abs(cut.noisy_predicted_positive - np.count_nonzero(z > cut.logit)) < 20
+    assert cut.one_class() is None
     assert cut.to_json()["epsilon"] == 5.0
     none = v.choose_threshold(model, z, y, 0, rng)
     assert none.logit == 0.0 and none.to_json()["epsilon"] == 0.0
@@ -208,6 +212,21 @@ def test_choose_threshold_finds_a_rare_class_cut() -> None:
     recall = np.mean(z[y > 0] > cut.logit)
     specificity = np.mean(z[y < 0] <= cut.logit)
     assert recall > 0.8 and specificity > 0.8
+
+
+def test_one_class_on_the_rows_is_read_from_the_released_count() -> None:
+    def cut(count: int) -> v.Threshold:
+        return v.Threshold(0.5, 1.0, 10, (1.0, 1.0), (-1.0, 1.0, 4096), count, 10_000)
+    assert cut(10).one_class() == "negative" and cut(-3).one_class() == "negative"
+    assert cut(9_990).one_class() == "positive" and cut(12_000).one_class() == "positive"
+    assert cut(11).one_class() is None and cut(5_000).one_class() is None
+    assert v.Threshold(0.0, 0.0).one_class() is None     # threshold_share 0: nothing released
+    rng = make_rng(6)
+    z = rng.normal(size=3000)
+    y = np.where(z > 0, 1.0, -1.0)
+    model = _model([0.0, 6.0, 0.0, 0.0, 0.0, 0.0, 0.0])   # logit range [−3, 3]
+    released = v.choose_threshold(model, z - 10.0, y, 2.0, rng)  # every row far below
+    assert released.one_class() == "negative"
 
 
 def test_degeneracy_is_judged_at_the_released_cut() -> None:

@@ -701,16 +701,19 @@ def _imbalanced(project: Project) -> Path:
 
 def test_default_plan_is_lambda0_and_a_threshold(project: Project, cli) -> None:
     """No search at n = 400 (the grid's selection noise is far above 1 % of the ramp range):
-    one fit at λ0 = 4√d/(ε_model·n) with ε·(1 − share), then the threshold's two steps with
-    share = clip(1207/(N·ε), 0.05, 0.25) = 0.25 here, ¼ of it for the positive count."""
+    one fit at λ0 = 4√d/(ε_model·n) with ε·(1 − share), then the threshold's three steps
+    with share = clip(1207/(N·ε), 0.05, 0.25) = 0.25 here: ⅛ of it for the positive count,
+    ¾ for the cut, ⅛ for the count of rows above it."""
     r = cli("validate", project.data, "--spec", project.spec, "--epsilon", 0.4,
             "--dry-run", "--json")
     assert r.exit_code == 0, r.stderr
     steps = json.loads(r.stdout)["breakdown"]
-    assert [s["step"] for s in steps] == ["train", "threshold_prior", "threshold"]
+    assert [s["step"] for s in steps] == ["train", "threshold_prior", "threshold",
+                                          "threshold_check"]
     assert [s["mechanism"] for s in steps] == ["objective_perturbation", "discrete_laplace",
-                                               "exponential"]
-    assert [s["epsilon"] for s in steps] == pytest.approx([0.3, 0.025, 0.075], rel=1e-12)
+                                               "exponential", "discrete_laplace"]
+    assert [s["epsilon"] for s in steps] == pytest.approx([0.3, 0.0125, 0.075, 0.0125],
+                                                          rel=1e-12)
     d = 1 + 1 + len(COLOR_LEVELS) + 2
     assert f"λ = {4 * math.sqrt(d) / (0.3 * N):.4g}" in steps[0]["note"]
     assert "λ chosen without the data" in r.stderr
@@ -763,7 +766,8 @@ def test_command_line_auto_overrides_the_spec(project: Project, cli) -> None:
                   "--json", paper=False)
     assert r.exit_code == 0, r.stderr
     steps = json.loads(r.stdout)["breakdown"]
-    assert [s["step"] for s in steps] == ["train", "threshold_prior", "threshold"]
+    assert [s["step"] for s in steps] == ["train", "threshold_prior", "threshold",
+                                          "threshold_check"]
     assert "λ0" in steps[0]["note"]
 
 

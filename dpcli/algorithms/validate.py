@@ -11,8 +11,9 @@ facts (n, ε, the declared width d) before the charge (:func:`decide`):
 * the class threshold: a share clip(1207/(N·ε), 1/20, 1/4) of ε
   (:func:`threshold_share`) releases a cut on wᵀx by the exponential
   mechanism over 4096 public candidates (:func:`choose_threshold`), so that
-  a shrunk model still predicts both classes; ``threshold_share: 0`` keeps
-  the 0.5 cut.
+  a shrunk model still predicts both classes, and a noisy count of the rows
+  above it (a one-class cut on the data is warned about);
+  ``threshold_share: 0`` keeps the 0.5 cut.
 * rows are held as a sparse CSR design (the one-hot blocks are mostly zeros).
 
 Private tuning of a regulariser by stability: Chaudhuri & Vinterbo (NIPS 2013).

@@ -11,7 +11,8 @@ Learners, each driven through the real ``dpcli`` command line in a subprocess, w
 ledger per run and ``--seed`` distinct per run:
 
 * ``nb-global`` / ``nb-smooth``: train-nb --method global / smooth, every declared column;
-* ``validate``: validate with the spec's defaults (stability-tuned private LR);
+* ``validate``: validate with the spec's defaults (private LR at λ0 = 4√d/(ε·n), the
+  stability search only where n·ε makes its noise small, and a private class threshold);
 * ``brc-private``: train-brc, every column private (Algorithm 3);
 * ``brc-partial``: train-brc with the dataset's sensibly public columns declared public, and
   the label declared public explicitly (``BRC_PARTIAL_LABEL``; skipped where no column can

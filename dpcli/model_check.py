@@ -178,6 +178,7 @@ def _logistic(model: Any) -> None:
             raise _Bad(f"column {c!r} is a tokens column, which logistic regression can't read")
         width += 1 if isinstance(col, NumericColumn) else len(col.levels)
     _array(model.weights, (width,), "weights")
+    _number(getattr(model, "threshold", 0.0), "threshold_logit")
 
 
 def _grid(model: Any) -> None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -183,11 +183,13 @@ class ValidateSection:
     validation_fraction: float | None = None
     split_seed: int | None = None
     columns: tuple[str, ...] = ()
+    lam: float | str | None = None         # spec key ``lambda``: a number, "search"; None: auto
+    threshold_share: float | None = None   # None: auto
 
     def config_values(self) -> dict[str, Any]:
         """The section's ValidateConfig fields that were set."""
         return _set(self, ("grid", "method", "score", "trainer", "delta",
-                           "validation_fraction", "split_seed"))
+                           "validation_fraction", "split_seed", "lam", "threshold_share"))
 
 
 @dataclass(frozen=True)
@@ -625,7 +627,7 @@ def _parse_validate(raw: Any, where: Where, schema: Schema) -> ValidateSection:
     from dpcli.algorithms import validate
 
     keys = {"epsilon", "learner", "grid", "method", "score", "trainer", "delta",
-            "validation_fraction", "split_seed", "columns"}
+            "validation_fraction", "split_seed", "columns", "lambda", "threshold_share"}
     raw = checks.mapping(raw, where, allowed=keys, required={"epsilon"})
     out: dict[str, Any] = {"epsilon": checks.epsilon(raw["epsilon"], where / "epsilon")}
     for key, options in (("learner", validate.LEARNERS), ("method", validate.METHODS),
@@ -651,7 +653,37 @@ def _parse_validate(raw: Any, where: Where, schema: Schema) -> ValidateSection:
             raise (where / "split_seed").error(f"must be below 2^32, got {out['split_seed']}")
     if "columns" in raw:
         out["columns"] = _columns(raw["columns"], where / "columns", schema)
+    if "lambda" in raw:
+        out["lam"] = lambda_value(raw["lambda"], where / "lambda")
+    if "threshold_share" in raw:
+        top = validate.MAX_SHARE
+        out["threshold_share"] = auto_or_number(raw["threshold_share"],
+                                                where / "threshold_share", f"in [0, {top:g}]",
+                                                lambda v: 0 <= v <= top)
     return ValidateSection(**out)
+
+
+def lambda_value(raw: Any, where: Where) -> float | str | None:
+    """validate's ``lambda``: auto (None), search (always search the grid), or a number > 0."""
+    if isinstance(raw, str) and raw.strip().lower() == "search":
+        return "search"
+    return auto_or_number(raw, where, "> 0 (or search)", lambda v: math.isfinite(v) and v > 0)
+
+
+def auto_or_number(raw: Any, where: Where, what: str, ok: Callable[[float], bool]
+                   ) -> float | None:
+    """``auto`` (None: the learner decides from public facts) or a number that is ``what``."""
+    if isinstance(raw, str) and raw.strip().lower() == "auto":
+        return None
+    if isinstance(raw, str):
+        try:
+            raw = float(raw)
+        except ValueError:
+            raise where.error(f"must be auto or a number {what}, got {raw!r}") from None
+    value = float(checks.number(raw, where))
+    if not ok(value):
+        raise where.error(f"must be auto or a number {what}, got {value:g}")
+    return value
 
 
 def grid(raw: Any, where: Where) -> tuple[float, ...]:

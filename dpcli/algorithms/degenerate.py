@@ -63,10 +63,12 @@ class Verdict:
     never: tuple[str, ...]          # classes no input in the domain is predicted
     scarce: tuple[str, ...] = ()    # classes predicted only where under 0.1 % of rows fall
     signal_p: float | None = None   # grids: p-value of "the cells carry no class signal"
+    #: a spread below this is reported; a model may ask for a wider one (near-constant)
+    spread_floor: float = CONSTANT_SPREAD
 
     @property
     def constant(self) -> bool:
-        return self.log_odds[1] - self.log_odds[0] < CONSTANT_SPREAD
+        return self.log_odds[1] - self.log_odds[0] < self.spread_floor
 
     @property
     def no_signal(self) -> bool:
@@ -81,7 +83,11 @@ class Verdict:
         if not self.degenerate:
             return None
         parts = []
-        if self.constant:
+        if self.constant and self.spread_floor > CONSTANT_SPREAD:
+            spread = self.log_odds[1] - self.log_odds[0]
+            parts.append(f"it gives nearly the same score to every input (log-odds vary by "
+                         f"{spread:.2g} < {self.spread_floor:g} over the declared domain)")
+        elif self.constant:
             parts.append("it gives the same score to every input")
         if self.never:
             parts.append(f"no input in the declared domain is predicted class "
@@ -132,11 +138,13 @@ def check(model: Any) -> Verdict | None:
         hi += float(change.max())
         lo += float(change.min())
     classes = tuple(schema.label.classes)
-    # a model with a released decision threshold predicts class 1 above it, not above 0
+    # a model with a released decision threshold (naive Bayes', validate's) predicts class 1
+    # above it, not above 0: it is judged at that cut
     cut = float(getattr(model, "decision_log_odds", 0.0))
     never = tuple(c for c, unreachable in ((classes[1], hi <= cut), (classes[0], lo > cut))
                   if unreachable)
-    return Verdict(classes, (lo, hi), never)
+    return Verdict(classes, (lo, hi), never,
+                   float(getattr(model, "near_constant_spread", CONSTANT_SPREAD)))
 
 
 def check_cells(model: Any) -> Verdict | None:
@@ -222,7 +230,7 @@ def _log_odds(model: Any, batch: EncodedBatch) -> np.ndarray:
     if hasattr(model, "joint_log_likelihood"):
         jll = model.joint_log_likelihood(batch)
         return jll[:, 1] - jll[:, 0]
-    z = model.design(batch) @ model.weights   # logistic regression: logit of the positive class
+    z = np.asarray(model.design(batch) @ model.weights)   # logistic regression: logit of positive
     pos = model.schema.label.positive_index
     return z if pos in (None, 1) else -z
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+from scipy import sparse
 
 from dpcli.data.encode import EncodedBatch
 from dpcli.data.schema import BinaryColumn, CategoricalColumn, NumericColumn, Schema
@@ -81,6 +82,33 @@ class Inputs:
             k += levels
         out /= self.unit_ball_divisor
         return out
+
+    def unit_ball_sparse(self) -> sparse.csr_matrix:
+        """:meth:`unit_ball` as a scipy.sparse CSR matrix (the same values, exactly).
+
+        Each row stores its 1 + numeric + one entry per coded column, so memory
+        grows with the number of columns, not with the number of declared
+        levels: a one-hot block of 50 levels costs one entry, not 50.
+        """
+        n = self.n
+        k = 1 + len(self.numeric_names)
+        per_row = k + len(self.codes)
+        divisor = self.unit_ball_divisor
+        values = np.empty((n, per_row))
+        index = np.empty((n, per_row), dtype=np.int32)
+        values[:, 0] = 1.0
+        index[:, 0] = 0
+        values[:, 1:k] = self.numeric
+        index[:, 1:k] = np.arange(1, k, dtype=np.int32)
+        offset = k
+        for j, (name, levels) in enumerate(self.n_levels.items()):
+            values[:, k + j] = 1.0
+            index[:, k + j] = offset + self.codes[name]
+            offset += levels
+        values /= divisor
+        indptr = np.arange(0, (n + 1) * per_row, per_row, dtype=np.int64)
+        return sparse.csr_matrix((values.ravel(), index.ravel(), indptr),
+                                 shape=(n, self.design_width))
 
 
 def design_width(schema: Schema, columns: Sequence[str]) -> int:

@@ -1,4 +1,22 @@
-"""Private tuning of a regulariser by stability: Chaudhuri & Vinterbo (NIPS 2013).
+"""Private logistic regression with a private choice of its regulariser and class cut.
+
+What a default run does (issue 20; README "validate"), all decided from public
+facts (n, ε, the declared width d) before the charge (:func:`decide`):
+
+* the regulariser: ``lambda: auto`` searches the grid by stability (below) only
+  when its selection noise is at most 1 % of the validation loss's range;
+  otherwise it trains once at λ0 = 4·√d/(ε·n) (:func:`auto_lambda`) on every
+  row. ``lambda: search`` always searches (the paper's procedure); a number
+  trains at that λ.
+* the class threshold: a share clip(1207/(N·ε), 1/20, 1/4) of ε
+  (:func:`threshold_share`) releases a cut on wᵀx by the exponential
+  mechanism over 4096 public candidates (:func:`choose_threshold`), so that
+  a shrunk model still predicts both classes, and a noisy count of the rows
+  above it (a one-class cut on the data is warned about);
+  ``threshold_share: 0`` keeps the 0.5 cut.
+* rows are held as a sparse CSR design (the one-hot blocks are mostly zeros).
+
+Private tuning of a regulariser by stability: Chaudhuri & Vinterbo (NIPS 2013).
 
 The learner is L2-regularised logistic regression trained privately
 (objective perturbation by default, output perturbation on request:
@@ -53,11 +71,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from scipy import sparse
 from scipy.special import expit
 
 from dpcli.algorithms.inputs import Inputs, read_rows
@@ -68,6 +88,7 @@ from dpcli.mechanisms import (
     Plan,
     PrivateFit,
     Step,
+    discrete_laplace_mechanism,
     exponential_mechanism,
     noisy_max_exponential,
     objective_perturbation,
@@ -94,6 +115,20 @@ SPLIT_SEED = 0
 MAX_GRID = 1000
 NOISY_SELECTION = 0.5        # warn above this mean selection noise (ramp scores span ≤ 1)
 LIPSCHITZ = 1.0               # all three validation losses are 1-Lipschitz in the margin
+#: the grid is searched privately only when the selection noise is at most this share of
+#: the validation score's range (else λ0 is used): see :func:`decide`
+SELECTION_NOISE_SHARE = 0.01
+THRESHOLD_CANDIDATES = 4096
+#: the class threshold's share of ε is clip(SHARE_CONSTANT/(N·ε), MIN_SHARE, MAX_SHARE)
+SHARE_CONSTANT = 1207
+MIN_SHARE = 0.05
+MAX_SHARE = 0.25
+THRESHOLD_FAILURE = 0.05      # the forecast error holds with probability 1 − this
+FORECAST_WARNING = 0.10       # warn before the charge above this forecast error (share of N)
+PRIOR_PART = Fraction(1, 8)   # of the threshold's ε: the positive count behind the weights
+CHECK_PART = Fraction(1, 8)   # of the threshold's ε: rows predicted positive at the cut
+CUT_PART = 1 - PRIOR_PART - CHECK_PART   # of the threshold's ε: the exponential mechanism
+ONE_CLASS_SHARE = 0.001       # a cut predicting one class on all but this share is flagged
 
 TRAIN: dict[str, Callable[..., PrivateFit]] = {"objective": objective_perturbation,
                                                "output": output_perturbation}
@@ -110,6 +145,8 @@ class ValidateConfig:
     delta: float | None = None
     validation_fraction: float = VALIDATION_FRACTION
     split_seed: int = SPLIT_SEED
+    lam: float | str | None = None   # None: auto (λ0, or the grid when it pays); "search"
+    threshold_share: float | None = None   # None: auto (:func:`threshold_share`)
 
     def __post_init__(self) -> None:
         if not self.grid or len(self.grid) > MAX_GRID:
@@ -125,6 +162,11 @@ class ValidateConfig:
             raise ValueError(f"delta must be in [{MIN_DELTA:g}, 1)")
         if not 0 < self.validation_fraction < 1:
             raise ValueError("validation_fraction must be in (0, 1)")
+        if self.lam is not None and self.lam != "search" and not (
+                isinstance(self.lam, float | int) and math.isfinite(self.lam) and self.lam > 0):
+            raise ValueError("lambda must be a finite number > 0, search or auto")
+        if self.threshold_share is not None and not 0 <= self.threshold_share <= MAX_SHARE:
+            raise ValueError(f"threshold_share must be in [0, {MAX_SHARE:g}] (or auto)")
 
     @property
     def k(self) -> int:
@@ -240,6 +282,247 @@ def selection_noise_mean(config: ValidateConfig, epsilon: float, n: int, m: int,
     return 2 * stability_constants(config, n, m, d, epsilon / 2).beta / (epsilon / 2)
 
 
+# ------------------------------------------------------------------ λ and the ε split
+
+
+def auto_lambda(n: int, epsilon: float, d: int) -> float:
+    """λ0 = 4·√d/(ε·n): the regulariser used when the data cannot choose one (public facts).
+
+    Derived from the excess-risk analysis of objective perturbation
+    (Chaudhuri, Monteleoni & Sarwate 2011, §6): to be within ε_g of a
+    comparator w0 they take λ = ε_g/‖w0‖² and need
+    n ≳ ‖w0‖·d/(ε_g·ε) (up to log factors), i.e. at a given n the best
+    reachable λ is ∝ d/(n·ε·‖w0‖). On dpcli's unit-ball design every column
+    is divided by √(1 + columns) ≈ √d, so a comparator whose per-column
+    effect on the log-odds is of order one has ‖w0‖ of order √d: λ ∝ √d/(nε).
+    The constant 4 is where the noise stops dominating the margins: the
+    noise b (‖b‖ ≈ 2d/ε, uniform direction) moves the minimiser by
+    ‖b‖/(nλ) in norm, and a unit-norm row's margin by about 1/√d of that,
+    2√d/(ε·n·λ), which is ½ at λ0. At λ0 the objective-perturbation Δ of
+    CMS Algorithm 2 is 0: c/(nλ0) = ε/(16√d), so ε′ ≥ 7ε/8.
+    No record is read: n (replace-one), ε and d (from the spec) are public.
+    """
+    return 4 * math.sqrt(d) / (epsilon * n)
+
+
+def threshold_share(n_all: int, epsilon: float) -> float:
+    """The class threshold's share of ε: clip(1207/(N·ε), 1/20, 1/4), rounded to 1/1000.
+
+    Why 1207: the exponential mechanism over K = 4096 candidates with a
+    sensitivity-1 utility at ε_em picks, with probability ≥ 1 − β, a
+    candidate within (2/ε_em)(ln K + ln 1/β) of the best. With β = 0.05 and
+    ε_em = ¾ of the share (⅛ buys the positive count behind the weights, ⅛ the
+    count of rows above the released cut)
+    that is 30.17/(share·ε); asking for ≤ 2.5 % of the N rows gives
+    share = 30.17/(0.025·N·ε) = 1207/(N·ε). The clip keeps at least 5 % of ε
+    for the cut and at most 25 % away from the model. N and ε are public.
+    """
+    share = min(MAX_SHARE, max(MIN_SHARE, SHARE_CONSTANT / (n_all * epsilon)))
+    return round(share * 1000) / 1000
+
+
+def threshold_error(n_all: int, epsilon_threshold: float) -> float:
+    """The forecast error of the threshold's utility, as a share of N (holds w.p. 0.95)."""
+    if epsilon_threshold <= 0:
+        return 0.0
+    eps_em = float(epsilon_threshold) * float(CUT_PART)
+    return 2 * (math.log(THRESHOLD_CANDIDATES) + math.log(1 / THRESHOLD_FAILURE)) / (
+        eps_em * n_all)
+
+
+@dataclass(frozen=True)
+class Decision:
+    """How a run spends its ε, decided from public facts before the charge.
+
+    ``mode``: "given" (validate.lambda is a number), "auto" (λ0: the grid's
+    selection noise is too large), or "select" (the grid is searched by
+    ``config.method``). ``epsilon_model`` trains (and selects), the rest
+    ``epsilon_threshold`` picks the class threshold (0: the 0.5 cut).
+    """
+
+    mode: str
+    lam: float | None
+    reason: str
+    share: Fraction
+    epsilon_model: Fraction
+    epsilon_threshold: Fraction
+    n_model: int
+
+
+def decide(config: ValidateConfig, epsilon: float | Fraction, n: int, m: int, d: int,
+           n_all: int, split: bool = True) -> Decision:
+    """The public decision of a run (:class:`Decision`).
+
+    ``n``/``m``: training / validation rows if the grid is searched; ``n_all``:
+    every row the threshold step reads; ``split``: V was cut from the input
+    (when no grid is searched the model is then trained on all of it).
+    With ``lambda: auto`` and method stability, the grid is searched only
+    when its selection noise (mean 2β/ε2) is at most 1 % of the validation
+    loss's range (β2: 1 for ramp): for the paper's grid (λ_min = 0.001) and
+    the ramp score that is n·ε ≳ 800,000. Below, the noise is as large as
+    the score differences it must separate, and λ0 (:func:`auto_lambda`) is
+    used instead (the issue saw the grid choice follow the seed, not the
+    data, at n = 1,000–5,000).
+    """
+    total = exact(epsilon)
+    raw = config.threshold_share
+    share = Fraction(round((threshold_share(n_all, float(total)) if raw is None else raw)
+                           * 1000), 1000)
+    eps_thr = total * share
+    eps_model = total - eps_thr
+    whole = n + m if split else n
+    if isinstance(config.lam, float | int):
+        return Decision("given", float(config.lam), "validate.lambda", share, eps_model, eps_thr,
+                        whole)
+    if config.lam == "search":
+        return Decision("select", None, "lambda: search", share, eps_model, eps_thr, n)
+    if config.method != "stability":
+        return Decision("select", None, f"the {config.method} baseline", share, eps_model,
+                        eps_thr, n)
+    c = stability_constants(config, n, m, d, float(eps_model) / 2)
+    noise = selection_noise_mean(config, float(eps_model), n, m, d)
+    if noise <= SELECTION_NOISE_SHARE * c.beta2:
+        return Decision("select", None, f"selection noise {noise:.3g} ≤ "
+                        f"{SELECTION_NOISE_SHARE:g} of the score range {c.beta2:g}", share,
+                        eps_model, eps_thr, n)
+    lam = auto_lambda(whole, float(eps_model), d)
+    return Decision("auto", lam, f"the grid's selection noise {noise:.3g} exceeds "
+                    f"{SELECTION_NOISE_SHARE:g} of the score range ({c.beta2:g}) at n = {n:,}, "
+                    f"ε = {float(eps_model):.3g}: λ0 = 4√d/(ε·n) = {lam:.3g} instead",
+                    share, eps_model, eps_thr, whole)
+
+
+# ------------------------------------------------------------------ the class threshold
+
+
+def threshold_utility(logits: np.ndarray, y: np.ndarray, candidates: np.ndarray,
+                      weights: tuple[float, float]) -> np.ndarray:
+    """u(t) = a₊·#{y = +1, z > t} + a₋·#{y = −1, z ≤ t} for each candidate t. Private.
+
+    With a₊, a₋ ∈ [0, 1] every row adds a value in [0, 1] to each u(t), so
+    replacing one row moves every u(t) by at most 1: Δu = 1 (replace-one).
+    With a₊ ∝ 1/p, a₋ ∝ 1/(1 − p) it would be balanced accuracy up to a factor;
+    :func:`class_weights` uses the square roots of those ratios.
+    """
+    pos = np.sort(logits[y > 0])
+    neg = np.sort(logits[y <= 0])
+    true_pos = len(pos) - np.searchsorted(pos, candidates, side="right")
+    true_neg = np.searchsorted(neg, candidates, side="right")
+    return weights[0] * true_pos + weights[1] * true_neg
+
+
+def class_weights(noisy_positives: int, n_all: int) -> tuple[float, float]:
+    """(a₊, a₋) = (min(1, √(q/p)), min(1, √(p/q))), p = the released positive share (clipped
+    to [1/N, 1 − 1/N]), q = 1 − p: post-processing of the released count.
+
+    Halfway (geometrically) between accuracy (a₊ = a₋ = 1) and balanced accuracy
+    (a₊ ∝ 1/p, a₋ ∝ 1/q). Chosen on holdouts cut from the suite's *train* files
+    (benchmarks/results/validate_lambda.md): balanced weights pushed accuracy below the
+    majority class on Adult, Default and Fair; plain accuracy gave the lowest balanced
+    accuracy; the square root kept accuracy above the majority with balanced accuracy
+    close to the balanced optimum, and still predicts a rare class (p = 0.06: a₋ = 0.25).
+    """
+    p = min(max(noisy_positives / n_all, 1 / n_all), 1 - 1 / n_all) if n_all > 1 else 0.5
+    q = 1 - p
+    return min(1.0, math.sqrt(q / p)), min(1.0, math.sqrt(p / q))
+
+
+@dataclass(frozen=True)
+class Threshold:
+    """A released class threshold: predict the positive class iff wᵀx > logit."""
+
+    logit: float
+    epsilon: float
+    noisy_positives: int | None = None
+    weights: tuple[float, float] | None = None
+    candidates: tuple[float, float, int] | None = None   # lo, hi, count (public)
+    noisy_predicted_positive: int | None = None   # rows above the cut, + discrete Laplace
+    n_rows: int | None = None
+
+    def one_class(self) -> str | None:
+        """"positive"/"negative" when the released count says the cut gives (almost) one
+        class on the rows it was chosen on (post-processing of the released count)."""
+        if self.noisy_predicted_positive is None or not self.n_rows:
+            return None
+        share = self.noisy_predicted_positive / self.n_rows
+        if share <= ONE_CLASS_SHARE:
+            return "negative"
+        if share >= 1 - ONE_CLASS_SHARE:
+            return "positive"
+        return None
+
+    def to_json(self) -> dict[str, Any]:
+        if self.epsilon == 0:
+            return {"logit": 0.0, "epsilon": 0.0, "rule": "the 0.5 cut (threshold_share 0)"}
+        assert self.candidates is not None and self.weights is not None
+        lo, hi, k = self.candidates
+        return {"logit": self.logit, "probability": float(expit(self.logit)),
+                "epsilon": self.epsilon,
+                "rule": "exponential mechanism (Δ = 1) over public candidate logits on the "
+                        "released model's range over the declared domain; utility a₊·TP + "
+                        "a₋·TN with weights from a discrete-Laplace count of positives",
+                "noisy_positives": self.noisy_positives, "class_weights": list(self.weights),
+                "noisy_predicted_positive": self.noisy_predicted_positive,
+                "candidates": {"lower": lo, "upper": hi, "count": k}}
+
+
+def threshold_index(logits: np.ndarray, y: np.ndarray, candidates: np.ndarray,
+                    weights: tuple[float, float], epsilon: float | Fraction,
+                    rng: np.random.Generator) -> int:
+    """The exponential mechanism on :func:`threshold_utility` (Δ = 1): index i with
+    probability ∝ exp(ε·u(t_i)/2). Releases the index of a public candidate; cost ε, δ = 0.
+
+    Why the factor 2 stays: under replace-one one row can leave TP(t) and join TN(t) for
+    some t and the reverse for others, so the utilities are not monotonic."""
+    utility = threshold_utility(logits, y, candidates, weights)
+    return exponential_mechanism(utility, sensitivity=1.0, epsilon=float(epsilon), rng=rng)
+
+
+def logit_range(model: LogRegModel) -> tuple[float, float]:
+    """min and max of wᵀx over the declared domain (public: the released weights only)."""
+    from dpcli.algorithms.degenerate import check
+
+    verdict = check(model)      # its log-odds range does not depend on the cut
+    assert verdict is not None
+    lo, hi = verdict.log_odds
+    pos = model.schema.label.positive_index
+    return (lo, hi) if pos in (None, 1) else (-hi, -lo)
+
+
+def choose_threshold(model: LogRegModel, logits: np.ndarray, y: np.ndarray,
+                     epsilon: float | Fraction, rng: np.random.Generator) -> Threshold:
+    """Release the class threshold at ``epsilon`` (0: the 0.5 cut, nothing read).
+
+    Three mechanisms on the N rows (``logits`` = wᵀx of the released w, ``y`` ±1):
+    (1) the number of positives + discrete Laplace at ε/8 (a count: Δ = 1
+    under replace-one); (2) the exponential mechanism at 3ε/4 over 4096
+    candidates evenly spaced on the model's logit range over the declared
+    domain (public), utility :func:`threshold_utility` (Δ = 1) with weights
+    from (1); (3) the number of rows above the released cut + discrete
+    Laplace at ε/8 (Δ = 1), to say when the cut gives one class on the data.
+    Cost: ε (sequential composition), δ = 0.
+    """
+    eps = exact(epsilon)
+    if eps == 0:
+        return Threshold(0.0, 0.0)
+    lo, hi = logit_range(model)
+    if not hi - lo > 1e-12:
+        lo, hi = lo - 1.0, hi + 1.0      # a constant model: any cut gives one class
+    candidates = np.linspace(lo, hi, THRESHOLD_CANDIDATES)
+    n_all = len(y)
+    positives = discrete_laplace_mechanism(int(np.count_nonzero(y > 0)), sensitivity=1,
+                                           epsilon=float(eps * PRIOR_PART), rng=rng)
+    weights = class_weights(int(positives), n_all)
+    i = threshold_index(logits, y, candidates, weights, eps * CUT_PART, rng)
+    # (3) how many rows the released cut calls positive (a count: Δ = 1): the degeneracy
+    # check on the data itself, which the declared domain alone cannot see
+    predicted = discrete_laplace_mechanism(int(np.count_nonzero(logits > candidates[i])),
+                                           sensitivity=1, epsilon=float(eps * CHECK_PART),
+                                           rng=rng)
+    return Threshold(float(candidates[i]), float(eps), int(positives), weights,
+                     (float(lo), float(hi), THRESHOLD_CANDIDATES), int(predicted), n_all)
+
+
 # ------------------------------------------------------------------ procedures
 
 
@@ -247,7 +530,7 @@ def selection_noise_mean(config: ValidateConfig, epsilon: float, n: int, m: int,
 class Outcome:
     """What a tuning run releases: the chosen index and the model (plus public constants)."""
 
-    index: int
+    index: int | None      # None: no grid was searched (a fixed or automatic λ)
     fit: PrivateFit
     stability: Stability | None = None
 
@@ -343,6 +626,47 @@ def plan(config: ValidateConfig, epsilon: float, n: int, m: int, d: int) -> Plan
                       notes[config.method])])
 
 
+def full_plan(config: ValidateConfig, decision: Decision, n: int, m: int, d: int, n_all: int
+              ) -> Plan:
+    """The ledger's steps for a run decided by :func:`decide`: the model (searched by
+    :func:`plan`, or one fit at a fixed λ), then the class threshold's two steps."""
+    trainer = f"{config.trainer}_perturbation"
+    eps_model = decision.epsilon_model
+    if decision.mode == "select":
+        steps = list(plan(config, eps_model, n, m, d))
+    else:
+        assert decision.lam is not None
+        grid = _grid_note(replace(config, grid=(decision.lam,)), decision.n_model,
+                          float(eps_model), d)
+        steps = [Step("train", trainer, Budget(eps_model),
+                      f"λ = {decision.lam:.4g} ({decision.reason}) on n = "
+                      f"{decision.n_model:,} rows; {grid}")]
+    eps_thr = decision.epsilon_threshold
+    if eps_thr > 0:
+        err = threshold_error(n_all, float(eps_thr))
+        steps += [
+            Step("threshold_prior", "discrete_laplace", Budget(eps_thr * PRIOR_PART),
+                 f"number of positives among N = {n_all:,} rows (Δ = 1): the threshold's "
+                 "class weights"),
+            Step("threshold", "exponential", Budget(eps_thr * CUT_PART),
+                 f"class cut: {THRESHOLD_CANDIDATES} public candidate logits, utility "
+                 f"a₊·TP + a₋·TN (Δ = 1); share {float(decision.share):g} of ε; forecast "
+                 f"utility error ≤ {100 * err:.2g} % of N (probability 0.95)"),
+            Step("threshold_check", "discrete_laplace", Budget(eps_thr * CHECK_PART),
+                 "number of rows above the released cut (Δ = 1): warns when it gives one "
+                 "class"),
+        ]
+    return Plan(steps)
+
+
+def fit_fixed(config: ValidateConfig, decision: Decision, x: Any, y: np.ndarray,
+              rng: np.random.Generator) -> Outcome:
+    """One private fit at the decided λ (no selection): the whole model ε trains it."""
+    assert decision.lam is not None
+    return Outcome(None, train(config.trainer, x, y, decision.lam, float(decision.epsilon_model),
+                               rng))
+
+
 def validation_rows(n: int, fraction: float, seed: int, start: int = 0) -> np.ndarray:
     """Which of rows start … start+n−1 go to V: splitmix64(seed·2^32 + i)/2^64 < fraction.
 
@@ -368,17 +692,39 @@ class LogRegModel:
     columns: tuple[str, ...]
     weights: np.ndarray
     report: dict[str, Any]
+    threshold: float = 0.0   # the class cut on wᵀx (0: P(positive) > 0.5)
+    #: a log-odds spread below this over the declared domain is reported as near-constant
+    near_constant_spread: float = 1e-3
 
-    def design(self, batch: EncodedBatch) -> np.ndarray:
-        return Inputs.from_columns(self.schema, self.columns, batch.columns, batch.n).unit_ball()
+    def design(self, batch: EncodedBatch) -> sparse.csr_matrix:
+        """The batch's unit-ball rows, sparse: a dense batch of a wide one-hot design (4,000
+        levels × 65,536 rows) would take gigabytes."""
+        return Inputs.from_columns(self.schema, self.columns, batch.columns,
+                                   batch.n).unit_ball_sparse()
+
+    @property
+    def decision_log_odds(self) -> float:
+        """The cut in the degeneracy check's orientation (class 1 against class 0)."""
+        pos = self.schema.label.positive_index
+        return self.threshold if pos in (None, 1) else -self.threshold
 
     def predict_proba(self, batch: EncodedBatch) -> np.ndarray:
+        return self._proba(np.asarray(self.design(batch) @ self.weights))
+
+    def _proba(self, z: np.ndarray) -> np.ndarray:
         pos = self.schema.label.positive_index
         pos = 1 if pos is None else pos
-        out = np.empty((batch.n, 2))
-        out[:, pos] = expit(self.design(batch) @ self.weights)
+        out = np.empty((len(z), 2))
+        out[:, pos] = expit(z)
         out[:, 1 - pos] = 1.0 - out[:, pos]
         return out
+
+    def classify(self, batch: EncodedBatch) -> tuple[np.ndarray, np.ndarray]:
+        """Probabilities and class codes: the positive class iff wᵀx > the released threshold."""
+        z = np.asarray(self.design(batch) @ self.weights)
+        pos = self.schema.label.positive_index
+        pos = 1 if pos is None else pos
+        return self._proba(z), np.where(z > self.threshold, pos, 1 - pos)
 
     def to_payload(self) -> dict[str, Any]:
         numeric = [c for c in self.columns if isinstance(self.schema.column(c), NumericColumn)]
@@ -398,11 +744,14 @@ class LogRegModel:
         return {
             "columns": list(self.columns),
             "score": "P(positive) = 1 / (1 + exp(-(intercept + Σ weight·feature) / divisor)); "
-                     "numeric features scaled onto [-1, 1] by their declared bounds, categorical "
-                     "and binary ones one-hot (the weight of the row's level)",
+                     "predicted positive iff (intercept + Σ weight·feature) / divisor > "
+                     "threshold_logit; numeric features scaled onto [-1, 1] by their "
+                     "declared bounds, categorical and binary ones one-hot (the weight of "
+                     "the row's level)",
             "divisor": float(np.sqrt(1 + len(self.columns))),
             "intercept": float(w[0]),
             "weights": named,
+            "threshold_logit": float(self.threshold),
             "scaling": scaling,
             **self.report,
             "schema": schema_to_dict(self.schema),
@@ -420,8 +769,10 @@ class LogRegModel:
                 parts += [float(named[c][v]) for v in schema.column(c).levels]  # type: ignore[union-attr]
         report = {k: v for k, v in payload.items()
                   if k not in ("columns", "score", "divisor", "intercept", "weights", "scaling",
-                               "schema")}
-        return cls(schema, columns, np.array(parts), report)
+                               "schema", "threshold_logit")}
+        # models written before the threshold step cut at 0.5 (logit 0)
+        return cls(schema, columns, np.array(parts), report,
+                   float(payload.get("threshold_logit", 0.0)))
 
 
 def labels(codes: np.ndarray, positive: int) -> np.ndarray:
@@ -431,26 +782,30 @@ def labels(codes: np.ndarray, positive: int) -> np.ndarray:
 
 def design_rows(batches: Iterable[EncodedBatch], schema: Schema, columns: Sequence[str],
                 positive: int, progress: Callable[[int], None] | None = None
-                ) -> tuple[np.ndarray, np.ndarray]:
-    """Every row in memory as the learner reads it: unit-ball rows and ±1 labels."""
+                ) -> tuple[sparse.csr_matrix, np.ndarray]:
+    """Every row in memory as the learner reads it: unit-ball rows (sparse CSR: the one-hot
+    blocks are mostly zeros) and ±1 labels."""
     codes, merged = read_rows(batches, columns, progress)
-    x = Inputs.from_columns(schema, columns, merged, len(codes)).unit_ball()
+    x = Inputs.from_columns(schema, columns, merged, len(codes)).unit_ball_sparse()
     return x, labels(codes, positive)
 
 
-def fit_report(config: ValidateConfig, outcome: Outcome, epsilon: float, n: int, m: int
-               ) -> dict[str, Any]:
+def fit_report(config: ValidateConfig, outcome: Outcome, epsilon: float, n: int, m: int,
+               decision: Decision | None = None) -> dict[str, Any]:
     """The public description of a tuning run, for the model file and the summary."""
     fit = outcome.fit
     report: dict[str, Any] = {
         "learner": "logreg",
-        "algorithm": "Chaudhuri & Vinterbo 2013, Algorithms 1 and 2 (stability)"
+        "algorithm": "no selection: one private fit at a fixed λ"
+                     if outcome.index is None else
+                     "Chaudhuri & Vinterbo 2013, Algorithms 1 and 2 (stability)"
                      if config.method == "stability" else
                      f"Chaudhuri & Vinterbo 2013 §5 baseline {config.method}",
         "method": config.method,
         "trainer": f"{config.trainer} perturbation (Chaudhuri, Monteleoni & Sarwate 2011, "
                    f"Algorithm {2 if config.trainer == 'objective' else 1})",
-        "selection": (f"report-noisy-max (exponential noise) on the {config.score} validation "
+        "selection": "none" if outcome.index is None else (
+                      f"report-noisy-max (exponential noise) on the {config.score} validation "
                       "score" if config.method == "stability" else
                       "uniform at random" if config.method == "random" else
                       "exponential mechanism on 0/1 errors on the validation rows"),
@@ -466,10 +821,16 @@ def fit_report(config: ValidateConfig, outcome: Outcome, epsilon: float, n: int,
     }
     if fit.epsilon_prime is not None:
         report.update(epsilon_prime=fit.epsilon_prime, extra_regulariser=fit.extra_regulariser)
+    searched = epsilon if decision is None else float(decision.epsilon_model)
+    if decision is not None:
+        report.update(lambda_rule=decision.mode, lambda_reason=decision.reason,
+                      threshold_share=float(decision.share))
+        if decision.mode != "select":
+            report["grid"] = None
     if outcome.stability is not None:
         s = outcome.stability
-        report.update(epsilon_select=epsilon - fit.epsilon, beta1=s.beta1, beta2=s.beta2,
-                      beta=s.beta, selection_noise_mean=2 * s.beta / (epsilon - fit.epsilon))
+        report.update(epsilon_select=searched - fit.epsilon, beta1=s.beta1, beta2=s.beta2,
+                      beta=s.beta, selection_noise_mean=2 * s.beta / (searched - fit.epsilon))
         if s.weight_bound is not None:
             report["weight_bound"] = s.weight_bound
     return report

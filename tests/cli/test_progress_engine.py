@@ -100,7 +100,8 @@ def test_predict_and_validate_report_progress_on_request(spec_with_sections: Pro
     assert r.exit_code == 0, r.stderr
     assert re.search(r"^predicting: 400 rows, [\d,]+ rows/s$", r.stderr, re.M), r.stderr
     r = cli("validate", p.data, "--spec", p.spec, "--out", p.root / "lr.json", "--seed", 1,
-            "--epsilon", 1.0, "--columns", "age,color", "--grid", "0.1,1", "--progress", "-q")
+            "--epsilon", 1.0, "--columns", "age,color", "--grid", "0.1,1", "--lambda", "search",
+            "--progress", "-q")
     assert r.exit_code == 0, r.stderr
     assert re.search(r"^reading: 400 rows of 400 \(100%\)", r.stderr, re.M), r.stderr
     assert re.search(r"^tuning: 3 fits of 3 \(100%\), [\d,]+ fits/s$", r.stderr, re.M)

@@ -63,9 +63,12 @@ def _spec(project: Project, section: dict | None = None, *, budget: dict | None 
 
 
 def _validate(cli, project: Project, *extra: object, out: str = "m.json",
-              data: Path | None = None):
+              data: Path | None = None, paper: bool = True):
+    """Run validate; ``paper`` (the default here) asks for the paper's procedure as such:
+    always search the grid, cut at 0.5 (the defaults are tested in their own tests)."""
+    fixed = ("--lambda", "search", "--threshold-share", "0") if paper else ()
     return cli("validate", data or project.data, "--spec", project.spec,
-               "--out", project.root / out, *extra)
+               "--out", project.root / out, *fixed, *extra)
 
 
 
@@ -185,7 +188,8 @@ def test_stability_writes_the_model_the_ledger_and_predicts(project: Project, cl
     assert "validation" not in args and "validation_digest" not in args
     assert entries[1]["run_id"] == reserve["run_id"] == summary["run_id"]
     assert entries[1]["summary"] == {"method": "stability", "chosen_index": i,
-                                     "chosen_lambda": p["lambda"]}
+                                     "chosen_lambda": p["lambda"], "lambda_rule": "select",
+                                     "threshold_logit": 0.0}
     assert [o["path"] for o in entries[1]["outputs"]] == [str((project.root / "m.json")
                                                              .resolve())]
     assert _spent(project, cli) == {"epsilon": 0.5, "delta": 0.0}
@@ -346,7 +350,7 @@ def test_validation_file_is_used_and_logged(project: Project, cli) -> None:
 def test_validation_file_in_a_dry_run(project: Project, cli) -> None:
     vfile = _write(project, toy_frame(n=57, seed=1), "valid.parquet")
     r = cli("validate", project.data, "--spec", project.spec, "--validation", vfile,
-            "--epsilon", 0.3, "--dry-run", "--json")
+            "--epsilon", 0.3, "--dry-run", "--json", "--lambda", "search")
     assert r.exit_code == 0, r.stderr
     note = json.loads(r.stdout)["breakdown"][0]["note"]
     assert f"(n = {N})" in note and "(m = 57)" in note
@@ -610,7 +614,7 @@ def test_dry_run_charges_nothing(project: Project, cli) -> None:
     assert not (project.root / "m.json").exists()
 
     r = cli("validate", project.data, "--spec", project.spec, "--epsilon", 0.4,
-            "--dry-run", "--json")          # no --out needed
+            "--dry-run", "--json", "--lambda", "search", "--threshold-share", "0")  # no --out
     assert r.exit_code == 0, r.stderr
     plan = json.loads(r.stdout)
     assert plan["dry_run"] is True and plan["fits"] is True
@@ -621,7 +625,7 @@ def test_dry_run_charges_nothing(project: Project, cli) -> None:
     assert f"(m = {M})" in plan["breakdown"][0]["note"]
 
     r = cli("validate", project.data, "--spec", project.spec, "--epsilon", 0.4,
-            "--method", "data-split", "--dry-run", "--json")
+            "--method", "data-split", "--dry-run", "--json", "--threshold-share", "0")
     assert r.exit_code == 0, r.stderr
     assert [s["step"] for s in json.loads(r.stdout)["breakdown"]] == ["data_split"]
     # a plan too big for the budget exits 3, still charging nothing
@@ -682,3 +686,119 @@ def test_a_grid_whose_smallest_lambda_drowns_the_choice_is_warned_about(project:
     assert r.exit_code == 0 and "may be close to random" in r.stderr and "0.001" in r.stderr
     r = _validate(cli, project, "--grid", "5,10", "--epsilon", 1, "--dry-run")
     assert r.exit_code == 0 and "close to random" not in r.stderr
+
+
+# ------------------------------------------------------------------------ defaults (issue 20)
+def _imbalanced(project: Project) -> Path:
+    """label 1 for 45 % of the members, never otherwise (22 % positives): below ½ for every
+    input, so the 0.5 cut never predicts it; the weighted cut does (members positive)."""
+    frame = toy_frame(n=2000, seed=5)
+    rng = np.random.default_rng(6)
+    frame["label"] = ((frame["member"] == "yes")
+                      & (rng.random(len(frame)) < 0.45)).astype(int)
+    return _write(project, frame, "rare.parquet")
+
+
+def test_default_plan_is_lambda0_and_a_threshold(project: Project, cli) -> None:
+    """No search at n = 400 (the grid's selection noise is far above 1 % of the ramp range):
+    one fit at λ0 = 4√d/(ε_model·n) with ε·(1 − share), then the threshold's three steps
+    with share = clip(1207/(N·ε), 0.05, 0.25) = 0.25 here: ⅛ of it for the positive count,
+    ¾ for the cut, ⅛ for the count of rows above it."""
+    r = cli("validate", project.data, "--spec", project.spec, "--epsilon", 0.4,
+            "--dry-run", "--json")
+    assert r.exit_code == 0, r.stderr
+    steps = json.loads(r.stdout)["breakdown"]
+    assert [s["step"] for s in steps] == ["train", "threshold_prior", "threshold",
+                                          "threshold_check"]
+    assert [s["mechanism"] for s in steps] == ["objective_perturbation", "discrete_laplace",
+                                               "exponential", "discrete_laplace"]
+    assert [s["epsilon"] for s in steps] == pytest.approx([0.3, 0.0125, 0.075, 0.0125],
+                                                          rel=1e-12)
+    d = 1 + 1 + len(COLOR_LEVELS) + 2
+    assert f"λ = {4 * math.sqrt(d) / (0.3 * N):.4g}" in steps[0]["note"]
+    assert "λ chosen without the data" in r.stderr
+    assert project.no_runs()
+
+
+def test_default_run_releases_a_threshold_that_predict_uses(project: Project, cli) -> None:
+    data = _imbalanced(project)
+
+    def mutate(spec: dict) -> None:
+        spec["budget"]["epsilon"] = 100
+    project.write_spec(mutate)
+    r = _validate(cli, project, "--epsilon", 4, "--seed", 2, "--json", data=data, paper=False)
+    assert r.exit_code == 0, r.stderr
+    summary = _summary(r)
+    assert summary["lambda_rule"] == "auto" and summary["chosen_index"] is None
+    p = project.envelope()["payload"]
+    cut = p["threshold_logit"]
+    assert cut == summary["threshold_logit"] == p["threshold"]["logit"] != 0.0
+    assert p["threshold"]["epsilon"] == pytest.approx(4 * p["threshold_share"])
+    assert p["degeneracy"]["degenerate"] is False
+    out = project.root / "preds.parquet"
+    assert cli("predict", project.root / "m.json", data, "--out", out).exit_code == 0
+    preds = pd.read_parquet(out)
+    z = np.log(preds["proba_1"]) - np.log(preds["proba_0"])
+    # the released cut decides the class, not the 0.5 probability
+    decided = np.abs(z.to_numpy() - cut) > 1e-9      # away from float ties at the cut
+    np.testing.assert_array_equal((preds["prediction"] == "1").to_numpy()[decided],
+                                  z.to_numpy()[decided] > cut)
+    truth = preds["label"].astype(str)
+    recall = ((preds["prediction"] == "1") & (truth == "1")).sum() / (truth == "1").sum()
+    assert recall > 0.8          # the minority class is predicted (the 0.5 cut gives none)
+
+
+def test_threshold_share_zero_restores_the_half_cut(project: Project, cli) -> None:
+    section = {"epsilon": 0.3, "threshold_share": 0, "lambda": 0.05}
+    _spec(project, section)
+    r = _validate(cli, project, "--json", "--seed", 1, paper=False)
+    assert r.exit_code == 0, r.stderr
+    p = project.envelope()["payload"]
+    assert p["threshold_logit"] == 0.0 and p["lambda"] == 0.05
+    assert p["lambda_rule"] == "given"
+    assert [s["step"] for s in p["breakdown"]] == ["train"]
+    assert p["breakdown"][0]["epsilon"] == pytest.approx(0.3)
+
+
+def test_command_line_auto_overrides_the_spec(project: Project, cli) -> None:
+    _spec(project, {"epsilon": 0.3, "lambda": 0.05, "threshold_share": 0})
+    r = _validate(cli, project, "--lambda", "auto", "--threshold-share", "auto", "--dry-run",
+                  "--json", paper=False)
+    assert r.exit_code == 0, r.stderr
+    steps = json.loads(r.stdout)["breakdown"]
+    assert [s["step"] for s in steps] == ["train", "threshold_prior", "threshold",
+                                          "threshold_check"]
+    assert "λ0" in steps[0]["note"]
+
+
+@pytest.mark.parametrize(("key", "value", "needle"), [
+    ("lambda", 0, "lambda"), ("lambda", -1, "lambda"), ("lambda", "often", "lambda"),
+    ("lambda", ".nan", "lambda"), ("threshold_share", 0.3, "threshold_share"),
+    ("threshold_share", -0.1, "threshold_share"), ("threshold_share", "most", "threshold_share"),
+])
+def test_bad_lambda_or_threshold_share_exits_2(project: Project, cli, key: str, value: object,
+                                               needle: str) -> None:
+    _spec(project, {"epsilon": 0.3, key: value})
+    _refused(project, _validate(cli, project, paper=False), needle, str(project.spec))
+
+
+def test_bad_command_line_lambda_exits_2(project: Project, cli) -> None:
+    _refused(project, _validate(cli, project, "--epsilon", 0.2, "--lambda", "0", paper=False),
+             "--lambda")
+    _refused(project, _validate(cli, project, "--epsilon", 0.2, "--threshold-share", "0.9",
+                                paper=False), "--threshold-share")
+
+
+def test_forecast_threshold_error_is_warned_before_the_charge(project: Project, cli) -> None:
+    """The cut's forecast error, 30.17/(share·N·ε) of N, exceeds 10 % when N·ε < 1207 (share
+    ¼): said before any charge; not at N·ε = 1600, nor with threshold_share 0."""
+    def mutate(spec: dict) -> None:
+        spec["budget"]["epsilon"] = 100
+    project.write_spec(mutate)
+    r = _validate(cli, project, "--epsilon", 1, "--dry-run", paper=False)
+    assert r.exit_code == 0, r.stderr
+    assert "forecast error is 30 % of the 400 rows" in r.stderr
+    assert project.no_runs()
+    for extra in (("--epsilon", 4), ("--epsilon", 1, "--threshold-share", "0")):
+        r = _validate(cli, project, *extra, "--dry-run", paper=False)
+        assert r.exit_code == 0 and "forecast error" not in r.stderr

@@ -295,7 +295,9 @@ def test_total_epsilon_takes_the_rule_share_and_prints_the_training_share(
     payload = project.envelope("f.json")["payload"]
     assert payload["split"]["training"] == split["training"]
     assert payload["noise_check"]["passes"] is True
-    assert payload["degeneracy"]["degenerate"] is False    # perturb: the released check ran
+    # perturb: the released check ran (its verdict on 6 toy candidates varies with the noise)
+    verdict = payload["degeneracy"]
+    assert verdict["degenerate"] == (verdict["margin"] <= verdict["null_margin_p99"])
     r = _select(cli, project, "--epsilon", 0.2, "--total-epsilon", 1.0, allow_noise=False)
     assert r.exit_code == 2 and "not both" in r.stderr
     # a total whose half cannot resolve min_effect: refused, naming the total that would

@@ -295,7 +295,9 @@ def test_total_epsilon_takes_the_rule_share_and_prints_the_training_share(
     payload = project.envelope("f.json")["payload"]
     assert payload["split"]["training"] == split["training"]
     assert payload["noise_check"]["passes"] is True
-    assert payload["degeneracy"]["degenerate"] is False    # perturb: the released check ran
+    # perturb: the released check ran (its verdict on 6 toy candidates varies with the noise)
+    verdict = payload["degeneracy"]
+    assert verdict["degenerate"] == (verdict["margin"] <= verdict["null_margin_p99"])
     r = _select(cli, project, "--epsilon", 0.2, "--total-epsilon", 1.0, allow_noise=False)
     assert r.exit_code == 2 and "not both" in r.stderr
     # a total whose half cannot resolve min_effect: refused, naming the total that would
@@ -306,9 +308,18 @@ def test_total_epsilon_takes_the_rule_share_and_prints_the_training_share(
 
 
 def test_released_check_flags_a_selection_by_noise(project: Project, cli) -> None:
-    """perturb at ε = 0.01 on n = 400: the noisy scores are noise; allowed, then flagged."""
-    r = _select(cli, project, "--score", "tc", "--method", "perturb", "--k", 2,
-                "--epsilon", 0.01, "--seed", 5)
-    assert r.exit_code == 0, r.stderr
-    assert "selection indistinguishable from noise" in r.stderr
-    assert project.envelope("f.json")["payload"]["degeneracy"]["degenerate"] is True
+    """perturb at ε = 0.001 on n = 400: the noisy scores are noise (scale 8,000 against
+    counts ≤ 400); allowed, then flagged. The seeded noise is keyed by each project's ledger
+    key, so the verdict is random: a pure-noise run passes the 99th-percentile null about 1 %
+    of the time; of 3 runs at least one is flagged except with probability ≈ 1e-6, and every
+    flagged run says so on stderr and in the file."""
+    flagged = 0
+    for seed in (5, 6, 7):
+        out = f"f{seed}.json"
+        r = _select(cli, project, "--score", "tc", "--method", "perturb", "--k", 2,
+                    "--epsilon", 0.001, "--seed", seed, out=out)
+        assert r.exit_code == 0, r.stderr
+        verdict = project.envelope(out)["payload"]["degeneracy"]
+        assert verdict["degenerate"] == ("selection indistinguishable from noise" in r.stderr)
+        flagged += verdict["degenerate"]
+    assert flagged >= 1

@@ -15,6 +15,7 @@ from dpcli.cli.common import (
     ProgressOpt,
     QuietOpt,
     ReportOpt,
+    ReuseOpt,
     SeedOpt,
     SpecOpt,
     VerboseOpt,
@@ -66,6 +67,7 @@ def validate(
     quiet: QuietOpt = False,
     progress: ProgressOpt = False,
     report: ReportOpt = False,
+    reuse: ReuseOpt = False,
     verbose: VerboseOpt = False,
 ) -> None:
     """Choose logistic regression's regulariser λ privately, and release the tuned model.

@@ -41,10 +41,13 @@ sample, so that any replace-one change costs at most 2 · ε_step/2 = ε_step.
 Tables and the global method's sum vectors are analysed as one vector over
 classes, where the class move is already inside the stated L1 sensitivity.
 
-**Budget split** (paper, Algorithm 1): ε' = ε / (2·numeric + categorical + 1):
-one share for the priors, one per categorical/binary/token column, one for
-each numeric column's means and one for its variances. The weights are
-overridable in the spec (``split``).
+**Budget split**: with the public record count n, the rule of
+:mod:`dpcli.algorithms.nb_allocation` (ε_i ∝ c_i^(2/3), the Lagrange optimum of the
+log-likelihood terms' squared error; a variance too noisy to beat a public one is
+not released; smooth → global per column where a public bound says smooth cannot
+win; a decision-threshold step for binary labels, :mod:`dpcli.algorithms.nb_threshold`).
+The spec's ``split`` gives explicit weights instead; a library caller without n
+gets the paper's split (Algorithm 1): ε' = ε / (2·numeric + categorical + 1).
 
 Everything after the noise is post-processing: counts clipped at 0 and
 Laplace-smoothed, means clipped into the declared bounds, variances clipped

@@ -56,8 +56,9 @@ def train_brc(
     With a private label, 1/20 of ε first releases the number of positive
     records (discrete Laplace, sensitivity 1); with a public label it is
     exact. It sets class weights under which each class carries half the
-    weight (at most 20:1). Each of T rounds draws a random linear classifier
-    over the private features (they are scaled into [-1, 1] with their
+    weight (their ratio capped by the noise budget the rounds leave, and 20).
+    Each of T rounds draws a random linear classifier over the private
+    features (they are scaled into [-1, 1] with their
     declared bounds; one constant on the domain is drawn again) and releases
     its class-weighted error with Laplace noise of scale
     ρ·c1·c2·T/(ε_r·n), ρ the class-weight ratio, ε_r the rounds' share of ε

@@ -97,6 +97,21 @@ def test_class_weights_give_each_class_half_the_weight_up_to_the_cap() -> None:
     assert brc.class_weights(10_000, 10).max() == brc.MAX_CLASS_RATIO
 
 
+def test_class_weight_cap_keeps_the_noise_below_the_edge() -> None:
+    """ρ ≤ (0.1·n·ε_r/(√2·c1·c2))/T in [1, 20]: from public facts only."""
+    config = brc.BRCConfig(rounds=100, counted=True)
+    # 0.1·7000·0.425/(2√2) = 105.2 rounds of room at T = 100: ρ ≤ 1.05
+    assert brc.weight_cap(config, 0.5, 7000) == pytest.approx(
+        0.1 * 7000 * 0.425 / (math.sqrt(2) * C * C) / 100)
+    assert brc.weight_cap(config, 0.5, 1000) == 1.0          # no room: no re-weighting
+    assert brc.weight_cap(config, 10.0, 10**6) == brc.MAX_CLASS_RATIO
+    cap = brc.weight_cap(config, 2.0, 30_000)
+    noise_sd = cap * math.sqrt(2) * C * C * 100 / (2.0 * 0.85 * 30_000)
+    assert noise_sd == pytest.approx(brc.EDGE)
+    assert np.array_equal(brc.class_weights(1000, 100, 1.0), [1.0, 1.0])
+    assert brc.class_weights(1000, 100, 3.0).max() == 3.0
+
+
 def test_class_weighted_error_sensitivity_brute_force() -> None:
     """Weights λ_y·w, w in [1/c1, c2], λ in {1, ρ}: replacing one record (its weight, class
     and miss bit) moves the error by at most ρ·c1·c2/n."""

@@ -91,11 +91,13 @@ def _reference_fit(data: brc.TrainingSet, config: brc.BRCConfig, epsilon: float,
         positives = int(discrete_laplace_mechanism(np.array([positives]), sensitivity=1,
                                                    epsilon=float(epsilon) / 20, rng=rng)[0])
     positives = min(max(positives, 1), n - 1)
-    # each class half the weight, the smaller weight 1, at most 20:1
-    lam = np.array([1 / (n - positives), 1 / positives])
-    lam = np.minimum(lam / lam.min(), 20.0)
-    lam_rows = lam[(y > 0).astype(int)]
     eps_rounds = float(epsilon) * (1 - 0.1 - (0.05 if config.counted else 0))
+    # each class half the weight, the smaller weight 1, at most the noise budget's ratio
+    # (ρ·√2·c1·c2·T/(ε_r·n) ≤ 0.1) and 20:1
+    room = 0.1 * n * eps_rounds / (math.sqrt(2) * config.c1 * config.c2) / config.rounds
+    lam = np.array([1 / (n - positives), 1 / positives])
+    lam = np.minimum(lam / lam.min(), min(20.0, max(1.0, room)))
+    lam_rows = lam[(y > 0).astype(int)]
     sens = brc.error_sensitivity(config.c1, config.c2, n) * float(lam.max())
     w_pri, w_pub, margin = np.ones(n), np.ones(n), np.zeros(n)
     rounds: list[brc.Round] = []

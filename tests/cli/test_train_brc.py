@@ -729,17 +729,20 @@ def test_unbalanced_labels_get_a_threshold_and_a_two_class_prediction(project: P
     assert (recall + specificity) / 2 > 0.6
 
 
-def test_a_degenerate_ensemble_is_reported_on_stderr_and_in_the_envelope(project: Project,
-                                                                          cli) -> None:
-    """Every training label 0: the released histogram shows (almost) no positive record and
-    the ensemble cannot separate what is not there. The run still releases, and says so."""
+def test_a_degenerate_ensemble_is_reported_on_stderr_and_in_the_envelope(
+        project: Project, cli, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A released threshold above every margin (forced here: the noise decides when it
+    happens) makes a one-class model: the run still releases it, and says so on stderr,
+    in --json and under 'degeneracy' in the model file."""
     _brc_spec(project, {"epsilon": 0.9, "rounds": 10}, budget=5)
-    data = _signal_data(project, lambda f: f["age"] < 0)
-    r = _train(cli, project, "--seed", 5, "--json", data=data)
+    monkeypatch.setattr(brc, "decision_threshold", lambda edges, counts: 1e9)
+    r = _train(cli, project, "--seed", 5, "--json")
     assert r.exit_code == 0, r.stderr
     assert "degenerate model" in r.stderr and "'degeneracy'" in r.stderr
-    degeneracy = project.envelope()["payload"]["degeneracy"]
-    assert degeneracy["degenerate"] is True
-    assert degeneracy["never_predicted"] or degeneracy["rare_on_training"] \
-        or degeneracy["near_constant_score"]
+    assert "predicted class '1'" in r.stderr
+    payload = project.envelope()["payload"]
+    assert payload["threshold"] == 1e9
+    degeneracy = payload["degeneracy"]
+    assert degeneracy["degenerate"] is True and degeneracy["never_predicted"] == ["1"]
+    assert degeneracy["rare_on_training"] == ["1"]
     assert json.loads(r.stdout.strip().splitlines()[-1])["degenerate"] is True

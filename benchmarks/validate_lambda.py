@@ -10,6 +10,13 @@ paper's stability search (ramp score, paper grid, 10 % of the fitting part as V)
 
     python benchmarks/validate_lambda.py --datasets adult,default,breast_cancer,fair,anes96 \
         --epsilons 0.5,1,2 --reps 3
+    python benchmarks/validate_lambda.py --weights      # the class threshold's weighting
+
+``--weights``: how the threshold's class weights (a₊, a₋) = (min(1, (q/p)^e), min(1, (p/q)^e))
+trade accuracy for balanced accuracy, e ∈ {0 (accuracy), ½, 1 (balanced)}: a model at λ0
+(ε = 0.75, three noise draws) on the fitting part, the cut maximising the utility on the
+fitting part (exactly, without the mechanism's noise), accuracy and balanced accuracy on the
+holdout (both from the train file).
 """
 
 from __future__ import annotations
@@ -52,6 +59,37 @@ def load(name: str):
     return x, y
 
 
+def weights(datasets: list[str]) -> None:
+    from dpcli.algorithms import validate as v
+    from dpcli.mechanisms import make_rng, objective_perturbation
+
+    print("| dataset | majority (holdout) | e = 0: acc / bal. acc | e = ½ | e = 1 |")
+    print("| --- | ---: | ---: | ---: | ---: |")
+    for name in datasets:
+        x, y = load(name)
+        hold = v.validation_rows(len(y), 0.3, 7)
+        f, h = np.flatnonzero(~hold), np.flatnonzero(hold)
+        xf, yf, xh, yh = x[f], y[f], x[h], y[h]
+        n, d = xf.shape
+        res: dict[float, list] = {}
+        for rep in range(3):
+            fit = objective_perturbation(xf, yf, v.auto_lambda(n, 0.75, d), 0.75,
+                                         make_rng(rep))
+            zf, zh = np.asarray(xf @ fit.weights), np.asarray(xh @ fit.weights)
+            cands = np.linspace(zf.min(), zf.max(), v.THRESHOLD_CANDIDATES)
+            p = float(np.mean(yf > 0))
+            q = 1 - p
+            for e in (0.0, 0.5, 1.0):
+                wts = (min(1.0, (q / p) ** e), min(1.0, (p / q) ** e))
+                t = cands[np.argmax(v.threshold_utility(zf, yf, cands, wts))]
+                pred = zh > t
+                bal = (np.mean(pred[yh > 0]) + np.mean(~pred[yh < 0])) / 2
+                res.setdefault(e, []).append((np.mean(pred == (yh > 0)), bal))
+        majority = max(np.mean(yh > 0), np.mean(yh < 0))
+        cells = [" / ".join(f"{m:.3f}" for m in np.mean(res[e], axis=0)) for e in (0, .5, 1)]
+        print(f"| {name} | {majority:.3f} | " + " | ".join(cells) + " |", flush=True)
+
+
 def main() -> None:
     from dpcli.algorithms import validate as v
     from dpcli.mechanisms import make_rng, objective_perturbation
@@ -62,7 +100,11 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" /
                         "validate_lambda.json")
+    parser.add_argument("--weights", action="store_true", help="the class weights instead")
     args = parser.parse_args()
+    if args.weights:
+        weights(args.datasets.split(","))
+        return
     rows = []
     for name in args.datasets.split(","):
         x, y = load(name)

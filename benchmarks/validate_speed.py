@@ -1,9 +1,10 @@
 """Memory and time of ``dpcli validate`` on 200,000 rows × 40 mixed columns (issue 20).
 
 Synthetic data (the shape, not the values, is what is measured): 20 numeric columns in
-[0, 1] and 20 categorical columns of 10 declared levels each (+ ``other``: d = 241 after
-one-hot, intercept included), label from a fixed logistic model (seed 0). Written once to
-``benchmarks/.cache/validate_speed/``.
+[0, 1] and 20 categorical columns of ``--levels`` declared levels each (+ ``other``:
+d = 241 after one-hot for 10 levels, 1,041 for 50, intercept included), label from a fixed
+logistic model (seed 0). Written once per level count to ``benchmarks/.cache/validate_speed/``.
+Each command has a timeout of 900 s (then reported as not ok).
 
 Each command runs in its own process under ``/usr/bin/time -v``: wall time, CPU time (user +
 system: less sensitive to other jobs on a shared machine) and peak RSS.
@@ -31,28 +32,29 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 CACHE = ROOT / "benchmarks" / ".cache" / "validate_speed"
-N, NUMERIC, CATEGORICAL, LEVELS = 200_000, 20, 20, 10
+N, NUMERIC, CATEGORICAL = 200_000, 20, 20
+TIMEOUT = 900   # seconds per command
 
 
-def make_data() -> tuple[Path, Path]:
+def make_data(levels: int) -> tuple[Path, Path]:
     import pandas as pd
 
     CACHE.mkdir(parents=True, exist_ok=True)
-    data, schema = CACHE / "data.parquet", CACHE / "schema.yaml"
+    data, schema = CACHE / f"data{levels}.parquet", CACHE / f"schema{levels}.yaml"
     if data.exists() and schema.exists():
         return data, schema
     rng = np.random.default_rng(0)
     frame = {f"x{j}": rng.random(N) for j in range(NUMERIC)}
     for j in range(CATEGORICAL):
-        frame[f"c{j}"] = np.char.add("v", rng.integers(0, LEVELS, N).astype(str))
+        frame[f"c{j}"] = np.char.add("v", rng.integers(0, levels, N).astype(str))
     z = sum((frame[f"x{j}"] - 0.5) * (1 if j % 2 else -1) for j in range(NUMERIC))
     z = z + sum(0.3 * (frame[f"c{j}"] == "v0") for j in range(CATEGORICAL)) - 0.5
     frame["label"] = (rng.random(N) < 1 / (1 + np.exp(-z))).astype(int)
     pd.DataFrame(frame).to_parquet(data, index=False)
     lines = ["missing: error", "columns:"]
     lines += [f"  x{j}: {{type: numeric, bounds: [0, 1]}}" for j in range(NUMERIC)]
-    levels = ", ".join(f"v{k}" for k in range(LEVELS))
-    lines += [f"  c{j}: {{type: categorical, categories: [{levels}]}}"
+    names = ", ".join(f"v{k}" for k in range(levels))
+    lines += [f"  c{j}: {{type: categorical, categories: [{names}]}}"
               for j in range(CATEGORICAL)]
     schema.write_text("\n".join(lines) + "\n")
     return data, schema
@@ -70,7 +72,8 @@ def timed(cmd: list[str], env: dict[str, str] | None = None) -> dict:
     import os
 
     full = {**os.environ, **(env or {})}
-    r = subprocess.run(["/usr/bin/time", "-v", *cmd], capture_output=True, text=True, env=full)
+    r = subprocess.run(["/usr/bin/time", "-v", "timeout", str(TIMEOUT), *cmd],
+                       capture_output=True, text=True, env=full)
     wall = re.search(r"Elapsed \(wall clock\) time.*: (?:(\d+):)?(\d+):([\d.]+)", r.stderr)
     rss = re.search(r"Maximum resident set size \(kbytes\): (\d+)", r.stderr)
     cpu = sum(float(v) for v in re.findall(r"(?:User|System) time \(seconds\): ([\d.]+)",
@@ -104,8 +107,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--code", type=Path, default=ROOT, help="checkout whose dpcli runs")
     parser.add_argument("--skip-search", action="store_true")
+    parser.add_argument("--levels", type=int, default=10,
+                        help="declared levels per categorical column (d = 21 + 20·(levels + 1))")
     args = parser.parse_args()
-    data, schema = make_data()
+    data, schema = make_data(args.levels)
     results = {}
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
@@ -123,6 +128,7 @@ def main() -> None:
         results["sklearn LogisticRegression (CSR, lbfgs)"] = timed(
             [py, "-c", SKLEARN, str(s), str(ROOT), str(data)])
     print(json.dumps({"code": str(args.code), "rows": N, "columns": NUMERIC + CATEGORICAL,
+                      "levels": args.levels, "width": 1 + NUMERIC + CATEGORICAL * (args.levels + 1),
                       "results": results}, indent=1))
 
 

@@ -106,9 +106,11 @@ class Inputs:
             index[:, k + j] = offset + self.codes[name]
             offset += levels
         values /= divisor
-        indptr = np.arange(0, (n + 1) * per_row, per_row, dtype=np.int64)
+        # int32 offsets while they fit: with int64 ones scipy would copy the indices to int64
+        wide = (n + 1) * per_row >= 2**31 or self.design_width >= 2**31
+        indptr = np.arange(0, (n + 1) * per_row, per_row, dtype=np.int64 if wide else np.int32)
         return sparse.csr_matrix((values.ravel(), index.ravel(), indptr),
-                                 shape=(n, self.design_width))
+                                 shape=(n, self.design_width), copy=False)
 
 
 def design_width(schema: Schema, columns: Sequence[str]) -> int:

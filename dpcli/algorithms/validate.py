@@ -653,8 +653,8 @@ def full_plan(config: ValidateConfig, decision: Decision, n: int, m: int, d: int
                  f"a₊·TP + a₋·TN (Δ = 1); share {float(decision.share):g} of ε; forecast "
                  f"utility error ≤ {100 * err:.2g} % of N (probability 0.95)"),
             Step("threshold_check", "discrete_laplace", Budget(eps_thr * CHECK_PART),
-                 "number of rows above the released cut (Δ = 1): warns when it gives one "
-                 "class"),
+                 "number of rows above the released cut (Δ = 1): are both classes "
+                 "predicted on the data?"),
         ]
     return Plan(steps)
 

@@ -144,7 +144,7 @@ def check(model: Any) -> Verdict | None:
     never = tuple(c for c, unreachable in ((classes[1], hi <= cut), (classes[0], lo > cut))
                   if unreachable)
     return Verdict(classes, (lo, hi), never,
-                   float(getattr(model, "near_constant_spread", CONSTANT_SPREAD)))
+                   spread_floor=float(getattr(model, "near_constant_spread", CONSTANT_SPREAD)))
 
 
 def check_cells(model: Any) -> Verdict | None:
@@ -378,4 +378,5 @@ def check_ensemble(model: Any, points: int = ENSEMBLE_POINTS, seed: int = 0) -> 
             rare = tuple(c for c, s in ((classes[pos], share), (classes[1 - pos], 1 - share))
                          if s < RARE_SHARE)
     return EnsembleVerdict(classes, (float(z.min()), float(z.max())), never,
-                           (float(score.min()), float(score.max())), share, rare)
+                           score_range=(float(score.min()), float(score.max())),
+                           training_share=share, rare=rare)

@@ -320,6 +320,8 @@ class NaiveBayesModel:
     numeric: dict[str, NumericParams] = field(default_factory=dict)
     #: released decision threshold on the positive class's log-odds (None: the argmax)
     threshold: float | None = None
+    #: how it was chosen: "exponential mechanism", or "prior odds" when ε was too small
+    threshold_rule: str | None = None
 
     # ------------------------------------------------------------ predict
     @property
@@ -400,6 +402,7 @@ class NaiveBayesModel:
                        "split": None if self.config.split is None else dict(self.config.split),
                        "threshold": self.config.threshold},
             "threshold": self.threshold,
+            "threshold_rule": self.threshold_rule,
             "schema": schema_to_dict(self.schema),
             "columns": list(self.columns),
             "class_counts": self.class_counts.tolist(),
@@ -426,6 +429,7 @@ class NaiveBayesModel:
                                       np.asarray(v["variance"], float))
                      for k, v in payload["numeric"].items()},
             threshold=payload.get("threshold"),
+            threshold_rule=payload.get("threshold_rule"),
         )
 
 
@@ -626,8 +630,16 @@ def fit_threshold(model: NaiveBayesModel, p: Plan, batches: Iterable[EncodedBatc
     log_prior = model.log_prior()
     cands = nb_threshold.candidates((lo, hi), float(log_prior[pos] - log_prior[1 - pos]),
                                     nb_allocation.THRESHOLD_CANDIDATES)
-    counts = nb_threshold.count(model, batches, cands)
     released = (float(model.class_counts[pos]), float(model.class_counts[1 - pos]))
+    epsilon = p.step(THRESHOLD).budget.eps
+    if not nb_threshold.resolvable(released, epsilon, len(cands), model.config.threshold):
+        # too little ε to tell a useful cut from a useless one among the candidates: the
+        # released prior's cut instead (free), and the second pass is not made
+        model.threshold = float(log_prior[pos] - log_prior[1 - pos])
+        model.threshold_rule = "prior odds"
+        return model.threshold
+    counts = nb_threshold.count(model, batches, cands)
     model.threshold = nb_threshold.select(counts, released, utility=model.config.threshold,
-                                          epsilon=p.step(THRESHOLD).budget.eps, rng=rng)
+                                          epsilon=epsilon, rng=rng)
+    model.threshold_rule = "exponential mechanism"
     return model.threshold

@@ -33,6 +33,17 @@ by at most 1 (its own contribution goes, the new one's comes, each 0 or 1),
 so Δq = 1. Balanced accuracy is the default: it never rewards a one-class
 rule on a rare class; accuracy suits a user scored on accuracy.
 
+**When ε is too small to choose** (:func:`resolvable`): with Δq known from the
+released counts, the mechanism picks a candidate whose utility is ``GAP`` below
+the best with total probability at most C·exp(−ε_t·GAP/(2Δq)). ``GAP`` is 0.5
+for balanced accuracy (a balanced accuracy of 0.75 against a one-class rule's
+0.5) and 5 % of the records for accuracy. When that bound exceeds e^−3 (5 %),
+the mechanism could as well pick a one-class cut far out, so the model takes
+instead the released prior's cut t = log(ñ_pos/ñ_neg) — the cut that maximises
+balanced accuracy if the model's likelihoods were right —, computed from
+released values only (free); the step's ε is then left unspent. The decision is
+a function of released values and ε: public.
+
 **Mechanism.** The exponential mechanism (:func:`dpcli.mechanisms.exponential_mechanism`)
 picks t with probability ∝ exp(ε_t·q(t)/(2Δq)): ε_t-DP. Its share of the
 command's ε comes from :mod:`dpcli.algorithms.nb_allocation`.
@@ -117,6 +128,24 @@ def _utility(counts: ThresholdCounts, released: tuple[float, float],
         raise ValueError(f"unknown threshold utility {kind!r}")
     a, b = (max(float(c), 1.0) for c in released)
     return counts.true_positive / a + counts.true_negative / b, 1.0 / min(a, b)
+
+
+#: the utility gap the mechanism must resolve (module docstring), and its confidence
+GAP_BALANCED = 0.5
+GAP_ACCURACY_SHARE = 0.05
+RESOLVE_MARGIN = 3.0
+
+
+def resolvable(released: tuple[float, float], epsilon: float, candidates: int,
+               kind: str = "balanced") -> bool:
+    """Whether the exponential mechanism at ``epsilon`` tells a cut ``GAP`` worse than the
+    best apart (probability ≥ 1 − e^−3 over ``candidates``); public: released counts and ε."""
+    a, b = (max(float(c), 1.0) for c in released)
+    if kind == "accuracy":
+        gap, sensitivity = GAP_ACCURACY_SHARE * (a + b), 1.0
+    else:
+        gap, sensitivity = GAP_BALANCED, 1.0 / min(a, b)
+    return epsilon * gap / (2 * sensitivity) >= math.log(candidates) + RESOLVE_MARGIN
 
 
 def select(counts: ThresholdCounts, released: tuple[float, float], *, epsilon: float,

@@ -853,7 +853,8 @@ def test_payload_holds_only_public_values_and_released_parameters(
         payloads.append(model.to_payload())
     public_keys = {"model", "method", "config", "schema", "columns"}
     for payload in payloads:
-        assert set(payload) == public_keys | {"class_counts", "tables", "numeric", "threshold"}
+        assert set(payload) == public_keys | {"class_counts", "tables", "numeric", "threshold",
+                                                 "threshold_rule"}
         assert payload["threshold"] is None  # released by the CLI's second pass only
         assert set(payload["numeric"]["x"]) == {"lower", "upper", "mean", "variance"}
     # everything but the released parameters is the same for two different datasets

@@ -13,6 +13,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
@@ -132,3 +134,17 @@ def test_accuracy_utility_is_the_correct_count() -> None:
     assert delta == 0.5 and q.tolist() == pytest.approx([1 + 1 / 4, 1 / 2 + 1 / 4, 1 / 2 + 2 / 4])
     with pytest.raises(ValueError, match="unknown threshold utility"):
         nt.utility(counts, (2.0, 2.0), "f1")
+
+
+def test_the_mechanism_runs_only_when_it_can_resolve_a_useful_cut() -> None:
+    """ε_t·GAP/(2Δq) against log C + 3: with Δq = 1/min class count, a run on 200 rows per
+    class at ε_t = 0.1 cannot (5 < 7.85), one on 10,000 of the rarer class can (250)."""
+    from dpcli.algorithms.nb_threshold import resolvable
+
+    assert not resolvable((200.0, 200.0), 0.1, 128)
+    assert resolvable((10_000.0, 20_000.0), 0.1, 128)
+    edge = 2 * (math.log(128) + 3.0) / 0.5            # min count · ε_t at the boundary
+    assert resolvable((edge, 10 * edge), 1.0, 128)
+    assert not resolvable((edge * 0.99, 10 * edge), 1.0, 128)
+    assert resolvable((1000.0, 1000.0), 0.5, 128, "accuracy")      # Δq = 1, gap 100
+    assert not resolvable((50.0, 50.0), 0.5, 128, "accuracy")

@@ -568,7 +568,7 @@ def main() -> None:
               "like-for-like comparison.", "",
               "| method | paper |", "| --- | --- |"]
     lines += [f"| {k} | {v} |" for k, v in PAPER.items()]
-    lines += ["", "dpcli uses replace-one neighbours (DESIGN.md rule 1): the cell counts get "
+    lines += ["", "dpcli uses replace-one neighbours (docs/design.md rule 1): the cell counts get "
               "discrete Laplace noise of scale 2/ε_hist (sensitivity 2) and T = ⌊0.2·n/scale⌋ "
               "= ⌊n·ε_hist/10⌋, roughly half the paper's T at the same ε, so dpcli's grids are "
               "coarser. The quality's sensitivity is re-derived for replace-one and sits in "

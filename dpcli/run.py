@@ -1,4 +1,4 @@
-"""The life of a spending run: validate, charge, release, record (DESIGN.md rule 5).
+"""The life of a spending run: validate, charge, release, record (docs/design.md rule 5).
 
 1. Everything that needs no private value is checked first: spec, options,
    output paths, file readable, columns present with compatible types.

@@ -4,7 +4,7 @@ The K×K matrix C[true, predicted] of a test set is a histogram over a
 partition of the records: replacing one record moves one unit out of one
 cell and into another, so its L1 sensitivity is 2 under replace-one
 neighbours. It is released with discrete Laplace noise of scale 2/ε
-(DESIGN.md rule 6), then post-processed, at no further cost, to the nearest
+(docs/design.md rule 6), then post-processed, at no further cost, to the nearest
 matrix (in L2) with non-negative entries summing to the public n, rounded
 to integers with the same sum. Accuracy, per-class precision and recall,
 and F1 are functions of the released matrix.

@@ -51,7 +51,7 @@ Methods and their cost, each ε-DP for the ``epsilon`` it is given:
   pay for all m candidates.
 - ``threshold``: the sparse vector technique with a cap c = k on positives
   (:func:`dpcli.mechanisms.sparse_vector`), not the paper's Private
-  Threshold Testing, which is not differentially private (DESIGN.md rule 7).
+  Threshold Testing, which is not differentially private (docs/design.md rule 7).
   Uses the per-feature sensitivity, so its noise does not grow with m.
 - ``topk``: k rounds of the exponential mechanism at ε/k (PrivPfC's
   selectFeature, sampling ∝ exp(ε·q/(2k·Δ)) with Δ re-derived for

@@ -1,7 +1,7 @@
 """Rows of declared columns in memory, as the linear learners (brc, validate) read them.
 
 Numeric columns are mapped onto [-1, 1] with their *declared* bounds (never
-the data's range, DESIGN.md rule 2); categorical and binary columns keep
+the data's range, docs/design.md rule 2); categorical and binary columns keep
 their codes, one per declared level (``other`` included). Every map here is
 fixed by the spec, so it is applied to each record on its own and releases
 nothing.

@@ -16,7 +16,7 @@ What is released (all under replace-one neighbours, n public):
   the statistic's range) with discrete heavy-tailed noise scaled to a
   β-smooth upper bound on their local sensitivity plus one grid step
   (:mod:`dpcli.mechanisms.smooth_stats`; Nissim, Raskhodnikova & Smith,
-  calibrated as DESIGN.md rule 7: β = ε/(2(γ+1)), scale 2(γ+1)·S/ε, not the
+  calibrated as docs/design.md rule 7: β = ε/(2(γ+1)), scale 2(γ+1)·S/ε, not the
   "√(2s/ε)" printed in the paper's pseudo-code). m = ⌊trim · ñ_c⌋ is
   computed from the class count *already released* as the prior, so it is
   public when the statistic is computed. γ = 4 rather than the paper's Cauchy

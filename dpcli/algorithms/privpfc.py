@@ -18,7 +18,7 @@ out); its cells are the products of the chosen levels' nodes. PrivPfC
 
 Where dpcli departs from the paper, and why:
 
-- Replace-one neighbours (DESIGN.md rule 1). The histogram's L1 sensitivity
+- Replace-one neighbours (docs/design.md rule 1). The histogram's L1 sensitivity
   is 2, so counts get scale 2/ε_hist, and T = ⌊0.2·n/scale⌋ = ⌊n·ε_hist/10⌋
   (the paper's T = δ·N·ε/2 with δ = 0.2 and ε_hist ≈ ε/2 under
   add/remove). The quality's sensitivity is re-derived for replace-one

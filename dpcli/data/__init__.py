@@ -1,4 +1,4 @@
-"""Reading private data under the declared public schema (see DESIGN.md §2)."""
+"""Reading private data under the declared public schema (see docs/design.md, Architecture)."""
 
 from dpcli.data.encode import BatchEncoder, EncodedBatch, TokenSets
 from dpcli.data.reader import (

@@ -1,7 +1,7 @@
 """Arrow record batch → :class:`EncodedBatch` under the declared schema.
 
 Why a separate encoding step: every sensitivity in dpcli assumes that a
-record's contribution is bounded by the *declared* public domain (DESIGN.md
+record's contribution is bounded by the *declared* public domain (docs/design.md
 rules 1 and 2). This module is where that becomes true: numeric values are
 clamped into ``[lower, upper]``, undeclared categories go to the explicit
 ``other`` level, out-of-vocabulary tokens are dropped and a row keeps at most

@@ -2,7 +2,7 @@
 
 Why this shape: files can be far larger than memory, so values are only
 ever streamed in batches of ``batch_rows`` rows and only the columns a run
-needs (plus the label) are read. And DESIGN.md rule 5 (charge before
+needs (plus the label) are read. And docs/design.md rule 5 (charge before
 release) splits reading into three steps that a command runs in order:
 
 1. :meth:`DataSource.check_structure` reads *no values*: the file exists and

@@ -1,6 +1,6 @@
 """What the data layer did to the values it read: the run's data report.
 
-Public domains are declared, never read off the data (DESIGN.md rule 2), so
+Public domains are declared, never read off the data (docs/design.md rule 2), so
 values outside a domain are clamped or mapped, never used to widen it. The
 custodian still needs to know how often that happened (a bound declared far
 too tight, a category list missing a common value, a vocabulary that misses

@@ -1,6 +1,6 @@
 """The public schema: declared domains of every column a run may read.
 
-Nothing here is ever read off the data (DESIGN.md rule 2). Numeric bounds,
+Nothing here is ever read off the data (docs/design.md rule 2). Numeric bounds,
 category sets, binary values, vocabularies and the label's classes come
 from the spec (or a schema file it names). Values outside a declared domain
 are clamped or mapped to an explicit ``other`` level by the data layer and

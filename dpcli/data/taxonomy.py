@@ -1,7 +1,7 @@
 """Taxonomy hierarchies: declared generalisations of a column's domain (PrivPfC's grids).
 
 A hierarchy is public knowledge about a domain, never read off the data
-(DESIGN.md rule 2). A column declares it in the schema as ``taxonomy:``:
+(docs/design.md rule 2). A column declares it in the schema as ``taxonomy:``:
 
 - categorical: nested groups with the declared categories as leaves,
   ``{Any: {Gov: {State-gov: {}, Federal-gov: {}}, Private: {}}}``; a list

@@ -5,7 +5,7 @@ public power-of-two grid and get discrete Laplace noise in grid units
 (Mironov 2012: continuous noise added to a float leaks the true value through
 the output's low-order bits, so none is released). Both are ε-DP under
 replace-one neighbours when the caller passes the L1 sensitivity of the
-released statistic under that relation (DESIGN.md rule 1:
+released statistic under that relation (docs/design.md rule 1:
 e.g. a histogram over a partition has L1 sensitivity 2, not 1).
 """
 
@@ -69,7 +69,7 @@ def discrete_laplace_mechanism(
     Cost: ε = ``epsilon`` (δ = 0). Proof: P_x(z) / P_y(z) = prod_i
     q^(|z_i - x_i| - |z_i - y_i|) <= q^(-||x - y||_1) <= exp(epsilon).
 
-    Integer counts get integer noise (DESIGN.md rule 6), so the released
+    Integer counts get integer noise (docs/design.md rule 6), so the released
     counts carry no floating-point artefacts of the true value. Floats are
     accepted only when integer-valued (TypeError otherwise). Returns an int
     for a scalar input and an int64 array of the same shape for an array.

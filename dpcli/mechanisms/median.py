@@ -46,7 +46,7 @@ y_(j) ∈ [x_(j-a), x_(j+b)] and y has n + a - b values.
   x''s window at k + 1. So S(x) = max_k e^(-βk)·W_k(x) satisfies S(x) >= LS(x) and
   S(x) <= e^β·S(x') (Nissim, Raskhodnikova & Smith 2007, Definition 2.1),
   and f(x) + 2(γ+1)·S(x)/ε · Z with Z ∝ 1/(1+|z|^γ), β = ε/(2(γ+1)), is
-  ε-DP under one step (DESIGN.md rule 7; :mod:`dpcli.mechanisms.smooth`).
+  ε-DP under one step (docs/design.md rule 7; :mod:`dpcli.mechanisms.smooth`).
   What is released is its float-safe version: f rounded to a public grid
   plus integer noise with P(k) ∝ 1/(1+|k/t|^γ), S + grid paying for the
   rounding (:func:`dpcli.mechanisms.smooth.smooth_sensitivity_mechanism`).

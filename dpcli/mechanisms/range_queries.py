@@ -5,7 +5,7 @@ prefix sum q_j(x) = x_0 + ... + x_j. An ROC curve's TP and FP counts are
 exactly these (Stoddard, Chen & Machanavajjhala 2014, §4.2.1).
 
 Each strategy releases a linear image of the histograms with integer
-entries, under discrete Laplace noise (DESIGN.md rule 6), then answers the
+entries, under discrete Laplace noise (docs/design.md rule 6), then answers the
 prefix sums from it by post-processing:
 
 - ``privelet``: the Haar wavelet (Xiao, Wang & Gehrke 2010) written with

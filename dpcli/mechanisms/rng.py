@@ -1,6 +1,6 @@
 """Random generators for the mechanisms, and the parameter checks they share.
 
-DESIGN.md rule 6: randomness comes from a cryptographically secure generator
+docs/design.md rule 6: randomness comes from a cryptographically secure generator
 seeded from the OS by default; a seed exists only for reproducible tests and
 benchmarks.
 

@@ -1,6 +1,6 @@
 """Heavy-tailed noise calibrated to smooth sensitivity (Nissim, Raskhodnikova & Smith 2007).
 
-DESIGN.md rule 7: with noise density h(z) ∝ 1/(1 + |z|^γ), γ > 1, the
+docs/design.md rule 7: with noise density h(z) ∝ 1/(1 + |z|^γ), γ > 1, the
 release f(x) + 2(γ+1)·S(x)/ε · Z is ε-DP when S is a β-smooth upper bound on
 the local sensitivity of f with β = ε/(2(γ+1)). γ = 2 is the standard
 Cauchy: scale 6·S/ε with β = ε/6.

@@ -2,7 +2,7 @@
 
 Used by differentially private naive Bayes (Zafarani & Clifton 2021) for the
 Gaussian parameters of a numeric attribute within one class, but re-derived
-for dpcli's neighbouring relation (DESIGN.md rule 1) rather than copied.
+for dpcli's neighbouring relation (docs/design.md rule 1) rather than copied.
 
 Setting
 -------
@@ -94,7 +94,7 @@ reach, before the ranks are gathered.
 
 S depends on the data and is private: use it only to scale noise, e.g.
 ``smooth_sensitivity_mechanism(T, smooth_sensitivity=S, epsilon=ε, rng=rng, grid=g)``
-with ``beta = smooth_beta(ε)`` (Cauchy: β = ε/6, scale 6·S/ε; DESIGN.md rule 7).
+with ``beta = smooth_beta(ε)`` (Cauchy: β = ε/6, scale 6·S/ε; docs/design.md rule 7).
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ threshold only and compares the *exact* scores with it, for an unlimited
 number of queries. With q1 = q2 = 0 on a dataset D and q1 = 1, q2 = 0 on a
 neighbour D', the output (1, 0) needs q1 ≥ τ̃ > q2: impossible on D
 (probability 0), possible on D' (probability P(0 < τ̃ ≤ 1) > 0). No ε bounds
-that ratio, so PTT is not differentially private (DESIGN.md rule 7;
+that ratio, so PTT is not differentially private (docs/design.md rule 7;
 ``tests/mechanisms/test_sparse_vector.py`` demonstrates it). The version
 here adds noise to the threshold *and* to every score, and stops after c
 positives; its guarantee holds for any number of queries. It compares

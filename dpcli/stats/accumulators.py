@@ -10,7 +10,7 @@ and ``result()``. They hold only numpy arrays, so they pickle.
 Counting uses ``np.bincount`` over the combined key ``class * n_levels +
 code``: one vectorised pass per column and batch.
 
-Sensitivities (DESIGN.md rules 1 and 4): every accumulator that produces a
+Sensitivities (docs/design.md rules 1 and 4): every accumulator that produces a
 releasable statistic states its L1 sensitivity under *replace-one*
 neighbours (same n, one record replaced by any other record of the declared
 domain — the replacement may change the class). They are asserted by

@@ -11,7 +11,7 @@ implement the same interface with the mergeable accumulators of
 :mod:`dpcli.stats.accumulators` (update per partition, merge, result).
 
 These statistics are exact and private. Only a mechanism may release them
-(DESIGN.md rule 3); the L1 sensitivities under replace-one neighbours are
+(docs/design.md rule 3); the L1 sensitivities under replace-one neighbours are
 stated on the accumulators and tested in ``tests/stats/test_sensitivity.py``.
 """
 

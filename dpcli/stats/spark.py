@@ -3,7 +3,7 @@
 What it releases: nothing. Like the in-process engine it computes *exact,
 private* sufficient statistics (:class:`~dpcli.stats.engine.Stats`); only
 the small tables come back to the driver (this process), where the same
-mechanisms as always add noise before anything is released (DESIGN.md
+mechanisms as always add noise before anything is released (docs/design.md
 rule 3). Executors never see a budget, a generator for noise or an output.
 
 Why this design:

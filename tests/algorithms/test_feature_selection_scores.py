@@ -1,6 +1,6 @@
 """Feature-selection scores: sensitivities over replace-one neighbours, and correctness.
 
-Sensitivities are tested, not trusted (DESIGN.md rule 4). Neighbours: two
+Sensitivities are tested, not trusted (docs/design.md rule 4). Neighbours: two
 datasets of the same size N (public) whose record i differs — the new record
 is ANY record of the domain: any binary feature row with at most s ones
 (s = the row cap of :func:`feature_selection.row_cap`) and either label.

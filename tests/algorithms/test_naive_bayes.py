@@ -2,7 +2,7 @@
 
 What is released (module docstring of naive_bayes) and what is asserted here:
 
-1. Sensitivity (DESIGN.md rule 4), over random and brute-force replace-one
+1. Sensitivity (docs/design.md rule 4), over random and brute-force replace-one
    neighbours of small datasets encoded by the real data layer (values beyond
    the bounds are clamped, undeclared categories go to ``other``, missing
    values are imputed, token lists are capped at r = 2 with the same seed on

@@ -2,7 +2,7 @@
 
 * candidates: public, sorted, distinct, holding 0 and the prior odds;
 * the counts TP(t), TN(t) against a brute force;
-* the utility's sensitivity (DESIGN.md rule 4): random replace-one neighbours of
+* the utility's sensitivity (docs/design.md rule 4): random replace-one neighbours of
   small scored datasets never move q by more than the claimed Δq (balanced: 1/min of the
   released counts, accuracy: 1);
 * the selection's distribution against the exponential mechanism's closed form

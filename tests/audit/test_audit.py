@@ -1,4 +1,4 @@
-"""Black-box neighbour audits of every spending command (issue 23; DESIGN.md rules 1 and 4).
+"""Black-box neighbour audits of every spending command (issue 23; docs/design.md rules 1 and 4).
 
 For each case of :mod:`tests.audit.commands`: a Clopper–Pearson lower bound on ε
 from runs of the command's release on an adversarial neighbouring pair must not

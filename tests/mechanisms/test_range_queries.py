@@ -1,7 +1,7 @@
 """Prefix sums of histograms by Privelet, a b-ary tree or plain Laplace
 (dpcli/mechanisms/range_queries.py).
 
-Sensitivities are checked by brute force over replace-one neighbours (DESIGN.md
+Sensitivities are checked by brute force over replace-one neighbours (docs/design.md
 rule 4): the counts are two histograms over the same bins (e.g. TP and FP), and
 a neighbour moves one unit out of any non-empty cell into any other cell,
 possibly in the other histogram.

@@ -23,7 +23,7 @@ from dpcli.mechanisms import (
 )
 from dpcli.mechanisms.smooth import discrete_heavy_tailed_noise, discrete_heavy_tailed_pmf
 
-# --- calibration (DESIGN.md rule 7) -----------------------------------------------
+# --- calibration (docs/design.md rule 7) -----------------------------------------------
 
 
 def test_cauchy_calibration_is_six_s_over_epsilon() -> None:

@@ -1,4 +1,4 @@
-"""Smooth sensitivity of the per-class trimmed mean and variance (DESIGN.md rule 4).
+"""Smooth sensitivity of the per-class trimmed mean and variance (docs/design.md rule 4).
 
 The class sample changes by one edit (substitution, deletion or insertion)
 under dpcli's replace-one neighbours, so every brute force below enumerates

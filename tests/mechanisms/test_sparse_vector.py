@@ -1,7 +1,7 @@
 """The sparse vector technique with a cap, and why Private Threshold Testing is not DP.
 
 Neighbours are replace-one; every score used here moves by at most Δ = 1
-between D and D'. The counter-example of the design notes (DESIGN.md rule
+between D and D'. The counter-example of the design notes (docs/design.md rule
 7, :mod:`dpcli.mechanisms.sparse_vector`): scores q = (0, 0) on D and
 q = (1, 0) on D', threshold τ = 0.5.
 

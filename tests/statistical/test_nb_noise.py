@@ -1,4 +1,4 @@
-"""Naive Bayes releases follow their claimed noise (DESIGN.md rule 4), through nb's own code.
+"""Naive Bayes releases follow their claimed noise (docs/design.md rule 4), through nb's own code.
 
 Each goodness-of-fit assertion below passes when p > ALPHA = 1e-4, so a
 correct implementation fails it with probability 1e-4 per assertion (seeds
@@ -113,7 +113,7 @@ def _standardised(released: np.ndarray, truth: list[float], scale: np.ndarray) -
 def test_smooth_release_is_heavy_tailed_at_half_epsilon_per_class(smooth_releases,
                                                                   statistic: str) -> None:
     """(released − T) / (2(γ+1)·S/(ε/2)) ~ h_γ, γ = 4, with S the β-smooth bound at
-    β = ε/2 / (2(γ+1)): the calibration of DESIGN.md rule 7 at ε_step/2 per class."""
+    β = ε/2 / (2(γ+1)): the calibration of docs/design.md rule 7 at ε_step/2 per class."""
     means, variances, truth = smooth_releases
     released = means if statistic == "mean" else variances
     eps = truth["eps_mean" if statistic == "mean" else "eps_var"]

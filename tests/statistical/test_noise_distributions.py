@@ -1,6 +1,6 @@
 """Statistical tests: each mechanism's output distribution against its closed form.
 
-DESIGN.md rule 4: every mechanism has a test that its output matches the
+docs/design.md rule 4: every mechanism has a test that its output matches the
 claimed noise. Each goodness-of-fit test below passes when p > ALPHA = 1e-4,
 so a correct sampler fails it with probability 1e-4 per test (per choice of
 seed; the seeds are fixed, so the outcome is reproducible). Power checks

@@ -1,6 +1,6 @@
 """Statistical tests: the recursive-median thresholds that ``dpcli roc`` streams.
 
-DESIGN.md rule 4 for :class:`dpcli.algorithms.roc.FineHistogram`'s noisy
+docs/design.md rule 4 for :class:`dpcli.algorithms.roc.FineHistogram`'s noisy
 median (a grid index: the median cell plus discrete heavy-tailed noise) and
 for the released threshold after the midpoint fallback
 (dpcli/algorithms/roc.py, "One pass, bounded memory").

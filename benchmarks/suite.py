@@ -951,6 +951,8 @@ def main() -> None:
         hh, mm = map(int, args.until.split(":"))
         now = dt.datetime.now(dt.UTC)
         deadline = now.replace(hour=hh, minute=mm, second=0, microsecond=0)
+        if deadline <= now:   # a time earlier in the day than now means tomorrow
+            deadline += dt.timedelta(days=1)
     t0 = time.perf_counter()
     reps = range(args.seeds)
     infos = {n: i for n in args.datasets if (i := prepare(n, args.data)) is not None}

@@ -184,6 +184,32 @@ _StrictLoader.add_implicit_resolver(
     list("-+0123456789"))
 
 
+#: the placeholder ``dpcli init`` writes where only the custodian can declare a value
+TODO = "TODO"
+
+
+def todos(value: Any, where: Where) -> list[Where]:
+    """Every place in a parsed YAML document whose value is still the ``TODO`` placeholder."""
+    if isinstance(value, str):
+        return [where] if value.strip().upper().startswith(TODO) else []
+    if isinstance(value, Mapping):
+        return [w for k, v in value.items() for w in todos(v, where / str(k))]
+    if isinstance(value, list):
+        return [w for i, v in enumerate(value) for w in todos(v, where / i)]
+    return []
+
+
+def refuse_todos(found: list[Where]) -> None:
+    """A SpecError listing every TODO left (the first file's name leads), or nothing."""
+    if not found:
+        return
+    shown = [f"{w.file.name}: {w.path}" for w in found[:12]]
+    more = f" and {len(found) - 12} more" if len(found) > 12 else ""
+    raise SpecError(f"{found[0].file}: {len(found)} value(s) still TODO, to be declared from "
+                    f"the data's documentation (see the comments beside them): "
+                    f"{'; '.join(shown)}{more}")
+
+
 def load_yaml(path: Path) -> Any:
     """Parse the YAML file at ``path``; SpecError naming the file (and line) on failure."""
     try:

@@ -82,6 +82,18 @@ class BudgetExhausted(DpcliError):
     exit_code = 3
 
 
+class Reused(DpcliError):
+    """``--reuse`` found this exact release already made and its outputs unchanged: nothing
+    was spent, exit code 0. ``run_id`` and ``outputs`` name the earlier run."""
+
+    exit_code = 0
+
+    def __init__(self, message: str, run_id: str, outputs: list[str]) -> None:
+        super().__init__(message)
+        self.run_id = run_id
+        self.outputs = outputs
+
+
 class IOFailure(DpcliError):
     """The system refused an I/O operation (no space, permission, read-only, I/O error):
     exit code 74 (EX_IOERR). The message names the path and the cause."""

@@ -492,6 +492,26 @@ class Ledger:
             views = self._runs(fd) if runs else []
         return LedgerSummary(self.dataset, total, spent, total - spent, views)
 
+    def completed_like(self, *, command: str, arguments: dict[str, Any], spec_digest: str,
+                       input_digest: str | None) -> list[RunView]:
+        """This dataset's completed runs of ``command`` with exactly these arguments, spec
+        digest and input digest, newest first (for ``--reuse``). Verifies the file first."""
+        self.require_initialised()
+        key = read_key(self.file)
+        wanted = _canonical(arguments)
+        with _locked(self.file, exclusive=False) as fd:
+            _load_state(self.file, fd, key, path=self.path)
+            matching: set[str] = set()
+            for raw in _lines(fd):
+                e = _parse(raw.rstrip(b"\n"))[0]
+                if (e.get("dataset") == self.dataset and e["kind"] == "reserve"
+                        and e["command"] == command and e.get("spec_digest") == spec_digest
+                        and e.get("input_digest") == input_digest
+                        and _canonical(e.get("arguments")) == wanted):
+                    matching.add(e["run_id"])
+            views = [v for v in self._runs(fd) if v.run_id in matching]
+        return [v for v in reversed(views) if v.status == "complete"]
+
     def verify(self, expect_head: str | None = None) -> VerifyReport:
         """Check the whole file (every dataset in it) and this dataset's genesis and total."""
         self.require_initialised()
@@ -862,6 +882,11 @@ def _scan(fd: int, checkpoint: dict[str, Any] | None, key: bytes | None, *,
             f"the ledger has {fold.entries} entries but its checkpoint recorded {cp_entries} "
             f"(head {checkpoint['head']}): its tail was cut or it was emptied")
     return fold
+
+
+def _canonical(value: Any) -> str:
+    """A JSON text that compares equal for equal arguments (key order ignored)."""
+    return json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
 
 
 def _lines(fd: int) -> Iterator[bytes]:

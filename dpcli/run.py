@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,11 +23,15 @@ from typing import Any
 from dpcli import NEIGHBOURING_RELATION
 from dpcli.budget import Budget
 from dpcli.data.location import location_text
-from dpcli.errors import BudgetExhausted, DataError, DpcliError, UsageError
-from dpcli.fingerprint import input_digest
+from dpcli.errors import BudgetExhausted, DataError, DpcliError, Reused, UsageError
+from dpcli.fingerprint import file_digest, input_digest
 from dpcli.ledger import Ledger, Reservation
 from dpcli.mechanisms import Plan
 from dpcli.spec import Spec
+
+#: ``--reuse`` for this command (set by :func:`dpcli.cli.common.handle_errors` from the
+#: option): an identical completed run whose outputs are unchanged is returned, not redone
+REUSE: ContextVar[bool] = ContextVar("dpcli_reuse", default=False)
 
 
 @dataclass
@@ -87,7 +92,9 @@ def prepare_source(spec: Spec, data: Path | str, columns: Sequence[str], total: 
                          f"(available: {', '.join(available_engines())})")
     source.check_structure(columns)
     remaining = open_ledger(spec).summary(runs=False).remaining
-    if not dry_run and not total.fits_in(remaining):
+    # with --reuse an identical earlier release may answer without any spend, so the binding
+    # check at reservation decides (after the reuse look), not this early one
+    if not dry_run and not REUSE.get() and not total.fits_in(remaining):
         raise BudgetExhausted(f"budget exhausted for dataset {spec.dataset!r}: this run needs "
                               f"{total} but only {remaining} remains")
     n = source.check_values(columns)
@@ -95,6 +102,21 @@ def prepare_source(spec: Spec, data: Path | str, columns: Sequence[str], total: 
         raise DataError(f"{location_text(data)}: holds no records (a header only, or an "
                         "empty Parquet file); nothing was charged")
     return source, n
+
+
+def _reuse(ledger: Ledger, spec: Spec, command: str, arguments: dict[str, Any],
+           digest: str | None) -> None:
+    """Raise :class:`Reused` if the ledger holds this exact release (command, arguments — ε
+    and output paths included —, spec digest, input digest) completed, with every output
+    still there and byte for byte as recorded. Otherwise return: the run goes ahead."""
+    for run in ledger.completed_like(command=command, arguments=arguments,
+                                     spec_digest=spec.digest, input_digest=digest):
+        outputs = [o["path"] for o in run.outputs]
+        if outputs and all(Path(o["path"]).is_file() and file_digest(Path(o["path"]))
+                           == o["sha256"] for o in run.outputs):
+            raise Reused(f"reused run {run.run_id[:8]} of {run.time[:19].replace('T', ' ')} "
+                         f"UTC: the same release, outputs unchanged "
+                         f"({', '.join(outputs)}); nothing spent", run.run_id, outputs)
 
 
 @contextmanager
@@ -108,6 +130,9 @@ def charged(spec: Spec, plan: Plan, *, command: str, arguments: dict[str, Any],
     as given, with a keyed digest of its file listing: see
     :func:`dpcli.fingerprint.input_digest`).
 
+    With ``--reuse`` (:data:`REUSE`), an identical completed release whose outputs
+    are unchanged raises :class:`Reused` (exit 0) before anything is reserved.
+
     Raises BudgetExhausted (exit 3) before the body runs when the plan does
     not fit in what remains. If the body raises, a ``failed`` entry is
     appended (with the error's class only: its message can locate private
@@ -118,6 +143,8 @@ def charged(spec: Spec, plan: Plan, *, command: str, arguments: dict[str, Any],
 
     ledger = open_ledger(spec)
     digest = input_digest(spec.ledger_path, input_path)
+    if REUSE.get():
+        _reuse(ledger, spec, command, arguments, digest)
     with signals.held(keep=True):  # a signal now is raised in the try below, once the line is down
         reservation = ledger.reserve(
             plan, command=command, arguments=arguments, spec_digest=spec.digest,

@@ -128,11 +128,16 @@ class EvaluateSection(ScoreSource):
 
 @dataclass(frozen=True)
 class PublishGridSection:
-    """``publish-grid``: PrivPfC's synopsis; None leaves max_pool to ``privpfc.MAX_POOL``."""
+    """``publish-grid``: PrivPfC's synopsis; None leaves max_pool to ``privpfc.MAX_POOL``.
+
+    ``decision`` is the histogram classifier's rule (``dpcli.algorithms.synopsis.GridModel``):
+    ``balanced`` (default) or ``majority``.
+    """
 
     epsilon: float
     max_pool: int | None = None
     columns: tuple[str, ...] = ()
+    decision: str = "balanced"
 
 
 @dataclass(frozen=True)
@@ -256,6 +261,9 @@ class Spec:
     public_data: bool = False  # declared public (benchmarks): allows non-private research output
     spark: SparkConfig | None = None  # where --engine spark runs (the 'spark:' section)
     files: tuple[Path, ...] = ()  # public files it names: schema, vocabularies, taxonomies
+    #: loaded with ``todo_domains``: (column, "numeric" | "categorical") whose bounds or
+    #: categories are still TODO; their declared domains are placeholders, not to be used
+    todo: tuple[tuple[str, str], ...] = ()
 
     def section(self, name: str) -> Any:
         """The parsed section for subcommand ``name``; a SpecError if the spec has none."""
@@ -266,13 +274,77 @@ class Spec:
         return self.sections[name]
 
 
-def load_spec(path: Path | str) -> Spec:
-    """Read and validate the spec at ``path``; raise SpecError (exit 2) naming file and key."""
+def _todos(raw: Any, where: Where) -> list[Where]:
+    """The spec's TODO placeholders and, when it names a schema file, that file's too."""
+    found = checks.todos(raw, where)
+    schema = raw.get("schema") if isinstance(raw, dict) else None
+    if isinstance(schema, str):
+        path = checks.resolve_path(schema, where / "schema")
+        if path.is_file():
+            found += checks.todos(checks.load_yaml(path), Where(path))
+    return found
+
+
+#: the domain keys ``dpcli schema suggest`` can fill, by column type
+SUGGESTIBLE = {"bounds": "numeric", "categories": "categorical"}
+
+
+def _domain_todos(found: list[Where], spec_file: Path
+                  ) -> tuple[list[Where], list[tuple[str, str]]]:
+    """Split TODOs into those ``schema suggest`` can fill (a column's bounds or categories)
+    and the rest."""
+    rest, todo = [], []
+    for w in found:
+        parts = w.path.split(".")
+        if parts[0] == "schema" and w.file == spec_file:   # an inline schema
+            parts = parts[1:]
+        if len(parts) == 3 and parts[0] == "columns" and parts[2] in SUGGESTIBLE:
+            todo.append((parts[1], SUGGESTIBLE[parts[2]]))
+        else:
+            rest.append(w)
+    return rest, todo
+
+
+def _placeholders(schema: Mapping[str, Any], todo: list[tuple[str, str]]) -> dict[str, Any]:
+    """The schema mapping with each TODO domain replaced by a placeholder that parses."""
+    columns = dict(schema["columns"])
+    for name, kind in todo:
+        col = dict(columns[name])
+        if kind == "numeric":
+            col["bounds"] = [0, 1]
+        else:
+            col["categories"] = [checks.TODO]
+        columns[name] = col
+    return {**schema, "columns": columns}
+
+
+def load_spec(path: Path | str, *, todo_domains: bool = False) -> Spec:
+    """Read and validate the spec at ``path``; raise SpecError (exit 2) naming file and key.
+
+    ``todo_domains`` (for ``dpcli schema suggest`` only) accepts numeric bounds and category
+    lists still marked TODO, parses them as placeholders and lists them in ``Spec.todo``;
+    every other TODO is still refused.
+    """
     path = Path(path)
     where = Where(path)
     raw = checks.load_yaml(path)
     if raw is None:
         raise where.error("is empty")
+    found = _todos(raw, where)
+    todo: list[tuple[str, str]] = []
+    if todo_domains:
+        found, todo = _domain_todos(found, path)
+    checks.refuse_todos(found)
+    if todo:
+        raw = dict(raw)
+        schema_where = where / "schema"
+        if isinstance(raw["schema"], str):
+            schema_file = checks.resolve_path(raw["schema"], schema_where)
+            schema_where = Where(schema_file)
+            raw_schema = checks.mapping(checks.load_yaml(schema_file), schema_where)
+        else:
+            raw_schema = checks.mapping(raw["schema"], schema_where)
+        raw["schema"] = _placeholders(raw_schema, todo)
     raw = checks.mapping(raw, where, allowed=_TOP_KEYS,
                          required={"dataset", "budget", "ledger", "label", "schema"})
 
@@ -296,7 +368,7 @@ def load_spec(path: Path | str) -> Spec:
         raise (where / "ledger").error(f"{ledger_path} is a folder; name a .jsonl file")
 
     label = parse_label(raw["label"], where / "label")
-    schema = parse_schema(raw["schema"], where / "schema", label)
+    schema = parse_schema(raw["schema"], schema_where if todo else where / "schema", label)
 
     public_data = False
     if "public_data" in raw:
@@ -307,10 +379,12 @@ def load_spec(path: Path | str) -> Spec:
                 for name in SECTIONS if name in raw}
     spark = _parse_spark(raw["spark"], where / "spark") if "spark" in raw else None
     files = tuple(_public_files(raw, where, schema))
+    if todo and schema_where.file != path:
+        files = (schema_where.file, *files)
     digest = _digest([path, *files])
     return Spec(path=path, dataset=dataset, budget=budget, ledger_path=ledger_path,
                 schema=schema, digest=digest, description=description, sections=sections,
-                public_data=public_data, spark=spark, files=files)
+                public_data=public_data, spark=spark, files=files, todo=tuple(todo))
 
 
 def override(section: Any, **values: Any) -> Any:
@@ -458,9 +532,15 @@ def _parse_evaluate(raw: Any, where: Where, schema: Schema) -> EvaluateSection:
 
 
 def _parse_publish_grid(raw: Any, where: Where, schema: Schema) -> PublishGridSection:
-    raw = checks.mapping(raw, where, allowed={"epsilon", "max_pool", "columns"},
+    raw = checks.mapping(raw, where, allowed={"epsilon", "max_pool", "columns", "decision"},
                          required={"epsilon"})
     out: dict[str, Any] = {"epsilon": checks.epsilon(raw["epsilon"], where / "epsilon")}
+    if "decision" in raw:
+        decision = raw["decision"]
+        if decision not in ("balanced", "majority"):
+            raise (where / "decision").error(f"must be 'balanced' or 'majority', got "
+                                             f"{decision!r}")
+        out["decision"] = decision
     if "max_pool" in raw:
         out["max_pool"] = checks.integer(raw["max_pool"], where / "max_pool", minimum=1)
     if "columns" in raw:

@@ -22,6 +22,14 @@ column's extreme changes:
 
 The verdict is exact in kind: "never predicts class c" means no input in the
 declared domain gets class c.
+
+A grid synopsis (publish-grid) is judged from its released cells: which class
+each cell predicts under the grid's decision rule, how much of the noisy mass
+the cells predicting each class hold (a class predicted only in cells holding
+under 0.1 % of the rows is *scarce*: in practice never predicted), and
+whether the cells' class counts differ from what independence of the label
+and the cell would give by more than the noise explains (a Monte Carlo test
+on the released counts; a grid without signal is noise however it is used).
 """
 
 from __future__ import annotations
@@ -37,6 +45,13 @@ from dpcli.data.schema import BinaryColumn, CategoricalColumn, NumericColumn, To
 NUMERIC_POINTS = 2049
 #: log-odds that vary by less than this over the whole domain: one score for every input
 CONSTANT_SPREAD = 1e-9
+#: a class predicted only in cells holding less than this share of the noisy mass is scarce
+SCARCE_MASS = 1e-3
+#: a grid whose signal test gives a p-value above this is reported as indistinguishable
+#: from noise (a false report on a grid with a real signal happens at most this often)
+SIGNAL_LEVEL = 0.05
+#: null replicates of the signal test (the smallest p-value it can give is 1/(SIGNAL_DRAWS+1))
+SIGNAL_DRAWS = 199
 
 
 @dataclass(frozen=True)
@@ -46,6 +61,8 @@ class Verdict:
     classes: tuple[str, ...]
     log_odds: tuple[float, float]   # min and max over the domain, of class 1 against class 0
     never: tuple[str, ...]          # classes no input in the domain is predicted
+    scarce: tuple[str, ...] = ()    # classes predicted only where under 0.1 % of rows fall
+    signal_p: float | None = None   # grids: p-value of "the cells carry no class signal"
     #: a spread below this is reported; a model may ask for a wider one (near-constant)
     spread_floor: float = CONSTANT_SPREAD
 
@@ -54,8 +71,12 @@ class Verdict:
         return self.log_odds[1] - self.log_odds[0] < self.spread_floor
 
     @property
+    def no_signal(self) -> bool:
+        return self.signal_p is not None and self.signal_p > SIGNAL_LEVEL
+
+    @property
     def degenerate(self) -> bool:
-        return self.constant or bool(self.never)
+        return self.constant or bool(self.never) or bool(self.scarce) or self.no_signal
 
     def problem(self) -> str | None:
         """One line for stderr, or None when the model is not degenerate."""
@@ -71,6 +92,12 @@ class Verdict:
         if self.never:
             parts.append(f"no input in the declared domain is predicted class "
                          f"{' or '.join(map(repr, self.never))}")
+        if self.scarce:
+            parts.append(f"class {' or '.join(map(repr, self.scarce))} is predicted only in "
+                         f"cells holding under {SCARCE_MASS:.1%} of the rows")
+        if self.no_signal and not self.constant:
+            parts.append(f"its class counts are indistinguishable from noise (signal test "
+                         f"p = {self.signal_p:.2f})")
         return ("degenerate model: " + "; ".join(parts) + ". Either the noise at this ε "
                 "and n drowns what the data could tell (more ε, fewer columns or a coarser "
                 "model help) or the class is rare (rank by the score instead of the class); "
@@ -78,9 +105,13 @@ class Verdict:
 
     def to_json(self) -> dict[str, Any]:
         lo, hi = self.log_odds
-        return {"checked": "over the declared domain, from the released parameters",
-                "degenerate": self.degenerate, "constant_score": self.constant,
-                "never_predicted": list(self.never), "log_odds_range": [lo, hi]}
+        out = {"checked": "over the declared domain, from the released parameters",
+               "degenerate": self.degenerate, "constant_score": self.constant,
+               "never_predicted": list(self.never), "log_odds_range": [lo, hi]}
+        if self.signal_p is not None:
+            out |= {"scarce_predicted": list(self.scarce), "signal_p_value": self.signal_p,
+                    "no_signal": self.no_signal}
+        return out
 
 
 def check(model: Any) -> Verdict | None:
@@ -112,7 +143,7 @@ def check(model: Any) -> Verdict | None:
     never = tuple(c for c, unreachable in ((classes[1], hi <= cut), (classes[0], lo > cut))
                   if unreachable)
     return Verdict(classes, (lo, hi), never,
-                   float(getattr(model, "near_constant_spread", CONSTANT_SPREAD)))
+                   spread_floor=float(getattr(model, "near_constant_spread", CONSTANT_SPREAD)))
 
 
 def check_cells(model: Any) -> Verdict | None:
@@ -120,24 +151,77 @@ def check_cells(model: Any) -> Verdict | None:
 
     Every cell of the grid is some input of the declared domain (the nodes cover
     every declared value), so the outputs over the domain are exactly the
-    cells' scores, plus the prior's when a declared value falls in no node.
+    cells' scores and decisions, plus the prior's when a declared value falls
+    in no node. Reads only the released counts: free.
     """
     schema = model.schema
     if len(schema.label.classes) != 2:
         return None
     counts = model.counts
-    share = (counts + model.prior) / (counts.sum(axis=1, keepdims=True) + 1.0)
+    share = model.shares(counts)
+    decided = model.decide(share)
+    mass = counts.sum(axis=1)
     if model.has_values_in_no_node():
         share = np.vstack([share, model.prior[None, :]])
+        decided = np.append(decided, model.decide(model.prior[None, :]))
+        mass = np.append(mass, 0.0)
+    log_odds = np.log(np.maximum(share[:, 1], 1e-300)) - np.log(np.maximum(share[:, 0], 1e-300))
     pos = schema.label.positive_index
     pos = 1 if pos is None else pos
-    out = np.empty_like(share)
-    out[:, pos], out[:, 1 - pos] = share[:, 1], share[:, 0]
-    log_odds = np.log(np.maximum(out[:, 1], 1e-300)) - np.log(np.maximum(out[:, 0], 1e-300))
-    predicted = set(np.argmax(out, axis=1).tolist())
     classes = tuple(schema.label.classes)
-    never = tuple(c for code, c in enumerate(classes) if code not in predicted)
-    return Verdict(classes, (float(log_odds.min()), float(log_odds.max())), never)
+    by_side = {pos: 1, 1 - pos: 0}          # label code -> (negative, positive) side
+    never = tuple(c for code, c in enumerate(classes) if not (decided == by_side[code]).any())
+    total = max(float(mass.sum()), 1.0)
+    scarce = tuple(c for code, c in enumerate(classes) if c not in never
+                   and mass[decided == by_side[code]].sum() < SCARCE_MASS * total)
+    scale = float(model.payload.get("noise_scale", 0.0))
+    return Verdict(classes, (float(log_odds.min()), float(log_odds.max())), never, scarce,
+                   signal_p_value(counts, scale))
+
+
+def signal_p_value(counts: np.ndarray, noise_scale: float, draws: int = SIGNAL_DRAWS) -> float:
+    """p-value of "the label is independent of the cell" given released noisy counts.
+
+    ``counts`` are (cells, 2) counts released with discrete Laplace noise of
+    scale ``noise_scale`` and clamped at 0. The statistic is Pearson's,
+    with each cell's variance widened by the noise's:
+    Σ_k (O_k,pos − R_k·p)² / (R_k·p·(1 − p) + v), R_k a cell's total, p the
+    positive share, v the noise variance. Its null distribution is simulated:
+    positives drawn binomially in each cell at the overall share, the same
+    noise added and clamped. Only released values are used, so the test is
+    post-processing; its generator is fixed (the same counts give the same
+    p-value) and shares nothing with any release's noise. Using the noisy
+    totals as the null's cell sizes adds noise to the null's replicates, so the
+    test errs towards reporting "no signal" on a weak grid, never towards
+    hiding it.
+    """
+    counts = np.asarray(counts, dtype=float)
+    rows = counts.sum(axis=1)
+    n = rows.sum()
+    if counts.shape[0] < 2 or n <= 0 or counts[:, 1].sum() <= 0 or counts[:, 0].sum() <= 0:
+        return 1.0
+    t = float(np.exp(-1.0 / noise_scale)) if noise_scale > 0 else 0.0
+    variance = 2.0 * t / (1.0 - t) ** 2
+
+    def statistic(c: np.ndarray) -> np.ndarray:
+        r = c.sum(axis=-1)
+        p = c[..., 1].sum(axis=-1, keepdims=True) / np.maximum(r.sum(axis=-1, keepdims=True), 1)
+        return (((c[..., 1] - r * p) ** 2) / (r * p * (1 - p) + variance + 1e-12)).sum(axis=-1)
+
+    observed = float(statistic(counts))
+    rng = np.random.default_rng(0)
+    size = np.rint(rows).astype(np.int64)
+    share = counts[:, 1].sum() / n
+    exceed = 0
+    chunk = max(1, min(draws, 2_000_000 // size.size))   # bounded memory on large grids
+    for start in range(0, draws, chunk):
+        m = min(chunk, draws - start)
+        positive = rng.binomial(np.broadcast_to(size, (m, size.size)), share)
+        null = np.stack([size - positive, positive], axis=-1).astype(float)
+        if t > 0:
+            null += rng.geometric(1 - t, null.shape) - rng.geometric(1 - t, null.shape)
+        exceed += int((statistic(np.maximum(null, 0.0)) >= observed).sum())
+    return (1 + exceed) / (draws + 1)
 
 
 def _log_odds(model: Any, batch: EncodedBatch) -> np.ndarray:

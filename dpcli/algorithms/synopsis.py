@@ -64,8 +64,13 @@ def parquet_bytes(table: pa.Table) -> bytes:
     return sink.getvalue()
 
 
-def payload(syn: Synopsis, schema: Schema, cells_digest: str) -> dict[str, Any]:
-    """The public description of the synopsis (grid.json's payload)."""
+def payload(syn: Synopsis, schema: Schema, cells_digest: str,
+            decision: str = "balanced") -> dict[str, Any]:
+    """The public description of the synopsis (grid.json's payload).
+
+    ``decision`` is how the histogram classifier turns a cell's counts into a
+    class (:meth:`GridModel.decide`); it is recorded so predict applies it.
+    """
     used = [syn.hierarchies[j] for j in syn.used]
     kept = tuple(schema.column(h.column) for h in used)
     eps_hist = syn.design.plan.step(HISTOGRAM).budget.eps
@@ -84,6 +89,7 @@ def payload(syn: Synopsis, schema: Schema, cells_digest: str) -> dict[str, Any]:
         "noise_scale": HIST_SENSITIVITY / eps_hist,
         "quality_sensitivity": quality_sensitivity(eps_hist / HIST_SENSITIVITY),
         "noisy_totals": {"negative": int(totals[0]), "positive": int(totals[1])},
+        "decision": decision,
         "cells_file": CELLS_FILE,
         "cells_sha256": cells_digest,
         "schema": schema_to_dict(Schema(columns=kept, label=schema.label,
@@ -93,12 +99,22 @@ def payload(syn: Synopsis, schema: Schema, cells_digest: str) -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------------- reading
+#: how a cell's counts become a class: see :meth:`GridModel.decide`
+DECISIONS = ("balanced", "majority")
+
+
 class GridModel:
-    """The synopsis as a histogram classifier: each cell predicts its noisy majority.
+    """The synopsis as a histogram classifier.
 
     Probabilities are (count + π) / (cell total + 1) with π the noisy class
     shares of the whole grid, so an empty cell (or a row whose value is in
-    no node) predicts the overall majority and ties lean towards it.
+    no node) gets the overall shares. The class decision is the payload's
+    ``decision``: ``majority`` predicts each cell's noisy majority (best
+    accuracy, but on a rare class it predicts the majority nearly everywhere);
+    ``balanced`` predicts the class whose share in the cell is highest
+    relative to its overall share π (the rule that maximises balanced
+    accuracy: both classes weigh the same). Grids written before the key
+    existed used ``majority``.
     """
 
     def __init__(self, payload: dict[str, Any], counts: np.ndarray, path: Path) -> None:
@@ -113,6 +129,10 @@ class GridModel:
         self.counts = counts.astype(float)
         total = self.counts.sum(axis=0)
         self.prior = total / total.sum() if total.sum() > 0 else np.full(2, 0.5)
+        self.decision = str(payload.get("decision", "majority"))
+        if self.decision not in DECISIONS:
+            raise ValueError(f"decision must be one of {', '.join(DECISIONS)}, "
+                             f"got {self.decision!r}")
         self._maps = [self._node_map(g) for g in self.grid]
 
     @classmethod
@@ -174,15 +194,45 @@ class GridModel:
         flat[bad] = -1
         return flat
 
-    def predict_proba(self, batch: EncodedBatch) -> np.ndarray:
-        cell = self.cells(batch)
-        counts = np.where(cell[:, None] >= 0, self.counts[np.maximum(cell, 0)], 0.0)
-        share = (counts + self.prior) / (counts.sum(axis=1, keepdims=True) + 1.0)
+    def shares(self, counts: np.ndarray) -> np.ndarray:
+        """(negative, positive) shares of cells with these (negative, positive) counts."""
+        return (counts + self.prior) / (counts.sum(axis=1, keepdims=True) + 1.0)
+
+    def decide(self, share: np.ndarray) -> np.ndarray:
+        """1 where the cells' (negative, positive) shares give the positive class, else 0.
+
+        A tie (an empty cell under ``balanced``) goes to the overall majority.
+        """
+        if self.decision == "majority":
+            return (share[:, 1] > share[:, 0]).astype(np.int64)
+        lift = share / np.maximum(self.prior, 1e-300)   # share relative to the overall share
+        majority = int(self.prior[1] > self.prior[0])
+        tie = np.isclose(lift[:, 1], lift[:, 0], rtol=1e-12, atol=0.0)
+        return np.where(tie, majority, lift[:, 1] > lift[:, 0]).astype(np.int64)
+
+    def in_label_order(self, values: np.ndarray) -> np.ndarray:
+        """(negative, positive) columns reordered as the label's declared classes."""
         pos = self.schema.label.positive_index
         pos = 1 if pos is None else pos
-        out = np.empty_like(share)
-        out[:, pos], out[:, 1 - pos] = share[:, 1], share[:, 0]
+        out = np.empty_like(values)
+        out[:, pos], out[:, 1 - pos] = values[:, 1], values[:, 0]
         return out
+
+    def _row_shares(self, batch: EncodedBatch) -> np.ndarray:
+        cell = self.cells(batch)
+        counts = np.where(cell[:, None] >= 0, self.counts[np.maximum(cell, 0)], 0.0)
+        return self.shares(counts)
+
+    def predict_proba(self, batch: EncodedBatch) -> np.ndarray:
+        return self.in_label_order(self._row_shares(batch))
+
+    def classify(self, batch: EncodedBatch) -> tuple[np.ndarray, np.ndarray]:
+        """Class probabilities and each row's class code under the grid's ``decision``."""
+        share = self._row_shares(batch)
+        positive = self.decide(share)
+        pos = self.schema.label.positive_index
+        pos = 1 if pos is None else pos
+        return self.in_label_order(share), np.where(positive == 1, pos, 1 - pos)
 
 
 # ------------------------------------------------------------------- synthesize

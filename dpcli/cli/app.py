@@ -10,11 +10,13 @@ import typer
 from dpcli import __version__
 from dpcli.cli import (
     evaluate_cmd,
+    init_cmd,
     inspect_cmd,
     ledger_cmd,
     predict_cmd,
     publish_grid_cmd,
     roc_cmd,
+    schema_cmd,
     select_features_cmd,
     synthesize_cmd,
     tabulate_cmd,
@@ -44,6 +46,8 @@ app = typer.Typer(
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 app.add_typer(ledger_cmd.app, name="ledger")
+app.command("init")(init_cmd.init)
+app.add_typer(schema_cmd.app, name="schema")
 app.command("inspect")(inspect_cmd.inspect)
 app.command("tabulate")(tabulate_cmd.tabulate)
 app.command("select-features")(select_features_cmd.select_features)

@@ -29,6 +29,10 @@ JsonOpt = Annotated[bool, typer.Option(
     "--json", help="Print a machine-readable summary on stdout.")]
 QuietOpt = Annotated[bool, typer.Option(
     "--quiet", "-q", help="No talk on stderr, only warnings and errors.")]
+ReuseOpt = Annotated[bool, typer.Option(
+    "--reuse", help="If the ledger holds this exact release (same command, parameters, ε, spec "
+    "and input file) completed, with its outputs unchanged, exit 0 without spending; "
+    "otherwise run as usual. For Makefiles and retried cron jobs.")]
 ReportOpt = Annotated[bool, typer.Option(
     "--report", help="Also print the custodian's data report on stderr: exact private figures "
     "(rows read, values clamped, mapped, imputed or dropped; the data row of a bad value). "
@@ -62,15 +66,27 @@ def handle_errors(fn: F) -> F:
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        from dpcli.errors import IOFailure, describe_environment, environment_errno
+        from dpcli.errors import IOFailure, Reused, describe_environment, environment_errno
         from dpcli.signals import Terminated
 
         ui = UI(quiet=bool(kwargs.get("quiet")), verbose=bool(kwargs.get("verbose")),
-                report=bool(kwargs.get("report")))
+                report=bool(kwargs.get("report")), json=bool(kwargs.get("json")))
+        reset = None
+        if kwargs.get("reuse"):
+            from dpcli.run import REUSE
+
+            token = REUSE.set(True)
+            reset = lambda: REUSE.reset(token)  # noqa: E731
         try:
             return fn(*args, **kwargs)
         except typer.Exit:
             raise
+        except Reused as exc:
+            ui.say(str(exc), markup=False)
+            if ui.json:
+                ui.emit_json({"reused": exc.run_id, "outputs": exc.outputs,
+                              "spent": {"epsilon": 0.0, "delta": 0.0}})
+            raise typer.Exit(0) from None
         except DpcliError as exc:
             # a bad value's data row is a private figure: shown only to a custodian who asks
             ui.error(str(exc) if ui.report else exc.redacted())
@@ -91,6 +107,9 @@ def handle_errors(fn: F) -> F:
             raise typer.Exit(IOFailure.exit_code) from None
         except Exception as exc:
             _unexpected(ui, exc)
+        finally:
+            if reset is not None:
+                reset()
 
     return wrapper  # type: ignore[return-value]
 

@@ -15,6 +15,7 @@ from dpcli.cli.common import (
     ProgressOpt,
     QuietOpt,
     ReportOpt,
+    ReuseOpt,
     SeedOpt,
     SpecOpt,
     VerboseOpt,
@@ -46,6 +47,7 @@ def evaluate(
     quiet: QuietOpt = False,
     progress: ProgressOpt = False,
     report: ReportOpt = False,
+    reuse: ReuseOpt = False,
     verbose: VerboseOpt = False,
 ) -> None:
     """Evaluate a classifier privately: noisy confusion matrix, accuracy, precision, recall.

@@ -80,7 +80,7 @@ def inspect(
         label = s.schema.label
         table.add_row(label.column, f"label, classes {', '.join(label.classes)}",
                       status[label.column])
-        ui.show(table)
+        ui.result(table)
         if report.extra:
             ui.say("ignored (not declared): " + ", ".join(report.extra), markup=False)
         if values_checked:

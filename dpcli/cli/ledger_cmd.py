@@ -39,7 +39,7 @@ def init(spec: SpecOpt, json: JsonOpt = False, quiet: QuietOpt = False,
     from dpcli.spec import load_spec
 
     ui = UI(quiet=quiet, json=json)
-    s = load_spec(spec)
+    s = load_spec(spec, todo_domains=True)
     outcome = init_ledger(s.ledger_path, s.dataset, s.budget)
     others = sorted({e["dataset"] for e in read_entries(s.ledger_path)
                      if e["kind"] == "genesis" and e["dataset"] != s.dataset})
@@ -62,7 +62,7 @@ def init(spec: SpecOpt, json: JsonOpt = False, quiet: QuietOpt = False,
 @handle_errors
 def show(spec: SpecOpt, json: JsonOpt = False, quiet: QuietOpt = False,
          verbose: VerboseOpt = False) -> None:
-    """Show the dataset's budget (total, spent, remaining) and one row per run.
+    """Show the dataset's budget (total, spent, remaining) and one row per run, on stdout.
 
     Runs that reserved budget but never finished (killed, crashed) show as
     'interrupted': their charge stays.
@@ -78,7 +78,7 @@ def show(spec: SpecOpt, json: JsonOpt = False, quiet: QuietOpt = False,
     from dpcli.spec import load_spec
 
     ui = UI(quiet=quiet, json=json)
-    s = load_spec(spec)
+    s = load_spec(spec, todo_domains=True)
     summary = open_ledger(s).summary()
     if json:
         ui.emit_json({
@@ -102,12 +102,12 @@ def show(spec: SpecOpt, json: JsonOpt = False, quiet: QuietOpt = False,
                       *([format_amount(r.delta)] if use_delta else []), r.status,
                       "yes" if r.seeded else "")
     if summary.runs:
-        ui.show(table)
+        ui.result(table)
     else:
-        ui.say(f"dataset {s.dataset}: no runs recorded yet in {s.ledger_path}", markup=False)
+        ui.result(f"dataset {s.dataset}: no runs recorded yet in {s.ledger_path}")
     _relaxed_runs(ui, summary.runs)
-    ui.show(f"total {summary.total}   spent {summary.spent}   "
-            f"remaining {summary.remaining}   runs {len(summary.runs)}")
+    ui.result(f"total {summary.total}   spent {summary.spent}   "
+              f"remaining {summary.remaining}   runs {len(summary.runs)}")
 
 
 def _relaxed_runs(ui: UI, runs: list) -> None:
@@ -149,7 +149,7 @@ def verify(spec: SpecOpt,
     from dpcli.spec import load_spec
 
     ui = UI(quiet=quiet, json=json)
-    s = load_spec(spec)
+    s = load_spec(spec, todo_domains=True)
     report = open_ledger(s).verify(expect_head=expect_head)
     if json:
         ui.emit_json({"ledger": str(s.ledger_path), "ok": report.ok, "entries": report.entries,
@@ -186,7 +186,7 @@ def raise_(spec: SpecOpt,
     from dpcli.spec import load_spec
 
     ui = UI(quiet=quiet, json=json)
-    s = load_spec(spec)
+    s = load_spec(spec, todo_domains=True)
     old, new = raise_total(s.ledger_path, s.dataset, epsilon, delta)
     if json:
         ui.emit_json({"ledger": str(s.ledger_path), "dataset": s.dataset,
@@ -222,7 +222,7 @@ def repair(spec: SpecOpt,
     from dpcli.spec import load_spec
 
     ui = UI(quiet=quiet, json=json)
-    s = load_spec(spec)
+    s = load_spec(spec, todo_domains=True)
     refused: list[str] = []
 
     def confirm(torn: Repair) -> bool:

@@ -15,6 +15,7 @@ from dpcli.cli.common import (
     ProgressOpt,
     QuietOpt,
     ReportOpt,
+    ReuseOpt,
     SeedOpt,
     SourceArg,
     SpecOpt,
@@ -45,6 +46,7 @@ def publish_grid(
     progress: ProgressOpt = False,
     engine: EngineOpt = "local",
     report: ReportOpt = False,
+    reuse: ReuseOpt = False,
     verbose: VerboseOpt = False,
 ) -> None:
     """Publish a private grid synopsis (PrivPfC): noisy class counts over a chosen grid.
@@ -56,7 +58,12 @@ def publish_grid(
     mechanism (3/7 of ε), and its two class counts per cell are released
     with discrete Laplace noise (4/7 of ε). Use the synopsis with
     'dpcli synthesize' (synthetic rows) or 'dpcli predict' (a histogram
-    classifier); neither spends budget.
+    classifier); neither spends budget. The classifier's rule is the spec's
+    'decision:': 'balanced' (default: a cell predicts the class it holds
+    more of than the grid overall, so a rare class is still predicted) or
+    'majority' (a cell predicts its larger count: best plain accuracy). A grid
+    whose counts are indistinguishable from noise, or that predicts a class
+    nowhere, is reported on stderr and in grid.json ('degeneracy').
 
     Example:
 
@@ -139,7 +146,8 @@ def publish_grid(
             synopsis = privpfc.publish(stats.joint, hierarchies, d, positive, rng, advance)
         table = syn_io.cells_table(synopsis)
         cells = syn_io.parquet_bytes(table)
-        payload = syn_io.payload(synopsis, s.schema, hashlib.sha256(cells).hexdigest())
+        payload = syn_io.payload(synopsis, s.schema, hashlib.sha256(cells).hexdigest(),
+                                 section.decision)
         counts = np.column_stack([table.column(c).to_numpy() for c in syn_io.COUNT_COLUMNS])
         payload |= degeneracy(ui, syn_io.GridModel(payload, counts, grid_file))
         outputs.write_bytes(cells_file, cells)

@@ -16,6 +16,7 @@ from dpcli.cli.common import (
     ProgressOpt,
     QuietOpt,
     ReportOpt,
+    ReuseOpt,
     SeedOpt,
     SpecOpt,
     VerboseOpt,
@@ -72,6 +73,7 @@ def roc(
     quiet: QuietOpt = False,
     progress: ProgressOpt = False,
     report: ReportOpt = False,
+    reuse: ReuseOpt = False,
     verbose: VerboseOpt = False,
 ) -> None:
     """Draw a differentially private ROC curve and its AUC on a private test set.

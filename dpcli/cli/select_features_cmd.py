@@ -16,6 +16,7 @@ from dpcli.cli.common import (
     ProgressOpt,
     QuietOpt,
     ReportOpt,
+    ReuseOpt,
     SeedOpt,
     SourceArg,
     SpecOpt,
@@ -60,6 +61,7 @@ def select_features(
     progress: ProgressOpt = False,
     engine: EngineOpt = "local",
     report: ReportOpt = False,
+    reuse: ReuseOpt = False,
     verbose: VerboseOpt = False,
 ) -> None:
     """Select features privately: score each one against the label, then pick.

@@ -15,6 +15,7 @@ from dpcli.cli.common import (
     ProgressOpt,
     QuietOpt,
     ReportOpt,
+    ReuseOpt,
     SeedOpt,
     SourceArg,
     SpecOpt,
@@ -45,6 +46,7 @@ def tabulate(
     progress: ProgressOpt = False,
     engine: EngineOpt = "local",
     report: ReportOpt = False,
+    reuse: ReuseOpt = False,
     verbose: VerboseOpt = False,
 ) -> None:
     """Release noisy counts per class of declared columns (discrete Laplace).

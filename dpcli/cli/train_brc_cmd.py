@@ -15,6 +15,7 @@ from dpcli.cli.common import (
     ProgressOpt,
     QuietOpt,
     ReportOpt,
+    ReuseOpt,
     SeedOpt,
     SpecOpt,
     VerboseOpt,
@@ -46,6 +47,7 @@ def train_brc(
     quiet: QuietOpt = False,
     progress: ProgressOpt = False,
     report: ReportOpt = False,
+    reuse: ReuseOpt = False,
     verbose: VerboseOpt = False,
 ) -> None:
     """Train a private boosted linear classifier (brc, Shen et al.).

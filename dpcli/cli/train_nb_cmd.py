@@ -15,6 +15,7 @@ from dpcli.cli.common import (
     ProgressOpt,
     QuietOpt,
     ReportOpt,
+    ReuseOpt,
     SeedOpt,
     SourceArg,
     SpecOpt,
@@ -50,6 +51,7 @@ def train_nb(
     progress: ProgressOpt = False,
     engine: EngineOpt = "local",
     report: ReportOpt = False,
+    reuse: ReuseOpt = False,
     verbose: VerboseOpt = False,
 ) -> None:
     """Train a differentially private naive Bayes classifier.

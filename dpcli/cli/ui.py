@@ -74,6 +74,12 @@ class UI:
         if not self.quiet:
             self.err.print(renderable)
 
+    def result(self, renderable: Any) -> None:
+        """The command's own result for a reader (a table, a total) on stdout, so that
+        ``> file`` and pipes get it; talk and warnings stay on stderr. Not silenced by
+        --quiet: asking for a report and then hiding it helps nobody."""
+        Console(highlight=False, soft_wrap=True, markup=False).print(renderable)
+
     def warn(self, text: str) -> None:
         """Warnings are shown even with --quiet."""
         self.err.print(Text("warning: ", style="yellow") + Text(text))

@@ -16,6 +16,7 @@ from dpcli.cli.common import (
     ProgressOpt,
     QuietOpt,
     ReportOpt,
+    ReuseOpt,
     SeedOpt,
     SpecOpt,
     VerboseOpt,
@@ -76,6 +77,7 @@ def validate(
     quiet: QuietOpt = False,
     progress: ProgressOpt = False,
     report: ReportOpt = False,
+    reuse: ReuseOpt = False,
     verbose: VerboseOpt = False,
 ) -> None:
     """Train private logistic regression, its regulariser and class cut chosen privately.

@@ -261,12 +261,7 @@ class DataSource:
 
     def parquet_files(self) -> list[Path]:
         """The Parquet file(s) of this source, in reading order."""
-        if not self.path.is_dir():
-            return [self.path]
-        return sorted(p for p in self.path.rglob("*")
-                      if p.is_file() and p.name.lower().endswith(PARQUET_SUFFIXES)
-                      and not any(part.startswith((".", "_"))
-                                  for part in p.relative_to(self.path).parts))
+        return parquet_files(self.path)
 
     def check_structure(self, columns: Sequence[str], *,
                         raise_errors: bool = True) -> StructureReport:
@@ -475,39 +470,7 @@ class DataSource:
     # -------------------------------------------------------------- CSV
 
     def _csv_header(self) -> list[str]:
-        """Column names from the first CSV record (reads no data row)."""
-        path = self.path
-        if not path.exists():
-            raise DataError(f"{path}: file not found")
-        if path.is_dir():
-            raise DataError(f"{path}: is a directory, not a CSV file")
-        data = b""
-        try:
-            with pa.input_stream(str(path), compression="detect") as stream:
-                while True:
-                    chunk = stream.read(1 << 16)
-                    data += chunk
-                    end = _end_of_first_record(data)
-                    if end is not None or not chunk:
-                        break
-                    if len(data) > _MAX_HEADER_BYTES:
-                        raise DataError(f"{path}: header row is longer than "
-                                        f"{_MAX_HEADER_BYTES >> 20} MiB")
-        except OSError as exc:
-            raise DataError(f"{path}: cannot read file ({_os_reason(exc)})") from None
-        except pa.ArrowException:
-            raise DataError(f"{path}: cannot read file (corrupt or not the "
-                            "compression its suffix says)") from None
-        end = _end_of_first_record(data)
-        head = data if end is None else data[:end]
-        try:
-            text = head.decode("utf-8-sig")
-        except UnicodeDecodeError:
-            raise DataError(f"{path}: header row is not UTF-8 text") from None
-        rows = list(csv.reader(io.StringIO(text), delimiter=_delimiter(path)))
-        if not rows or not rows[0]:
-            raise DataError(f"{path}: file is empty (no header row)")
-        return rows[0]
+        return csv_header(self.path)
 
     def _null_values(self) -> list[str]:
         return csv_null_values(self.schema)
@@ -745,8 +708,53 @@ def _raise_missing(arr: pa.Array | pa.ChunkedArray, name: str, where: RowPositio
         raise missing_error(where, name, int(np.flatnonzero(mask)[0]))
 
 
+def csv_header(path: Path) -> list[str]:
+    """Column names from the first CSV record (reads no data row)."""
+    if not path.exists():
+        raise DataError(f"{path}: file not found")
+    if path.is_dir():
+        raise DataError(f"{path}: is a directory, not a CSV file")
+    data = b""
+    try:
+        with pa.input_stream(str(path), compression="detect") as stream:
+            while True:
+                chunk = stream.read(1 << 16)
+                data += chunk
+                end = _end_of_first_record(data)
+                if end is not None or not chunk:
+                    break
+                if len(data) > _MAX_HEADER_BYTES:
+                    raise DataError(f"{path}: header row is longer than "
+                                    f"{_MAX_HEADER_BYTES >> 20} MiB")
+    except OSError as exc:
+        raise DataError(f"{path}: cannot read file ({_os_reason(exc)})") from None
+    except pa.ArrowException:
+        raise DataError(f"{path}: cannot read file (corrupt or not the "
+                        "compression its suffix says)") from None
+    end = _end_of_first_record(data)
+    head = data if end is None else data[:end]
+    try:
+        text = head.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise DataError(f"{path}: header row is not UTF-8 text") from None
+    rows = list(csv.reader(io.StringIO(text), delimiter=_delimiter(path)))
+    if not rows or not rows[0]:
+        raise DataError(f"{path}: file is empty (no header row)")
+    return rows[0]
+
+
+
 def _os_reason(exc: OSError) -> str:
     return exc.strerror or type(exc).__name__
+
+
+def parquet_files(path: Path) -> list[Path]:
+    """The Parquet file(s) at ``path`` (a file, or a folder searched recursively), in order."""
+    if not path.is_dir():
+        return [path]
+    return sorted(p for p in path.rglob("*")
+                  if p.is_file() and p.name.lower().endswith(PARQUET_SUFFIXES)
+                  and not any(part.startswith((".", "_")) for part in p.relative_to(path).parts))
 
 
 def _open_parquet(path: Path, read_dictionary: Sequence[str] | None = None) -> pq.ParquetFile:

@@ -100,3 +100,49 @@ def test_more_than_two_classes_are_not_judged() -> None:
     model = _nb(np.random.default_rng(5))
     model.schema = three
     assert check(model) is None
+
+
+# ------------------------------------------------------------------ grid signal test
+def _noisy(counts: np.ndarray, scale: float, rng: np.random.Generator) -> np.ndarray:
+    """Counts with the discrete Laplace noise publish-grid adds, clamped at 0."""
+    t = np.exp(-1.0 / scale)
+    noise = rng.geometric(1 - t, counts.shape) - rng.geometric(1 - t, counts.shape)
+    return np.maximum(counts + noise, 0)
+
+
+def test_the_signal_test_rarely_reports_a_signal_that_is_not_there() -> None:
+    """Label independent of the cell: the test may call it a signal (p ≤ 0.05) at most about
+    5 % of the time. 300 null grids; the bound is the binomial(300, 0.05) quantile at
+    1 − 1e-4, so a correct test fails here with probability below 1e-4."""
+    from scipy import stats
+
+    from dpcli.algorithms.degenerate import SIGNAL_LEVEL, signal_p_value
+
+    rng = np.random.default_rng(2024)
+    found = 0
+    for _ in range(300):
+        sizes = rng.integers(0, 120, 24)
+        positive = rng.binomial(sizes, 0.3)
+        counts = _noisy(np.column_stack([sizes - positive, positive]), 4.0, rng)
+        found += signal_p_value(counts, 4.0) <= SIGNAL_LEVEL
+    assert found <= stats.binom.ppf(1 - 1e-4, 300, SIGNAL_LEVEL)
+
+
+def test_the_signal_test_finds_a_clear_signal() -> None:
+    from dpcli.algorithms.degenerate import SIGNAL_DRAWS, signal_p_value
+
+    rng = np.random.default_rng(7)
+    sizes = np.full(12, 200)
+    rate = np.where(np.arange(12) % 2 == 0, 0.1, 0.5)
+    positive = rng.binomial(sizes, rate)
+    counts = _noisy(np.column_stack([sizes - positive, positive]), 4.0, rng)
+    assert signal_p_value(counts, 4.0) == 1 / (SIGNAL_DRAWS + 1)
+
+
+def test_the_signal_test_is_a_function_of_the_released_counts() -> None:
+    from dpcli.algorithms.degenerate import signal_p_value
+
+    counts = np.array([[30, 4], [10, 9], [0, 2], [50, 1]])
+    assert signal_p_value(counts, 3.0) == signal_p_value(counts.copy(), 3.0)
+    assert signal_p_value(np.array([[10, 5]]), 3.0) == 1.0    # one cell: nothing to compare
+    assert signal_p_value(np.array([[10, 0], [7, 0]]), 3.0) == 1.0   # one class only

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-COMMANDS = [["inspect"], ["tabulate"], ["select-features"], ["train-nb"], ["train-brc"],
-            ["validate"], ["predict"],
+COMMANDS = [["init"], ["schema", "suggest"], ["inspect"], ["tabulate"], ["select-features"],
+            ["train-nb"], ["train-brc"], ["validate"], ["predict"],
             ["roc"], ["evaluate"], ["publish-grid"], ["synthesize"], ["ledger", "init"],
             ["ledger", "show"], ["ledger", "verify"], ["ledger", "raise"], ["ledger", "repair"]]
 README = (Path(__file__).parents[2] / "README.md").read_text()
@@ -25,8 +25,9 @@ def test_all_commands_are_listed() -> None:
     from dpcli.cli.app import app
 
     names = {c.name for c in app.registered_commands} | {g.name for g in app.registered_groups}
-    assert names == {"inspect", "tabulate", "select-features", "train-nb", "train-brc", "validate",
-                     "predict", "roc", "evaluate", "publish-grid", "synthesize", "ledger"}
+    assert names == {"init", "inspect", "tabulate", "select-features", "train-nb", "train-brc",
+                     "validate", "predict", "roc", "evaluate", "publish-grid", "synthesize",
+                     "ledger", "schema"}
 
 
 def test_top_level_help_and_version(cli) -> None:

@@ -517,3 +517,64 @@ def test_the_synopsis_records_its_degeneracy_as_a_classifier(project: Project, c
         assert r.exit_code == 0, r.stderr
         predicted = set(pd.read_parquet(out)["prediction"].astype(str))
         assert not predicted & set(verdict["never_predicted"])
+
+
+@pytest.mark.parametrize("decision", ["balanced", "majority"])
+def test_the_decision_rule_weighs_a_cell_against_the_overall_share(project: Project, cli,
+                                                                  decision: str) -> None:
+    """Positives: 70 % of red rows, 40 % of green, none of blue (about 37 % overall). The
+    colour grid beats the root (red flips the majority), so at ε = 1000 it is chosen and the
+    noise is negligible. 'majority' predicts 1 on red only; 'balanced' on red and green,
+    whose share is above the overall one."""
+    def mutate(spec: dict) -> None:
+        spec["budget"]["epsilon"] = 1000
+        spec["publish-grid"] = {"epsilon": 1000, "decision": decision, "columns": ["color"]}
+    project.write_spec(mutate)
+    data = project.root / "shares.parquet"
+    rng = np.random.default_rng(5)
+    rate = {"red": 0.7, "green": 0.4, "blue": 0.0}
+    frame = _signal_frame(3000, 5, lambda f: rng.random(len(f)) < f["color"].map(rate))
+    frame.to_parquet(data, index=False)
+    r = _publish(cli, project, data=data)
+    assert r.exit_code == 0, r.stderr
+    payload = _payload(project.root / "syn")
+    assert payload["decision"] == decision
+    assert [g["column"] for g in payload["grid"]] == ["color"]
+    assert payload["degeneracy"]["degenerate"] is False, payload["degeneracy"]
+    out = project.root / "p.parquet"
+    assert cli("predict", project.root / "syn", data, "--out", out, "-q").exit_code == 0
+    preds = pd.read_parquet(out)
+    positive = {"majority": ["red"], "balanced": ["red", "green"]}[decision]
+    expected = frame["color"].isin(positive).to_numpy()
+    assert ((preds["prediction"] == "1").to_numpy() == expected).all()
+
+
+def test_an_unknown_decision_is_refused_before_any_charge(project: Project, cli) -> None:
+    _grid_spec(project, section={"epsilon": 0.5, "decision": "median"})
+    before = project.ledger.read_bytes()
+    r = _publish(cli, project)
+    assert r.exit_code == 2
+    assert "decision" in r.stderr and "balanced" in r.stderr
+    assert project.ledger.read_bytes() == before
+
+
+def test_a_grid_without_signal_is_reported(project: Project, cli) -> None:
+    """The label is a coin flip whatever the row: at ε = 1000 the signal test sees the exact
+    counts of 4 cells × 3000 rows; with p-values uniform under no signal, it reports the grid
+    as noise unless p ≤ 0.05. Which p-value comes out depends only on the data (fixed here)
+    and the negligible noise, so the payload and stderr must agree, and the grid released
+    must record the test."""
+    def mutate(spec: dict) -> None:
+        spec["budget"]["epsilon"] = 1000
+        spec["publish-grid"] = {"epsilon": 1000, "columns": ["color", "member"]}
+    project.write_spec(mutate)
+    data = project.root / "coin.parquet"
+    rng = np.random.default_rng(3)
+    _signal_frame(3000, 3, lambda f: pd.Series(rng.random(len(f)) < 0.5)).to_parquet(
+        data, index=False)
+    r = _publish(cli, project, data=data)
+    assert r.exit_code == 0, r.stderr
+    verdict = _payload(project.root / "syn")["degeneracy"]
+    assert 0 < verdict["signal_p_value"] <= 1
+    assert verdict["no_signal"] == (verdict["signal_p_value"] > 0.05)
+    assert verdict["no_signal"] == ("indistinguishable from noise" in r.stderr)

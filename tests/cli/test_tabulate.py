@@ -122,7 +122,8 @@ def test_ledger_show_and_verify(project: Project, cli) -> None:
     assert shown["remaining"]["epsilon"] == 0.7
     assert [run["status"] for run in shown["runs"]] == ["complete"]
     r = cli("ledger", "show", "--spec", project.spec)
-    assert r.exit_code == 0 and "tabulate" in r.stderr and "remaining ε=0.7" in r.stderr
+    assert r.exit_code == 0 and "tabulate" in r.stdout and "remaining ε=0.7" in r.stdout
+    assert "tabulate" not in r.stderr                   # the report itself goes to stdout
 
     r = cli("ledger", "verify", "--spec", project.spec)
     assert r.exit_code == 0 and "hash chain intact" in r.stderr

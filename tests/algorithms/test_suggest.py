@@ -1,0 +1,98 @@
+"""Private domain suggestions (dpcli.algorithms.suggest): sensitivities over replace-one
+neighbours, and the distribution of each release against its closed form."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from scipy import stats
+
+from dpcli.algorithms import suggest as algo
+from dpcli.mechanisms.exponential import exponential_probabilities
+from tests.statistical.pooled import pooled_chi2
+
+ALPHA = 1e-4   # every distributional test below fails a correct implementation this rarely
+
+
+def _neighbour(values: np.ndarray, rng: np.random.Generator, pool: np.ndarray) -> np.ndarray:
+    other = values.copy()
+    other[rng.integers(values.size)] = rng.choice(pool)
+    return other
+
+
+def test_counts_at_or_below_move_by_at_most_one_between_neighbours() -> None:
+    rng = np.random.default_rng(0)
+    grid = algo.candidates()
+    pool = np.concatenate([grid, grid + 0.3, [np.nan, -1e12, 1e12]])   # ties, gaps, extremes
+    for _ in range(300):
+        x = rng.choice(pool, size=int(rng.integers(1, 30)))
+        y = _neighbour(x, rng, pool)
+        change = np.abs(algo.count_at_or_below(x, grid) - algo.count_at_or_below(y, grid))
+        assert change.max() <= algo.QUANTILE_SENSITIVITY
+
+
+def test_value_counts_have_l1_sensitivity_two_and_new_keys_hold_one_record() -> None:
+    rng = np.random.default_rng(1)
+    pool = np.array(["a", "b", "c", "d", "e", None], dtype=object)
+    for _ in range(300):
+        x = rng.choice(pool, size=int(rng.integers(1, 12)))
+        y = _neighbour(x, rng, pool)
+        cx: dict[str, int] = {}
+        cy: dict[str, int] = {}
+        algo.add_counts(cx, x.tolist())
+        algo.add_counts(cy, y.tolist())
+        keys = set(cx) | set(cy)
+        assert sum(abs(cx.get(k, 0) - cy.get(k, 0)) for k in keys) <= algo.HISTOGRAM_SENSITIVITY
+        only = (set(cx) ^ set(cy))
+        assert len(only) <= 2
+        assert all(cx.get(k, 0) + cy.get(k, 0) == 1 for k in only)
+
+
+def test_the_quantile_follows_the_exponential_mechanism() -> None:
+    """Frequencies of the released index against the closed-form probabilities (with the
+    data-independent tie-break): pooled χ², α = 1e-4."""
+    grid = algo.candidates()
+    x = np.random.default_rng(2).normal(40, 12, 400)
+    below = algo.count_at_or_below(x, grid)
+    eps = 0.05
+    rng = np.random.default_rng(3)
+    draws = np.array([algo.private_quantile(below, 400, 0.995, eps, rng, prefer=-1)
+                      for _ in range(20_000)])
+    j = np.arange(grid.size)
+    p = exponential_probabilities(-np.abs(below - 0.995 * 400) - (2 / eps) * j,
+                                  sensitivity=1, epsilon=eps)
+    pvalue, _ = pooled_chi2(np.bincount(draws, minlength=grid.size), p)
+    assert pvalue > ALPHA
+
+
+def test_bounds_hold_the_data_when_the_noise_is_small() -> None:
+    """Fixed seed. At a large ε the data term decides between the data's side and beyond it;
+    among the candidates beyond (all tied), the tie-break favours the nearest, e^-1 per step:
+    the round numbers just outside [17, 90] come first."""
+    x = np.random.default_rng(4).uniform(17, 90, 5000)
+    below = algo.count_at_or_below(x, algo.candidates())
+    rng = np.random.default_rng(5)
+    drawn = [algo.private_bounds(below, 5000, 50.0, rng) for _ in range(20)]
+    assert all(lo <= 17 and hi >= 90 for lo, hi in drawn)          # nothing cut off
+    assert all(lo >= -1 and hi <= 10_000 for lo, hi in drawn)
+    assert sum(lo == 10 and hi == 100 for lo, hi in drawn) >= 5     # the tightest, most often
+
+
+def test_the_threshold_is_the_least_that_keeps_a_lone_value_below_delta() -> None:
+    for eps, delta in [(0.1, 1e-6), (1.0, 1e-5), (2.0, 0.2), (0.01, 1e-9)]:
+        tau = algo.threshold(eps, delta)
+        t = math.exp(-eps / 2)           # P(Z ≥ k) = t^k / (1 + t) for k ≥ 0
+        assert t ** (tau - 1) / (1 + t) <= delta / 2 * (1 + 1e-12)
+        assert tau == 1 or t ** (tau - 2) / (1 + t) > delta / 2
+
+
+def test_a_value_held_by_one_record_is_released_at_most_delta_over_two() -> None:
+    """Binomial test of P(release) for a count-1 value against δ/2 (one-sided, α = 1e-4);
+    and a frequent value is always released."""
+    eps, delta, trials = 1.0, 0.2, 20_000
+    rng = np.random.default_rng(6)
+    released = sum("lone" in algo.frequent_values({"lone": 1, "big": 500}, eps, delta, rng)
+                   for _ in range(trials))
+    assert stats.binomtest(released, trials, delta / 2, alternative="greater").pvalue > ALPHA
+    assert algo.frequent_values({"big": 500}, eps, delta, rng) == ["big"]

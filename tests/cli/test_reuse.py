@@ -1,0 +1,74 @@
+"""``--reuse``: an identical completed release with unchanged outputs is returned without
+spending; anything else runs as usual. Through the real entry point, on tabulate (the
+mechanism is shared by every spending command: dpcli.run.charged)."""
+
+from __future__ import annotations
+
+import json
+
+from tests.cli.conftest import Project
+
+
+def _tab(cli, project: Project, *extra: object):
+    return cli("tabulate", project.data, "--spec", project.spec, "--out",
+               project.root / "t.csv", "--epsilon", 0.3, *extra)
+
+
+def test_a_second_identical_run_spends_nothing(project: Project, cli) -> None:
+    assert _tab(cli, project, "--reuse").exit_code == 0
+    table = (project.root / "t.csv").read_bytes()
+    r = _tab(cli, project, "--reuse", "--json")
+    assert r.exit_code == 0, r.stderr
+    assert "reused run" in r.stderr and "nothing spent" in r.stderr
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    assert out["reused"] == project.reserves()[0]["run_id"]
+    assert out["spent"] == {"epsilon": 0.0, "delta": 0.0}
+    assert len(project.reserves()) == 1
+    assert (project.root / "t.csv").read_bytes() == table
+
+
+def test_without_reuse_or_with_other_parameters_it_spends_again(project: Project, cli) -> None:
+    assert _tab(cli, project, "--reuse").exit_code == 0
+    assert _tab(cli, project).exit_code == 0                              # no --reuse
+    assert _tab(cli, project, "--reuse", "--bins", 3).exit_code == 0     # other parameters
+    assert len(project.reserves()) == 3
+
+
+def test_an_edited_or_missing_output_is_released_again(project: Project, cli) -> None:
+    assert _tab(cli, project, "--reuse").exit_code == 0
+    with (project.root / "t.csv").open("a") as fh:
+        fh.write("edited\n")
+    r = _tab(cli, project, "--reuse")
+    assert r.exit_code == 0 and "reused" not in r.stderr
+    assert len(project.reserves()) == 2
+    (project.root / "t.json").unlink()
+    r = _tab(cli, project, "--reuse")
+    assert r.exit_code == 0 and "reused" not in r.stderr
+    assert len(project.reserves()) == 3
+
+
+def test_reuse_answers_even_when_the_budget_is_spent(project: Project, cli) -> None:
+    """A Makefile rebuilt after the budget ran out: the release exists, so exit 0 (nothing
+    spent); without --reuse the same command is refused with exit 3."""
+    def mutate(spec: dict) -> None:
+        spec["budget"]["epsilon"] = 0.3
+    project.write_spec(mutate)
+    assert _tab(cli, project, "--reuse").exit_code == 0
+    assert _tab(cli, project).exit_code == 3
+    r = _tab(cli, project, "--reuse")
+    assert r.exit_code == 0 and "reused run" in r.stderr
+    assert len(project.reserves()) == 1
+
+
+def test_another_input_file_is_not_the_same_release(project: Project, cli) -> None:
+    assert _tab(cli, project, "--reuse").exit_code == 0
+    data = project.data.read_bytes()
+    import pandas as pd
+
+    frame = pd.read_parquet(project.data)
+    frame.loc[0, "age"] = 50 if frame.loc[0, "age"] != 50 else 51
+    frame.to_parquet(project.data, index=False)
+    assert project.data.read_bytes() != data
+    r = _tab(cli, project, "--reuse")
+    assert r.exit_code == 0 and "reused" not in r.stderr
+    assert len(project.reserves()) == 2

@@ -68,12 +68,14 @@ def spec(folder: Path, schema: Path) -> Path:
     return path
 
 
-def timed(cmd: list[str], env: dict[str, str] | None = None) -> dict:
+def timed(cmd: list[str], env: dict[str, str] | None = None, cwd: Path | None = None) -> dict:
     import os
 
     full = {**os.environ, **(env or {})}
+    # cwd matters: ``python -m`` puts the working folder ahead of PYTHONPATH, so run from a
+    # folder without a dpcli package or --code would measure this checkout instead
     r = subprocess.run(["/usr/bin/time", "-v", "timeout", str(TIMEOUT), *cmd],
-                       capture_output=True, text=True, env=full)
+                       capture_output=True, text=True, env=full, cwd=cwd)
     wall = re.search(r"Elapsed \(wall clock\) time.*: (?:(\d+):)?(\d+):([\d.]+)", r.stderr)
     rss = re.search(r"Maximum resident set size \(kbytes\): (\d+)", r.stderr)
     cpu = sum(float(v) for v in re.findall(r"(?:User|System) time \(seconds\): ([\d.]+)",
@@ -118,15 +120,15 @@ def main() -> None:
         env = {"PYTHONPATH": str(args.code)}
         py = sys.executable
         subprocess.run([py, "-m", "dpcli", "ledger", "init", "--spec", str(s)], check=True,
-                       capture_output=True, env={**__import__("os").environ, **env})
+                       capture_output=True, env={**__import__("os").environ, **env}, cwd=folder)
         base = [py, "-m", "dpcli", "validate", str(data), "--spec", str(s), "--seed", "1"]
         results["dpcli validate (defaults)"] = timed([*base, "--out", str(folder / "a.json")],
-                                                     env)
+                                                     env, folder)
         if not args.skip_search:
             results["dpcli validate --lambda search"] = timed(
-                [*base, "--lambda", "search", "--out", str(folder / "b.json")], env)
+                [*base, "--lambda", "search", "--out", str(folder / "b.json")], env, folder)
         results["sklearn LogisticRegression (CSR, lbfgs)"] = timed(
-            [py, "-c", SKLEARN, str(s), str(ROOT), str(data)])
+            [py, "-c", SKLEARN, str(s), str(ROOT), str(data)], cwd=folder)
     print(json.dumps({"code": str(args.code), "rows": N, "columns": NUMERIC + CATEGORICAL,
                       "levels": args.levels, "width": 1 + NUMERIC + CATEGORICAL * (args.levels + 1),
                       "results": results}, indent=1))

@@ -598,3 +598,29 @@ for _mode, _pair in (("private", "a flipped label: (x=−1, y=0) → (x=−1, y=
                    "classifier's exact errors on D and D'",
          control=_brc_control, control_name="the rounds' grid Laplace at 2ε")(
         lambda _mode=_mode: _brc_build(_mode))
+
+
+# ----------------------------------------------------------------------- schema suggest
+def _suggest_control():
+    from dpcli.algorithms import suggest
+    return scaled_epsilon(suggest, "exponential_mechanism")
+
+
+@case(name="schema suggest (a bound's quantile)", epsilon=2.0, runs=3000,
+      pair="n = 2,000 values, 990 at or below the candidate 2, 1,010 at or below 5 (median "
+           "target 1,000: the two tie); one value above 5 → 1.5 (#≤2 and #≤5 both +1)",
+      statistic="whether the candidate 2 is released",
+      control=_suggest_control, control_name="exponential mechanism at 2ε")
+def suggest_build():
+    from dpcli.algorithms import suggest as algo
+
+    grid = algo.candidates()
+    d = np.concatenate([np.full(990, 1.5), np.full(20, 3.0), np.full(990, 7.0)])
+    dp = d.copy()
+    dp[-1] = 1.5
+    two = int(np.searchsorted(grid, 2.0))
+    below = [algo.count_at_or_below(x, grid) for x in (d, dp)]
+
+    def release(b):
+        return lambda rng: float(algo.private_quantile(b, 2000, 0.5, 2.0, rng) == two)
+    return release(below[0]), release(below[1])

@@ -44,6 +44,8 @@ import math
 from collections.abc import Iterable, Mapping
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from dpcli.mechanisms.exponential import exponential_mechanism
 from dpcli.mechanisms.laplace import discrete_laplace_mechanism
@@ -125,8 +127,11 @@ def frequent_values(counts: Mapping[str, int], epsilon: float, delta: float,
     return [v for v, c in zip(names, np.asarray(noisy), strict=True) if c >= tau]
 
 
-def add_counts(into: dict[str, int], values: Iterable[str | None]) -> None:
-    """Count each non-missing value (additive over batches)."""
-    for v in values:
-        if v is not None:
-            into[v] = into.get(v, 0) + 1
+def add_counts(into: dict[str, int], values: pa.Array | Iterable[str | None]) -> None:
+    """Count each non-missing value (additive over batches): Arrow counts a batch's distinct
+    values, so Python touches each distinct value once per batch, not each row."""
+    arr = values if isinstance(values, pa.Array) else pa.array(list(values), pa.string())
+    counted = pc.value_counts(arr.drop_null())
+    for v, k in zip(counted.field("values").to_pylist(), counted.field("counts").to_pylist(),
+                    strict=True):
+        into[v] = into.get(v, 0) + k

@@ -163,7 +163,7 @@ def _release(ui: UI, source: Any, chosen: list[str], todo: dict[str, str], plan:
                 below[c] += algo.count_at_or_below(
                     pc.fill_null(arr, float("nan")).to_numpy(zero_copy_only=False), grid)
             for c in counts:
-                algo.add_counts(counts[c], raw.column(c).cast(pa.string()).to_pylist())
+                algo.add_counts(counts[c], raw.column(c).cast(pa.string()))
             advance(raw.num_rows)
     found: dict[str, Any] = {}
     for c in chosen:

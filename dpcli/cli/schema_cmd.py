@@ -156,7 +156,7 @@ def _release(ui: UI, source: Any, chosen: list[str], todo: dict[str, str], plan:
     counts: dict[str, dict[str, int]] = {c: {} for c in chosen if todo[c] == "categorical"}
     n = 0
     with ui.progress("reading", source.num_rows_hint()) as advance:
-        for raw, _ in source.prediction_batches(chosen, rng=rng):
+        for raw, _ in source.raw_batches(chosen, rng=rng):
             n += raw.num_rows
             for c in below:
                 arr = raw.column(c).cast(pa.float64())

@@ -419,6 +419,12 @@ class DataSource:
         for _raw, encoded in self._encoded(columns, rng=rng, all_columns=False):
             yield encoded
 
+    def raw_batches(self, columns: Sequence[str], *, rng: np.random.Generator
+                    ) -> Iterator[tuple[pa.RecordBatch, EncodedBatch]]:
+        """The needed columns (and the label) as read, with their encoding beside them: for a
+        release of raw values (``schema suggest``), without reading the file's other columns."""
+        yield from self._encoded(columns, rng=rng, all_columns=False)
+
     def prediction_batches(self, columns: Sequence[str], *, rng: np.random.Generator
                            ) -> Iterator[tuple[pa.RecordBatch, EncodedBatch]]:
         """Every column of the file as read, with ``columns`` encoded beside it.

@@ -274,11 +274,16 @@ def test_adult_sample_accuracy(samples: Path, cli) -> None:
 
 
 def test_tweets_sample_tokens_model(samples: Path, cli) -> None:
-    """A tokens-only (Bernoulli) model over the public vocabulary, cap 24. Measured with
-    the library over 50 seeds at ε = 10: accuracy mean 0.615, sd 0.006, min 0.599
-    (non-private: 0.722; majority class: 0.602) — threshold 0.58, 6 sd below the mean."""
+    """A tokens-only (Bernoulli) model over the public vocabulary, cap 24, at ε = 10
+    (non-private accuracy 0.722; majority class 0.602). Its decision threshold aims at balanced
+    accuracy, so plain accuracy may fall below the majority's."""
     accuracy, result = _accuracy(cli, samples, "tweets", 10.0)
-    assert accuracy > 0.58
+    truth, predicted = result["label"].astype(str), result["prediction"].astype(str)
+    balanced = np.mean([(predicted[truth == c] == c).mean() for c in ("0", "1")])
+    print(f"accuracy {accuracy:.3f}, balanced accuracy {balanced:.3f}")
+    # the default threshold maximises balanced accuracy, not accuracy (nb_threshold): 0.61-0.69
+    # in 10 runs; a one-class model scores exactly 0.5
+    assert balanced > 0.5
     assert list(result.columns) == ["tokens", "label", *PRED]
     assert result["score"].std() > 0.01  # the words move the prediction
     payload = json.loads((samples / "tweets.json").read_text())["payload"]

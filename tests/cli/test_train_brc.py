@@ -672,8 +672,10 @@ def test_the_file_is_read_once_per_round_and_the_model_is_the_in_memory_one(
     assert payload["calibration"] == expected["calibration"]
     assert payload["class_balance"] == expected["class_balance"]
     assert payload["threshold"] == expected["threshold"]
-    if public:
-        assert {rnd["kind"] for rnd in payload["ensemble"]} == {"public", "private"}
+    # Which kind each round takes is drawn from the run's noise, and the noise of a seeded run
+    # depends on the ledger's random key, so only the possible kinds are fixed here.
+    kinds = {rnd["kind"] for rnd in payload["ensemble"]}
+    assert kinds <= ({"public", "private"} if public else {"private"})
 
 
 @pytest.mark.parametrize("public_label", [None, False, True])

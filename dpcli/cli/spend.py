@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
@@ -11,6 +11,9 @@ from dpcli.budget import Budget
 from dpcli.cli.ui import UI
 from dpcli.mechanisms import Plan
 from dpcli.spec import Spec
+
+if TYPE_CHECKING:
+    from dpcli.api.spend import DryRun
 
 
 def show_plan(ui: UI, spec: Spec, plan: Plan, neighbouring: str | None = None) -> None:
@@ -75,23 +78,50 @@ def dry_run_exit(ui: UI, spec: Spec, plan: Plan, extra: dict[str, Any] | None = 
                  neighbouring: str | None = None) -> None:
     """Report what the run would spend and whether it fits; exit 0 if it does, 3 if not."""
     from dpcli import NEIGHBOURING_RELATION
-    from dpcli.relation import describe
+    from dpcli.api.spend import DryRun
     from dpcli.run import open_ledger
 
     summary = open_ledger(spec).summary(runs=False)
-    fits = plan.total.fits_in(summary.remaining)
-    relation = neighbouring or NEIGHBOURING_RELATION
-    neighbours, protected, public = describe(relation)
+    render_dry_run(ui, DryRun(spec.dataset, plan, summary.remaining, summary.total,
+                              neighbouring or NEIGHBOURING_RELATION, dict(extra or {})))
+
+
+def render_dry_run(ui: UI, dry: DryRun) -> None:
+    """Say what a dry run found and exit: 0 if the plan fits what remains, 3 if not."""
     if ui.json:
-        ui.emit_json({"dry_run": True, "dataset": spec.dataset, "planned": plan.total.to_json(),
-                      "neighbouring": relation, "relation": {
-                          "neighbours": neighbours, "protected": protected, "public": public},
-                      "breakdown": plan.to_json(), "remaining": summary.remaining.to_json(),
-                      "fits": fits, **(extra or {})})
-    verdict = "fits" if fits else "does NOT fit"
-    ui.say(f"dry run: this run would spend {plan.total}; remaining {summary.remaining} "
-           f"of {summary.total} — it {verdict}. Nothing was charged.")
-    raise typer.Exit(0 if fits else 3)
+        ui.emit_json(dry.to_json())
+    verdict = "fits" if dry.fits else "does NOT fit"
+    ui.say(f"dry run: this run would spend {dry.plan.total}; remaining {dry.remaining} "
+           f"of {dry.budget} — it {verdict}. Nothing was charged.")
+    raise typer.Exit(0 if dry.fits else 3)
+
+
+class UIReporter:
+    """The library's talk on the CLI's stderr (see :class:`dpcli.api.report.Reporter`)."""
+
+    def __init__(self, ui: UI) -> None:
+        self.ui = ui
+
+    def say(self, text: str) -> None:
+        self.ui.say(text, markup=False)
+
+    def warn(self, text: str) -> None:
+        self.ui.warn(text)
+
+    def plan(self, spec: Spec, plan: Plan, relation: str) -> None:
+        show_plan(self.ui, spec, plan, relation)
+
+    def progress(self, description: str, total: int | None) -> Any:
+        return self.ui.progress(description, total)
+
+
+def report_lines(ui: UI, lines: Sequence[str]) -> None:
+    """The custodian's data report, with --report only (see :func:`report_data`)."""
+    if not ui.report or not lines:
+        return
+    ui.say("data report (for the custodian; not part of any output):")
+    for line in lines:
+        ui.say(f"  {line}", markup=False)
 
 
 def report_data(ui: UI, report: Any) -> None:
@@ -238,3 +268,11 @@ def release_json(kind: str, payload: dict[str, Any], spec: Spec, plan: Plan, cha
                                epsilon=plan.total.eps, delta=plan.total.dlt,
                                run_id=charge.run_id, seeded=seeded,
                                neighbouring=neighbouring or NEIGHBOURING_RELATION))
+
+
+def require_out(out: Any, dry_run: bool) -> None:
+    """A command that releases a file needs --out, unless it only shows its plan."""
+    from dpcli.errors import UsageError
+
+    if out is None and not dry_run:
+        raise UsageError("--out is required (or pass --dry-run to only see the plan)")

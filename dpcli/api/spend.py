@@ -1,0 +1,302 @@
+"""The one door to private data: pre-checks, reservation, noise, reads and the release.
+
+A spending run goes through :class:`Spend` and nothing else (docs/design.md
+rule 5, "the life of a spending run"):
+
+1. :meth:`Spend.prepare` checks everything that needs no private value (the
+   outputs, the file's structure, the budget), runs the pre-charge value check
+   and shows the plan. The source it opens is private to the object.
+2. :meth:`Spend.dry_run` answers ``--dry-run``: does the plan fit?
+3. :meth:`Spend.charged` reserves the plan in the ledger and only then yields a
+   :class:`Charged`, the only object that can read the data
+   (:meth:`Charged.statistics`, :meth:`Charged.passes`) and release a result
+   (:meth:`Charged.release`). Leaving the block commits the outputs and
+   completes the ledger entry; an error records the run as failed and the
+   charge stays.
+
+So charge-before-read is structural: no statistics pass can start without a
+reservation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from dpcli.api.report import Reporter, Silent
+from dpcli.budget import Budget
+from dpcli.errors import UsageError
+from dpcli.mechanisms import Plan
+from dpcli.spec import Spec
+
+
+@dataclass(frozen=True)
+class DryRun:
+    """What a run would spend and whether it fits in what the ledger has left."""
+
+    dataset: str
+    plan: Plan
+    remaining: Budget
+    budget: Budget
+    neighbouring: str
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def fits(self) -> bool:
+        return self.plan.total.fits_in(self.remaining)
+
+    def to_json(self) -> dict[str, Any]:
+        from dpcli.relation import describe
+
+        neighbours, protected, public = describe(self.neighbouring)
+        return {"dry_run": True, "dataset": self.dataset, "planned": self.plan.total.to_json(),
+                "neighbouring": self.neighbouring,
+                "relation": {"neighbours": neighbours, "protected": protected,
+                             "public": public},
+                "breakdown": self.plan.to_json(), "remaining": self.remaining.to_json(),
+                "fits": self.fits, **self.extra}
+
+
+def resolve_section(spec: Spec, name: str, default: type, epsilon: float | None,
+                    columns: Sequence[str] | str | None = None, **overrides: Any) -> Any:
+    """The spec's section for ``name`` with this run's overrides (``None`` keeps the spec's).
+
+    Without a section in the spec, an ``epsilon`` is enough to run with the
+    defaults. ``columns`` (a sequence, or comma-separated text) must name
+    declared columns, each once.
+    """
+    from dpcli.spec import override
+
+    base = spec.sections.get(name)
+    if base is None:
+        if epsilon is None:
+            spec.section(name)  # raises: names the missing section and the file
+        base = default(epsilon=epsilon)
+    if isinstance(columns, str):
+        columns = [c.strip() for c in columns.split(",") if c.strip()]
+    cols = tuple(columns) if columns else None
+    for i, c in enumerate(cols or ()):
+        if not spec.schema.has(c):
+            raise UsageError(f"--columns: {c!r} is not declared in the schema of {spec.path}")
+        if c in cols[:i]:
+            raise UsageError(f"--columns: {c!r} is listed twice")
+    return override(base, epsilon=epsilon, columns=cols, **overrides)
+
+
+class Spend:
+    """A spending run before its charge: the checked source, the plan, and n.
+
+    Build it with :meth:`prepare`. ``plan`` may be refined with :meth:`replan`
+    before the charge (a plan that depends on n is built inside ``prepare``).
+    """
+
+    def __init__(self, spec: Spec, plan: Plan, source: Any, n: int, data: Path | str, *,
+                 command: str, reporter: Reporter, neighbouring: str) -> None:
+        self.spec = spec
+        self.plan = plan
+        self.n = n
+        self._source = source
+        self._data = data
+        self.command = command
+        self.reporter = reporter
+        self.neighbouring = neighbouring
+
+    @classmethod
+    def prepare(cls, spec: Spec, plan: Plan | Callable[[int], Plan], data: Path | str,
+                columns: Sequence[str], *, command: str, reporter: Reporter | None = None,
+                outputs: Sequence[Path | None] = (),
+                inputs: Sequence[tuple[str, Any]] = (), total: Budget | None = None,
+                engine: str = "local", neighbouring: str | None = None,
+                dry_run: bool = False) -> Spend:
+        """Every check before the charge; the plan is shown.
+
+        ``outputs`` must be writable and replace none of the protected files:
+        the spec and the files it names, the ledger and its companions,
+        ``data`` and the command's other ``inputs`` ((what, path) pairs: a
+        model, a features or validation file). The file is checked against
+        the schema and the budget (a dry run skips the budget look: it says
+        whether the plan fits). ``plan`` may be a function of the record count
+        n (public under replace-one), with its ``total`` given.
+        """
+        from dpcli import NEIGHBOURING_RELATION, protect
+        from dpcli.io import Outputs
+        from dpcli.run import prepare_source
+
+        reporter = reporter or Silent()
+        real = [Path(p) for p in outputs if p is not None]
+        if real:
+            protected = [*protect.spec_protected(spec), *protect.inputs("the input data", data),
+                         *inputs]
+            Outputs().check_writable(*real, protected=protected)
+        if isinstance(plan, Plan):
+            total = plan.total
+        elif total is None:
+            raise TypeError("a plan that depends on n needs its total")
+        source, n = prepare_source(spec, data, columns, total, dry_run=dry_run, engine=engine)
+        made = plan if isinstance(plan, Plan) else plan(n)
+        relation = neighbouring or NEIGHBOURING_RELATION
+        reporter.plan(spec, made, relation)
+        return cls(spec, made, source, n, data, command=command, reporter=reporter,
+                   neighbouring=relation)
+
+    def dry_run(self, extra: dict[str, Any] | None = None) -> DryRun:
+        """What this run would spend against what remains (reads the ledger, charges nothing)."""
+        from dpcli.run import open_ledger
+
+        summary = open_ledger(self.spec).summary(runs=False)
+        return DryRun(self.spec.dataset, self.plan, summary.remaining, summary.total,
+                      self.neighbouring, dict(extra or {}))
+
+    def _generator(self, seed: int | None, arguments: dict[str, Any]) -> np.random.Generator:
+        """OS entropy, or a seeded stream with a warning (docs/design.md, "seeded runs").
+
+        A seeded stream (:func:`dpcli.seeding.seeded_stream`) is keyed with the
+        ledger's secret key and derived from the command, its ``arguments``,
+        the spec's digest and the input's keyed fingerprint: the same seed
+        reproduces a run on the same data and gives independent noise anywhere
+        else. The seed is never written to the ledger or the outputs.
+        """
+        from dpcli.fingerprint import input_digest
+        from dpcli.ledger import read_key
+        from dpcli.mechanisms import make_rng
+        from dpcli.seeding import seeded_stream
+
+        if seed is None:
+            return make_rng(None)
+        self.reporter.warn(
+            "--seed makes this run's noise reproducible by whoever holds the seed and the "
+            "ledger key, on this input with these parameters only. Use it for tests and "
+            "benchmarks only; the run is marked 'seeded'.")
+        key = read_key(self.spec.ledger_path)  # LedgerError naming the key file when missing
+        return make_rng(seeded_stream(key, seed, command=self.command, arguments=arguments,
+                                      spec_digest=self.spec.digest,
+                                      input_fingerprint=input_digest(self.spec.ledger_path,
+                                                                     self._data)))
+
+    @contextmanager
+    def charged(self, arguments: dict[str, Any], *, seed: int | None = None,
+                rng: np.random.Generator | None = None) -> Iterator[Charged]:
+        """Reserve the plan in the ledger, then yield the run's only access to the data.
+
+        ``arguments`` are recorded in the ledger (and key a seeded stream and
+        ``--reuse``). ``rng`` replaces the generator (for tests that compare
+        with an in-memory fit). On a clean exit the outputs are committed and
+        the entry completed.
+        """
+        from dpcli.io import Outputs
+        from dpcli.run import charged
+
+        generator = rng if rng is not None else self._generator(seed, arguments)
+        outputs = Outputs()
+        with charged(self.spec, self.plan, command=self.command, arguments=arguments,
+                     input_path=self._data, seeded=seed is not None,
+                     neighbouring=self.neighbouring) as charge, outputs:
+            run = Charged(self, charge, generator, outputs, seeded=seed is not None)
+            yield run
+            charge.outputs = outputs.commit()
+            charge.summary = run.summary
+
+    def data_report(self) -> list[str]:
+        """What the data layer clamped, mapped or imputed (exact private figures: for the
+        custodian who asks, never in an output)."""
+        return list(self._source.report.lines())
+
+
+class Charged:
+    """A reserved run: its noise, its reads of the data, its release."""
+
+    def __init__(self, spend: Spend, charge: Any, rng: np.random.Generator, outputs: Any, *,
+                 seeded: bool) -> None:
+        self._spend = spend
+        self._charge = charge
+        self.rng = rng
+        self._outputs = outputs
+        self.seeded = seeded
+        self.summary: dict[str, Any] = {}
+
+    @property
+    def run_id(self) -> str:
+        return str(self._charge.run_id)
+
+    @property
+    def plan(self) -> Plan:
+        return self._spend.plan
+
+    def statistics(self, request: Any, label: str = "reading") -> Any:
+        """The run's statistics pass (counts, sums, histograms) by the source's engine."""
+        from dpcli.stats import get_engine
+
+        source = self._spend._source
+        with self._spend.reporter.progress(label, source.num_rows_hint()) as advance:
+            return get_engine(source.engine).compute(source, request, rng=self.rng,
+                                                     progress=advance)
+
+    def passes(self, columns: Sequence[str], label: str = "reading") -> Iterator[Any]:
+        """One more pass over the encoded records (batches read ahead by a worker thread)."""
+        from dpcli.data.prefetch import prefetch
+
+        source = self._spend._source
+        with self._spend.reporter.progress(label, source.num_rows_hint()) as advance:
+            for batch in prefetch(source.batches(columns, rng=self.rng)):
+                advance(batch.n)
+                yield batch
+
+    def batch_source(self, columns: Sequence[str]) -> Callable[[], Iterator[Any]]:
+        """A function that starts a fresh pass (for algorithms that make several)."""
+        from dpcli.data.prefetch import prefetch
+
+        source = self._spend._source
+        return lambda: prefetch(source.batches(columns, rng=self.rng))
+
+    @property
+    def source(self) -> Any:
+        """The opened source, for the commands whose passes need more than batches (a scored
+        pass over a model's columns): only reachable once charged."""
+        return self._spend._source
+
+    def envelope(self, kind: str, payload: dict[str, Any]) -> dict[str, Any]:
+        """The released artefact wrapped with this run's spec, spend and ledger entry."""
+        from dpcli.io import envelope
+
+        spend = self._spend
+        return envelope(kind, payload, dataset=spend.spec.dataset,
+                        spec_digest=spend.spec.digest, epsilon=spend.plan.total.eps,
+                        delta=spend.plan.total.dlt, run_id=self.run_id, seeded=self.seeded,
+                        neighbouring=spend.neighbouring)
+
+    def write(self, out: Path, text: str) -> None:
+        """Stage ``text`` for ``out``; every staged output is renamed into place together when
+        the run ends cleanly (nothing partial otherwise)."""
+        self._outputs.write_text(out, text)
+
+    def stage(self, out: Path, *, private: bool = False) -> Path:
+        """A temporary path to write ``out`` to, renamed into place with the other outputs."""
+        return Path(self._outputs.stage(out, private=private))
+
+    def check_model(self, model: Any) -> dict[str, Any]:
+        """Check a released binary model for a degenerate output (post-processing, free): warn
+        and return the payload entry that records the verdict ({} when not checkable)."""
+        from dpcli.algorithms.degenerate import check, check_cells, check_ensemble
+
+        if hasattr(model, "has_values_in_no_node"):
+            verdict = check_cells(model)
+        elif hasattr(model, "rounds"):   # a boosted ensemble (brc)
+            verdict = check_ensemble(model)
+        else:
+            verdict = check(model)
+        if verdict is None:
+            return {}
+        problem = verdict.problem()
+        if problem is not None:
+            self._spend.reporter.warn(problem)
+        return {"degeneracy": verdict.to_json()}
+
+
+def with_schema(spec: Spec, schema: Any) -> Spec:
+    """``spec`` with another schema (a selection's, or token columns capped for this run)."""
+    return replace(spec, schema=schema)

@@ -214,3 +214,30 @@ class NaiveBayes(_PrivateClassifier):
     def _release(self, session: Any, table: Any, columns: list[str]) -> Any:
         return session.train_nb(table, epsilon=self.epsilon, method=self.method,
                                 columns=columns, r=self.r, seed=self.seed)
+
+
+class LogisticRegression(_PrivateClassifier):
+    """``dpcli validate`` as an estimator: private L2 logistic regression whose regulariser
+    (``lam``: "auto", "search" or a number) and class cut are chosen privately, within ε.
+
+    Part of the rows the fit is given is held out for the λ search and the
+    cut (``validate.validation_fraction`` of the spec), as the CLI does.
+    """
+
+    def __init__(self, *, spec: str | Path, epsilon: float | None = None,
+                 lam: float | str | None = None, method: str | None = None,
+                 score: str | None = None, trainer: str | None = None,
+                 threshold_share: float | str | None = None, seed: int | None = None) -> None:
+        self.spec = spec
+        self.epsilon = epsilon
+        self.lam = lam
+        self.method = method
+        self.score = score
+        self.trainer = trainer
+        self.threshold_share = threshold_share
+        self.seed = seed
+
+    def _release(self, session: Any, table: Any, columns: list[str]) -> Any:
+        return session.validate(table, epsilon=self.epsilon, lam=self.lam, method=self.method,
+                                score=self.score, trainer=self.trainer, columns=columns,
+                                threshold_share=self.threshold_share, seed=self.seed)

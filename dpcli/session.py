@@ -77,6 +77,28 @@ class Session:
                                        out=_path(out), seed=seed, engine=engine,
                                        dry_run=dry_run, reporter=self.reporter))
 
+    def validate(self, data: Data, *, validation: Data | None = None, out: Path | None = None,
+                 learner: str = "logreg", grid: Sequence[float] | None = None,
+                 method: str | None = None, score: str | None = None,
+                 trainer: str | None = None, delta: float | None = None,
+                 columns: Sequence[str] | None = None, lam: float | str | None = None,
+                 threshold_share: float | str | None = None, epsilon: float | None = None,
+                 seed: int | None = None, dry_run: bool = False) -> Any:
+        """``dpcli validate``: release a logistic regression model, λ and its class cut chosen
+        privately (:mod:`dpcli.api.validate`). ``lam`` is the CLI's ``--lambda``."""
+        from contextlib import nullcontext
+
+        from dpcli.api.validate import validate
+
+        with as_file(data) as path, (as_file(validation) if validation is not None
+                                     else nullcontext(None)) as vpath:
+            return self._keep(validate(
+                self.spec, Path(path), validation=None if vpath is None else Path(vpath),
+                out=_path(out), learner=learner, grid=grid, method=method, score=score,
+                trainer=trainer, delta=delta, columns=columns, lam=lam,
+                threshold_share=threshold_share, epsilon=epsilon, seed=seed, dry_run=dry_run,
+                reporter=self.reporter))
+
 
 def _path(out: str | Path | None) -> Path | None:
     return None if out is None else Path(out)

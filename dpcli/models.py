@@ -241,3 +241,22 @@ class LogisticRegression(_PrivateClassifier):
         return session.validate(table, epsilon=self.epsilon, lam=self.lam, method=self.method,
                                 score=self.score, trainer=self.trainer, columns=columns,
                                 threshold_share=self.threshold_share, seed=self.seed)
+
+
+class BoostedRandomClassifiers(_PrivateClassifier):
+    """``dpcli train-brc`` as an estimator: boosted random hyperplanes (Shen et al.), the
+    ensemble's weights released with noise; ``rounds`` a number or "auto"."""
+
+    def __init__(self, *, spec: str | Path, epsilon: float | None = None,
+                 rounds: int | str | None = None, c1: float | None = None,
+                 c2: float | None = None, seed: int | None = None) -> None:
+        self.spec = spec
+        self.epsilon = epsilon
+        self.rounds = rounds
+        self.c1 = c1
+        self.c2 = c2
+        self.seed = seed
+
+    def _release(self, session: Any, table: Any, columns: list[str]) -> Any:
+        return session.train_brc(table, epsilon=self.epsilon, rounds=self.rounds, c1=self.c1,
+                                 c2=self.c2, columns=columns, seed=self.seed)

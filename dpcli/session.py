@@ -16,7 +16,9 @@ Budget(epsilon=0.5, delta=0)
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import tempfile
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +27,7 @@ from dpcli.api.result import Released
 from dpcli.api.spend import DryRun
 from dpcli.api.tables import Data, as_file
 from dpcli.budget import Budget
+from dpcli.errors import UsageError
 from dpcli.spec import Spec
 
 
@@ -98,6 +101,65 @@ class Session:
                 trainer=trainer, delta=delta, columns=columns, lam=lam,
                 threshold_share=threshold_share, epsilon=epsilon, seed=seed, dry_run=dry_run,
                 reporter=self.reporter))
+
+    def train_brc(self, data: Data, *, out: Path | None = None, rounds: int | str | None = None,
+                  c1: float | None = None, c2: float | None = None,
+                  columns: Sequence[str] | None = None, epsilon: float | None = None,
+                  seed: int | None = None, dry_run: bool = False) -> Any:
+        """``dpcli train-brc``: release a boosted random-hyperplane ensemble
+        (:mod:`dpcli.api.train_brc`)."""
+        from dpcli.api.train_brc import train_brc
+
+        with as_file(data) as path:
+            return self._keep(train_brc(self.spec, Path(path), out=_path(out), rounds=rounds,
+                                        c1=c1, c2=c2, columns=columns, epsilon=epsilon,
+                                        seed=seed, dry_run=dry_run, reporter=self.reporter))
+
+    def roc(self, data: Data, *, model: Any = None, out: Path | None = None,
+            score_column: str | None = None, score_range: str | None = None,
+            thresholds: str | None = None, k: int | None = None, alpha: float | None = None,
+            counts: str | None = None, transform: str | None = None,
+            auc_share: float | None = None, compare_true: bool = False,
+            epsilon: float | None = None, seed: int | None = None,
+            dry_run: bool = False) -> Any:
+        """``dpcli roc``: release a private ROC curve and AUC (:mod:`dpcli.api.roc`).
+
+        ``model`` is a model this session released, a
+        :class:`~dpcli.models.ReleasedModel` or fitted estimator, or a model
+        file. ``out`` (a folder) gets curve.csv, curve.json and curve.png.
+        """
+        from dpcli.api.roc import roc
+
+        with as_file(data) as path, self._model_file(model) as model_path:
+            return self._keep(roc(self.spec, Path(path), model=model_path, out=_path(out),
+                                  score_column=score_column, score_range=score_range,
+                                  thresholds=thresholds, k=k, alpha=alpha, counts=counts,
+                                  transform=transform, auc_share=auc_share,
+                                  compare_true=compare_true, epsilon=epsilon, seed=seed,
+                                  dry_run=dry_run, reporter=self.reporter))
+
+    @contextmanager
+    def _model_file(self, model: Any) -> Iterator[Path | None]:
+        """A file for ``model``: a released model is public, so a temporary copy of its
+        document is harmless (the commands read models from files, with their checks)."""
+        if model is None or isinstance(model, (str, Path)):
+            yield None if model is None else Path(model)
+            return
+        envelope = getattr(model, "envelope", None)   # ReleasedModel
+        if envelope is None and hasattr(model, "released_"):   # a fitted estimator
+            envelope = model.released_.envelope
+        if envelope is None:
+            envelope = next((r.envelope for r in reversed(self.releases) if r.value is model),
+                            None)
+        if envelope is None:
+            raise UsageError("model: give a model this session released, a ReleasedModel, a "
+                             "fitted dpcli estimator or a model file")
+        from dpcli.io import dumps_json
+
+        with tempfile.TemporaryDirectory(prefix="dpcli-model-") as folder:
+            path = Path(folder) / "model.json"
+            path.write_text(dumps_json(envelope), encoding="utf-8")
+            yield path
 
 
 def _path(out: str | Path | None) -> Path | None:

@@ -254,6 +254,16 @@ class Charged:
                 advance(batch.n)
                 yield batch
 
+    def fold(self, columns: Sequence[str], fn: Callable[[Any], np.ndarray],
+             add: Callable[[np.ndarray, np.ndarray], None], label: str = "scoring") -> int:
+        """One pass: ``add(fn(batch), label codes)`` per batch, nothing kept between batches;
+        returns the record count (a DataError for a file with no rows)."""
+        from dpcli.predict import fold
+
+        source = self._spend._source
+        with self._spend.reporter.progress(label, source.num_rows_hint()) as advance:
+            return fold(source, tuple(columns), fn, add, rng=self.rng, progress=advance)
+
     def batch_source(self, columns: Sequence[str]) -> Callable[[], Iterator[Any]]:
         """A function that starts a fresh pass (for algorithms that make several)."""
         from dpcli.data.prefetch import prefetch
@@ -276,6 +286,10 @@ class Charged:
                         spec_digest=spend.spec.digest, epsilon=spend.plan.total.eps,
                         delta=spend.plan.total.dlt, run_id=self.run_id, seeded=self.seeded,
                         neighbouring=spend.neighbouring)
+
+    def write_bytes(self, out: Path, data: bytes) -> None:
+        """Stage ``data`` for ``out`` (see :meth:`write`)."""
+        self._outputs.write_bytes(out, data)
 
     def write(self, out: Path, text: str) -> None:
         """Stage ``text`` for ``out``; every staged output is renamed into place together when

@@ -63,8 +63,8 @@ def evaluate(
             --model models/nb.json --epsilon 0.2
     """
     from dpcli.algorithms import evaluate as ev
+    from dpcli.api.scoring import fold_scores, parse_range, score_input
     from dpcli.budget import Budget
-    from dpcli.cli.scoring import fold_scores, parse_range, score_input
     from dpcli.cli.spend import (
         noise_generator,
         preflight,

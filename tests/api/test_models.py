@@ -64,6 +64,23 @@ def test_params_follow_scikit_learn(project: Project) -> None:
         NaiveBayes(str(project.spec))  # type: ignore[misc]  # keyword-only
 
 
+@pytest.mark.parametrize("name", ["NaiveBayes", "LogisticRegression",
+                                  "BoostedRandomClassifiers"])
+def test_every_estimator_clones_and_fits(project: Project, name: str) -> None:
+    pytest.importorskip("sklearn")
+    from sklearn.base import clone
+
+    import dpcli.models
+
+    cls = getattr(dpcli.models, name)
+    clf = clone(cls(spec=str(project.spec), epsilon=1.0))
+    x, y = _xy(600, seed=2)
+    assert clf.fit(x, y) is clf
+    assert clf.predict(x).shape == (600,) and set(clf.predict(x).tolist()) <= {0, 1}
+    assert clf.predict_proba(x).shape == (600, 2)
+    assert project.reserves()[-1]["epsilon"] == 1.0
+
+
 def test_clone_pipeline_and_cross_validation_spend_once_per_fit(project: Project) -> None:
     sklearn = pytest.importorskip("sklearn")
     from sklearn.base import clone, is_classifier

@@ -79,3 +79,19 @@ def test_a_seeded_run_warns_as_a_python_warning(project: Project) -> None:
         dpcli.Session(project.spec).train_nb(project.data, epsilon=0.5, seed=3)
     assert any(issubclass(w.category, DpcliWarning) and "--seed" in str(w.message)
                for w in caught)
+
+
+def test_roc_of_a_model_the_session_released(project: Project, tmp_path) -> None:
+    session = dpcli.Session(project.spec)
+    model = session.train_nb(project.data, epsilon=0.5)
+    curve = session.roc(project.data, model=model, epsilon=1.0)
+    assert 0 <= curve.auc <= 1
+    released = session.releases[-1]
+    assert released.kind == "roc_curve"
+    assert released.payload["model_run_id"] == session.releases[0].run_id
+    assert session.spent() == Budget(1.5)
+    out = tmp_path / "roc"
+    session.roc(project.data, model=model, epsilon=0.5, out=out)
+    assert sorted(p.name for p in out.iterdir()) == ["curve.csv", "curve.json", "curve.png"]
+    with pytest.raises(UsageError, match="model: give a model"):
+        session.roc(project.data, model=object(), epsilon=0.5)

@@ -238,3 +238,34 @@ def test_docs_stand_alone() -> None:
 def test_readme_is_a_usage_document() -> None:
     assert len(README.splitlines()) <= 400
     assert "make demo" in README and "make test" in README
+
+
+def test_make_lint_lints_and_is_part_of_make_test() -> None:
+    make = (REPO / "Makefile").read_text()
+    lint = re.search(r"^lint:.*\n((?:\t.*\n)+)", make, flags=re.M)
+    assert lint and "ruff check dpcli tests benchmarks" in lint.group(1)
+    assert re.search(r"^test:.*\blint\b", make, flags=re.M)
+
+
+def test_pre_commit_pins_the_same_ruff() -> None:
+    pinned = re.search(r'"ruff==([\d.]+)"', (REPO / "pyproject.toml").read_text())
+    hook = re.search(r"ruff-pre-commit\n\s+rev: v([\d.]+)",
+                     (REPO / ".pre-commit-config.yaml").read_text())
+    assert pinned and hook and pinned.group(1) == hook.group(1)
+
+
+def test_shell_completion_is_on(cli) -> None:
+    """`dpcli --install-completion` exists, and completing through the real entry point works."""
+    import os
+    import subprocess
+    import sys
+
+    assert "--install-completion" in cli("--help").stdout
+    env = {**os.environ, "_DPCLI_COMPLETE": "complete_bash", "COMP_WORDS": "dpcli ledger ",
+           "COMP_CWORD": "2"}
+    script = Path(sys.executable).with_name("dpcli")     # the installed console script
+    if not script.exists():
+        pytest.skip("dpcli is not installed as a console script beside this python")
+    out = subprocess.run([str(script)], env=env, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert {"init", "show", "verify", "raise", "repair"} <= set(out.stdout.split())

@@ -111,8 +111,8 @@ class UIReporter:
     def plan(self, spec: Spec, plan: Plan, relation: str) -> None:
         show_plan(self.ui, spec, plan, relation)
 
-    def progress(self, description: str, total: int | None) -> Any:
-        return self.ui.progress(description, total)
+    def progress(self, description: str, total: int | None, unit: str = "rows") -> Any:
+        return self.ui.progress(description, total, unit)
 
 
 def report_lines(ui: UI, lines: Sequence[str]) -> None:

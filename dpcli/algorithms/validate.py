@@ -1,6 +1,6 @@
 """Private logistic regression with a private choice of its regulariser and class cut.
 
-What a default run does (issue 20; README "validate"), all decided from public
+What a default run does (issue 20; docs/algorithms/logistic-regression.md), all decided from public
 facts (n, ε, the declared width d) before the charge (:func:`decide`):
 
 * the regulariser: ``lambda: auto`` searches the grid by stability (below) only

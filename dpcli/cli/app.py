@@ -41,7 +41,7 @@ SIGTERM / SIGHUP (a reserved charge stays, recorded as failed),
 app = typer.Typer(
     help=HELP,
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,   # `dpcli --install-completion` (README "Quick start")
     pretty_exceptions_show_locals=False,  # a traceback's locals would be private rows
     context_settings={"help_option_names": ["-h", "--help"]},
 )

@@ -65,10 +65,10 @@ def suggest(
     domains from the data's documentation are better where they exist: they
     cost nothing and fit every future file.
 
-    Example:
+    Example (once init's spec has its budget, with a δ, and its label filled in):
 
-        dpcli schema suggest data/patients.parquet --spec configs/patients.yaml \\
-            --epsilon 0.1 --out suggested.schema.yaml
+        dpcli schema suggest sample_data/credit_train.parquet --spec mine/credit.yaml \\
+            --epsilon 0.1 --out mine/suggested.schema.yaml
     """
     import math
 

@@ -96,11 +96,11 @@ def select_features(
 
     Example:
 
-        dpcli select-features data/train.parquet --spec configs/tweets.yaml \\
-            --out features.json --score tc --method perturb --threshold 50 --r 10 --epsilon 0.2
-        dpcli train-nb data/train.parquet --spec configs/tweets.yaml \\
-            --features features.json --out nb.json --epsilon 0.8
-        dpcli select-features data/train.parquet --spec configs/tweets.yaml \\
+        dpcli select-features sample_data/tweets_train.parquet --spec configs/tweets.yaml \\
+            --out features.json --score tc --method perturb --threshold 50 --r 10 --epsilon 0.5
+        dpcli train-nb sample_data/tweets_train.parquet --spec configs/tweets.yaml \\
+            --features features.json --out nb.json --epsilon 1.5
+        dpcli select-features sample_data/tweets_train.parquet --spec configs/tweets.yaml \\
             --total-epsilon 1 --dry-run      # prints both shares, charges nothing
     """
     from dpcli.algorithms import feature_selection as fs

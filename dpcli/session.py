@@ -37,18 +37,29 @@ class Session:
     def __init__(self, spec: str | Path | Spec, *, reporter: Reporter | None = None) -> None:
         from dpcli.spec import load_spec
 
-        self.spec = spec if isinstance(spec, Spec) else load_spec(Path(spec))
+        # a spec whose domains are still TODO opens (for schema_suggest and the ledger);
+        # every other command refuses it, as the CLI does
+        self._spec = spec if isinstance(spec, Spec) else load_spec(Path(spec), todo_domains=True)
         self.reporter = reporter or Silent()
         #: every release this session made, oldest first (envelope, plan, ledger run id)
         self.releases: list[Released] = []
 
+    @property
+    def spec(self) -> Spec:
+        """The spec, every domain declared (a TODO left is refused here, naming it)."""
+        if self._spec.todo:
+            from dpcli.spec import load_spec
+
+            return load_spec(self._spec.path)   # raises: names the TODO domains
+        return self._spec
+
     def __repr__(self) -> str:
-        return f"Session({str(self.spec.path)!r}, dataset={self.spec.dataset!r})"
+        return f"Session({str(self._spec.path)!r}, dataset={self._spec.dataset!r})"
 
     def _ledger(self) -> Any:
         from dpcli.run import open_ledger
 
-        return open_ledger(self.spec).summary(runs=False)
+        return open_ledger(self._spec).summary(runs=False)
 
     def remaining(self) -> Budget:
         """What the ledger has left for this dataset (reads the ledger; costs nothing)."""
@@ -137,6 +148,79 @@ class Session:
                                   transform=transform, auc_share=auc_share,
                                   compare_true=compare_true, epsilon=epsilon, seed=seed,
                                   dry_run=dry_run, reporter=self.reporter))
+
+    def evaluate(self, data: Data, *, model: Any = None, score_column: str | None = None,
+                 score_range: str | None = None, cutoff: float | None = None,
+                 out: Path | None = None, epsilon: float | None = None,
+                 seed: int | None = None, dry_run: bool = False) -> Any:
+        """``dpcli evaluate``: release a noisy confusion matrix and its metrics
+        (:mod:`dpcli.api.evaluate`); ``model`` as for :meth:`roc`."""
+        from dpcli.api.evaluate import evaluate
+
+        with as_file(data) as path, self._model_file(model) as model_path:
+            return self._keep(evaluate(self.spec, Path(path), model=model_path,
+                                       score_column=score_column, score_range=score_range,
+                                       cutoff=cutoff, out=_path(out), epsilon=epsilon,
+                                       seed=seed, dry_run=dry_run, reporter=self.reporter))
+
+    def tabulate(self, data: Data, *, out: Path | None = None,
+                 columns: Sequence[str] | None = None, bins: int | None = None,
+                 epsilon: float | None = None, seed: int | None = None, engine: str = "local",
+                 dry_run: bool = False) -> Any:
+        """``dpcli tabulate``: release noisy per-class counts (:mod:`dpcli.api.tabulate`);
+        returns the count rows."""
+        from dpcli.api.tabulate import tabulate
+
+        with as_file(data) as path:
+            return self._keep(tabulate(self.spec, path, out=_path(out), columns=columns,
+                                       bins=bins, epsilon=epsilon, seed=seed, engine=engine,
+                                       dry_run=dry_run, reporter=self.reporter))
+
+    def publish_grid(self, data: Data, *, out: Path | None = None,
+                     columns: Sequence[str] | None = None, max_pool: int | None = None,
+                     epsilon: float | None = None, seed: int | None = None,
+                     engine: str = "local", dry_run: bool = False) -> Any:
+        """``dpcli publish-grid``: release a grid synopsis (:mod:`dpcli.api.publish_grid`);
+        returns the grid model (it predicts, and ``dpcli synthesize`` samples it)."""
+        from dpcli.api.publish_grid import publish_grid
+
+        with as_file(data) as path:
+            return self._keep(publish_grid(self.spec, path, out=_path(out), columns=columns,
+                                           max_pool=max_pool, epsilon=epsilon, seed=seed,
+                                           engine=engine, dry_run=dry_run,
+                                           reporter=self.reporter))
+
+    def select_features(self, data: Data, *, out: Path | None = None,
+                        score: str | None = None, method: str | None = None,
+                        threshold: float | None = None, k: int | None = None,
+                        r: int | None = None, columns: Sequence[str] | None = None,
+                        epsilon: float | None = None, total_epsilon: float | None = None,
+                        min_effect: float | None = None, allow_noise: bool = False,
+                        seed: int | None = None, engine: str = "local",
+                        dry_run: bool = False) -> Any:
+        """``dpcli select-features``: release which features to train on
+        (:mod:`dpcli.api.select_features`); returns the selection."""
+        from dpcli.api.select_features import select_features
+
+        with as_file(data) as path:
+            return self._keep(select_features(
+                self.spec, path, out=_path(out), score=score, method=method,
+                threshold=threshold, k=k, r=r, columns=columns, epsilon=epsilon,
+                total_epsilon=total_epsilon, min_effect=min_effect, allow_noise=allow_noise,
+                seed=seed, engine=engine, dry_run=dry_run, reporter=self.reporter))
+
+    def schema_suggest(self, data: Data, *, epsilon: float, out: Path | None = None,
+                       columns: Sequence[str] | None = None, delta: float | None = None,
+                       seed: int | None = None, dry_run: bool = False) -> Any:
+        """``dpcli schema suggest``: private bounds and categories for the spec's TODO
+        domains (:mod:`dpcli.api.schema_suggest`); returns column → suggestion."""
+        from dpcli.api.schema_suggest import DEFAULT_DELTA, schema_suggest
+
+        with as_file(data) as path:
+            return self._keep(schema_suggest(
+                self._spec, path, epsilon=epsilon, out=_path(out), columns=columns,
+                delta=DEFAULT_DELTA if delta is None else delta, seed=seed, dry_run=dry_run,
+                reporter=self.reporter))
 
     @contextmanager
     def _model_file(self, model: Any) -> Iterator[Path | None]:

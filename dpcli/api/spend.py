@@ -254,6 +254,15 @@ class Charged:
                 advance(batch.n)
                 yield batch
 
+    def raw_passes(self, columns: Sequence[str], label: str = "reading") -> Iterator[Any]:
+        """One pass over the raw Arrow batches of ``columns`` (for releases that need the
+        values before the schema's encoding, e.g. domain suggestions)."""
+        source = self._spend._source
+        with self._spend.reporter.progress(label, source.num_rows_hint()) as advance:
+            for raw, _ in source.raw_batches(columns, rng=self.rng):
+                advance(raw.num_rows)
+                yield raw
+
     def fold(self, columns: Sequence[str], fn: Callable[[Any], np.ndarray],
              add: Callable[[np.ndarray, np.ndarray], None], label: str = "scoring") -> int:
         """One pass: ``add(fn(batch), label codes)`` per batch, nothing kept between batches;

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import signal
 import sys
+from typing import Any
 
 import typer
+from typer.core import TyperGroup
 
 from dpcli import __version__
 from dpcli.cli import (
@@ -24,6 +26,7 @@ from dpcli.cli import (
     train_nb_cmd,
     validate_cmd,
 )
+from dpcli.errors import EX_USAGE
 
 HELP = f"""dpcli {__version__}: differentially private machine learning on tabular data.
 
@@ -31,14 +34,40 @@ Every command that reads private values spends a declared ε from the
 dataset's lifetime budget, reserved in an append-only, hash-chained ledger
 before any value is read. Guarantees are ε-DP (or (ε, δ)-DP) under
 replace-one neighbours (train-brc with public features: replace-one on the
-private features). Exit codes: 0 ok, 2 bad input or spec,
-3 budget exhausted, 74 the system refused an I/O operation (disk full,
-permission, read-only file system), 130 / 143 / 129 ended by SIGINT /
-SIGTERM / SIGHUP (a reserved charge stays, recorded as failed),
-1 unexpected.
+private features). Exit codes (BSD sysexits; docs/exit-codes.md): 0 ok,
+3 budget exhausted, 64 usage, 65 bad data, 66 input file missing,
+70 internal error, 74 the system refused an I/O operation (disk full,
+permission, read-only file system), 76 ledger unusable or fails
+verification, 78 bad spec, 130 / 143 / 129 ended by SIGINT / SIGTERM /
+SIGHUP (a reserved charge stays, recorded as failed).
 """
 
+try:  # typer >= 0.20 vendors click; older versions use click itself
+    from typer._click.exceptions import UsageError as _ParserUsageError
+except ImportError:  # pragma: no cover - depends on the installed typer
+    from click.exceptions import UsageError as _ParserUsageError
+
+
+class _Group(TyperGroup):
+    """The root command: the option parser's own errors (unknown option, missing
+    argument, bad value) exit 64 (EX_USAGE) like dpcli's UsageError, not click's 2."""
+
+    def make_context(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return super().make_context(*args, **kwargs)
+        except _ParserUsageError as exc:
+            exc.exit_code = EX_USAGE
+            raise
+
+    def invoke(self, ctx: Any) -> Any:
+        try:
+            return super().invoke(ctx)
+        except _ParserUsageError as exc:  # a subcommand's arguments
+            exc.exit_code = EX_USAGE
+            raise
+
 app = typer.Typer(
+    cls=_Group,
     help=HELP,
     no_args_is_help=True,
     add_completion=False,

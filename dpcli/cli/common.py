@@ -11,7 +11,7 @@ from typing import Annotated, Any, TypeVar
 import typer
 
 from dpcli.cli.ui import UI
-from dpcli.errors import DpcliError
+from dpcli.errors import INTERNAL_EXIT, DpcliError
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -57,10 +57,12 @@ EngineOpt = Annotated[str, typer.Option(
 def handle_errors(fn: F) -> F:
     """Turn dpcli errors into a one-line message and their exit code.
 
-    2 input, 3 budget, 74 the system refused an I/O operation (no space,
-    permission, read-only: also when it surfaces as a ledger error), 128 + N
-    a signal (130 SIGINT, 143 SIGTERM, 129 SIGHUP). Unexpected errors exit 1
-    with the exception type only: a traceback's text or locals could echo
+    The codes are the BSD sysexits listed in :mod:`dpcli.errors` and
+    docs/exit-codes.md: 3 budget, 64 usage, 65 data, 66 no input, 74 the
+    system refused an I/O operation (no space, permission, read-only: also
+    when it surfaces as a ledger error), 76 ledger, 78 spec, 128 + N a signal
+    (130 SIGINT, 143 SIGTERM, 129 SIGHUP). Unexpected errors exit 70
+    (EX_SOFTWARE) with the exception type only: a traceback's text or locals could echo
     private rows, so it is shown only with -v.
     """
 
@@ -118,4 +120,4 @@ def _unexpected(ui: UI, exc: BaseException) -> None:
     if ui.verbose:
         ui.err.print(traceback.format_exc(), markup=False)
     ui.error(f"unexpected {type(exc).__name__}; rerun with -v for a traceback")
-    raise typer.Exit(1) from None
+    raise typer.Exit(INTERNAL_EXIT) from None

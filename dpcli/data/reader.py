@@ -70,7 +70,7 @@ from dpcli.data.schema import (
     Schema,
     TokensColumn,
 )
-from dpcli.errors import DataError, UsageError, private
+from dpcli.errors import DataError, NoInput, UsageError, private
 
 CSV_SUFFIXES: dict[str, str] = {".csv": ",", ".csv.gz": ",", ".tsv": "\t", ".tsv.gz": "\t"}
 PARQUET_SUFFIXES: tuple[str, ...] = (".parquet", ".pq")
@@ -307,7 +307,7 @@ class DataSource:
 
     def _check_readable_parquet(self) -> list[Path]:
         if not self.path.exists():
-            raise DataError(f"{self.path}: file not found")
+            raise NoInput(f"{self.path}: file not found")
         files = self.parquet_files()
         if not files:
             raise DataError(f"{self.path}: directory holds no Parquet files "
@@ -717,7 +717,7 @@ def _raise_missing(arr: pa.Array | pa.ChunkedArray, name: str, where: RowPositio
 def csv_header(path: Path) -> list[str]:
     """Column names from the first CSV record (reads no data row)."""
     if not path.exists():
-        raise DataError(f"{path}: file not found")
+        raise NoInput(f"{path}: file not found")
     if path.is_dir():
         raise DataError(f"{path}: is a directory, not a CSV file")
     data = b""
@@ -767,7 +767,7 @@ def _open_parquet(path: Path, read_dictionary: Sequence[str] | None = None) -> p
     try:
         return pq.ParquetFile(path, read_dictionary=read_dictionary or None)
     except FileNotFoundError:
-        raise DataError(f"{path}: file not found") from None
+        raise NoInput(f"{path}: file not found") from None
     except OSError as exc:
         if isinstance(exc, pa.ArrowException):
             raise DataError(f"{path}: not a readable Parquet file ({exc})") from None

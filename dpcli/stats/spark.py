@@ -96,7 +96,7 @@ from dpcli.data.reader import (
 )
 from dpcli.data.report import ColumnCounts, DataReport
 from dpcli.data.schema import Schema
-from dpcli.errors import DataError, UsageError, private
+from dpcli.errors import DataError, NoInput, UsageError, private
 from dpcli.stats.accumulators import JointAccumulator, StatsAccumulator
 from dpcli.stats.engine import Engine, Stats, StatsRequest
 
@@ -362,7 +362,7 @@ def list_input(spark: SparkSession, data: Path | str) -> tuple[bool, list[InputF
     except Exception as exc:
         name = _java_class(exc)
         if name == "FileNotFoundException":
-            raise DataError(f"{shown_root}: file not found") from None
+            raise NoInput(f"{shown_root}: file not found") from None
         if "UnsupportedFileSystem" in name:
             raise UsageError(f"{shown_root}: Spark has no file system for "
                              f"'{_scheme(data) or 'file'}:' URIs; add its connector to the "

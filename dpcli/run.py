@@ -32,6 +32,9 @@ from dpcli.spec import Spec
 #: ``--reuse`` for this command (set by :func:`dpcli.cli.common.handle_errors` from the
 #: option): an identical completed run whose outputs are unchanged is returned, not redone
 REUSE: ContextVar[bool] = ContextVar("dpcli_reuse", default=False)
+#: run ids reserved by this command so far (a list that :func:`dpcli.cli.common.handle_errors`
+#: sets per command): a failure's ``--json`` object says whether anything was charged
+RESERVED: ContextVar[list[str] | None] = ContextVar("dpcli_reserved", default=None)
 
 
 @dataclass
@@ -151,6 +154,9 @@ def charged(spec: Spec, plan: Plan, *, command: str, arguments: dict[str, Any],
             input_file=location_text(input_path), input_digest=digest, seeded=seeded,
             neighbouring=neighbouring)
     charge = Charge(reservation)
+    reserved = RESERVED.get()
+    if reserved is not None:
+        reserved.append(reservation.run_id)
     try:
         signals.deliver()
         yield charge

@@ -50,21 +50,35 @@ except ImportError:  # pragma: no cover - depends on the installed typer
 
 class _Group(TyperGroup):
     """The root command: the option parser's own errors (unknown option, missing
-    argument, bad value) exit 64 (EX_USAGE) like dpcli's UsageError, not click's 2."""
+    argument, bad value) exit 64 (EX_USAGE) like dpcli's UsageError, not click's 2,
+    and with ``--json`` print the same one-line error object as any failure."""
 
-    def make_context(self, *args: Any, **kwargs: Any) -> Any:
+    _args: tuple[str, ...] = ()
+
+    def make_context(self, info_name: str | None, args: list[str], *rest: Any,
+                     **kwargs: Any) -> Any:
+        self._args = tuple(args)
         try:
-            return super().make_context(*args, **kwargs)
+            return super().make_context(info_name, args, *rest, **kwargs)
         except _ParserUsageError as exc:
-            exc.exit_code = EX_USAGE
-            raise
+            raise self._usage(exc) from None
 
     def invoke(self, ctx: Any) -> Any:
         try:
             return super().invoke(ctx)
         except _ParserUsageError as exc:  # a subcommand's arguments
-            exc.exit_code = EX_USAGE
-            raise
+            raise self._usage(exc) from None
+
+    def _usage(self, exc: Any) -> Any:
+        exc.exit_code = EX_USAGE
+        if "--json" in self._args and type(exc).__name__ != "NoArgsIsHelpError":
+            from dpcli.cli.common import error_object
+            from dpcli.cli.ui import UI
+
+            UI(json=True).emit_json(error_object("usage", exc.format_message(), EX_USAGE,
+                                                 charged=False))
+        return exc
+
 
 app = typer.Typer(
     cls=_Group,

@@ -290,3 +290,52 @@ def test_tweets_sample_tokens_model(samples: Path, cli) -> None:
     assert set(payload["tables"]) == {"tokens"}
     steps = {s["step"]: s["note"] for s in payload["breakdown"]}
     assert steps["counts:tokens"].startswith("Δ=48,")  # 2 · max_per_row
+
+
+@pytest.mark.parametrize("fmt", ["csv", "parquet"])
+def test_predictions_keep_declared_integer_classes(project: Project, cli, model: Path,
+                                                   fmt: str) -> None:
+    """classes: [0, 1] come back as integers in `prediction` and in the label column, from a
+    CSV (whose label is read as text) and from Parquet; `p.label.mean()` works."""
+    out = project.root / f"p.{fmt}"
+    data = project.csv if fmt == "csv" else project.data
+    r = _predict(cli, model, data, out)
+    assert r.exit_code == 0, r.stderr
+    p = pd.read_csv(out) if fmt == "csv" else pd.read_parquet(out)
+    assert p["prediction"].dtype.kind == "i" and p["label"].dtype.kind == "i"
+    assert set(p["prediction"]) <= {0, 1}
+    assert p["label"].mean() == pytest.approx(toy_frame()["label"].astype(int).mean())
+
+
+def test_predictions_keep_declared_text_classes(project: Project, cli, tmp_path: Path) -> None:
+    """classes declared as text ("no", "yes") stay text."""
+    frame = toy_frame()
+    frame["label"] = np.where(frame["label"].astype(int) == 1, "yes", "no")
+    data = tmp_path / "text.parquet"
+    frame.to_parquet(data, index=False)
+
+    def relabel(spec: dict) -> None:
+        spec["label"] = {"column": "label", "classes": ["no", "yes"], "positive": "yes"}
+
+    project.write_spec(relabel)
+    m = tmp_path / "m.json"
+    r = cli("train-nb", data, "--spec", project.spec, "--out", m, "--epsilon", 0.5, "--seed", 1)
+    assert r.exit_code == 0, r.stderr
+    r = _predict(cli, m, data, tmp_path / "p.parquet")
+    assert r.exit_code == 0, r.stderr
+    p = pd.read_parquet(tmp_path / "p.parquet")
+    assert set(p["prediction"]) <= {"no", "yes"}
+
+
+def test_text_label_that_is_not_an_integer_is_refused(project: Project, cli, model: Path,
+                                                       tmp_path: Path) -> None:
+    csv = tmp_path / "odd.csv"
+    text = project.csv.read_text().splitlines()
+    header = text[0].split(",")
+    at = header.index("label")
+    row = text[1].split(",")
+    row[at] = "maybe"
+    csv.write_text("\n".join([text[0], ",".join(row), *text[2:]]) + "\n")
+    r = _predict(cli, model, csv, tmp_path / "p.parquet")
+    assert r.exit_code == 65, r.stderr
+    assert "not an integer" in r.stderr and "maybe" not in r.stderr

@@ -105,6 +105,7 @@ def select_features(
     """
     from dpcli.algorithms import feature_selection as fs
     from dpcli.budget import Budget
+    from dpcli.cli.defaults import select_features_defaults
     from dpcli.cli.spend import (
         compute_stats,
         noise_generator,
@@ -130,7 +131,11 @@ def select_features(
                               epsilon if total_epsilon is None else total_epsilon, columns,
                               score=score, method=method, threshold=threshold, k=k, r=r,
                               min_effect=min_effect, allow_noise=allow_noise or None)
-    config = fs.FSConfig(**section.config_values())
+    values, defaults = select_features_defaults(s.schema, section.columns,
+                                                section.config_values())
+    for note in defaults:
+        ui.say(f"default: {note}", markup=False)
+    config = fs.FSConfig(**values)
     chosen = fs.scored_columns(s.schema, section.columns, config.score)
     s = replace(s, schema=fs.selection_schema(s.schema, chosen, config.r))
     fs.positive_index(s.schema)

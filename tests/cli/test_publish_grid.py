@@ -578,3 +578,17 @@ def test_a_grid_without_signal_is_reported(project: Project, cli) -> None:
     assert 0 < verdict["signal_p_value"] <= 1
     assert verdict["no_signal"] == (verdict["signal_p_value"] > 0.05)
     assert verdict["no_signal"] == ("indistinguishable from noise" in r.stderr)
+
+
+def test_all_numeric_schema_shows_the_taxonomy_syntax(project: Project, cli) -> None:
+    """Issue 24: the refusal on all-numeric data shows how to declare a taxonomy."""
+    def numeric_only(spec: dict) -> None:
+        spec["schema"]["columns"] = {"age": spec["schema"]["columns"]["age"]}
+        spec.pop("tabulate", None)
+
+    project.write_spec(numeric_only)
+    r = cli("publish-grid", project.data, "--spec", project.spec, "--epsilon", 0.5,
+            "--out", project.root / "g")
+    assert r.exit_code == 64, r.stderr
+    assert "age:\n    type: numeric" in r.stderr and "taxonomy: {bins: [2, 4, 8]}" in r.stderr
+    assert project.no_runs()

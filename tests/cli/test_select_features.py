@@ -8,6 +8,7 @@ label classes [0, 1] with positive 1; total budget ε = 1, ledger empty.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -323,3 +324,35 @@ def test_released_check_flags_a_selection_by_noise(project: Project, cli) -> Non
         assert verdict["degenerate"] == ("selection indistinguishable from noise" in r.stderr)
         flagged += verdict["degenerate"]
     assert flagged >= 1
+
+
+def test_no_options_on_an_all_numeric_table_picks_fitting_defaults(tmp_path: Path, cli) -> None:
+    """Issue 24: with no --score/--method/--threshold/--k, an all-numeric schema runs chi2
+    with topk (k = half the columns), saying so, instead of asking for tokens or τ."""
+    import numpy as np
+    import yaml
+
+    from tests.cli.conftest import sync_ledger
+
+    rng = np.random.default_rng(3)
+    n = 20_000
+    label = rng.integers(0, 2, n)
+    frame = pd.DataFrame({"x1": np.clip(label * 4 + rng.normal(3, 1, n), 0, 10),
+                          **{f"x{i}": rng.uniform(0, 10, n) for i in range(2, 5)},
+                          "label": label})
+    data = tmp_path / "num.parquet"
+    frame.to_parquet(data, index=False)
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(yaml.safe_dump({
+        "dataset": "num", "budget": {"epsilon": 5.0}, "ledger": "ledger.jsonl",
+        "label": {"column": "label", "classes": [0, 1], "positive": 1},
+        "schema": {"columns": {f"x{i}": {"type": "numeric", "bounds": [0, 10]}
+                              for i in range(1, 5)}}}))
+    sync_ledger(spec)
+    out = tmp_path / "sel.json"
+    r = cli("select-features", data, "--spec", spec, "--epsilon", 2, "--out", out,
+            "--seed", 1)
+    assert r.exit_code == 0, r.stderr
+    assert "default: score chi2" in r.stderr and "method topk with k = 2" in r.stderr
+    payload = json.loads(out.read_text())["payload"]
+    assert len(payload["selected"]) == 2 and "x1" in json.dumps(payload["selected"])

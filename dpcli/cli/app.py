@@ -20,6 +20,7 @@ from dpcli.cli import (
     roc_cmd,
     schema_cmd,
     select_features_cmd,
+    show_cmd,
     synthesize_cmd,
     tabulate_cmd,
     train_brc_cmd,
@@ -102,6 +103,7 @@ app.command("validate")(validate_cmd.validate)
 app.command("predict")(predict_cmd.predict)
 app.command("roc")(roc_cmd.roc)
 app.command("evaluate")(evaluate_cmd.evaluate)
+app.command("show")(show_cmd.show)
 
 
 def _version(value: bool) -> None:

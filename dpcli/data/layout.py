@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from dpcli.data.reader import _open_parquet, csv_header, detect_format, parquet_files
+from dpcli.data.reader import _open_parquet, csv_header, detect_format, parquet_files, refuse_stdin
 from dpcli.errors import DataError, NoInput
 
 #: kinds: numeric, categorical, binary, tokens; ``unknown`` (CSV: no types in a header);
@@ -21,6 +21,7 @@ Layout = tuple[list[tuple[str, str]], int | None]
 
 def describe_columns(path: Path) -> Layout:
     """Each column's name and likely kind, and the row count when the metadata holds it."""
+    refuse_stdin(path)
     if not path.exists():
         raise NoInput(f"{path}: file not found")
     if detect_format(path) == "csv":

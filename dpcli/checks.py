@@ -1,7 +1,7 @@
 """Typed access to parsed YAML that fails with a message naming file and key.
 
 Every spec (and schema) error reads ``<file>: <key.path>: <what is wrong>``
-and is a :class:`~dpcli.errors.SpecError` (exit code 2).
+and is a :class:`~dpcli.errors.SpecError` (exit code 78).
 """
 
 from __future__ import annotations

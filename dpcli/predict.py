@@ -77,7 +77,7 @@ def load_model(path: Path) -> tuple[Model, dict[str, Any]]:
 def load_payload(kind: str, envelope: dict[str, Any], path: Path) -> Model:
     """The model of ``kind`` in ``envelope``, checked in full (:mod:`dpcli.model_check`).
 
-    A DataError (exit 2) ``malformed model PATH: …`` when anything is missing,
+    A DataError (exit 65) ``malformed model PATH: …`` when anything is missing,
     of the wrong shape or not a finite number: before any charge, since every
     command loads its model before it reserves budget.
     """

@@ -3,7 +3,7 @@
 1. Everything that needs no private value is checked first: spec, options,
    output paths, file readable, columns present with compatible types.
 2. A pre-charge validation pass reads the label column (and, for CSV, parses
-   every row) so that a broken file fails with exit code 2 and no charge.
+   every row) so that a broken file fails with exit code 65 and no charge.
    It releases nothing but pass/fail to the operator on stderr.
 3. The run's whole planned budget is reserved in the ledger under a lock.
 4. Only then are values read and statistics computed; noise is added.

@@ -160,7 +160,7 @@ def _uri_key(uri: str) -> str:
 
 
 def require_pyspark() -> None:
-    """UsageError (exit 2) with the install command when PySpark is missing."""
+    """UsageError (exit 64) with the install command when PySpark is missing."""
     try:
         import pyspark  # noqa: F401
     except ImportError:
@@ -168,7 +168,7 @@ def require_pyspark() -> None:
 
 
 def require_java() -> None:
-    """UsageError (exit 2) saying how to get Java 17, before Spark tries to start a JVM."""
+    """UsageError (exit 64) saying how to get Java 17, before Spark tries to start a JVM."""
     home = os.environ.get("JAVA_HOME")
     if home:
         if not (Path(home) / "bin" / "java").exists():

@@ -74,7 +74,7 @@ SPEC_CASES = [
 def test_malformed_spec(project: Project, cli, name: str, mutate, message: str) -> None:
     project.write_spec(mutate)
     r = cli("tabulate", project.data, "--spec", project.spec, "--out", project.root / "o.csv")
-    assert r.exit_code == 2, r.stderr
+    assert r.exit_code == 78, r.stderr
     assert message in r.stderr
     assert str(project.spec) in r.stderr
     assert project.no_runs()  # nothing charged
@@ -84,7 +84,7 @@ def test_malformed_spec(project: Project, cli, name: str, mutate, message: str) 
 def test_invalid_yaml(project: Project, cli) -> None:
     project.spec.write_text("dataset: toy\nbudget: {epsilon: 1\n")
     r = cli("tabulate", project.data, "--spec", project.spec, "--out", project.root / "o.csv")
-    assert r.exit_code == 2
+    assert r.exit_code == 78
     assert f"{project.spec}: not valid YAML at line" in r.stderr
     assert project.no_runs()  # nothing charged
 
@@ -132,7 +132,7 @@ def test_bad_data_file(project: Project, cli, name: str, make, needle: str) -> N
     data = make(project)
     r = cli("tabulate", data, "--spec", project.spec, "--out", project.root / "o.csv",
             "--report")
-    assert r.exit_code == 2, r.stderr
+    assert r.exit_code == 65, r.stderr
     assert needle in r.stderr
     r = cli("tabulate", data, "--spec", project.spec, "--out", project.root / "o.csv")
     assert r.exit_code == 2, r.stderr
@@ -152,7 +152,7 @@ def test_bad_data_file(project: Project, cli, name: str, make, needle: str) -> N
 def test_private_value_not_echoed(project: Project, cli, bad_row: str) -> None:
     data = _csv_rows(project, bad_row)
     r = cli("tabulate", data, "--spec", project.spec, "--out", project.root / "o.csv")
-    assert r.exit_code == 2
+    assert r.exit_code == 65
     assert "SECRET42" not in r.stderr + r.stdout
     assert project.no_runs()
 
@@ -181,6 +181,6 @@ def test_unwritable_output_fails_before_charge(project: Project, cli) -> None:
     (project.root / "taken").write_text("a file, not a folder")
     r = cli("tabulate", project.data, "--spec", project.spec, "--out",
             project.root / "taken" / "o.csv")
-    assert r.exit_code == 2
+    assert r.exit_code == 64
     assert "taken" in r.stderr
     assert project.no_runs()  # nothing charged

@@ -123,7 +123,7 @@ def test_predict_without_label_column(project: Project, cli, model: Path) -> Non
 
 def test_unknown_output_suffix_exits_2(project: Project, cli, model: Path) -> None:
     r = _predict(cli, model, project.data, project.root / "p.txt")
-    assert r.exit_code == 2
+    assert r.exit_code == 64
     assert "unknown output format" in r.stderr
     assert not (project.root / "p.txt").exists()
     assert not list(project.root.glob(".p.txt*"))  # no temporary left behind
@@ -142,14 +142,14 @@ def test_model_that_is_not_a_dpcli_model_exits_2(project: Project, cli, content:
     bad = project.root / "bad.json"
     bad.write_text(content)
     r = _predict(cli, bad, project.data, project.root / "p.parquet")
-    assert r.exit_code == 2, r.stderr
+    assert r.exit_code == 65, r.stderr
     assert str(bad) in r.stderr
     assert not (project.root / "p.parquet").exists()
 
 
 def test_missing_model_file_exits_2(project: Project, cli) -> None:
     r = _predict(cli, project.root / "nope.json", project.data, project.root / "p.parquet")
-    assert r.exit_code == 2 and "not found" in r.stderr
+    assert r.exit_code == 66 and "not found" in r.stderr
 
 
 @pytest.mark.parametrize("clash", ["prediction", "proba_1", "score"])
@@ -159,7 +159,7 @@ def test_input_with_an_output_column_exits_2(project: Project, cli, model: Path,
     data = project.root / "clash.parquet"
     frame.to_parquet(data, index=False)
     r = _predict(cli, model, data, project.root / "p.parquet")
-    assert r.exit_code == 2
+    assert r.exit_code == 64
     assert clash in r.stderr
     assert not (project.root / "p.parquet").exists()
 
@@ -178,7 +178,7 @@ def test_feature_named_like_an_output_column(project: Project, cli) -> None:
     assert r.exit_code == 0, r.stderr
     out = project.root / "p.parquet"
     r = _predict(cli, project.root / "m.json", data, out)
-    assert r.exit_code == 2 and "score" in r.stderr  # refused: outputs would repeat a name
+    assert r.exit_code == 64 and "score" in r.stderr  # refused: outputs would repeat a name
     assert not out.exists()
 
 
@@ -186,7 +186,7 @@ def test_missing_feature_column_exits_2(project: Project, cli, model: Path) -> N
     data = project.root / "nocolor.parquet"
     pd.read_parquet(project.data).drop(columns=["color"]).to_parquet(data, index=False)
     r = _predict(cli, model, data, project.root / "p.parquet")
-    assert r.exit_code == 2
+    assert r.exit_code == 65
     assert "color" in r.stderr
     assert not (project.root / "p.parquet").exists()
 

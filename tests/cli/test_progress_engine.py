@@ -76,7 +76,7 @@ def test_engine_is_recorded_in_the_ledger(spec_with_sections: Project, cli) -> N
 def test_unknown_engine_and_uri_without_spark_exit_2_charging_nothing(project: Project,
                                                                        cli) -> None:
     r = _run(cli, project, "tabulate", "--engine", "dask")
-    assert r.exit_code == 2
+    assert r.exit_code == 64
     assert "engine 'dask'" in r.stderr and "local" in r.stderr
     r = _run(cli, project, "tabulate", data="s3a://bucket/dir/")
     assert r.exit_code == 2
@@ -113,7 +113,7 @@ def test_spark_refusals_before_any_value_is_read(spec_with_sections: Project, cl
     p = spec_with_sections
     r = _run(cli, p, "tabulate", "--engine", "spark",
              data="s3a://user:hunter2@bucket/dir/?X-Amz-Signature=abc")
-    assert r.exit_code == 2
+    assert r.exit_code == 64
     assert "credentials or a query string" in r.stderr
     assert "hunter2" not in r.stderr and "abc" not in r.stderr
 

@@ -111,7 +111,7 @@ def test_chi2_candidates_are_whole_columns(project: Project, cli) -> None:
 ])
 def test_bad_options_exit_2_and_charge_nothing(project: Project, cli, args, needle) -> None:
     r = _select(cli, project, *args, "--epsilon", 0.1)
-    assert r.exit_code == 2
+    assert r.exit_code == 64
     assert needle in r.stderr
     assert _spent(project) == 0
     assert not (project.root / "f.json").exists()
@@ -119,7 +119,7 @@ def test_bad_options_exit_2_and_charge_nothing(project: Project, cli, args, need
 
 def test_missing_section_and_epsilon_names_the_key(project: Project, cli) -> None:
     r = _select(cli, project, "--method", "topk", "--k", 2)
-    assert r.exit_code == 2 and "select-features" in r.stderr
+    assert r.exit_code == 78 and "select-features" in r.stderr
     assert _spent(project) == 0
 
 
@@ -139,7 +139,7 @@ def test_spec_section_is_used_and_validated(project: Project, cli) -> None:
 
     project.write_spec(lambda s: s.update({"select-features": {"epsilon": 0.2, "k": 0}}))
     r = _select(cli, project, out="h.json")
-    assert r.exit_code == 2 and "select-features.k" in r.stderr
+    assert r.exit_code == 78 and "select-features.k" in r.stderr
 
 
 def test_dry_run_shows_plan_and_charges_nothing(project: Project, cli) -> None:
@@ -190,7 +190,7 @@ def test_train_nb_refuses_bad_selection_files(project: Project, cli) -> None:
                    "--out", project.root / "m.json", "--epsilon", 0.5, *extra)
 
     r = train(project.root / "missing.json")
-    assert r.exit_code == 2 and "missing.json" in r.stderr
+    assert r.exit_code == 66 and "missing.json" in r.stderr
     assert _select(cli, project, "--method", "topk", "--k", 2, "--epsilon", 0.1).exit_code == 0
     spent = _spent(project)
     r = train(project.root / "f.json", "--columns", "age")
@@ -220,7 +220,7 @@ def test_noise_check_refuses_before_any_charge(project: Project, cli) -> None:
     """n = 400, topk k = 2 at ε = 0.2: the noise (gap ≈ 44 rows) exceeds 5 % of n (20)."""
     r = _select(cli, project, "--score", "tc", "--method", "topk", "--k", 2,
                 "--epsilon", 0.2, "--seed", 3, allow_noise=False)
-    assert r.exit_code == 2
+    assert r.exit_code == 64
     assert "refused before any charge" in r.stderr and "would select by noise" in r.stderr
     assert "ε ≥ 0.439" in r.stderr and "--allow-noise" in r.stderr  # what would suffice
     assert read_entries(project.ledger) == [] and not (project.root / "f.json").exists()
@@ -260,7 +260,7 @@ def test_spec_min_effect_and_allow_noise_are_validated(project: Project, cli) ->
     project.write_spec(lambda s: s.update({"select-features": {
         "epsilon": 0.2, "method": "topk", "k": 2, "allow_noise": "yes"}}))
     r = _select(cli, project, allow_noise=False)
-    assert r.exit_code == 2 and "select-features.allow_noise" in r.stderr
+    assert r.exit_code == 78 and "select-features.allow_noise" in r.stderr
     project.write_spec(lambda s: s.update({"select-features": {
         "epsilon": 0.2, "method": "topk", "k": 2, "min_effect": -1}}))
     r = _select(cli, project, allow_noise=False)
@@ -300,7 +300,7 @@ def test_total_epsilon_takes_the_rule_share_and_prints_the_training_share(
     verdict = payload["degeneracy"]
     assert verdict["degenerate"] == (verdict["margin"] <= verdict["null_margin_p99"])
     r = _select(cli, project, "--epsilon", 0.2, "--total-epsilon", 1.0, allow_noise=False)
-    assert r.exit_code == 2 and "not both" in r.stderr
+    assert r.exit_code == 64 and "not both" in r.stderr
     # a total whose half cannot resolve min_effect: refused, naming the total that would
     r = _select(cli, project, "--score", "tc", "--method", "topk", "--k", 3,
                 "--total-epsilon", 0.05, allow_noise=False)

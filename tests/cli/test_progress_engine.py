@@ -79,7 +79,7 @@ def test_unknown_engine_and_uri_without_spark_exit_2_charging_nothing(project: P
     assert r.exit_code == 64
     assert "engine 'dask'" in r.stderr and "local" in r.stderr
     r = _run(cli, project, "tabulate", data="s3a://bucket/dir/")
-    assert r.exit_code == 2
+    assert r.exit_code == 64
     assert "s3a://bucket/dir/" in r.stderr and "--engine spark" in r.stderr
     assert project.reserves() == []
     assert not (project.root / "counts.csv").exists()
@@ -118,13 +118,13 @@ def test_spark_refusals_before_any_value_is_read(spec_with_sections: Project, cl
     assert "hunter2" not in r.stderr and "abc" not in r.stderr
 
     r = _run(cli, p, "train-nb", "--engine", "spark", "--method", "smooth")
-    assert r.exit_code == 2 and "--method smooth runs on the local engine only" in r.stderr
+    assert r.exit_code == 64 and "--method smooth runs on the local engine only" in r.stderr
 
     def secret(spec: dict) -> None:
         spec["spark"] = {"conf": {"spark.authenticate.secret": "s3cr3t"}}
     p.write_spec(secret)
     r = _run(cli, p, "tabulate")
-    assert r.exit_code == 2
+    assert r.exit_code == 78
     assert "spark.conf.spark.authenticate.secret" in r.stderr and "secret" in r.stderr
     assert "s3cr3t" not in r.stderr
     assert p.reserves() == []

@@ -25,7 +25,7 @@ def test_missing_ledger_refuses_until_init(project: Project, cli) -> None:
     r = _tab(cli, project)
     assert r.exit_code == 76 and "dpcli ledger init" in r.stderr
     for sub in ("show", "verify"):
-        assert cli("ledger", sub, "--spec", project.spec).exit_code == 2
+        assert cli("ledger", sub, "--spec", project.spec).exit_code == 76
     assert not project.ledger.exists()
 
     r = cli("ledger", "init", "--spec", project.spec)
@@ -34,7 +34,7 @@ def test_missing_ledger_refuses_until_init(project: Project, cli) -> None:
     assert key.stat().st_mode & 0o777 == 0o600
     before = project.ledger.read_bytes()
     r = cli("ledger", "init", "--spec", project.spec)
-    assert r.exit_code == 2 and "already has its genesis" in r.stderr
+    assert r.exit_code == 76 and "already has its genesis" in r.stderr
     assert project.ledger.read_bytes() == before
     assert _tab(cli, project).exit_code == 0
 

@@ -194,16 +194,16 @@ def test_train_nb_refuses_bad_selection_files(project: Project, cli) -> None:
     assert _select(cli, project, "--method", "topk", "--k", 2, "--epsilon", 0.1).exit_code == 0
     spent = _spent(project)
     r = train(project.root / "f.json", "--columns", "age")
-    assert r.exit_code == 2 and "--features" in r.stderr
+    assert r.exit_code == 64 and "--features" in r.stderr
     env = json.loads((project.root / "f.json").read_text())
     env["payload"]["selected"] = [{"column": "words", "word": "notaword"}]
     (project.root / "bad.json").write_text(json.dumps(env))
     r = train(project.root / "bad.json")
-    assert r.exit_code == 2 and "notaword" in r.stderr and "bad.json" in r.stderr
+    assert r.exit_code == 65 and "notaword" in r.stderr and "bad.json" in r.stderr
     env["payload"]["selected"] = []
     (project.root / "empty.json").write_text(json.dumps(env))
     r = train(project.root / "empty.json")
-    assert r.exit_code == 2 and "selects no features" in r.stderr
+    assert r.exit_code == 65 and "selects no features" in r.stderr
     assert _spent(project) == spent  # refused before the charge
     assert not (project.root / "m.json").exists()
 
@@ -227,7 +227,7 @@ def test_noise_check_refuses_before_any_charge(project: Project, cli) -> None:
     # the dry run says the same, and charges nothing either
     r = _select(cli, project, "--score", "tc", "--method", "topk", "--k", 2,
                 "--epsilon", 0.2, "--dry-run", allow_noise=False)
-    assert r.exit_code == 2 and "would select by noise" in r.stderr
+    assert r.exit_code == 64 and "would select by noise" in r.stderr
     assert read_entries(project.ledger) == []
     # at the ε it names, the same run passes
     r = _select(cli, project, "--score", "tc", "--method", "topk", "--k", 2,
@@ -264,7 +264,7 @@ def test_spec_min_effect_and_allow_noise_are_validated(project: Project, cli) ->
     project.write_spec(lambda s: s.update({"select-features": {
         "epsilon": 0.2, "method": "topk", "k": 2, "min_effect": -1}}))
     r = _select(cli, project, allow_noise=False)
-    assert r.exit_code == 2 and "select-features.min_effect" in r.stderr
+    assert r.exit_code == 78 and "select-features.min_effect" in r.stderr
     assert read_entries(project.ledger) == []
 
 
@@ -304,7 +304,7 @@ def test_total_epsilon_takes_the_rule_share_and_prints_the_training_share(
     # a total whose half cannot resolve min_effect: refused, naming the total that would
     r = _select(cli, project, "--score", "tc", "--method", "topk", "--k", 3,
                 "--total-epsilon", 0.05, allow_noise=False)
-    assert r.exit_code == 2 and "would select by noise" in r.stderr
+    assert r.exit_code == 64 and "would select by noise" in r.stderr
     assert "a total ≥" in r.stderr and _spent(project) == pytest.approx(split["selection"])
 
 

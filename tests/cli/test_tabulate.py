@@ -135,7 +135,7 @@ def test_ledger_show_and_verify(project: Project, cli) -> None:
     assert "verification failed" in r.stderr
     # and no further charge is accepted against a tampered log
     r = _run(cli, project, out="after.csv")
-    assert r.exit_code == 2
+    assert r.exit_code == 76
     assert not (project.root / "after.csv").exists()
 
 
@@ -155,7 +155,7 @@ def test_lifetime_budget_cannot_be_raised_in_the_spec(project: Project, cli) -> 
     assert [e["kind"] for e in read_all(project.ledger)] == [
         "genesis", "reserve", "complete", "raise", "reserve", "complete"]
     r = cli("ledger", "raise", "--spec", project.spec, "--epsilon", 50)
-    assert r.exit_code == 2 and "never lowered" in r.stderr
+    assert r.exit_code == 76 and "never lowered" in r.stderr
 
 
 def test_the_data_report_is_shown_only_with_report(project: Project, cli) -> None:

@@ -30,7 +30,7 @@ def test_repair_drops_a_torn_last_line_and_records_it(project: Project, cli, tea
             "--epsilon", "0.1")
     assert r.exit_code == 76 and "line 4" in r.stderr  # blocked until repaired
     r = cli("ledger", "repair", "--spec", project.spec)  # no terminal, no --yes
-    assert r.exit_code == 2 and "pass --yes" in r.stderr
+    assert r.exit_code == 64 and "pass --yes" in r.stderr
     assert torn[:40].decode() in r.stderr  # shown before anything is done
     assert project.ledger.read_bytes() == intact + torn
 

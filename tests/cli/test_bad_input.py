@@ -1,4 +1,5 @@
-"""Malformed specs and data files: a specific message, exit code 2, no ledger change.
+"""Malformed specs and data files: a specific message, its exit code (78 spec, 65 data,
+66 no file), no ledger change.
 
 Each case mutates a valid toy spec (or data file) and runs the real
 ``dpcli tabulate`` entry point; the ledger file must not even be created.

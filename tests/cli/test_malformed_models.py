@@ -1,5 +1,5 @@
 """A malformed model file is refused before any charge (issue 19, failure 8):
-predict, roc and evaluate exit 2 with ``malformed model FILE: …``, the ledger unchanged."""
+predict, roc and evaluate exit 65 with ``malformed model FILE: …``, the ledger unchanged."""
 
 from __future__ import annotations
 

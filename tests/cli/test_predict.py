@@ -121,7 +121,7 @@ def test_predict_without_label_column(project: Project, cli, model: Path) -> Non
     pd.testing.assert_frame_equal(a.drop(columns=["label"]), b)
 
 
-def test_unknown_output_suffix_exits_2(project: Project, cli, model: Path) -> None:
+def test_unknown_output_suffix_is_refused(project: Project, cli, model: Path) -> None:
     r = _predict(cli, model, project.data, project.root / "p.txt")
     assert r.exit_code == 64
     assert "unknown output format" in r.stderr
@@ -138,7 +138,7 @@ def test_unknown_output_suffix_exits_2(project: Project, cli, model: Path) -> No
     json.dumps({"format": "dpcli", "schema_version": 1, "kind": "naive_bayes",
                 "payload": {"model": "naive_bayes"}}),
 ])
-def test_model_that_is_not_a_dpcli_model_exits_2(project: Project, cli, content: str) -> None:
+def test_model_that_is_not_a_dpcli_model_is_refused(project: Project, cli, content: str) -> None:
     bad = project.root / "bad.json"
     bad.write_text(content)
     r = _predict(cli, bad, project.data, project.root / "p.parquet")
@@ -147,13 +147,13 @@ def test_model_that_is_not_a_dpcli_model_exits_2(project: Project, cli, content:
     assert not (project.root / "p.parquet").exists()
 
 
-def test_missing_model_file_exits_2(project: Project, cli) -> None:
+def test_missing_model_file_is_refused(project: Project, cli) -> None:
     r = _predict(cli, project.root / "nope.json", project.data, project.root / "p.parquet")
     assert r.exit_code == 66 and "not found" in r.stderr
 
 
 @pytest.mark.parametrize("clash", ["prediction", "proba_1", "score"])
-def test_input_with_an_output_column_exits_2(project: Project, cli, model: Path,
+def test_input_with_an_output_column_is_refused(project: Project, cli, model: Path,
                                              clash: str) -> None:
     frame = pd.read_parquet(project.data).assign(**{clash: 1.0})
     data = project.root / "clash.parquet"
@@ -182,7 +182,7 @@ def test_feature_named_like_an_output_column(project: Project, cli) -> None:
     assert not out.exists()
 
 
-def test_missing_feature_column_exits_2(project: Project, cli, model: Path) -> None:
+def test_missing_feature_column_is_refused(project: Project, cli, model: Path) -> None:
     data = project.root / "nocolor.parquet"
     pd.read_parquet(project.data).drop(columns=["color"]).to_parquet(data, index=False)
     r = _predict(cli, model, data, project.root / "p.parquet")

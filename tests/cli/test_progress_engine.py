@@ -73,7 +73,7 @@ def test_engine_is_recorded_in_the_ledger(spec_with_sections: Project, cli) -> N
     assert all(e["arguments"]["engine"] == "local" for e in reserves)
 
 
-def test_unknown_engine_and_uri_without_spark_exit_2_charging_nothing(project: Project,
+def test_unknown_engine_and_uri_without_spark_are_refused_charging_nothing(project: Project,
                                                                        cli) -> None:
     r = _run(cli, project, "tabulate", "--engine", "dask")
     assert r.exit_code == 64
@@ -109,7 +109,7 @@ def test_predict_and_validate_report_progress_on_request(spec_with_sections: Pro
 
 def test_spark_refusals_before_any_value_is_read(spec_with_sections: Project, cli) -> None:
     """URIs with credentials, secret-looking Spark properties and the smooth method on Spark
-    exit 2 before the charge (and before Spark or Java is even looked for)."""
+    exit 64 before the charge (and before Spark or Java is even looked for)."""
     p = spec_with_sections
     r = _run(cli, p, "tabulate", "--engine", "spark",
              data="s3a://user:hunter2@bucket/dir/?X-Amz-Signature=abc")

@@ -119,7 +119,7 @@ def test_roc_reads_the_spec_section(project: Project, cli, scored) -> None:
     (("--score-column", "p", "--score-range", "0,10", "--alpha", "2"), "alpha must be in"),
     (("--score-column", "p", "--score-range", "0,10", "--k", "30"), "--k"),
 ])
-def test_roc_bad_input_exits_2_and_charges_nothing(project: Project, cli, scored,
+def test_roc_bad_input_is_refused_and_charges_nothing(project: Project, cli, scored,
                                                    args, message) -> None:
     out = project.root / "roc"
     r = cli("roc", scored, "--spec", project.spec, "--out", out, "--epsilon", 0.3, *args)
@@ -196,7 +196,7 @@ def test_evaluate_without_out_prints_json(project: Project, cli, scored) -> None
     (("--score-column", "p", "--score-range", "0,10", "--cutoff", "11"), "outside"),
     (("--score-column", "p"), "--score-range"),
 ])
-def test_evaluate_bad_input_exits_2(project: Project, cli, scored, args, message) -> None:
+def test_evaluate_bad_input_is_refused(project: Project, cli, scored, args, message) -> None:
     r = cli("evaluate", scored, "--spec", project.spec, "--epsilon", 0.2, *args)
     assert r.exit_code == 64 and message in r.stderr
     assert _entries(project) == 0

@@ -109,7 +109,7 @@ def test_chi2_candidates_are_whole_columns(project: Project, cli) -> None:
     (["--score", "tc", "--columns", "color", "--k", 2, "--method", "topk"], "color"),
     (["--columns", "nope", "--k", 2, "--method", "topk"], "nope"),
 ])
-def test_bad_options_exit_2_and_charge_nothing(project: Project, cli, args, needle) -> None:
+def test_bad_options_are_refused_and_charge_nothing(project: Project, cli, args, needle) -> None:
     r = _select(cli, project, *args, "--epsilon", 0.1)
     assert r.exit_code == 64
     assert needle in r.stderr

@@ -468,7 +468,7 @@ def _refused(project: Project, r, *needles: str, out: str = "m.json") -> None:
     (["--c2", "1001"], ["--c2", "[1, 1000]"]),
     (["--epsilon", "0"], ["--epsilon"]),
 ])
-def test_bad_options_exit_2_and_charge_nothing(project: Project, cli, args: list[str],
+def test_bad_options_are_refused_and_charge_nothing(project: Project, cli, args: list[str],
                                                needles: list[str]) -> None:
     _brc_spec(project)
     _refused(project, _train(cli, project, *args), *needles)
@@ -493,7 +493,7 @@ def test_bad_options_exit_2_and_charge_nothing(project: Project, cli, args: list
     ({"epsilon": 0, "rounds": 3}, "train-brc.epsilon"),
     ({"rounds": 3}, "train-brc.epsilon"),
 ])
-def test_malformed_section_exits_2_naming_the_key(project: Project, cli, section: dict,
+def test_malformed_section_is_refused_naming_the_key(project: Project, cli, section: dict,
                                                   key: str) -> None:
     _brc_spec(project, section)
     _refused(project, _train(cli, project, "--epsilon", 0.3), key, str(project.spec))

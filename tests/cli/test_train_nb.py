@@ -262,7 +262,7 @@ def test_spec_section_split_and_columns(project: Project, cli) -> None:
     ({"epsilon": 0, "method": "smooth"}, "train-nb.epsilon"),
     ({"epsilon": 0.5, "columns": ["age", "height"]}, "train-nb.columns"),
 ])
-def test_malformed_section_exits_2_naming_the_key(project: Project, cli, section: dict,
+def test_malformed_section_is_refused_naming_the_key(project: Project, cli, section: dict,
                                                   key: str) -> None:
     _with_section(project, section)
     r = _train(cli, project, "--epsilon", 0.3)
@@ -272,7 +272,7 @@ def test_malformed_section_exits_2_naming_the_key(project: Project, cli, section
     assert not (project.root / "m.json").exists()
 
 
-def test_malformed_method_option_exits_2(project: Project, cli) -> None:
+def test_malformed_method_option_is_refused(project: Project, cli) -> None:
     r = _train(cli, project, "--epsilon", 0.3, "--method", "bayes")
     assert r.exit_code == 64 and "method" in r.stderr
     assert project.no_runs()

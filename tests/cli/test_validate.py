@@ -558,7 +558,7 @@ def test_spec_delta_zero_with_an_unbounded_score_is_refused(project: Project, cl
     (["--delta", "1"], ["--delta", "[1e-100, 1)"]),
     (["--epsilon", "0"], ["--epsilon"]),
 ])
-def test_bad_options_exit_2_and_charge_nothing(project: Project, cli, args: list[str],
+def test_bad_options_are_refused_and_charge_nothing(project: Project, cli, args: list[str],
                                                needles: list[str]) -> None:
     if "--epsilon" not in args:
         args = [*args, "--epsilon", "0.2"]
@@ -583,7 +583,7 @@ def test_bad_options_exit_2_and_charge_nothing(project: Project, cli, args: list
     ({"epsilon": 0}, "validate.epsilon"),
     ({"grid": [1]}, "validate.epsilon"),
 ])
-def test_malformed_section_exits_2_naming_the_key(project: Project, cli, section: dict,
+def test_malformed_section_is_refused_naming_the_key(project: Project, cli, section: dict,
                                                   key: str) -> None:
     _spec(project, section)
     _refused(project, _validate(cli, project, "--epsilon", 0.2), key, str(project.spec))
@@ -599,7 +599,7 @@ def test_a_label_with_three_classes_is_refused(project: Project, cli) -> None:
     _refused(project, _validate(cli, project, "--epsilon", 0.2), "binary label", "3")
 
 
-def test_without_epsilon_or_section_exits_2(project: Project, cli) -> None:
+def test_without_epsilon_or_section_is_refused(project: Project, cli) -> None:
     _refused(project, _validate(cli, project), "validate:", "missing", str(project.spec))
 
 
@@ -783,13 +783,13 @@ def test_command_line_auto_overrides_the_spec(project: Project, cli) -> None:
     ("lambda", ".nan", "lambda"), ("threshold_share", 0.3, "threshold_share"),
     ("threshold_share", -0.1, "threshold_share"), ("threshold_share", "most", "threshold_share"),
 ])
-def test_bad_lambda_or_threshold_share_exits_2(project: Project, cli, key: str, value: object,
+def test_bad_lambda_or_threshold_share_is_refused(project: Project, cli, key: str, value: object,
                                                needle: str) -> None:
     _spec(project, {"epsilon": 0.3, key: value})
     _refused(project, _validate(cli, project, paper=False), needle, str(project.spec))
 
 
-def test_bad_command_line_lambda_exits_2(project: Project, cli) -> None:
+def test_bad_command_line_lambda_is_refused(project: Project, cli) -> None:
     _refused(project, _validate(cli, project, "--epsilon", 0.2, "--lambda", "0", paper=False),
              "--lambda")
     _refused(project, _validate(cli, project, "--epsilon", 0.2, "--threshold-share", "0.9",

@@ -1,5 +1,5 @@
 """Issue 19, failures 3, 4 and 5: a tampered, cut, emptied, renamed or re-created ledger is
-detected by `ledger verify` (exit 2) and refused by a spend (exit 2, nothing written)."""
+detected by `ledger verify` (exit 76) and refused by a spend (exit 76, nothing written)."""
 
 from __future__ import annotations
 

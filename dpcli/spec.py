@@ -29,7 +29,7 @@ from dpcli.data.schema import (
     parse_label,
     parse_schema,
 )
-from dpcli.errors import SpecError
+from dpcli.errors import UsageError
 
 MAX_BINS = 10_000
 _DATASET_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
@@ -324,7 +324,7 @@ def _placeholders(schema: Mapping[str, Any], todo: list[tuple[str, str]]) -> dic
 
 
 def load_spec(path: Path | str, *, todo_domains: bool = False) -> Spec:
-    """Read and validate the spec at ``path``; raise SpecError (exit 2) naming file and key.
+    """Read and validate the spec at ``path``; raise SpecError (exit 78) naming file and key.
 
     ``todo_domains`` (for ``dpcli schema suggest`` only) accepts numeric bounds and category
     lists still marked TODO, parses them as placeholders and lists them in ``Spec.todo``;
@@ -398,7 +398,7 @@ def override(section: Any, **values: Any) -> Any:
     if "epsilon" in changes:
         eps = changes["epsilon"]
         if not (math.isfinite(eps) and eps >= checks.MIN_RUN_EPSILON):
-            raise SpecError(f"--epsilon must be a finite number of at least "
+            raise UsageError(f"--epsilon must be a finite number of at least "
                             f"{checks.MIN_RUN_EPSILON:g}, got {eps}")
     return replace(section, **changes)
 

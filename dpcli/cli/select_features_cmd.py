@@ -87,7 +87,7 @@ def select_features(
     Before any charge the selection's noise is compared with a meaningful score
     gap (--min-effect), from public facts only (n, ε, candidates, k, method):
     when the noise is larger it would select by noise, and the run is refused
-    (exit 2, nothing charged) with the ε or n that would suffice; --allow-noise
+    (exit 64, nothing charged) with the ε or n that would suffice; --allow-noise
     runs it anyway, with a warning. After the release, a selection whose noisy
     scores are indistinguishable from noise alone is flagged (stderr and the
     file's 'degeneracy'). With --total-epsilon the command takes the split

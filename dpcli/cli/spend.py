@@ -16,13 +16,59 @@ if TYPE_CHECKING:
 
 
 def show_plan(ui: UI, spec: Spec, plan: Plan, neighbouring: str | None = None) -> None:
-    """Print the planned steps (mechanism, ε share, sensitivity and scale) before anything runs."""
-    from rich.table import Table
+    """Print the planned spend before anything runs (data-independent: plan and ε only).
 
+    By default one line per mechanism (how many steps, their total ε and δ, and
+    their calibration when all share one) and the total: a plan of 30 numeric
+    columns stays a few lines, also in a log. ``-v`` prints every step (mechanism,
+    ε share, sensitivity and scale) as a table.
+    """
     from dpcli import NEIGHBOURING_RELATION
-    from dpcli.budget import format_amount
 
     relation = neighbouring or NEIGHBOURING_RELATION
+    if ui.verbose:
+        _plan_table(ui, spec, plan, relation)
+    else:
+        for line in plan_summary(spec, plan, relation):
+            ui.say(line, markup=False)
+    show_relation(ui, relation)
+
+
+def plan_summary(spec: Spec, plan: Plan, relation: str) -> list[str]:
+    """The short form of the plan: a title, one line per mechanism family, the total."""
+    from dpcli.budget import ZERO, format_amount
+
+    families: dict[str, list[Any]] = {}
+    for step in plan:
+        families.setdefault(step.mechanism, []).append(step)
+    steps = len(plan)
+    lines = [f"privacy plan for dataset {spec.dataset} (neighbours: {relation}): "
+             f"{steps} step{'s' if steps != 1 else ''}"
+             + ("; -v lists every step" if steps > len(families) else "")]
+    width = max(len(m) for m in families)
+    for mechanism, members in families.items():
+        total = ZERO
+        for step in members:
+            total = total + step.budget
+        count = f"{len(members)} step{'s' if len(members) != 1 else ''}"
+        amount = f"ε {format_amount(total.epsilon)}"
+        if total.delta:
+            amount += f", δ {format_amount(total.delta)}"
+        notes = {step.note for step in members}
+        note = ""
+        if len(notes) == 1 and next(iter(notes)):
+            each = " each" if len(members) > 1 else ""
+            note = f"  ({next(iter(notes))}{each})"
+        lines.append(f"  {mechanism:<{width}}  {count:>9}  {amount}{note}")
+    lines.append(f"  total {plan.total} (for Laplace, scale = sensitivity / ε of the step)")
+    return lines
+
+
+def _plan_table(ui: UI, spec: Spec, plan: Plan, relation: str) -> None:
+    from rich.table import Table
+
+    from dpcli.budget import format_amount
+
     table = Table(title=f"privacy plan for dataset {spec.dataset} (neighbours: {relation})",
                   title_justify="left")
     for col in ("step", "mechanism", "ε", "δ", "calibration"):
@@ -33,7 +79,6 @@ def show_plan(ui: UI, spec: Spec, plan: Plan, neighbouring: str | None = None) -
     ui.show(table)
     ui.say(f"calibration: each step's sensitivity under {relation} and the noise it sets "
            f"(for Laplace, scale = Δ / ε of the step); total {plan.total}")
-    show_relation(ui, relation)
 
 
 def show_relation(ui: UI, relation: str) -> None:

@@ -11,7 +11,7 @@ import pytest
 
 COMMANDS = [["init"], ["schema", "suggest"], ["inspect"], ["tabulate"], ["select-features"],
             ["train-nb"], ["train-brc"], ["validate"], ["predict"],
-            ["roc"], ["evaluate"], ["publish-grid"], ["synthesize"], ["ledger", "init"],
+            ["roc"], ["evaluate"], ["publish-grid"], ["synthesize"], ["show"], ["ledger", "init"],
             ["ledger", "show"], ["ledger", "verify"], ["ledger", "raise"], ["ledger", "repair"]]
 README = (Path(__file__).parents[2] / "README.md").read_text()
 
@@ -30,7 +30,7 @@ def test_all_commands_are_listed() -> None:
     names = {c.name for c in app.registered_commands} | {g.name for g in app.registered_groups}
     assert names == {"init", "inspect", "tabulate", "select-features", "train-nb", "train-brc",
                      "validate", "predict", "roc", "evaluate", "publish-grid", "synthesize",
-                     "ledger", "schema"}
+                     "show", "ledger", "schema"}
 
 
 def test_top_level_help_and_version(cli) -> None:

@@ -174,7 +174,7 @@ def test_a_file_with_no_rows_is_refused_before_the_charge(project: Project, cli,
     for command in ("tabulate", "train-nb"):
         r = cli(command, empty, "--spec", project.spec, "--out", project.root / "o.csv",
                 "--epsilon", 0.1)
-        assert r.exit_code == 2, r.stderr
+        assert r.exit_code == 65, r.stderr
         assert str(empty) in r.stderr and "no records" in r.stderr, r.stderr
     assert project.ledger.read_bytes() == before
 

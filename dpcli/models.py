@@ -59,12 +59,16 @@ class ReleasedModel:
 
     @property
     def classes_(self) -> np.ndarray:
-        """The declared classes; in the labels' own type when fit was given them (ints for
-        labels 0/1, so that scorers compare like with like)."""
+        """The declared classes, in the labels' own type when fit was given them, else in the
+        type the spec declared them in (ints for classes [0, 1]: scorers compare like with
+        like)."""
         classes = np.asarray(self.model.schema.label.classes)
-        if self._label_type is not None:
+        label_type = self._label_type
+        if label_type is None and getattr(self.model.schema.label, "class_type", "") == "int":
+            label_type = np.int64   # declared as integers in the spec ([0, 1])
+        if label_type is not None:
             try:
-                typed = classes.astype(self._label_type)
+                typed = classes.astype(label_type)
             except (TypeError, ValueError):
                 return classes
             if [str(v) for v in typed.tolist()] == classes.tolist():

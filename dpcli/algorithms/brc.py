@@ -95,7 +95,10 @@ from typing import Any
 
 import numpy as np
 
-from dpcli import NEIGHBOURING_RELATION
+from dpcli import (
+    NEIGHBOURING_RELATION,
+    params,  # option tuples and limits: one definition (dpcli.params)
+)
 from dpcli.algorithms.inputs import Inputs, read_rows
 from dpcli.budget import Budget
 from dpcli.data.encode import EncodedBatch
@@ -111,9 +114,9 @@ from dpcli.mechanisms import Plan, discrete_laplace_mechanism, grid_laplace_mech
 KIND = "brc"
 MODES = ("partial", "private")
 ROUNDS = 25                 # the paper's T (§5.1)
-MAX_ROUNDS = 10_000
+MAX_ROUNDS = params.BRC_MAX_ROUNDS
 C_DEFAULT = math.sqrt(2)    # the paper's c1 = c2 (§5.1)
-MAX_C = 1000.0              # c1, c2 at most this: keeps c1·c2/n and the noise finite
+MAX_C = params.BRC_MAX_C
 RULE_OF_THUMB = 0.5         # §4: keep c1·c2·T / (ε·n) at most this
 STEP = "error_round_"       # plan step names: error_round_1 ... error_round_T
 LINK = 4.0                  # the boosting link σ(4F): the calibration's start and fallback

@@ -170,7 +170,8 @@ def test_readme_examples_run_as_written(cli, tmp_path, monkeypatch) -> None:
 
 HELP_ORDER = [["ledger", "init"], ["init"], ["schema", "suggest"], ["inspect"], ["tabulate"],
               ["select-features"], ["train-nb"], ["train-brc"], ["validate"], ["predict"],
-              ["roc"], ["evaluate"], ["publish-grid"], ["synthesize"], ["ledger", "show"],
+              ["roc"], ["evaluate"], ["show"], ["publish-grid"], ["synthesize"],
+              ["ledger", "show"],
               ["ledger", "verify"], ["ledger", "raise"], ["ledger", "repair"]]
 
 

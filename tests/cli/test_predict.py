@@ -249,7 +249,7 @@ def _accuracy(cli, root: Path, name: str, epsilon: float) -> tuple[float, pd.Dat
     assert ledger_path.read_bytes() == before
     result = pd.read_parquet(out)
     _check_probabilities(result, ["0", "1"], model)
-    return float((result["prediction"] == result["label"].astype(str)).mean()), result
+    return float((result["prediction"].astype(str) == result["label"].astype(str)).mean()), result
 
 
 def test_adult_sample_accuracy(samples: Path, cli) -> None:

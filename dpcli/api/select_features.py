@@ -31,6 +31,7 @@ def select_features(spec: Spec, data: Path | str, *, out: Path | None = None,
     ``out`` gets the selection file that trainers take as ``features``.
     """
     from dpcli.algorithms import feature_selection as fs
+    from dpcli.api.defaults import select_features_defaults
     from dpcli.budget import Budget
     from dpcli.data.location import location_text, parse_location
     from dpcli.io import dumps_json
@@ -47,7 +48,11 @@ def select_features(spec: Spec, data: Path | str, *, out: Path | None = None,
                               epsilon if total_epsilon is None else total_epsilon, columns,
                               score=score, method=method, threshold=threshold, k=k, r=r,
                               min_effect=min_effect, allow_noise=allow_noise or None)
-    config = fs.FSConfig(**section.config_values())
+    values, defaults = select_features_defaults(s.schema, section.columns,
+                                                section.config_values())
+    for note in defaults:
+        reporter.say(f"default: {note}")
+    config = fs.FSConfig(**values)
     chosen = fs.scored_columns(s.schema, section.columns, config.score)
     s = replace(s, schema=fs.selection_schema(s.schema, chosen, config.r))
     fs.positive_index(s.schema)

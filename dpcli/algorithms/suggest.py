@@ -21,13 +21,14 @@ Two mechanisms, both under replace-one neighbours (design notes, rule 1):
   one above it), so a data-independent tie-break is added: w·j for the
   j-th candidate for the lower bound (favouring the largest of the tied
   candidates, the round number just below the data), −w·j for the upper,
-  with w = min(2/ε, n/(4K)) records per step (K candidates). A term that does
+  with w = min(2/ε, n/(2K)) records per step (K candidates). A term that does
   not depend on the data (n is public) leaves Δ at 1; its price is a bias of w
   records per grid step towards the inside of the interval (the grid is
   coarse — three candidates a decade — so that few steps separate a bound from
-  the data). The cap n/(4K) keeps the whole tie-break below n/4 records: an
-  uncapped 2/ε at a small ε outweighed the data term itself (2·67/0.025 > n
-  at n = 2,100) and put the upper bound at −5·10⁹.
+  the data). The cap n/(2K) keeps the whole tie-break below n/2 records, while a
+  candidate on the wrong side of the data loses at least (1 − 2q)·n ≥ 0.9·n of
+  data utility: an uncapped 2/ε at a small ε outweighed the data term itself
+  (2·67/0.025 > n at n = 2,100) and put the upper bound at −5·10⁹.
 * **how much to cover** — a quantile q is resolved only where its target
   count q·n is large against the noise: the exponential mechanism prefers a
   candidate near the quantile to one of the K − 1 others (each off by up to
@@ -120,8 +121,8 @@ def private_bounds(at_or_below: np.ndarray, n: int, epsilon: float,
 
 
 def tie_break(n: int, epsilon: float, k: int) -> float:
-    """Records per grid step of the data-independent tie-break: min(2/ε, n/(4k))."""
-    return min(2.0 / epsilon, n / (4.0 * k))
+    """Records per grid step of the data-independent tie-break: min(2/ε, n/(2k))."""
+    return min(2.0 / epsilon, n / (2.0 * k))
 
 
 def bounds_tail(n: int, epsilon: float) -> float | None:

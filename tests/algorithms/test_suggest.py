@@ -61,8 +61,8 @@ def test_the_quantile_follows_the_exponential_mechanism() -> None:
     draws = np.array([algo.private_quantile(below, 400, 0.995, eps, rng, prefer=-1)
                       for _ in range(20_000)])
     j = np.arange(grid.size)
-    w = algo.tie_break(400, eps, grid.size)          # min(2/ε, n/(4K)): here n/(4K)
-    assert w == pytest.approx(400 / (4 * grid.size))
+    w = algo.tie_break(400, eps, grid.size)          # min(2/ε, n/(2K)): here n/(2K)
+    assert w == pytest.approx(400 / (2 * grid.size))
     p = exponential_probabilities(-np.abs(below - 0.995 * 400) - w * j,
                                   sensitivity=1, epsilon=eps)
     pvalue, _ = pooled_chi2(np.bincount(draws, minlength=grid.size), p)
@@ -114,7 +114,7 @@ def test_the_tie_break_never_outweighs_the_data() -> None:
         assert tail is not None
         j = np.arange(grid.size)
         w = algo.tie_break(n, eps_column / 2, grid.size)
-        assert w * grid.size <= n / 4
+        assert w * grid.size <= n / 2
         p = exponential_probabilities(-np.abs(below - (1 - tail) * n) - w * j,
                                       sensitivity=1, epsilon=eps_column / 2)
         assert p[grid < 2003].sum() < 1e-6

@@ -271,3 +271,31 @@ def test_shell_completion_is_on(cli) -> None:
     out = subprocess.run([str(script)], env=env, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert {"init", "show", "verify", "raise", "repair"} <= set(out.stdout.split())
+
+
+def test_command_pages_are_generated() -> None:
+    """docs/commands/ is exactly what `python -m dpcli.docgen docs/commands` writes: one page
+    per command of the app, none stale. After a change to a docstring, an option or a spec
+    key, regenerate the pages."""
+    from dpcli.docgen import pages
+
+    generated = pages()
+    folder = REPO / "docs" / "commands"
+    committed = {p.name: p.read_text() for p in folder.glob("*.md")}
+    assert set(committed) == set(generated), "stale or missing pages: regenerate docs/commands"
+    stale = [name for name, text in generated.items() if committed[name] != text]
+    assert not stale, f"docs/commands/{stale[0]} differs from the generated page: regenerate"
+    assert len(generated) == len(COMMANDS) + 1          # and index.md
+
+
+def test_command_pages_hold_every_option_and_spec_key() -> None:
+    from dpcli.docgen import pages
+    from dpcli.params import SECTIONS
+
+    generated = pages()
+    for name, section in SECTIONS.items():
+        text = generated[f"{name}.md"]
+        for param in section.params:
+            assert f"| `{param.key}` |" in text, f"{name}: spec key {param.key} missing"
+    assert "| `--epsilon`, `-e` |" in generated["train-nb.md"]
+    assert "](../algorithms/naive-bayes.md)" in generated["train-nb.md"]

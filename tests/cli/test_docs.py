@@ -347,9 +347,10 @@ def test_command_pages_are_generated() -> None:
     generated = pages()
     folder = REPO / "docs" / "commands"
     committed = {p.name: p.read_text() for p in folder.glob("*.md")}
-    assert set(committed) == set(generated), "stale or missing pages: regenerate docs/commands"
+    regenerate = "run `python -m dpcli.docgen docs/commands` and commit the pages"
+    assert set(committed) == set(generated), f"stale or missing pages: {regenerate}"
     stale = [name for name, text in generated.items() if committed[name] != text]
-    assert not stale, f"docs/commands/{stale[0]} differs from the generated page: regenerate"
+    assert not stale, f"docs/commands/{stale[0]} differs from the generated page: {regenerate}"
     assert len(generated) == len(COMMANDS) + 1          # and index.md
 
 

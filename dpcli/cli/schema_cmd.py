@@ -67,7 +67,8 @@ def suggest(
     Example (once init's spec has its budget, with a δ, and its label filled in):
 
         dpcli schema suggest sample_data/credit_train.parquet --spec mine/credit.yaml \\
-            --epsilon 0.1 --out mine/suggested.schema.yaml
+            --columns limit_bal,age,education,marriage --epsilon 1 \\
+            --out mine/suggested.schema.yaml
     """
     from dpcli.api.schema_suggest import schema_suggest as run
     from dpcli.api.spend import DryRun

@@ -15,12 +15,14 @@ import pytest
 from tests.cli.conftest import Project
 
 MECHANISMS = ("discrete_laplace_mechanism", "laplace_mechanism", "exponential_mechanism",
-              "exponential_top_k")
+              "exponential_top_k", "noisy_prefix_sums", "recursive_median_cells",
+              "release_auc")
 
 
 class Recorder:
     def __init__(self, monkeypatch: pytest.MonkeyPatch, *modules: Any) -> None:
         self.calls: list[tuple[str, float]] = []
+        self.depth = 0   # only the outermost call counts (release_auc calls two mechanisms)
         for module in modules:
             for name in MECHANISMS:
                 real = getattr(module, name, None)
@@ -29,8 +31,15 @@ class Recorder:
 
     def _wrap(self, name: str, real: Callable[..., Any]) -> Callable[..., Any]:
         def recorded(*args: Any, **kwargs: Any) -> Any:
-            self.calls.append((name, float(kwargs["epsilon"])))
-            return real(*args, **kwargs)
+            if self.depth == 0:
+                # release_auc spends two steps in one call: the pair count's and the positives'
+                eps = float(kwargs["epsilon"]) + float(kwargs.get("positives_epsilon", 0.0))
+                self.calls.append((name, eps))
+            self.depth += 1
+            try:
+                return real(*args, **kwargs)
+            finally:
+                self.depth -= 1
         return recorded
 
     @property
@@ -122,3 +131,22 @@ def test_schema_suggest_spends_its_plan(project: Project, cli,
     _check_total(project, rec)
     # the bounds step is two quantiles at half its ε each; the categories step one histogram
     assert [name for name, _ in rec.calls].count("exponential_mechanism") == 2
+
+
+@pytest.mark.parametrize("thresholds", ["fixed-space", "recursive-medians"])
+def test_roc_spends_its_plan(project: Project, cli, monkeypatch: pytest.MonkeyPatch,
+                             thresholds: str) -> None:
+    from dpcli.algorithms import roc, roc_scale
+
+    project.write_spec(lambda s: s["budget"].update(epsilon=10.0))
+    assert cli("train-nb", project.data, "--spec", project.spec, "--out",
+               project.root / "m.json", "--epsilon", 0.3).exit_code == 0
+    rec = Recorder(monkeypatch, roc, roc_scale)
+    r = cli("roc", project.data, "--spec", project.spec, "--model", project.root / "m.json",
+            "--out", project.root / "roc", "--epsilon", 1.0, "--thresholds", thresholds)
+    assert r.exit_code == 0, r.stderr
+    plan = _check_total(project, rec)
+    names = [name for name, _ in rec.calls]
+    assert names.count("noisy_prefix_sums") == 1 and names.count("release_auc") == 1
+    assert names.count("recursive_median_cells") == (thresholds == "recursive-medians")
+    assert {s["step"] for s in plan} >= {"counts", "auc", "auc_positives"}

@@ -52,6 +52,68 @@ SCARCE_MASS = 1e-3
 SIGNAL_LEVEL = 0.05
 #: null replicates of the signal test (the smallest p-value it can give is 1/(SIGNAL_DRAWS+1))
 SIGNAL_DRAWS = 199
+#: a cut predicting one class on all but this share of the training rows is one-class
+ONE_CLASS_SHARE = 0.001
+
+
+def one_class_on_rows(predicted_positive: float, n_rows: int, halfwidth: float = 0.0) -> str | None:
+    """"negative"/"positive" when a released count of rows predicted positive, widened by
+    its noise's ``halfwidth``, reaches (almost) none or (almost) all of the ``n_rows`` rows
+    (post-processing of the released count); None otherwise or without rows."""
+    if not n_rows:
+        return None
+    lo, hi = ONE_CLASS_SHARE * n_rows, (1 - ONE_CLASS_SHARE) * n_rows
+    near_none = predicted_positive - halfwidth <= lo
+    near_all = predicted_positive + halfwidth >= hi
+    if near_none and near_all:   # the noise spans both ends: the nearer one
+        return "negative" if predicted_positive <= n_rows / 2 else "positive"
+    return "negative" if near_none else "positive" if near_all else None
+
+
+@dataclass(frozen=True)
+class RowsCheck:
+    """A released count of the training rows a model predicts positive, per true class.
+
+    ``predicted_positive`` = (noisy TP, noisy FP) at the model's cut, released with
+    discrete Laplace (each count Δ = 1, the pair Δ = 2 under replace-one);
+    ``halfwidth`` the 95 % half-width of the noise on their sum; ``rows`` the public
+    n; ``class_counts`` the released (ñ_pos, ñ_neg). All below is post-processing.
+    """
+
+    predicted_positive: tuple[int, int]
+    rows: int
+    class_counts: tuple[float, float]
+    halfwidth: float
+    epsilon: float
+
+    @property
+    def total(self) -> int:
+        return self.predicted_positive[0] + self.predicted_positive[1]
+
+    @property
+    def one_class(self) -> str | None:
+        return one_class_on_rows(self.total, self.rows, self.halfwidth)
+
+    @property
+    def balanced_accuracy(self) -> float | None:
+        """(TP̃/ñ_pos + 1 − FP̃/ñ_neg)/2, clipped to [0, 1]; None when a class count is 0."""
+        a, b = self.class_counts
+        if a < 1 or b < 1:
+            return None
+        tpr = min(max(self.predicted_positive[0] / a, 0.0), 1.0)
+        fpr = min(max(self.predicted_positive[1] / b, 0.0), 1.0)
+        return (tpr + 1 - fpr) / 2
+
+    def to_json(self) -> dict[str, Any]:
+        return {"released": "training rows predicted positive among positives and negatives "
+                            "(discrete Laplace, Δ = 2)", "epsilon": self.epsilon,
+                "predicted_positive_among_positive": self.predicted_positive[0],
+                "predicted_positive_among_negative": self.predicted_positive[1],
+                "predicted_positive": self.total, "rows": self.rows,
+                "class_counts": list(self.class_counts),
+                "noise_halfwidth_95": self.halfwidth,
+                "share_predicted_positive": self.total / self.rows if self.rows else None,
+                "balanced_accuracy": self.balanced_accuracy, "one_class": self.one_class}
 
 
 @dataclass(frozen=True)
@@ -65,6 +127,8 @@ class Verdict:
     signal_p: float | None = None   # grids: p-value of "the cells carry no class signal"
     #: a spread below this is reported; a model may ask for a wider one (near-constant)
     spread_floor: float = CONSTANT_SPREAD
+    #: a released count of the training rows predicted positive (naive Bayes' check)
+    on_rows: RowsCheck | None = None
 
     @property
     def constant(self) -> bool:
@@ -75,8 +139,13 @@ class Verdict:
         return self.signal_p is not None and self.signal_p > SIGNAL_LEVEL
 
     @property
+    def one_class_on_rows(self) -> str | None:
+        return None if self.on_rows is None else self.on_rows.one_class
+
+    @property
     def degenerate(self) -> bool:
-        return self.constant or bool(self.never) or bool(self.scarce) or self.no_signal
+        return (self.constant or bool(self.never) or bool(self.scarce) or self.no_signal
+                or self.one_class_on_rows is not None)
 
     def problem(self) -> str | None:
         """One line for stderr, or None when the model is not degenerate."""
@@ -95,6 +164,14 @@ class Verdict:
         if self.scarce:
             parts.append(f"class {' or '.join(map(repr, self.scarce))} is predicted only in "
                          f"cells holding under {SCARCE_MASS:.1%} of the rows")
+        side = self.one_class_on_rows
+        if side is not None and not self.constant and not self.never:
+            r = self.on_rows
+            assert r is not None
+            parts.append(f"by the released count of training rows predicted positive "
+                         f"({r.total:,} ± {r.halfwidth:,.0f} at 95 %, of {r.rows:,}) it may "
+                         f"predict {'(almost) every' if side == 'positive' else '(almost) no'}"
+                         f" row positive")
         if self.no_signal and not self.constant:
             parts.append(f"its class counts are indistinguishable from noise (signal test "
                          f"p = {self.signal_p:.2f})")
@@ -108,6 +185,9 @@ class Verdict:
         out = {"checked": "over the declared domain, from the released parameters",
                "degenerate": self.degenerate, "constant_score": self.constant,
                "never_predicted": list(self.never), "log_odds_range": [lo, hi]}
+        if self.on_rows is not None:
+            out |= {"on_training_rows": self.on_rows.to_json(),
+                    "one_class_on_rows": self.one_class_on_rows}
         if self.signal_p is not None:
             out |= {"scarce_predicted": list(self.scarce), "signal_p_value": self.signal_p,
                     "no_signal": self.no_signal}
@@ -144,7 +224,8 @@ def check(model: Any) -> Verdict | None:
     never = tuple(c for c, unreachable in ((classes[1], hi <= cut), (classes[0], lo > cut))
                   if unreachable)
     return Verdict(classes, (lo, hi), never,
-                   spread_floor=float(getattr(model, "near_constant_spread", CONSTANT_SPREAD)))
+                   spread_floor=float(getattr(model, "near_constant_spread", CONSTANT_SPREAD)),
+                   on_rows=getattr(model, "rows_check", None))
 
 
 def check_cells(model: Any) -> Verdict | None:

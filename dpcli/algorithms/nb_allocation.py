@@ -70,7 +70,11 @@ rules above off (the user decides); the threshold keeps its share.
 min(1/10, 2·ln(C)·20/(0.02·n·ε)) of ε: the exponential mechanism over C
 candidates loses at most about 2·Δ·ln C/ε_t in balanced accuracy, Δ being
 1/n_min; with a minority of at least n/20 that is 0.02 at the second term.
-The share is 1/10 until n·ε is above some 10^4·ln C.
+The share is 1/10 until n·ε is above some 10^4·ln C. A quarter of it
+(``CHECK_PART``) is the ``threshold_check`` step: the noisy counts of training
+rows predicted positive at the released cut, per true class, which say whether
+the model is one-class on the data (:func:`dpcli.algorithms.nb_threshold.release_check`);
+the other three quarters choose the cut.
 """
 
 from __future__ import annotations
@@ -87,6 +91,8 @@ from dpcli.data.schema import CategoricalColumn, NumericColumn, Schema, TokensCo
 THRESHOLD_CANDIDATES = 128
 #: the threshold's share of ε is at most this
 THRESHOLD_MAX_SHARE = Fraction(1, 10)
+#: of the threshold's share: the check of the rows predicted positive (the rest picks the cut)
+CHECK_PART = Fraction(1, 4)
 #: the balanced-accuracy loss the threshold's share aims at, with a minority of n/20
 THRESHOLD_TOLERANCE = 0.02
 MINORITY_FLOOR = 20
@@ -109,7 +115,8 @@ class Allocation:
         shares = {k: float(v) for k, v in self.weights.items()}
         rest = 1 - sum(self.weights.values(), Fraction(0))
         if rest > 0:
-            shares["threshold"] = float(rest)
+            shares["threshold"] = float(rest * (1 - CHECK_PART))
+            shares["threshold_check"] = float(rest * CHECK_PART)
         return {"rule": self.rule, "shares": shares,
                 "methods": dict(self.methods), "public_variance": list(self.public_variance),
                 "smooth_fallback": list(self.fallback), "reasons": list(self.reasons)}
@@ -214,7 +221,8 @@ def allocate(schema: Schema, columns: Sequence[str], *, n: int, epsilon: float, 
                        "is used instead")
     if t_share:
         reasons.append(f"decision threshold: {float(t_share):.3g} of ε "
-                       f"(exponential mechanism over {THRESHOLD_CANDIDATES} candidates)")
+                       f"(exponential mechanism over {THRESHOLD_CANDIDATES} candidates; "
+                       f"{CHECK_PART} of it counts the rows predicted positive)")
     return Allocation(weights=weights, methods=methods,
                       public_variance=tuple(c for c in numeric if c in dropped),
                       fallback=tuple(fallback), rule="spec" if split is not None else "lagrange",

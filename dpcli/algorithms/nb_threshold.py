@@ -44,6 +44,34 @@ balanced accuracy if the model's likelihoods were right —, computed from
 released values only (free); the step's ε is then left unspent. The decision is
 a function of released values and ε: public.
 
+**When balanced accuracy cannot be resolved: the prior quantile.** The released
+prior says what share π̃ = ñ_pos/(ñ_pos + ñ_neg) of the rows is positive. A model
+whose log-odds are badly scaled (many noisy numeric terms) can put every training
+row below the prior's cut; the cut that calls a share π̃ of the rows positive does
+not depend on the scale. So the same step (same ε_t, same pass) then releases, by the
+exponential mechanism, the candidate t whose predicted-positive count A(t) = TP(t) +
+FP(t) is closest to the target π̃·n (n the public record count): utility
+q(t) = −|A(t) − π̃·n|. A replaced record changes A(t) by at most 1 (its own
+contribution goes, the new one's comes), and the target is a released value:
+Δq = 1. The rule is used when it resolves (:func:`quantile_resolvable`): with
+probability ≥ 1 − e^−3 the released cut's count is within half the smaller
+released class count of the target, i.e. ε_t·min(ñ_pos, ñ_neg)/4 ≥ ln C + 3;
+otherwise the released prior odds' cut, free, as before. Which rule runs is a
+function of released counts and ε: public.
+
+**The check on the training rows** (:func:`release_check`, its own planned step
+``threshold_check``). The domain-wide verdict of :mod:`dpcli.algorithms.degenerate`
+cannot see where the training rows fall; a cut can leave every row on one side. The
+same pass therefore also counts, at the released cut, the rows predicted positive
+among the positive records (TP) and among the negative ones (FP): one record is in
+one of the two counts or none, so replacing it moves each count by at most 1 and
+the pair by at most 2 in L1. Both get discrete Laplace noise at Δ = 2 with the
+check's ε. From them (post-processing): the noisy number of rows predicted
+positive, its 95 % noise interval, and a private balanced accuracy
+(TP̃/ñ_pos + 1 − FP̃/ñ_neg)/2. When the interval reaches "(almost) no row" or
+"(almost) every row" (:func:`dpcli.algorithms.degenerate.one_class_on_rows`), the
+model is reported degenerate on stderr and in the model file.
+
 **Mechanism.** The exponential mechanism (:func:`dpcli.mechanisms.exponential_mechanism`)
 picks t with probability ∝ exp(ε_t·q(t)/(2Δq)): ε_t-DP. Its share of the
 command's ε comes from :mod:`dpcli.algorithms.nb_allocation`.
@@ -57,8 +85,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from dpcli.algorithms.degenerate import RowsCheck
 from dpcli.data.encode import EncodedBatch
-from dpcli.mechanisms import exponential_mechanism
+from dpcli.mechanisms import discrete_laplace_mechanism, exponential_mechanism
 
 #: the widest log-odds range the candidates span
 MAX_RANGE = 1e4
@@ -71,6 +100,15 @@ class ThresholdCounts:
     candidates: np.ndarray
     true_positive: np.ndarray
     true_negative: np.ndarray
+    #: negatives above each candidate (predicted positive); None from older callers
+    false_positive: np.ndarray | None = None
+    #: rows read (n: public under replace-one)
+    rows: int = 0
+
+    def predicted_positive(self) -> np.ndarray:
+        """A(t) = TP(t) + FP(t): the rows above each candidate (private)."""
+        assert self.false_positive is not None
+        return self.true_positive + self.false_positive
 
 
 def candidates(log_odds_range: tuple[float, float], prior_odds: float,
@@ -103,7 +141,9 @@ def count(model: object, batches: Iterable[EncodedBatch], cands: np.ndarray) -> 
     pos = positive_code(model)
     above_pos = np.zeros(len(cands), dtype=np.int64)
     at_or_below_neg = np.zeros(len(cands), dtype=np.int64)
+    negatives = rows = 0
     for batch in batches:
+        rows += batch.n
         s = positive_log_odds(model, batch)
         is_pos = np.asarray(batch.label) == pos
         # index i: number of candidates strictly below s, so s > t_j for j < i
@@ -113,7 +153,8 @@ def count(model: object, batches: Iterable[EncodedBatch], cands: np.ndarray) -> 
         above_pos += np.bincount(idx_pos, minlength=len(cands) + 1)[::-1].cumsum()[::-1][1:]
         # a negative with idx i is at or below candidates i..C-1
         at_or_below_neg += np.bincount(idx_neg, minlength=len(cands) + 1).cumsum()[:-1]
-    return ThresholdCounts(cands, above_pos, at_or_below_neg)
+        negatives += int(idx_neg.size)
+    return ThresholdCounts(cands, above_pos, at_or_below_neg, negatives - at_or_below_neg, rows)
 
 
 def _utility(counts: ThresholdCounts, released: tuple[float, float],
@@ -157,3 +198,91 @@ def select(counts: ThresholdCounts, released: tuple[float, float], *, epsilon: f
 
 
 utility = _utility
+
+
+# ------------------------------------------------------------------ the prior quantile
+
+def quantile_target(released: tuple[float, float], rows: int) -> float:
+    """π̃·n: the released prior's share of positives times the public record count."""
+    a, b = (max(float(c), 0.0) for c in released)
+    return rows * a / (a + b) if a + b > 0 else rows / 2
+
+
+def quantile_utility(counts: ThresholdCounts, target: float) -> tuple[np.ndarray, float]:
+    """q(t) = −|A(t) − target| and Δq = 1 (module docstring)."""
+    return -np.abs(counts.predicted_positive() - target).astype(float), 1.0
+
+
+def quantile_resolvable(released: tuple[float, float], epsilon: float, candidates: int) -> bool:
+    """Whether the prior-quantile mechanism lands within min(ñ_pos, ñ_neg)/2 rows of its
+    target with probability ≥ 1 − e^−3 over ``candidates``; public (released counts, ε)."""
+    gap = min(max(float(c), 0.0) for c in released) / 2
+    return epsilon * gap / 2 >= math.log(candidates) + RESOLVE_MARGIN
+
+
+def select_quantile(counts: ThresholdCounts, target: float, *, epsilon: float,
+                    rng: np.random.Generator) -> float:
+    """Release the candidate whose predicted-positive count is nearest ``target``: ε-DP."""
+    q, sensitivity = quantile_utility(counts, target)
+    return float(counts.candidates[exponential_mechanism(q, sensitivity=sensitivity,
+                                                         epsilon=epsilon, rng=rng)])
+
+
+# ------------------------------------------------------------------ the check on the rows
+
+#: L1 sensitivity of (TP, FP) at a fixed cut under replace-one (module docstring)
+CHECK_SENSITIVITY = 2
+
+
+def check_counts(counts: ThresholdCounts, cut: float) -> np.ndarray:
+    """(TP, FP) at ``cut``, one of the candidates (private: feed to :func:`release_check`)."""
+    j = int(np.flatnonzero(counts.candidates == cut)[0])
+    assert counts.false_positive is not None
+    return np.array([counts.true_positive[j], counts.false_positive[j]], dtype=np.int64)
+
+
+def release_check(counts: ThresholdCounts, cut: float, released: tuple[float, float], *,
+                  epsilon: float, rng: np.random.Generator) -> RowsCheck:
+    """Release (TP, FP) at the released cut with discrete Laplace, Δ = 2: ε-DP.
+
+    The returned :class:`RowsCheck` holds the two noisy counts, the public n, the
+    released class counts and the 95 % half-width of the noise on their sum;
+    everything it derives (share predicted positive, balanced accuracy, one-class
+    verdict) is post-processing.
+    """
+    noisy = discrete_laplace_mechanism(check_counts(counts, cut), sensitivity=CHECK_SENSITIVITY,
+                                       epsilon=epsilon, rng=rng)
+    return RowsCheck(predicted_positive=(int(noisy[0]), int(noisy[1])), rows=counts.rows,
+                     class_counts=(float(released[0]), float(released[1])),
+                     halfwidth=sum_halfwidth(math.exp(-epsilon / CHECK_SENSITIVITY)),
+                     epsilon=epsilon)
+
+
+def sum_halfwidth(q: float, level: float = 0.95) -> int:
+    """The smallest w with P(|X₁ + X₂| ≥ w) ≤ 1 − level, X₁, X₂ iid discrete Laplace(q).
+
+    P(X = j) = (1−q)/(1+q)·q^|j| and P(X ≥ m) = q^m/(1+q) for m ≥ 1, so
+    P(|j + X₂| ≥ w) = P(X₂ ≥ w − j) + P(X₂ ≥ w + j) for w ≥ 1, summed against
+    P(X₁ = j) over the support where its mass exceeds 1e-15; a bisection on w.
+    """
+    if q <= 0:
+        return 1
+    k = math.ceil(math.log(1e-15) / math.log(q)) + 1
+    j = np.arange(-k, k + 1, dtype=float)
+    pj = (1 - q) / (1 + q) * q ** np.abs(j)
+
+    def upper(m: np.ndarray) -> np.ndarray:
+        return np.where(m >= 1, q ** np.maximum(m, 0) / (1 + q),
+                        1 - q ** np.maximum(1 - m, 0) / (1 + q))
+
+    def tail(w: int) -> float:
+        return float((pj * (upper(w - j) + upper(w + j))).sum())
+
+    lo, hi = 1, 2 * k + 2
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if tail(mid) <= 1 - level:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo

@@ -182,10 +182,8 @@ def train_nb(
                         yield batch
 
                 nb.fit_threshold(model, plan, scored(), rng)
-            if model.threshold_rule == "prior odds":
-                ui.say("note: the threshold step's ε is too small to choose a cut among its "
-                       "candidates at this n; the model cuts at the released prior odds "
-                       "instead (free), and that step's ε is left unspent", markup=False)
+            if (note := nb.threshold_note(model)) is not None:
+                ui.say(note, markup=False)
         payload = {**model.to_payload(), "breakdown": plan.to_json(),
                    "allocation": chosen_split, **degeneracy(ui, model)}
         outputs.write_text(out, release_json("naive_bayes", payload, s, plan, charge,

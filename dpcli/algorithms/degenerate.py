@@ -72,48 +72,30 @@ def one_class_on_rows(predicted_positive: float, n_rows: int, halfwidth: float =
 
 @dataclass(frozen=True)
 class RowsCheck:
-    """A released count of the training rows a model predicts positive, per true class.
+    """A released count of the training rows a model predicts positive.
 
-    ``predicted_positive`` = (noisy TP, noisy FP) at the model's cut, released with
-    discrete Laplace (each count Δ = 1, the pair Δ = 2 under replace-one);
-    ``halfwidth`` the 95 % half-width of the noise on their sum; ``rows`` the public
-    n; ``class_counts`` the released (ñ_pos, ñ_neg). All below is post-processing.
+    ``predicted_positive``: the count at the model's cut plus discrete Laplace
+    (Δ = 1 under replace-one) at ``epsilon``; ``halfwidth`` the 95 % half-width
+    of that noise; ``rows`` the public n. The verdict is post-processing.
     """
 
-    predicted_positive: tuple[int, int]
+    predicted_positive: int
     rows: int
-    class_counts: tuple[float, float]
     halfwidth: float
     epsilon: float
 
     @property
-    def total(self) -> int:
-        return self.predicted_positive[0] + self.predicted_positive[1]
-
-    @property
     def one_class(self) -> str | None:
-        return one_class_on_rows(self.total, self.rows, self.halfwidth)
-
-    @property
-    def balanced_accuracy(self) -> float | None:
-        """(TP̃/ñ_pos + 1 − FP̃/ñ_neg)/2, clipped to [0, 1]; None when a class count is 0."""
-        a, b = self.class_counts
-        if a < 1 or b < 1:
-            return None
-        tpr = min(max(self.predicted_positive[0] / a, 0.0), 1.0)
-        fpr = min(max(self.predicted_positive[1] / b, 0.0), 1.0)
-        return (tpr + 1 - fpr) / 2
+        return one_class_on_rows(self.predicted_positive, self.rows, self.halfwidth)
 
     def to_json(self) -> dict[str, Any]:
-        return {"released": "training rows predicted positive among positives and negatives "
-                            "(discrete Laplace, Δ = 2)", "epsilon": self.epsilon,
-                "predicted_positive_among_positive": self.predicted_positive[0],
-                "predicted_positive_among_negative": self.predicted_positive[1],
-                "predicted_positive": self.total, "rows": self.rows,
-                "class_counts": list(self.class_counts),
+        return {"released": "training rows predicted positive at the cut (discrete Laplace, "
+                            "Δ = 1)", "epsilon": self.epsilon,
+                "predicted_positive": self.predicted_positive, "rows": self.rows,
                 "noise_halfwidth_95": self.halfwidth,
-                "share_predicted_positive": self.total / self.rows if self.rows else None,
-                "balanced_accuracy": self.balanced_accuracy, "one_class": self.one_class}
+                "share_predicted_positive": (self.predicted_positive / self.rows
+                                             if self.rows else None),
+                "one_class": self.one_class}
 
 
 @dataclass(frozen=True)
@@ -169,7 +151,8 @@ class Verdict:
             r = self.on_rows
             assert r is not None
             parts.append(f"by the released count of training rows predicted positive "
-                         f"({r.total:,} ± {r.halfwidth:,.0f} at 95 %, of {r.rows:,}) it may "
+                         f"({r.predicted_positive:,} ± {r.halfwidth:,.0f} at 95 %, of "
+                         f"{r.rows:,}) it may "
                          f"predict {'(almost) every' if side == 'positive' else '(almost) no'}"
                          f" row positive")
         if self.no_signal and not self.constant:

@@ -244,8 +244,7 @@ def plan(schema: Schema, columns: Sequence[str], total: Budget, config: NBConfig
                   "released prior share of rows predicted positive, Δ = 1")
         elif step.name == CHECK:
             notes[step.name] = ("training rows predicted positive at the released cut, "
-                                "among positives and negatives, Δ=2, scale "
-                                f"{2 / eps:.4g}")
+                                f"Δ=1, scale {1 / eps:.4g}")
         elif step.name == PRIOR or step.name.startswith("counts:"):
             sens = 2 if step.name == PRIOR else table_sensitivity(schema, step.name[7:])
             notes[step.name] = f"Δ={sens}, scale {sens / eps:.4g}"
@@ -329,8 +328,8 @@ class NaiveBayesModel:
     numeric: dict[str, NumericParams] = field(default_factory=dict)
     #: released decision threshold on the positive class's log-odds (None: the argmax)
     threshold: float | None = None
-    #: how it was chosen: "exponential mechanism", "prior quantile" or "prior odds"
-    #: (nb_threshold: the latter two when ε is too small for the first)
+    #: how it was chosen: "exponential mechanism", or "prior quantile" when ε is too small
+    #: for it (nb_threshold); "prior odds" in model files of older versions
     threshold_rule: str | None = None
     #: the released count of training rows predicted positive at the threshold (nb_threshold)
     rows_check: RowsCheck | None = None
@@ -452,11 +451,8 @@ def _rows_check(entry: dict[str, Any] | None) -> RowsCheck | None:
     if not isinstance(entry, dict):
         return None
     try:
-        return RowsCheck(predicted_positive=(int(entry["predicted_positive_among_positive"]),
-                                             int(entry["predicted_positive_among_negative"])),
+        return RowsCheck(predicted_positive=int(entry["predicted_positive"]),
                          rows=int(entry["rows"]), halfwidth=float(entry["noise_halfwidth_95"]),
-                         class_counts=tuple(float(c) for c in entry.get("class_counts",
-                                                                        (0.0, 0.0))),
                          epsilon=float(entry["epsilon"]))
     except (KeyError, TypeError, ValueError):
         return None
@@ -651,9 +647,8 @@ def fit_threshold(model: NaiveBayesModel, p: Plan, batches: Iterable[EncodedBatc
     (the training data again, after the model's release) counts, per candidate, the
     positives and negatives above it. The cut: the exponential mechanism on balanced
     accuracy (or accuracy) when it resolves at the released class counts, else on the
-    distance to the released prior share of rows predicted positive when that
-    resolves, else the released prior odds (free) — a choice from released values and
-    ε. Then the rows predicted positive at the cut, per class, with discrete Laplace
+    distance to the released prior share of rows predicted positive — a choice from
+    released values and ε. Then the rows predicted positive at the cut, with discrete Laplace
     (``model.rows_check``; :func:`degenerate.check` reads it). Sets
     ``model.threshold`` and returns it.
     """
@@ -674,21 +669,16 @@ def fit_threshold(model: NaiveBayesModel, p: Plan, batches: Iterable[EncodedBatc
         cut = nb_threshold.select(counts, released, utility=model.config.threshold,
                                   epsilon=epsilon, rng=rng)
         model.threshold_rule = "exponential mechanism"
-    elif nb_threshold.quantile_resolvable(released, epsilon, len(cands)):
+    else:
         # the model's scale may be off (noisy terms): cut where the released prior's share of
         # the rows is predicted positive, which does not depend on the scale
         cut = nb_threshold.select_quantile(
             counts, nb_threshold.quantile_target(released, counts.rows), epsilon=epsilon,
             rng=rng)
         model.threshold_rule = "prior quantile"
-    else:
-        # too little ε to choose among the candidates: the released prior's cut (free; it is
-        # a candidate, so the check below still reads its counts); the step's ε is unspent
-        cut = float(cands[np.argmin(np.abs(cands - prior_cut))])
-        model.threshold_rule = "prior odds"
     model.threshold = cut
     if has_step(p, CHECK):
-        model.rows_check = nb_threshold.release_check(counts, cut, released,
+        model.rows_check = nb_threshold.release_check(counts, cut,
                                                       epsilon=p.step(CHECK).budget.eps, rng=rng)
     return model.threshold
 
@@ -699,8 +689,4 @@ def threshold_note(model: NaiveBayesModel) -> str | None:
         return ("note: the threshold step's ε is too small to choose a cut by balanced "
                 "accuracy at this n; it chose the cut that predicts the released prior's "
                 "share of rows positive instead")
-    if model.threshold_rule == "prior odds":
-        return ("note: the threshold step's ε is too small to choose a cut among its "
-                "candidates at this n; the model cuts at the released prior odds instead "
-                "(free), and that step's ε is left unspent")
     return None

@@ -38,11 +38,9 @@ released counts, the mechanism picks a candidate whose utility is ``GAP`` below
 the best with total probability at most C·exp(−ε_t·GAP/(2Δq)). ``GAP`` is 0.5
 for balanced accuracy (a balanced accuracy of 0.75 against a one-class rule's
 0.5) and 5 % of the records for accuracy. When that bound exceeds e^−3 (5 %),
-the mechanism could as well pick a one-class cut far out, so the model takes
-instead the released prior's cut t = log(ñ_pos/ñ_neg) — the cut that maximises
-balanced accuracy if the model's likelihoods were right —, computed from
-released values only (free); the step's ε is then left unspent. The decision is
-a function of released values and ε: public.
+the mechanism could as well pick a one-class cut far out, so the step uses its ε
+on the prior quantile instead (below). The decision is a function of released
+values and ε: public.
 
 **When balanced accuracy cannot be resolved: the prior quantile.** The released
 prior says what share π̃ = ñ_pos/(ñ_pos + ñ_neg) of the rows is positive. A model
@@ -53,24 +51,24 @@ exponential mechanism, the candidate t whose predicted-positive count A(t) = TP(
 FP(t) is closest to the target π̃·n (n the public record count): utility
 q(t) = −|A(t) − π̃·n|. A replaced record changes A(t) by at most 1 (its own
 contribution goes, the new one's comes), and the target is a released value:
-Δq = 1. The rule is used when it resolves (:func:`quantile_resolvable`): with
-probability ≥ 1 − e^−3 the released cut's count is within half the smaller
-released class count of the target, i.e. ε_t·min(ñ_pos, ñ_neg)/4 ≥ ln C + 3;
-otherwise the released prior odds' cut, free, as before. Which rule runs is a
-function of released counts and ε: public.
+Δq = 1. It replaces the old fallback to the released prior odds' cut (free,
+no pass), which on such models left every row on one side. Its error in rows is
+about 2·(ln C + 3)/ε_t with probability 1 − e^−3 — at small n·ε_t comparable to the
+minority class itself, so it can still land near "no row": the check below says so.
+Which rule runs is a function of released counts and ε: public.
 
 **The check on the training rows** (:func:`release_check`, its own planned step
 ``threshold_check``). The domain-wide verdict of :mod:`dpcli.algorithms.degenerate`
 cannot see where the training rows fall; a cut can leave every row on one side. The
-same pass therefore also counts, at the released cut, the rows predicted positive
-among the positive records (TP) and among the negative ones (FP): one record is in
-one of the two counts or none, so replacing it moves each count by at most 1 and
-the pair by at most 2 in L1. Both get discrete Laplace noise at Δ = 2 with the
-check's ε. From them (post-processing): the noisy number of rows predicted
-positive, its 95 % noise interval, and a private balanced accuracy
-(TP̃/ñ_pos + 1 − FP̃/ñ_neg)/2. When the interval reaches "(almost) no row" or
-"(almost) every row" (:func:`dpcli.algorithms.degenerate.one_class_on_rows`), the
-model is reported degenerate on stderr and in the model file.
+same pass therefore also counts the rows above the released cut, A(t*): a replaced
+record changes it by at most 1, so it gets discrete Laplace noise at Δ = 1 with the
+check's ε. When its 95 % noise interval reaches "(almost) no row" or "(almost)
+every row" (:func:`dpcli.algorithms.degenerate.one_class_on_rows`, shared with
+validate's check), the model is reported degenerate on stderr and in the model file.
+The count per true class (TP, FP: a private balanced accuracy) was weighed and left
+out: the pair has L1 sensitivity 2, and the noise on their sum is 2√2 times that of
+the one count, which at the small n where one-class cuts happen would make the check
+unable to tell a rare class from none.
 
 **Mechanism.** The exponential mechanism (:func:`dpcli.mechanisms.exponential_mechanism`)
 picks t with probability ∝ exp(ε_t·q(t)/(2Δq)): ε_t-DP. Its share of the
@@ -213,13 +211,6 @@ def quantile_utility(counts: ThresholdCounts, target: float) -> tuple[np.ndarray
     return -np.abs(counts.predicted_positive() - target).astype(float), 1.0
 
 
-def quantile_resolvable(released: tuple[float, float], epsilon: float, candidates: int) -> bool:
-    """Whether the prior-quantile mechanism lands within min(ñ_pos, ñ_neg)/2 rows of its
-    target with probability ≥ 1 − e^−3 over ``candidates``; public (released counts, ε)."""
-    gap = min(max(float(c), 0.0) for c in released) / 2
-    return epsilon * gap / 2 >= math.log(candidates) + RESOLVE_MARGIN
-
-
 def select_quantile(counts: ThresholdCounts, target: float, *, epsilon: float,
                     rng: np.random.Generator) -> float:
     """Release the candidate whose predicted-positive count is nearest ``target``: ε-DP."""
@@ -230,59 +221,35 @@ def select_quantile(counts: ThresholdCounts, target: float, *, epsilon: float,
 
 # ------------------------------------------------------------------ the check on the rows
 
-#: L1 sensitivity of (TP, FP) at a fixed cut under replace-one (module docstring)
-CHECK_SENSITIVITY = 2
+#: sensitivity of A(t*), the rows above a fixed cut, under replace-one (module docstring)
+CHECK_SENSITIVITY = 1
+#: the noise interval's coverage
+CHECK_LEVEL = 0.95
 
 
-def check_counts(counts: ThresholdCounts, cut: float) -> np.ndarray:
-    """(TP, FP) at ``cut``, one of the candidates (private: feed to :func:`release_check`)."""
+def check_count(counts: ThresholdCounts, cut: float) -> int:
+    """A(cut): rows above ``cut``, one of the candidates (private: to :func:`release_check`)."""
     j = int(np.flatnonzero(counts.candidates == cut)[0])
-    assert counts.false_positive is not None
-    return np.array([counts.true_positive[j], counts.false_positive[j]], dtype=np.int64)
+    return int(counts.predicted_positive()[j])
 
 
-def release_check(counts: ThresholdCounts, cut: float, released: tuple[float, float], *,
-                  epsilon: float, rng: np.random.Generator) -> RowsCheck:
-    """Release (TP, FP) at the released cut with discrete Laplace, Δ = 2: ε-DP.
+def release_check(counts: ThresholdCounts, cut: float, *, epsilon: float,
+                  rng: np.random.Generator) -> RowsCheck:
+    """Release A(cut) with discrete Laplace, Δ = 1: ε-DP.
 
-    The returned :class:`RowsCheck` holds the two noisy counts, the public n, the
-    released class counts and the 95 % half-width of the noise on their sum;
-    everything it derives (share predicted positive, balanced accuracy, one-class
-    verdict) is post-processing.
+    The returned :class:`RowsCheck` holds the noisy count, the public n and the
+    95 % half-width of the noise; the one-class verdict it derives is post-processing.
     """
-    noisy = discrete_laplace_mechanism(check_counts(counts, cut), sensitivity=CHECK_SENSITIVITY,
+    noisy = discrete_laplace_mechanism(check_count(counts, cut), sensitivity=CHECK_SENSITIVITY,
                                        epsilon=epsilon, rng=rng)
-    return RowsCheck(predicted_positive=(int(noisy[0]), int(noisy[1])), rows=counts.rows,
-                     class_counts=(float(released[0]), float(released[1])),
-                     halfwidth=sum_halfwidth(math.exp(-epsilon / CHECK_SENSITIVITY)),
-                     epsilon=epsilon)
+    return RowsCheck(predicted_positive=int(noisy), rows=counts.rows,
+                     halfwidth=halfwidth(epsilon / CHECK_SENSITIVITY), epsilon=epsilon)
 
 
-def sum_halfwidth(q: float, level: float = 0.95) -> int:
-    """The smallest w with P(|X₁ + X₂| ≥ w) ≤ 1 − level, X₁, X₂ iid discrete Laplace(q).
+def halfwidth(epsilon: float, level: float = CHECK_LEVEL) -> int:
+    """The smallest integer w with P(|X| ≥ w) ≤ 1 − level, X discrete Laplace at scale 1/ε.
 
-    P(X = j) = (1−q)/(1+q)·q^|j| and P(X ≥ m) = q^m/(1+q) for m ≥ 1, so
-    P(|j + X₂| ≥ w) = P(X₂ ≥ w − j) + P(X₂ ≥ w + j) for w ≥ 1, summed against
-    P(X₁ = j) over the support where its mass exceeds 1e-15; a bisection on w.
+    P(X = k) = (1−q)/(1+q)·q^|k|, q = e^−ε, so P(|X| ≥ w) = 2q^w/(1+q) for w ≥ 1.
     """
-    if q <= 0:
-        return 1
-    k = math.ceil(math.log(1e-15) / math.log(q)) + 1
-    j = np.arange(-k, k + 1, dtype=float)
-    pj = (1 - q) / (1 + q) * q ** np.abs(j)
-
-    def upper(m: np.ndarray) -> np.ndarray:
-        return np.where(m >= 1, q ** np.maximum(m, 0) / (1 + q),
-                        1 - q ** np.maximum(1 - m, 0) / (1 + q))
-
-    def tail(w: int) -> float:
-        return float((pj * (upper(w - j) + upper(w + j))).sum())
-
-    lo, hi = 1, 2 * k + 2
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if tail(mid) <= 1 - level:
-            hi = mid
-        else:
-            lo = mid + 1
-    return lo
+    q = math.exp(-epsilon)
+    return max(1, math.ceil(math.log((1 - level) * (1 + q) / 2) / math.log(q)))

@@ -118,11 +118,14 @@ def test_threshold_share_is_a_tenth_until_n_eps_is_large() -> None:
     assert na.threshold_share(10_000_000, 1.0) < Fraction(1, 100)
     assert _alloc(400, 1.0, threshold=False).weights.keys().isdisjoint({"threshold"})
     p = nb.plan(SCHEMA, COLUMNS, Budget(1.0), nb.NBConfig(), n=400)
-    assert p.step("threshold").budget.eps == pytest.approx(0.1)
+    # the threshold's share: 3/4 choose the cut, 1/4 checks the rows predicted positive
+    assert p.step("threshold").budget.eps == pytest.approx(0.075)
     assert p.step("threshold").mechanism == "exponential"
+    assert p.step("threshold_check").budget.eps == pytest.approx(0.025)
+    assert p.step("threshold_check").mechanism == "discrete_laplace"
     assert float(p.total.eps) == pytest.approx(1.0, abs=1e-15)
     p = nb.plan(SCHEMA, COLUMNS, Budget(1.0), nb.NBConfig(threshold="none"), n=400)
-    assert "threshold" not in {s.name for s in p}
+    assert {"threshold", "threshold_check"}.isdisjoint({s.name for s in p})
 
 
 def test_without_n_the_plan_is_the_papers_equal_split() -> None:

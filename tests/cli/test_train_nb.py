@@ -19,7 +19,7 @@ from tests.cli.conftest import run_entries as read_entries  # runs only, no gene
 
 # the toy label is binary: the decision threshold is a step (nb_threshold)
 ALL_STEPS = {"prior", "counts:color", "counts:member", "counts:words", "mean:age",
-             "variance:age", "threshold"}
+             "variance:age", "threshold", "threshold_check"}
 
 
 def _train(cli, project: Project, *extra: object, out: str = "m.json", data=None):
@@ -70,13 +70,15 @@ def test_train_writes_envelope_summary_and_ledger(project: Project, cli) -> None
     # table's cells for tables of equal Δ (color: 3 levels + other, member: 2), and c 6 for a
     # mean against 9/√2 for a variance; the threshold takes 1/10 (n = 400)
     eps = {k: s["epsilon"] for k, s in breakdown.items()}
-    assert eps["threshold"] == pytest.approx(0.06)
+    assert eps["threshold"] == pytest.approx(0.045)        # 3/4 of it chooses the cut,
+    assert eps["threshold_check"] == pytest.approx(0.015)  # 1/4 checks the rows above it
     assert eps["counts:color"] / eps["counts:member"] == pytest.approx(2 ** (2 / 3), rel=1e-3)
     assert eps["counts:member"] / eps["prior"] == pytest.approx(2 ** (2 / 3), rel=1e-3)
     assert eps["mean:age"] / eps["variance:age"] == pytest.approx(
         (6 / (9 / 2 ** 0.5)) ** (2 / 3), rel=1e-3)
     assert payload["allocation"]["rule"] == "lagrange"
-    assert payload["allocation"]["shares"]["threshold"] == pytest.approx(0.1)
+    assert payload["allocation"]["shares"]["threshold"] == pytest.approx(0.075)
+    assert payload["allocation"]["shares"]["threshold_check"] == pytest.approx(0.025)
     assert sum(s["epsilon"] for s in breakdown.values()) == pytest.approx(0.6, abs=1e-12)
     assert breakdown["counts:words"]["note"].startswith("Δ=6,")  # 2 · max_per_row
     assert breakdown["counts:color"]["note"].startswith("Δ=2,")
@@ -176,10 +178,12 @@ def test_columns_option_restricts_the_model(project: Project, cli) -> None:
     assert payload["columns"] == ["color", "age"]
     assert set(payload["tables"]) == {"color"} and set(payload["numeric"]) == {"age"}
     steps = {s["step"]: s["epsilon"] for s in read_entries(project.ledger)[0]["breakdown"]}
-    assert set(steps) <= {"prior", "counts:color", "mean:age", "variance:age", "threshold"}
-    assert {"prior", "counts:color", "mean:age", "threshold"} <= set(steps)
+    assert set(steps) <= {"prior", "counts:color", "mean:age", "variance:age", "threshold",
+                          "threshold_check"}
+    assert {"prior", "counts:color", "mean:age", "threshold", "threshold_check"} <= set(steps)
     assert sum(steps.values()) == pytest.approx(0.4, abs=1e-12)
-    assert steps["threshold"] == pytest.approx(0.04)  # 1/10 of ε at n = 400
+    # 1/10 of ε at n = 400: 3/4 for the cut, 1/4 for the check
+    assert steps["threshold"] + steps["threshold_check"] == pytest.approx(0.04)
     # a file with only the model's columns is enough for predict
     frame = pd.read_parquet(project.data)[["color", "age"]]
     frame.to_parquet(project.root / "small.parquet", index=False)
@@ -240,7 +244,7 @@ def test_spec_section_split_and_columns(project: Project, cli) -> None:
     rest = 0.6 * 0.9
     assert steps == pytest.approx({"prior": rest * 2 / 7, "mean:age": rest * 3 / 7,
                                    "variance:age": rest / 7, "counts:member": rest / 7,
-                                   "threshold": 0.06})
+                                   "threshold": 0.045, "threshold_check": 0.015})
     payload = json.loads((project.root / "m.json").read_text())["payload"]
     assert payload["columns"] == ["age", "member"]
     assert payload["config"]["split"] == {"prior": 2.0, "categorical": 1.0, "mean": 3.0,
@@ -343,8 +347,12 @@ def test_the_model_records_its_degeneracy_and_a_degenerate_one_is_said_on_stderr
         assert r.exit_code == 0, r.stderr
         verdict = project.envelope(f"m{seed}.json")["payload"]["degeneracy"]
         assert verdict["degenerate"] == ("degenerate model" in r.stderr), r.stderr
+        # over the domain, or on the training rows by the released count above the cut
         assert verdict["degenerate"] == (verdict["constant_score"]
-                                         or bool(verdict["never_predicted"]))
+                                         or bool(verdict["never_predicted"])
+                                         or verdict["one_class_on_rows"] is not None)
+        check = verdict["on_training_rows"]
+        assert verdict["one_class_on_rows"] == check["one_class"]
         r = cli("predict", project.root / f"m{seed}.json", project.data,
                 "--out", project.root / f"p{seed}.parquet", "-q")
         assert r.exit_code == 0, r.stderr
@@ -381,7 +389,7 @@ def test_spec_threshold_false_or_accuracy(project: Project, cli) -> None:
     assert r.exit_code == 0, r.stderr
     payload = project.envelope()["payload"]
     assert payload["threshold"] is None and payload["config"]["threshold"] == "none"
-    assert "threshold" not in {s["step"] for s in payload["breakdown"]}
+    assert {"threshold", "threshold_check"}.isdisjoint(s["step"] for s in payload["breakdown"])
     assert sum(s["epsilon"] for s in payload["breakdown"]) == pytest.approx(0.3, abs=1e-12)
     _with_section(project, {"epsilon": 0.3, "threshold": "accuracy"})
     r = _train(cli, project, "--seed", 1, out="acc.json")

@@ -31,6 +31,17 @@ private):
   half-width), so the variance moves by h²·K/(n·ε); the term
   −(x−μ)²/2v − ½·log v moves by δv·|z²−1|/2v ≈ δv/(√2·v), and with
   v_typ = σ_typ² = h²/9, c = 9K/(√2·n);
+* the prior's class counts are also the denominators of every global-method
+  numeric statistic (mean = mid + noisy sum/ñ_c, second moment = noisy sum/ñ_c):
+  a relative error δn/n_c in ñ_c moves each such mean by (x̄ − mid)·δn/n_c, a
+  term error ≈ δn/n_c with |x̄ − mid| ≈ σ_typ, and each released variance by
+  about 2v·δn/n_c (second moment ≈ v + σ_typ²), a term error ≈ √2·δn/n_c — the
+  same δn in every column, so the errors add linearly, not in quadrature. The
+  prior's weight is therefore c = 2K/n · (1 + #global means + √2·#global released
+  variances). Without it the prior of a 64-column model got 0.4 % of ε and its
+  noise (±600 on a class of 125 at n = 1,258, ε = 1) shrank every class mean
+  and flipped the decision threshold (benchmarks/results/nb_share.md). Smooth
+  columns read ñ_c only for their trimming count: no coupling;
 * the smooth method multiplies a numeric weight by its noise factor over
   the global one, 4(γ+1)/(1 − 2·trim) (twice ε/2 per class, the 2(γ+1)
   heavy-tail calibration, the trimmed window's size): an upper bound, the
@@ -249,6 +260,17 @@ def error_weight(schema: Schema, column: str, part: str, n: int, k: int) -> floa
     return delta * k * levels / n
 
 
+def prior_coupling(schema: Schema, columns: Sequence[str], methods: Mapping[str, str],
+                   dropped: set[str] | Sequence[str] = ()) -> float:
+    """1 + #global means + √2·#global released variances: the factor on the prior's error
+    weight for its use as every global numeric statistic's denominator (module docstring)."""
+    factor = 1.0
+    for c in columns:
+        if isinstance(schema.column(c), NumericColumn) and methods.get(c) != "smooth":
+            factor += 1.0 + (0.0 if c in dropped else math.sqrt(2))
+    return factor
+
+
 def _raw_weights(schema: Schema, columns: Sequence[str], n: int, k: int,
                  methods: Mapping[str, str], dropped: set[str], trim: float, gamma: float,
                  split: Mapping[str, float] | None) -> dict[str, float]:
@@ -261,7 +283,9 @@ def _raw_weights(schema: Schema, columns: Sequence[str], n: int, k: int,
             c *= smooth_factor(trim, gamma)
         return c ** (2 / 3)
 
-    out = {"prior": weight("", "prior")}
+    out = {"prior": weight("", "prior")
+           * (prior_coupling(schema, columns, methods, dropped) ** (2 / 3) if split is None
+              else 1.0)}
     for c in columns:
         if isinstance(schema.column(c), NumericColumn):
             out[f"mean:{c}"] = weight(c, "mean")

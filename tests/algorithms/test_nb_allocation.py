@@ -44,7 +44,9 @@ def test_shares_add_up_exactly_and_follow_c_to_the_two_thirds() -> None:
     total = sum(a.weights.values(), Fraction(0)) + na.threshold_share(100_000, 1.0)
     assert total == 1
     k, n = 2, 100_000
-    c = {"prior": 2 * k / n, "mean:x": 6 * k / n, "variance:x": 9 * k / (math.sqrt(2) * n),
+    # the prior is every global numeric statistic's denominator: two means and two variances
+    c = {"prior": 2 * k / n * (1 + 2 * (1 + math.sqrt(2))), "mean:x": 6 * k / n,
+         "variance:x": 9 * k / (math.sqrt(2) * n),
          "counts:c": 2 * k * 8 / n, "counts:b": 2 * k * 2 / n}
     for name, weight in c.items():
         ratio = float(a.weights[name] / a.weights["prior"])
@@ -59,6 +61,7 @@ def test_the_rule_is_the_minimum_of_the_squared_error() -> None:
     c = np.array([na.error_weight(SCHEMA, name.split(":")[-1] if ":" in name else "",
                                   name.split(":")[0] if ":" in name else "prior", 100_000, 2)
                   for name in names])
+    c[names.index("prior")] *= na.prior_coupling(SCHEMA, COLUMNS, a.methods, a.public_variance)
     eps = np.array([float(a.weights[name]) for name in names])
 
     def loss(e: np.ndarray) -> float:

@@ -73,7 +73,9 @@ def test_train_writes_envelope_summary_and_ledger(project: Project, cli) -> None
     assert eps["threshold"] == pytest.approx(0.045)        # 3/4 of it chooses the cut,
     assert eps["threshold_check"] == pytest.approx(0.015)  # 1/4 checks the rows above it
     assert eps["counts:color"] / eps["counts:member"] == pytest.approx(2 ** (2 / 3), rel=1e-3)
-    assert eps["counts:member"] / eps["prior"] == pytest.approx(2 ** (2 / 3), rel=1e-3)
+    # the prior is also the denominator of age's mean and variance: c × (1 + 1 + √2)
+    assert eps["counts:member"] / eps["prior"] == pytest.approx(
+        (2 / (2 + 2 ** 0.5)) ** (2 / 3), rel=1e-3)
     assert eps["mean:age"] / eps["variance:age"] == pytest.approx(
         (6 / (9 / 2 ** 0.5)) ** (2 / 3), rel=1e-3)
     assert payload["allocation"]["rule"] == "lagrange"

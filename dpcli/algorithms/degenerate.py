@@ -54,6 +54,9 @@ SIGNAL_LEVEL = 0.05
 SIGNAL_DRAWS = 199
 #: a cut predicting one class on all but this share of the training rows is one-class
 ONE_CLASS_SHARE = 0.001
+#: a released cut beyond this |log-odds| (P = 1e-4 or 1 − 1e-4 at the cut): the model's
+#: probabilities are far from its decision, so its score is near 0 (or 1) on most rows
+SATURATED_CUT = float(np.log(1e4))
 
 
 def one_class_on_rows(predicted_positive: float, n_rows: int, halfwidth: float = 0.0) -> str | None:
@@ -111,6 +114,14 @@ class Verdict:
     spread_floor: float = CONSTANT_SPREAD
     #: a released count of the training rows predicted positive (naive Bayes' check)
     on_rows: RowsCheck | None = None
+    #: the model's released decision cut on the class-1 log-odds (0: the argmax)
+    cut: float = 0.0
+
+    @property
+    def saturated(self) -> bool:
+        """The released cut sits where the model's probability is below 1e-4 (or above
+        1 − 1e-4): its score, a probability, is then near-constant where it decides."""
+        return abs(self.cut) > SATURATED_CUT
 
     @property
     def constant(self) -> bool:
@@ -127,7 +138,7 @@ class Verdict:
     @property
     def degenerate(self) -> bool:
         return (self.constant or bool(self.never) or bool(self.scarce) or self.no_signal
-                or self.one_class_on_rows is not None)
+                or self.one_class_on_rows is not None or self.saturated)
 
     def problem(self) -> str | None:
         """One line for stderr, or None when the model is not degenerate."""
@@ -155,6 +166,12 @@ class Verdict:
                          f"{r.rows:,}) it may "
                          f"predict {'(almost) every' if side == 'positive' else '(almost) no'}"
                          f" row positive")
+        if self.saturated and not self.constant:
+            p = 1 / (1 + np.exp(-self.cut))
+            parts.append(f"its probabilities are uncalibrated: it decides at log-odds "
+                         f"{self.cut:.3g} (P(class {self.classes[1]!r}) = {p:.2g}), so its score "
+                         f"is near {'0' if self.cut < 0 else '1'} on most rows (rank and decide "
+                         f"by its class or log-odds, not by the probability)")
         if self.no_signal and not self.constant:
             parts.append(f"its class counts are indistinguishable from noise (signal test "
                          f"p = {self.signal_p:.2f})")
@@ -168,6 +185,8 @@ class Verdict:
         out = {"checked": "over the declared domain, from the released parameters",
                "degenerate": self.degenerate, "constant_score": self.constant,
                "never_predicted": list(self.never), "log_odds_range": [lo, hi]}
+        if self.cut:
+            out |= {"decision_log_odds": self.cut, "uncalibrated_score": self.saturated}
         if self.on_rows is not None:
             out |= {"on_training_rows": self.on_rows.to_json(),
                     "one_class_on_rows": self.one_class_on_rows}
@@ -208,7 +227,7 @@ def check(model: Any) -> Verdict | None:
                   if unreachable)
     return Verdict(classes, (lo, hi), never,
                    spread_floor=float(getattr(model, "near_constant_spread", CONSTANT_SPREAD)),
-                   on_rows=getattr(model, "rows_check", None))
+                   on_rows=getattr(model, "rows_check", None), cut=cut)
 
 
 def check_cells(model: Any) -> Verdict | None:

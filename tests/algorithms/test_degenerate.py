@@ -200,3 +200,16 @@ def test_the_released_check_on_the_rows_makes_a_domain_useful_model_degenerate()
     verdict = check(model)
     assert not verdict.degenerate and verdict.problem() is None
     assert verdict.to_json()["on_training_rows"]["share_predicted_positive"] == 0.3
+
+
+def test_a_cut_where_the_probability_saturates_is_reported() -> None:
+    """A released cut beyond log-odds ±ln 10⁴ decides where the model's probability is below
+    1e-4: its score column is near-constant there (post-processing of the cut)."""
+    model = _nb(np.random.default_rng(5))
+    model.threshold = -12.0
+    verdict = check(model)
+    assert verdict.saturated and verdict.degenerate
+    assert "probabilities are uncalibrated" in verdict.problem()
+    assert verdict.to_json()["uncalibrated_score"] is True
+    model.threshold = -9.0
+    assert not check(model).saturated

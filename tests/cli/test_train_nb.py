@@ -420,3 +420,73 @@ def test_dry_run_shows_the_chosen_split_and_why(project: Project, cli) -> None:
     payload = project.envelope()["payload"]
     assert payload["allocation"]["public_variance"] == ["age"]
     assert payload["numeric"]["age"]["variance"] == [73 ** 2 / 12] * 2   # the public one
+
+
+def _wide_rare(project: Project, n: int = 1200, columns: int = 48, seed: int = 0):
+    """Many numeric columns (declared [0, 16], like 8×8 pixel counts), 8 % positives: the shape
+    on which the old train-nb released one-class models without a word (issue 20)."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    label = (rng.random(n) < 0.08).astype(int)
+    shift = np.zeros(columns)
+    shift[: columns // 3] = 5.0                     # a third of the columns carry the class
+    x = np.clip(rng.normal(5.0, 3.0, (n, columns)) + label[:, None] * shift, 0, 16).round()
+    frame = pd.DataFrame(x, columns=[f"p{j}" for j in range(columns)]).assign(label=label)
+    path = project.root / "wide.parquet"
+    frame.to_parquet(path, index=False)
+    def wide(spec: dict) -> None:
+        spec.pop("tabulate")
+        spec.update(schema={"columns": {f"p{j}": {"type": "numeric", "bounds": [0, 16]}
+                                        for j in range(columns)}}, budget={"epsilon": 50.0})
+
+    project.write_spec(wide)
+    return path, frame
+
+
+@pytest.mark.parametrize("epsilon", [0.5, 1.0])
+def test_many_numeric_columns_and_rare_positives_are_never_silently_one_class(
+        project: Project, cli, epsilon: float) -> None:
+    """Every run either predicts both classes on its own training rows or says on stderr and
+    in the model file that it is degenerate; and the check is a released step of the plan."""
+    data, frame = _wide_rare(project)
+    two_class = 0
+    for seed in range(4):
+        out = f"w{seed}.json"
+        r = _train(cli, project, "--epsilon", epsilon, "--seed", seed, data=data, out=out)
+        assert r.exit_code == 0, r.stderr
+        err = r.stderr
+        payload = project.envelope(out)["payload"]
+        verdict = payload["degeneracy"]
+        assert verdict["degenerate"] == ("degenerate model" in err), err
+        assert payload["threshold_check"]["rows"] == len(frame)
+        assert verdict["on_training_rows"] == payload["threshold_check"]
+        r = cli("predict", project.root / out, data, "--out", project.root / f"w{seed}.parquet",
+                "-q")
+        assert r.exit_code == 0, r.stderr
+        share = (pd.read_parquet(project.root / f"w{seed}.parquet")["prediction"].astype(str)
+                 == "1").mean()
+        one_class = min(share, 1 - share) < 0.001
+        if one_class:
+            assert verdict["degenerate"], (seed, verdict)
+        two_class += not one_class
+    assert two_class >= 1   # the prior quantile and the prior's share prevent some
+
+
+def test_plan_equals_spend_for_train_nb(project: Project, cli) -> None:
+    """The ledger's reserve breakdown is the dry run's plan, step by step, and adds up to ε;
+    every planned step (the threshold_check included) is used by the run."""
+    data, _ = _wide_rare(project, n=600, columns=12)
+    r = _train(cli, project, "--epsilon", 0.7, "--dry-run", "--json", data=data)
+    assert r.exit_code == 0, r.stderr
+    planned = {s["step"]: s["epsilon"] for s in json.loads(r.stdout)["breakdown"]}
+    assert {"prior", "threshold", "threshold_check"} <= set(planned)
+    r = _train(cli, project, "--epsilon", 0.7, "--seed", 2, data=data)
+    assert r.exit_code == 0, r.stderr
+    reserve = project.reserves()[-1]
+    spent = {s["step"]: s["epsilon"] for s in reserve["breakdown"]}
+    assert spent == planned
+    assert sum(spent.values()) == pytest.approx(0.7, abs=1e-12) and reserve["epsilon"] == 0.7
+    payload = project.envelope()["payload"]
+    assert payload["threshold_check"]["epsilon"] == pytest.approx(planned["threshold_check"])
+    assert payload["threshold_rule"] in ("exponential mechanism", "prior quantile")

@@ -260,3 +260,49 @@ def test_halfwidth_is_the_smallest_95_percent_bound(epsilon: float) -> None:
     q = math.exp(-epsilon)
     assert 2 * q ** w / (1 + q) <= 0.05
     assert w == 1 or 2 * q ** (w - 1) / (1 + q) > 0.05
+
+
+def _binary_model(n_pos: float, n_neg: float):
+    """A released binary model on one numeric column x ∈ [0, 16], positives near 12."""
+    from dpcli.algorithms import naive_bayes as nb
+    from dpcli.data.schema import Label, NumericColumn, Schema
+
+    schema = Schema((NumericColumn("x", 0.0, 16.0),), Label("y", ("0", "1"), positive="1"))
+    return nb.NaiveBayesModel(
+        schema=schema, columns=("x",), config=nb.NBConfig(), class_counts=np.array([n_neg, n_pos]),
+        numeric={"x": nb.NumericParams(0.0, 16.0, np.array([4.0, 12.0]),
+                                       np.array([0.05, 0.05]))})   # over-confident: wide log-odds
+
+
+def _rows(n: int, share: float, seed: int) -> list[EncodedBatch]:
+    rng = np.random.default_rng(seed)
+    y = (rng.random(n) < share).astype(np.int32)
+    x = np.clip(np.where(y == 1, 9.0, 4.0) + rng.normal(0, 1.5, n), 0, 16)
+    return [EncodedBatch(n, y, {"x": x})]
+
+
+def test_fit_threshold_uses_the_prior_quantile_when_balanced_accuracy_cannot_resolve() -> None:
+    """n = 600 at ε = 1 (threshold ε 0.075): balanced accuracy cannot resolve, the prior's
+    quantile runs, the check is released at the plan's ε and counts the rows above the cut."""
+    from dpcli.algorithms import naive_bayes as nb
+    from dpcli.budget import Budget
+
+    model = _binary_model(60.0, 540.0)
+    p = nb.plan(model.schema, ["x"], Budget(1.0), nb.NBConfig(), n=600)
+    batches = _rows(600, 0.1, 0)
+    cut = nb.fit_threshold(model, p, batches, np.random.default_rng(1))
+    assert model.threshold_rule == "prior quantile" and model.threshold == cut
+    check = model.rows_check
+    assert check is not None and check.rows == 600
+    assert check.epsilon == pytest.approx(p.step("threshold_check").budget.eps)
+    s = batches[0].columns["x"]
+    # fixed seed: the released cut predicts some rows positive (the prior odds' cut here
+    # would call positive only rows where the over-confident model says so)
+    jll = model.joint_log_likelihood(batches[0])
+    assert 0 < np.sum(jll[:, 1] - jll[:, 0] > cut) < len(s)
+    # a large n resolves: the balanced-accuracy mechanism
+    model = _binary_model(6000.0, 54000.0)
+    p = nb.plan(model.schema, ["x"], Budget(1.0), nb.NBConfig(), n=60000)
+    nb.fit_threshold(model, p, _rows(60000, 0.1, 2), np.random.default_rng(3))
+    assert model.threshold_rule == "exponential mechanism" and model.rows_check is not None
+    assert model.rows_check.one_class is None

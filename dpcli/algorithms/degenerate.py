@@ -167,7 +167,7 @@ class Verdict:
                          f"predict {'(almost) every' if side == 'positive' else '(almost) no'}"
                          f" row positive")
         if self.saturated and not self.constant:
-            p = 1 / (1 + np.exp(-self.cut))
+            p = 0.5 * (1 + float(np.tanh(self.cut / 2)))   # σ(cut) without overflow
             parts.append(f"its probabilities are uncalibrated: it decides at log-odds "
                          f"{self.cut:.3g} (P(class {self.classes[1]!r}) = {p:.2g}), so its score "
                          f"is near {'0' if self.cut < 0 else '1'} on most rows (rank and decide "

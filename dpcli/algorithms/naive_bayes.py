@@ -328,8 +328,8 @@ class NaiveBayesModel:
     numeric: dict[str, NumericParams] = field(default_factory=dict)
     #: released decision threshold on the positive class's log-odds (None: the argmax)
     threshold: float | None = None
-    #: how it was chosen: "exponential mechanism", or "prior quantile" when ε is too small
-    #: for it (nb_threshold); "prior odds" in model files of older versions
+    #: how it was chosen: "exponential mechanism", or "prior odds" / "prior quantile" when ε
+    #: is too small for it (nb_threshold)
     threshold_rule: str | None = None
     #: the released count of training rows predicted positive at the threshold (nb_threshold)
     rows_check: RowsCheck | None = None
@@ -646,11 +646,12 @@ def fit_threshold(model: NaiveBayesModel, p: Plan, batches: Iterable[EncodedBatc
     (:func:`dpcli.algorithms.nb_threshold.candidates`); ONE pass over ``batches``
     (the training data again, after the model's release) counts, per candidate, the
     positives and negatives above it. The cut: the exponential mechanism on balanced
-    accuracy (or accuracy) when it resolves at the released class counts, else on the
-    distance to the released prior share of rows predicted positive — a choice from
-    released values and ε. Then the rows predicted positive at the cut, with discrete Laplace
-    (``model.rows_check``; :func:`degenerate.check` reads it). Sets
-    ``model.threshold`` and returns it.
+    accuracy (or accuracy) when it resolves at the released class counts; else the
+    released prior odds' cut when a noisy count of the rows above it (ε/2) is near the
+    released prior's share of the rows, and otherwise the exponential mechanism (ε/2) on
+    the distance to that share — choices from released values and ε. Then the rows
+    predicted positive at the cut, with discrete Laplace (``model.rows_check``;
+    :func:`degenerate.check` reads it). Sets ``model.threshold`` and returns it.
     """
     from dpcli.algorithms import degenerate, nb_threshold
 
@@ -670,12 +671,18 @@ def fit_threshold(model: NaiveBayesModel, p: Plan, batches: Iterable[EncodedBatc
                                   epsilon=epsilon, rng=rng)
         model.threshold_rule = "exponential mechanism"
     else:
-        # the model's scale may be off (noisy terms): cut where the released prior's share of
-        # the rows is predicted positive, which does not depend on the scale
-        cut = nb_threshold.select_quantile(
-            counts, nb_threshold.quantile_target(released, counts.rows), epsilon=epsilon,
-            rng=rng)
-        model.threshold_rule = "prior quantile"
+        # the prior odds' cut, unless a count of the rows above it (half the step's ε) says it
+        # is far from the prior's share; then, at the other half, the cut nearest that share,
+        # which does not depend on the model's scale (noisy terms can shift every log-odds)
+        target = nb_threshold.quantile_target(released, counts.rows)
+        above = discrete_laplace_mechanism(nb_threshold.check_count(counts, prior_cut),
+                                           sensitivity=1, epsilon=epsilon / 2, rng=rng)
+        if nb_threshold.prior_cut_holds(float(above), target, counts.rows):
+            cut = prior_cut
+            model.threshold_rule = "prior odds"
+        else:
+            cut = nb_threshold.select_quantile(counts, target, epsilon=epsilon / 2, rng=rng)
+            model.threshold_rule = "prior quantile"
     model.threshold = cut
     if has_step(p, CHECK):
         model.rows_check = nb_threshold.release_check(counts, cut,
@@ -687,6 +694,10 @@ def threshold_note(model: NaiveBayesModel) -> str | None:
     """One line for the user when the cut was not chosen by the balanced-accuracy mechanism."""
     if model.threshold_rule == "prior quantile":
         return ("note: the threshold step's ε is too small to choose a cut by balanced "
-                "accuracy at this n; it chose the cut that predicts the released prior's "
-                "share of rows positive instead")
+                "accuracy at this n, and the released prior odds' cut was far from the prior's "
+                "share of rows; it chose the cut nearest that share instead")
+    if model.threshold_rule == "prior odds":
+        return ("note: the threshold step's ε is too small to choose a cut by balanced "
+                "accuracy at this n; the model cuts at the released prior odds (a noisy count "
+                "of the rows above it agreed with the prior's share)")
     return None

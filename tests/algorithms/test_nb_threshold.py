@@ -263,14 +263,15 @@ def test_halfwidth_is_the_smallest_95_percent_bound(epsilon: float) -> None:
 
 
 def _binary_model(n_pos: float, n_neg: float):
-    """A released binary model on one numeric column x ∈ [0, 16], positives near 12."""
+    """A released binary model on one numeric column x ∈ [0, 16], its positives at 16 (the
+    rows' at 9): it calls positive only the rows above about 10."""
     from dpcli.algorithms import naive_bayes as nb
     from dpcli.data.schema import Label, NumericColumn, Schema
 
     schema = Schema((NumericColumn("x", 0.0, 16.0),), Label("y", ("0", "1"), positive="1"))
     return nb.NaiveBayesModel(
         schema=schema, columns=("x",), config=nb.NBConfig(), class_counts=np.array([n_neg, n_pos]),
-        numeric={"x": nb.NumericParams(0.0, 16.0, np.array([4.0, 12.0]),
+        numeric={"x": nb.NumericParams(0.0, 16.0, np.array([4.0, 16.0]),
                                        np.array([0.05, 0.05]))})   # over-confident: wide log-odds
 
 
@@ -291,6 +292,8 @@ def test_fit_threshold_uses_the_prior_quantile_when_balanced_accuracy_cannot_res
     p = nb.plan(model.schema, ["x"], Budget(1.0), nb.NBConfig(), n=600)
     batches = _rows(600, 0.1, 0)
     cut = nb.fit_threshold(model, p, batches, np.random.default_rng(1))
+    # the over-confident model's prior odds' cut calls almost no row positive: the noisy
+    # count of rows above it (ε/2) says so, and the quantile (ε/2) runs
     assert model.threshold_rule == "prior quantile" and model.threshold == cut
     check = model.rows_check
     assert check is not None and check.rows == 600
@@ -306,3 +309,28 @@ def test_fit_threshold_uses_the_prior_quantile_when_balanced_accuracy_cannot_res
     nb.fit_threshold(model, p, _rows(60000, 0.1, 2), np.random.default_rng(3))
     assert model.threshold_rule == "exponential mechanism" and model.rows_check is not None
     assert model.rows_check.one_class is None
+
+
+def test_the_prior_cut_holds_only_near_the_priors_share() -> None:
+    """A function of released values only: target = π̃·n, kept within [target/2,
+    n − (n − target)/2]."""
+    assert nt.prior_cut_holds(60.0, 100.0, 1000) and nt.prior_cut_holds(50.0, 100.0, 1000)
+    assert not nt.prior_cut_holds(49.0, 100.0, 1000)
+    assert nt.prior_cut_holds(550.0, 100.0, 1000) and not nt.prior_cut_holds(551.0, 100.0, 1000)
+    assert not nt.prior_cut_holds(-20.0, 100.0, 1000)
+
+
+def test_a_calibrated_model_keeps_the_prior_odds_cut() -> None:
+    """n = 600 at ε = 1 with a model whose prior cut predicts about the prior's share: the
+    noisy count agrees, the prior odds' cut is kept (this seed)."""
+    from dpcli.algorithms import naive_bayes as nb
+    from dpcli.budget import Budget
+
+    model = _binary_model(60.0, 540.0)
+    model.numeric["x"] = nb.NumericParams(0.0, 16.0, np.array([4.0, 9.0]),
+                                          np.array([2.25, 2.25]))   # the rows' own spread
+    p = nb.plan(model.schema, ["x"], Budget(1.0), nb.NBConfig(), n=600)
+    nb.fit_threshold(model, p, _rows(600, 0.1, 0), np.random.default_rng(1))
+    assert model.threshold_rule == "prior odds"
+    log_prior = model.log_prior()
+    assert model.threshold == pytest.approx(float(log_prior[1] - log_prior[0]))

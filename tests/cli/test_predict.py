@@ -100,7 +100,7 @@ def test_predict_csv_matches_parquet(project: Project, cli, model: Path) -> None
     assert list(b.columns) == [*pd.read_csv(project.csv).columns, *PRED]
     _check_probabilities(b, ["0", "1"], model)
     np.testing.assert_allclose(b[PRED[1:]].to_numpy(), a[PRED[1:]].to_numpy(), rtol=1e-12)
-    assert (b["prediction"].astype(str) == a["prediction"]).all()
+    assert (b["prediction"].astype(str) == a["prediction"].astype(str)).all()
 
 
 def test_predict_parquet_with_token_lists_to_csv(project: Project, cli, model: Path) -> None:

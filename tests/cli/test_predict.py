@@ -100,7 +100,7 @@ def test_predict_csv_matches_parquet(project: Project, cli, model: Path) -> None
     assert list(b.columns) == [*pd.read_csv(project.csv).columns, *PRED]
     _check_probabilities(b, ["0", "1"], model)
     np.testing.assert_allclose(b[PRED[1:]].to_numpy(), a[PRED[1:]].to_numpy(), rtol=1e-12)
-    assert (b["prediction"].astype(str) == a["prediction"]).all()
+    assert (b["prediction"].astype(str) == a["prediction"].astype(str)).all()
 
 
 def test_predict_parquet_with_token_lists_to_csv(project: Project, cli, model: Path) -> None:
@@ -249,7 +249,7 @@ def _accuracy(cli, root: Path, name: str, epsilon: float) -> tuple[float, pd.Dat
     assert ledger_path.read_bytes() == before
     result = pd.read_parquet(out)
     _check_probabilities(result, ["0", "1"], model)
-    return float((result["prediction"] == result["label"].astype(str)).mean()), result
+    return float((result["prediction"].astype(str) == result["label"].astype(str)).mean()), result
 
 
 def test_adult_sample_accuracy(samples: Path, cli) -> None:

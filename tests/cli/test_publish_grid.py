@@ -216,7 +216,7 @@ def test_a_label_with_three_classes_is_refused(project: Project, cli) -> None:
 
 def test_dry_run_shows_the_plan_and_charges_nothing(project: Project, cli) -> None:
     _grid_spec(project, taxonomy={"bins": [2, 4, 8]})
-    r = _publish(cli, project, "--dry-run")
+    r = _publish(cli, project, "--dry-run", "-v")  # -v: every step of the plan, by name
     assert r.exit_code == 0, r.stderr
     assert r.stdout == ""
     assert "select_grid" in r.stderr and "histogram" in r.stderr
@@ -355,7 +355,7 @@ def test_predict_with_the_grid_model(project: Project, cli, synopsis: Path) -> N
     assert r.exit_code == 0, r.stderr
     preds = pd.read_parquet(out)
     assert len(preds) == 400
-    assert set(preds["prediction"].unique()) <= {"0", "1"}
+    assert set(preds["prediction"].astype(str).unique()) <= {"0", "1"}
     assert preds["score"].between(0, 1).all()
     np.testing.assert_allclose(preds["proba_0"] + preds["proba_1"], 1.0)
     np.testing.assert_allclose(preds["score"], preds["proba_1"])
@@ -410,7 +410,7 @@ def test_the_histogram_classifier_learns_a_function_of_color(project: Project, c
     r = cli("predict", project.root / "syn" / "grid.json", data, "--out", out)
     assert r.exit_code == 0, r.stderr
     preds = pd.read_parquet(out)
-    accuracy = (preds["prediction"] == preds["label"].astype(str)).mean()
+    accuracy = (preds["prediction"].astype(str) == preds["label"].astype(str)).mean()
     assert accuracy >= 0.95
     np.testing.assert_allclose(preds["score"], preds[f"proba_{positive}"])
 
@@ -438,8 +438,8 @@ def test_an_other_leaf_gives_undeclared_values_a_cell(project: Project, cli) -> 
     preds = pd.read_parquet(out)
     pink = preds["color"] == "pink"
     assert pink.sum() > 100
-    assert (preds.loc[pink, "prediction"] == "1").all()
-    assert (preds["prediction"] == preds["label"].astype(str)).mean() >= 0.95
+    assert (preds.loc[pink, "prediction"].astype(str) == "1").all()
+    assert (preds["prediction"].astype(str) == preds["label"].astype(str)).mean() >= 0.95
 
 
 def test_a_tiny_epsilon_publishes_the_root_grid(project: Project, cli) -> None:
@@ -546,7 +546,7 @@ def test_the_decision_rule_weighs_a_cell_against_the_overall_share(project: Proj
     preds = pd.read_parquet(out)
     positive = {"majority": ["red"], "balanced": ["red", "green"]}[decision]
     expected = frame["color"].isin(positive).to_numpy()
-    assert ((preds["prediction"] == "1").to_numpy() == expected).all()
+    assert ((preds["prediction"].astype(str) == "1").to_numpy() == expected).all()
 
 
 def test_an_unknown_decision_is_refused_before_any_charge(project: Project, cli) -> None:

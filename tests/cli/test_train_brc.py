@@ -265,7 +265,7 @@ def test_a_public_column_that_decides_the_label_wins_every_round(project: Projec
     r = cli("predict", project.root / "m.json", data, "--out", out)
     assert r.exit_code == 0, r.stderr
     preds = pd.read_parquet(out)
-    assert (preds["prediction"] == preds["label"].astype(str)).all()
+    assert (preds["prediction"].astype(str) == preds["label"].astype(str)).all()
 
 
 # ------------------------------------------------------------------------- all-private
@@ -351,7 +351,7 @@ def test_predict_and_roc_accept_the_brc_model(project: Project, cli) -> None:
     preds = pd.read_parquet(out)
     assert len(preds) == N
     assert preds["score"].between(0, 1).all()
-    assert set(preds["prediction"].unique()) <= {"0", "1"}
+    assert set(preds["prediction"].astype(str).unique()) <= {"0", "1"}
     np.testing.assert_allclose(preds["proba_0"] + preds["proba_1"], 1.0)
     np.testing.assert_allclose(preds["score"], preds["proba_1"])
     # score = σ(a·F + b) with the calibration's a, b; the class is F > the threshold: the
@@ -364,7 +364,8 @@ def test_predict_and_roc_accept_the_brc_model(project: Project, cli) -> None:
     cal = payload["calibration"]
     assert threshold == brc.decision_threshold(cal["margin_edges"], cal["noisy_counts"])
     decided = np.abs(f - threshold) > 1e-9  # F at the threshold could go either way
-    assert (preds["prediction"][decided] == np.where(f[decided] > threshold, "1", "0")).all()
+    predicted = preds["prediction"].astype(str)[decided]
+    assert (predicted == np.where(f[decided] > threshold, "1", "0")).all()
     order = np.argsort(f, kind="stable")     # a > 0: the score ranks records as F does
     assert np.all(np.diff(preds["score"].to_numpy()[order]) >= -1e-12)
 
@@ -554,7 +555,7 @@ def test_a_constant_public_numeric_column_does_not_crash(project: Project, cli) 
 # ---------------------------------------------------------------------- dry run, seeds
 def test_dry_run_charges_nothing(project: Project, cli) -> None:
     _brc_spec(project)
-    r = _train(cli, project, "--dry-run")
+    r = _train(cli, project, "--dry-run", "-v")  # -v: every step of the plan
     assert r.exit_code == 0, r.stderr
     assert r.stdout == ""
     assert "error_round_1…5" in r.stderr and "Nothing was charged" in r.stderr
@@ -729,10 +730,10 @@ def test_unbalanced_labels_get_a_threshold_and_a_two_class_prediction(project: P
     r = cli("predict", project.root / "m.json", data, "--out", out)
     assert r.exit_code == 0, r.stderr
     preds = pd.read_parquet(out)
-    assert set(preds["prediction"]) == {"0", "1"}
+    assert set(preds["prediction"].astype(str)) == {"0", "1"}
     truth = preds["label"].astype(str)
-    recall = (preds["prediction"][truth == "1"] == "1").mean()
-    specificity = (preds["prediction"][truth == "0"] == "0").mean()
+    recall = (preds["prediction"].astype(str)[truth == "1"] == "1").mean()
+    specificity = (preds["prediction"].astype(str)[truth == "0"] == "0").mean()
     assert (recall + specificity) / 2 > 0.6
 
 

@@ -232,7 +232,7 @@ def test_a_strong_signal_is_learned_with_the_right_orientation(project: Project,
     out = project.root / "preds.parquet"
     assert cli("predict", project.root / "m.json", data, "--out", out).exit_code == 0
     preds = pd.read_parquet(out)
-    assert (preds["prediction"] == preds["label"].astype(str)).mean() > 0.95
+    assert (preds["prediction"].astype(str) == preds["label"].astype(str)).mean() > 0.95
     assert preds.loc[frame["member"] == "yes", "proba_1"].min() > 0.5
     assert preds.loc[frame["member"] == "no", "proba_1"].max() < 0.5
 
@@ -611,7 +611,7 @@ def test_out_is_required_without_dry_run(project: Project, cli) -> None:
 
 # ------------------------------------------------------------------------ dry run, seeds
 def test_dry_run_charges_nothing(project: Project, cli) -> None:
-    r = _validate(cli, project, "--epsilon", 0.4, "--dry-run")
+    r = _validate(cli, project, "--epsilon", 0.4, "--dry-run", "-v")  # -v: every step
     assert r.exit_code == 0, r.stderr
     assert r.stdout == ""
     for needle in ("select", "final", "noisy_max_exponential", "objective_perturbation",
@@ -748,10 +748,11 @@ def test_default_run_releases_a_threshold_that_predict_uses(project: Project, cl
     z = np.log(preds["proba_1"]) - np.log(preds["proba_0"])
     # the released cut decides the class, not the 0.5 probability
     decided = np.abs(z.to_numpy() - cut) > 1e-9      # away from float ties at the cut
-    np.testing.assert_array_equal((preds["prediction"] == "1").to_numpy()[decided],
+    np.testing.assert_array_equal((preds["prediction"].astype(str) == "1").to_numpy()[decided],
                                   z.to_numpy()[decided] > cut)
     truth = preds["label"].astype(str)
-    recall = ((preds["prediction"] == "1") & (truth == "1")).sum() / (truth == "1").sum()
+    positive = preds["prediction"].astype(str) == "1"
+    recall = (positive & (truth == "1")).sum() / (truth == "1").sum()
     assert recall > 0.8          # the minority class is predicted (the 0.5 cut gives none)
 
 

@@ -61,8 +61,11 @@ demo: $(VENV)/.installed
 	$(DPCLI) ledger verify --spec configs/demo.yaml
 	@echo "demo outputs are in demo/: adult_counts.csv, nb.json, predictions.parquet, features.json, nb_selected.json, roc/curve.png, evaluation.json, synopsis/, synthetic.parquet, brc.json, lr.json"
 
-test: $(VENV)/.installed
+# The ruff pinned in pyproject's test extra (and in .pre-commit-config.yaml); part of `make test`.
+lint: $(VENV)/.installed
 	$(BIN)/ruff check dpcli tests benchmarks
+
+test: lint
 	$(BIN)/python -m pytest -q
 
 # The black-box neighbour audit of every spending command at a larger scale (tests/audit/; CI

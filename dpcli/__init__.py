@@ -8,3 +8,20 @@ one record.
 __version__ = "0.1.0"
 
 NEIGHBOURING_RELATION = "replace-one"
+
+__all__ = ["NEIGHBOURING_RELATION", "Session", "__version__", "load_model"]
+
+
+def __getattr__(name: str) -> object:
+    # the library's entry points, imported on first use so that `dpcli --help` and the CLI's
+    # start stay light (numpy and pyarrow load only when a command needs them)
+    if name == "Session":
+        from dpcli.session import Session
+
+        return Session
+    if name == "load_model":
+        from dpcli.models import load_model
+
+        return load_model
+    raise AttributeError(f"module 'dpcli' has no attribute {name!r}")
+

@@ -85,7 +85,7 @@ app = typer.Typer(
     cls=_Group,
     help=HELP,
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,   # `dpcli --install-completion` (README "Quick start")
     pretty_exceptions_show_locals=False,  # a traceback's locals would be private rows
     context_settings={"help_option_names": ["-h", "--help"]},
 )

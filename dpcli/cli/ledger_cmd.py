@@ -180,7 +180,7 @@ def raise_(spec: SpecOpt,
 
     Example:
 
-        dpcli ledger raise --spec configs/adult.yaml --epsilon 4
+        dpcli ledger raise --spec configs/adult.yaml --epsilon 12
     """
     from dpcli.ledger import raise_total
     from dpcli.spec import load_spec

@@ -216,7 +216,7 @@ def test_a_label_with_three_classes_is_refused(project: Project, cli) -> None:
 
 def test_dry_run_shows_the_plan_and_charges_nothing(project: Project, cli) -> None:
     _grid_spec(project, taxonomy={"bins": [2, 4, 8]})
-    r = _publish(cli, project, "--dry-run", "-v")  # -v: every step of the plan, by name
+    r = _publish(cli, project, "--dry-run", "-v")   # -v: every step, by name
     assert r.exit_code == 0, r.stderr
     assert r.stdout == ""
     assert "select_grid" in r.stderr and "histogram" in r.stderr

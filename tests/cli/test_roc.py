@@ -159,7 +159,7 @@ def test_roc_compare_true_only_on_declared_public_data(project: Project, cli, sc
 def test_roc_dry_run_and_exhausted_budget(project: Project, cli, scored) -> None:
     base = ("roc", scored, "--spec", project.spec, "--score-column", "p", "--score-range",
             "0,10")
-    r = cli(*base, "--epsilon", 0.5, "--dry-run", "--alpha", 1, "-v")  # -v: the full plan
+    r = cli(*base, "--epsilon", 0.5, "--dry-run", "--alpha", 1, "-v")
     assert r.exit_code == 0 and "400 bins" in r.stdout + r.stderr  # α = 1: n bins
     assert _entries(project) == 0
     out = project.root / "r"

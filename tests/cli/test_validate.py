@@ -611,7 +611,7 @@ def test_out_is_required_without_dry_run(project: Project, cli) -> None:
 
 # ------------------------------------------------------------------------ dry run, seeds
 def test_dry_run_charges_nothing(project: Project, cli) -> None:
-    r = _validate(cli, project, "--epsilon", 0.4, "--dry-run", "-v")  # -v: every step
+    r = _validate(cli, project, "--epsilon", 0.4, "--dry-run", "-v")   # -v: every step
     assert r.exit_code == 0, r.stderr
     assert r.stdout == ""
     for needle in ("select", "final", "noisy_max_exponential", "objective_perturbation",
@@ -748,11 +748,10 @@ def test_default_run_releases_a_threshold_that_predict_uses(project: Project, cl
     z = np.log(preds["proba_1"]) - np.log(preds["proba_0"])
     # the released cut decides the class, not the 0.5 probability
     decided = np.abs(z.to_numpy() - cut) > 1e-9      # away from float ties at the cut
-    np.testing.assert_array_equal((preds["prediction"].astype(str) == "1").to_numpy()[decided],
+    np.testing.assert_array_equal((preds["prediction"] == "1").to_numpy()[decided],
                                   z.to_numpy()[decided] > cut)
     truth = preds["label"].astype(str)
-    positive = preds["prediction"].astype(str) == "1"
-    recall = (positive & (truth == "1")).sum() / (truth == "1").sum()
+    recall = ((preds["prediction"] == "1") & (truth == "1")).sum() / (truth == "1").sum()
     assert recall > 0.8          # the minority class is predicted (the 0.5 cut gives none)
 
 

@@ -127,10 +127,6 @@ def inspect(
             ui.say("rerun with --report for the exact counts of remapped values (private "
                    "figures, for your screen only)")
     if not report.readable:
-        from dpcli.errors import NoInput
-
-        if not data.exists():
-            raise NoInput(f"{data}: {report.problems()[0]}")
         raise DataError(f"{data}: {report.problems()[0]}")
     if not ok:
         problems = report.problems() + ([values_problem] if values_problem else [])

@@ -303,9 +303,9 @@ class DataSource:
                 self._structure_csv(rep)
             else:
                 self._structure_parquet(rep)
+        except NoInput:
+            raise  # no file, no structure to report: exit 66 (EX_NOINPUT), not bad data
         except DataError as exc:
-            if raise_errors and isinstance(exc, NoInput):
-                raise  # no file: exit 66 (EX_NOINPUT), not bad data
             rep.readable = False
             rep.error = str(exc).removeprefix(f"{self.path}: ")
         if raise_errors:

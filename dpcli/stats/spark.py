@@ -97,6 +97,7 @@ from dpcli.data.reader import (
 from dpcli.data.report import ColumnCounts, DataReport
 from dpcli.data.schema import Schema
 from dpcli.errors import DataError, UsageError, private
+from dpcli.stats import spark_aggregate as native
 from dpcli.stats.accumulators import JointAccumulator, StatsAccumulator
 from dpcli.stats.engine import Engine, Stats, StatsRequest
 
@@ -684,13 +685,15 @@ class SparkSource:
             label = self.schema.label.column
             needed = tuple(c for c in needed
                            if c == label or self.schema.column(c).missing == "error")
-        plan = _Plan.build(self, needed, self.file_table([0] * len(self.files())))
-        fn = functools.partial(_check_partition, plan=plan)
-        rows = self._job("read the data", self.frame(needed), fn)
-        per_file = np.zeros(len(self.files()), dtype=np.int64)
-        for r in rows:
-            for index, count in json.loads(r["files"]).items():
-                per_file[int(index)] += count
+        per_file = self._check_natively(needed) if self.format == "parquet" else None
+        if per_file is None:  # CSV, a type Spark's casts do not serve, or a problem to place
+            plan = _Plan.build(self, needed, self.file_table([0] * len(self.files())))
+            fn = functools.partial(_check_partition, plan=plan)
+            rows = self._job("read the data", self.frame(needed), fn)
+            per_file = np.zeros(len(self.files()), dtype=np.int64)
+            for r in rows:
+                for index, count in json.loads(r["files"]).items():
+                    per_file[int(index)] += count
         if self.format == "parquet" and self._file_rows is not None \
                 and list(per_file) != list(self._file_rows):
             raise DataError(f"{self.path}: Spark read a different number of rows than the "
@@ -698,6 +701,26 @@ class SparkSource:
                             "ignoreCorruptFiles/ignoreMissingFiles is set")
         self._file_rows = [int(c) for c in per_file]
         return int(per_file.sum())
+
+
+    def _check_natively(self, needed: Sequence[str]) -> np.ndarray | None:
+        """Rows per file by Spark's aggregations when no label or 'error' column has a
+        problem; None when there is one (the Python check then names file, column and
+        row) or a column's type is not served natively."""
+        df = self.frame(needed)
+        try:
+            found = native.check_labels_and_missing(df, self.schema, needed, _FILE)
+        except Exception as exc:
+            raise DataError(f"{self.path}: Spark could not read the data "
+                            f"({_java_class(exc)}); the files may be corrupt, unreadable "
+                            "or changed") from None
+        if found is None or found[1] > 0:
+            return None
+        table = self.file_table()
+        per_file = np.zeros(len(self.files()), dtype=np.int64)
+        for uri, count in found[0].items():
+            per_file[table.index(uri)] += count
+        return per_file
 
 
 # ------------------------------------------------------------------ partitions
@@ -1024,6 +1047,28 @@ class SparkEngine(Engine):
         # the seeds of the token cap, drawn from rng exactly as the local engine draws them
         seeds = dict(BatchEncoder(source.schema, needed, report=DataReport(), rng=rng,
                                   with_label=source.label)._seeds)
+        frame = source.frame(needed)  # lazy: nothing is read yet
+        types = {f.name: f.dataType for f in frame.schema.fields}
+        if native.supported(source.schema, request, needed, types, fmt=source.format or "",
+                            label=source.label):
+            # Spark's own aggregations: only per-(class, column, level) groups come back
+            try:
+                stats, _ = native.aggregate(frame, source.schema, request, needed)
+            except DataError:
+                raise
+            except Exception as exc:
+                raise DataError(f"{source.path}: Spark could not compute the statistics "
+                                f"({_java_class(exc)}); the files may be corrupt, unreadable "
+                                "or changed") from None
+            if expected is not None and stats.n != expected:
+                raise DataError(f"{source.path}: the statistics pass read {stats.n:,} rows "
+                                f"but the check counted {expected:,}; the data changed "
+                                "during the run")
+            stats.report.file = source.path  # type: ignore[assignment]
+            source.report = stats.report
+            if progress is not None:
+                progress(stats.n)
+            return stats
         plan = _Plan.build(source, needed, source.file_table())
         fn = functools.partial(_stats_partition, plan=plan, request=request, seeds=seeds)
         rows = source._job("compute the statistics", source.frame(needed), fn)

@@ -1,0 +1,346 @@
+"""Spark's own aggregations for the statistics a Parquet pass needs (the fast path).
+
+What it releases: nothing. It computes the same *exact, private* statistics
+as the local engine — class counts, per-class contingency tables of
+categorical and binary columns, per-class histograms and moments of numeric
+columns, and the custodian's data report — with Spark SQL expressions and
+one ``groupBy``, so that only a few hundred rows (one per class, column and
+level or bin) reach the driver. Noise is added on the driver afterwards, as
+for every engine (docs/design.md rule 3).
+
+Why: running dpcli's accumulators in Python workers (``mapInArrow``) ships
+every row through Arrow to a Python process; Spark's JVM aggregates the same
+counts an order of magnitude faster and scales to a cluster without Python
+on the hot path.
+
+How the values match the local engine (:mod:`dpcli.data.encode`) exactly:
+
+- a row becomes one *entry* per needed feature column (``inline`` of an
+  array of structs ``(feature, key, value)``), and the entries are counted
+  per ``(class, feature, key)`` with the mean and population variance of
+  ``value`` (Spark's stable central-moment aggregate);
+- categorical and binary keys are the *raw* lookup code: the index of the
+  declared value, −1 for an undeclared value, −2 for a missing one. The
+  driver folds them as the encoder does (categorical: both into ``other``;
+  binary: undeclared → ``values[0]``, missing → ``fill_code``) and counts
+  ``mapped_to_other`` / ``imputed`` from the same keys;
+- values are compared as text, as :func:`dpcli.data.encode.to_text` writes
+  them: strings as they are, integers in decimal, booleans as
+  ``true``/``false`` (Spark's casts write exactly these). Columns of another
+  Spark type (floats or binary used as categories, dates, ...) are not
+  served here: the whole request then takes the Python path;
+- numeric keys are ``4·bin + flag`` (flag 0 in bounds, 1 imputed, 2 clamped
+  below, 3 clamped above); the value is cast to double (NaN or null →
+  missing → ``fill_value``), clamped into the declared bounds, and binned by
+  the arithmetic of :func:`dpcli.stats.accumulators.bin_index` (the same
+  IEEE operations) followed by two corrections against the edges, so a
+  value on an edge lands where the edges say;
+- moments per class are combined on the driver from the per-key groups with
+  Chan et al.'s formula (counts exact; means and M2 to float tolerance).
+
+What stays on the Python path (:func:`dpcli.stats.spark._stats_partition`),
+and why: CSV input (its fields are typed by the local reader's rules —
+trimming, null markers, pyarrow's number parser — which Spark's casts do not
+reproduce exactly); tokens columns (the per-row cap keys each kept token on
+the row's position in the pass and SplitMix64); kept values and joint tables
+(they grow with the rows, not small statistics); unlabelled sources.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from dpcli.data.report import DataReport
+from dpcli.data.schema import (
+    BinaryColumn,
+    CategoricalColumn,
+    Column,
+    NumericColumn,
+    Schema,
+)
+from dpcli.errors import DataError
+from dpcli.stats.accumulators import _combine, histogram_edges, n_levels
+from dpcli.stats.engine import Moments, Stats, StatsRequest
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column as SparkColumn
+    from pyspark.sql import DataFrame
+
+NOT_DECLARED = -1
+MISSING = -2
+# numeric entry flags (key = 4 * bin + flag)
+IN_BOUNDS, IMPUTED, BELOW, ABOVE = 0, 1, 2, 3
+
+_TEXT_TYPES = ("StringType", "VarcharType", "CharType")
+_INTEGER_TYPES = ("ByteType", "ShortType", "IntegerType", "LongType")
+_NUMBER_TYPES = (*_INTEGER_TYPES, "FloatType", "DoubleType", "DecimalType")
+
+
+def _col(name: str) -> Any:
+    from pyspark.sql import functions as F
+
+    return F.col("`" + name.replace("`", "``") + "`")
+
+
+def _type_name(t: Any) -> str:
+    return type(t).__name__
+
+
+def _as_text(column: SparkColumn, spark_type: Any) -> SparkColumn | None:
+    """The column as :func:`dpcli.data.encode.to_text` writes it, or None when Spark's
+    text would differ (floats: Java and Arrow print non-integral doubles differently)."""
+    name = _type_name(spark_type)
+    if name in _TEXT_TYPES:
+        return column
+    if name in _INTEGER_TYPES or name == "BooleanType":
+        return column.cast("string")  # decimal digits; "true"/"false" — Arrow's text too
+    return None
+
+
+def _lookup(text: SparkColumn, values: Sequence[str]) -> SparkColumn:
+    """Raw code: index of the declared value, −1 undeclared, −2 missing (never null)."""
+    from pyspark.sql import functions as F
+
+    # one literal map, not a CASE per value: a chain of CASEs over every declared level of
+    # every column outgrows the JVM's 64 KB method limit in Spark's generated code
+    if not values:
+        return F.when(text.isNull(), F.lit(MISSING)).otherwise(F.lit(NOT_DECLARED))
+    table = F.create_map(*[x for k, v in enumerate(values) for x in (F.lit(v), F.lit(k))])
+    return (F.when(text.isNull(), F.lit(MISSING))
+            .otherwise(F.coalesce(F.element_at(table, text), F.lit(NOT_DECLARED)))
+            .cast("int"))
+
+
+@dataclass(frozen=True)
+class _Entry:
+    feature: int
+    column: Column
+    bins: int  # histogram bins (0: no histogram)
+
+
+def supported(schema: Schema, request: StatsRequest, needed: Sequence[str],
+              types: dict[str, Any], *, fmt: str, label: bool) -> bool:
+    """Whether Spark's aggregations serve this request exactly (see module docstring)."""
+    if fmt != "parquet" or not label or request.keep_values or request.joint:
+        return False
+    for name in needed:
+        t = types.get(name)
+        if t is None:
+            return False
+        if name == schema.label.column:
+            if _as_text(_col(name), t) is None:
+                return False
+            continue
+        col = schema.column(name)
+        if isinstance(col, NumericColumn):
+            if _type_name(t) not in _NUMBER_TYPES:
+                return False
+        elif isinstance(col, CategoricalColumn | BinaryColumn):
+            if _as_text(_col(name), t) is None:
+                return False
+        else:  # tokens
+            return False
+    return True
+
+
+def _numeric_entry(x: SparkColumn, col: NumericColumn, bins: int
+                   ) -> tuple[SparkColumn, SparkColumn]:
+    """(key, clamped value) of a numeric column, as encode_numeric + bin_index compute them."""
+    from pyspark.sql import functions as F
+
+    raw = x.cast("double")
+    missing = raw.isNull() | F.isnan(raw)
+    lower, upper = float(col.lower), float(col.upper)
+    value = (F.when(missing, F.lit(float(col.fill_value)))
+             .when(raw < F.lit(lower), F.lit(lower))
+             .when(raw > F.lit(upper), F.lit(upper))
+             .otherwise(raw))
+    # the fill value is declared inside the bounds (spec validation), so it is not clamped
+    flag = (F.when(missing, F.lit(IMPUTED)).when(raw < F.lit(lower), F.lit(BELOW))
+            .when(raw > F.lit(upper), F.lit(ABOVE)).otherwise(F.lit(IN_BOUNDS)))
+    if bins <= 1:
+        return flag.cast("long"), value
+    edges = histogram_edges(col, bins)
+    scale = bins / (upper - lower) if upper > lower else 0.0
+    b = ((value - F.lit(lower)) * F.lit(scale)).cast("long")  # >= 0: truncation is floor
+    b = F.least(F.greatest(b, F.lit(0)), F.lit(bins - 1))
+    table = F.array(*[F.lit(float(e)) for e in edges])
+
+    def edge(i: SparkColumn) -> SparkColumn:
+        return F.element_at(table, (i + 1).cast("int"))  # 1-based
+
+    for _ in range(2):  # rounding puts a value at most one bin off; the edges decide
+        down = (value < edge(b)).cast("long")
+        up = ((b < F.lit(bins - 1)) & (value >= edge(F.least(b + 1, F.lit(bins))))).cast("long")
+        b = b - down + up
+    return (b * F.lit(4) + flag).cast("long"), value
+
+
+def aggregate(df: DataFrame, schema: Schema, request: StatsRequest,
+              needed: Sequence[str]) -> tuple[Stats, list[tuple[int, int, int, int]]]:
+    """Exact statistics of ``request`` over ``df`` (the needed columns, Parquet-typed).
+
+    One Spark job: the rows are turned into entries and counted per (class,
+    feature, key); only those groups are collected. Returns the statistics
+    (data report included) and the collected groups (for tests). Raises
+    DataError when a label is missing or undeclared, or a value is missing in
+    a column whose policy is ``error`` (the pre-charge check passed, so the
+    data changed during the run).
+    """
+    from pyspark.sql import functions as F
+
+    label = schema.label
+    types = {f.name: f.dataType for f in df.schema.fields}
+    text = _as_text(_col(label.column), types[label.column])
+    assert text is not None
+    y = _lookup(text, [str(c) for c in label.classes])
+    hist = dict(request.histograms)
+    entries: list[_Entry] = []
+    keys, structs = [y.alias("y")], []
+    for name in needed:
+        if name == label.column:
+            continue
+        col = schema.column(name)
+        i = len(entries)
+        if isinstance(col, NumericColumn):
+            bins = int(hist.get(name, 0))
+            key, value = _numeric_entry(_col(name), col, bins)
+            keys += [key.alias(f"k{i}"), value.alias(f"v{i}")]
+            v = F.col(f"v{i}")
+        else:
+            values = (col.categories if isinstance(col, CategoricalColumn)
+                      else col.values)  # type: ignore[union-attr]
+            t = _as_text(_col(name), types[name])
+            assert t is not None
+            keys.append(_lookup(t, [str(v) for v in values]).cast("long").alias(f"k{i}"))
+            v = F.lit(None).cast("double")
+            bins = 0
+        entries.append(_Entry(i, col, bins))
+        structs.append(F.struct(F.lit(i).alias("f"), F.col(f"k{i}").alias("k"), v.alias("v")))
+    if not structs:  # class counts only
+        structs.append(F.struct(F.lit(-1).alias("f"), F.lit(0).cast("long").alias("k"),
+                                F.lit(None).cast("double").alias("v")))
+    # codes first, entries second: small generated methods, each expression computed once
+    rows = (df.select(*keys).select("y", F.inline(F.array(*structs)))
+            .groupBy("y", "f", "k")
+            .agg(F.count(F.lit(1)).alias("n"), F.avg("v").alias("mean"),
+                 F.var_pop("v").alias("var"))
+            .collect())
+    groups = sorted((int(r["y"]), int(r["f"]), int(r["k"]), int(r["n"]),
+                     r["mean"], r["var"]) for r in rows)
+    return _fold(schema, request, needed, entries, groups), [g[:4] for g in groups]
+
+
+def _fold(schema: Schema, request: StatsRequest, needed: Sequence[str],
+          entries: list[_Entry], groups: list[tuple[Any, ...]]) -> Stats:
+    """The statistics and data report from the groups (class, feature, key, n, mean, var)."""
+    label = schema.label
+    k_classes = len(label.classes)
+    if any(g[0] < 0 for g in groups):
+        raise DataError(f"column '{label.column}': a label is missing or outside the "
+                        "declared classes although the check before the run found none; "
+                        "the data changed during the run")
+    report = DataReport()
+    for name in needed:
+        if name != label.column:
+            report.column(name, schema.column(name).kind)
+    first = entries[0].feature if entries else -1
+    class_counts = np.zeros(k_classes, dtype=np.int64)
+    for y, f, _, n, _, _ in groups:
+        if f == first:
+            class_counts[y] += n
+    stats = Stats(n=int(class_counts.sum()), class_counts=class_counts, report=report)
+    report.rows = stats.n
+    by_feature: dict[int, list[tuple[Any, ...]]] = {}
+    for g in groups:
+        by_feature.setdefault(g[1], []).append(g)
+    contingency = set(request.contingency)
+    moments = set(request.moments)
+    for e in entries:
+        col, mine = e.column, by_feature.get(e.feature, [])
+        counts = report.column(col.name, col.kind)
+        if isinstance(col, NumericColumn):
+            missing = sum(g[3] for g in mine if g[2] % 4 == IMPUTED)
+            if missing and col.missing != "impute":
+                raise DataError(f"column '{col.name}': a value is missing although the check "
+                                "before the run found none; the data changed during the run")
+            counts.imputed += missing
+            counts.clamped_below += sum(g[3] for g in mine if g[2] % 4 == BELOW)
+            counts.clamped_above += sum(g[3] for g in mine if g[2] % 4 == ABOVE)
+            if e.bins:
+                table = np.zeros((k_classes, e.bins), dtype=np.int64)
+                for y, _, key, n, _, _ in mine:
+                    table[y, key // 4] += n
+                stats.histograms[col.name] = table
+                stats.edges[col.name] = histogram_edges(col, e.bins)
+            if col.name in moments:
+                count = np.zeros(k_classes, dtype=np.int64)
+                mean = np.zeros(k_classes, dtype=np.float64)
+                m2 = np.zeros(k_classes, dtype=np.float64)
+                for y, _, _, n, mu, var in mine:  # sorted: a fixed order of merges
+                    c, m, s = _combine(count[y:y + 1], mean[y:y + 1], m2[y:y + 1],
+                                       np.array([n], dtype=np.int64),
+                                       np.array([float(mu)]), np.array([float(var) * n]))
+                    count[y], mean[y], m2[y] = c[0], m[0], s[0]
+                stats.moments[col.name] = Moments(count=count, mean=mean, m2=m2)
+            continue
+        missing = sum(g[3] for g in mine if g[2] == MISSING)
+        if missing and col.missing != "impute":
+            raise DataError(f"column '{col.name}': a value is missing although the check "
+                            "before the run found none; the data changed during the run")
+        counts.imputed += missing
+        counts.mapped_to_other += sum(g[3] for g in mine if g[2] == NOT_DECLARED)
+        if col.name not in contingency:
+            continue
+        table = np.zeros((k_classes, n_levels(col)), dtype=np.int64)
+        for y, _, key, n, _, _ in mine:
+            if isinstance(col, CategoricalColumn):
+                code = key if key >= 0 else len(col.categories)
+            else:
+                assert isinstance(col, BinaryColumn)
+                code = key if key >= 0 else (col.fill_code if key == MISSING else 0)
+            table[y, code] += n
+        stats.contingency[col.name] = table
+    # the request's order, as the local engine's dicts have it
+    stats.contingency = {c: stats.contingency[c] for c in request.contingency}
+    stats.histograms = {c: stats.histograms[c] for c, _ in request.histograms}
+    stats.edges = {c: stats.edges[c] for c, _ in request.histograms}
+    stats.moments = {c: stats.moments[c] for c in request.moments}
+    return stats
+
+
+def check_labels_and_missing(df: DataFrame, schema: Schema, needed: Sequence[str],
+                             file_column: str) -> tuple[dict[str, int], int] | None:
+    """The pre-charge check of a Parquet source by Spark's aggregations.
+
+    Returns (rows per file URI, number of problems): a problem is a missing
+    or undeclared label, or a missing value in a column whose policy is
+    ``error``. Only counts reach the driver; the caller re-runs the Python
+    check (which names file, column and row) when there is a problem. None
+    when a column's type is not served here (the caller uses the Python check).
+    """
+    from pyspark.sql import functions as F
+
+    label = schema.label
+    types = {f.name: f.dataType for f in df.schema.fields}
+    text = _as_text(_col(label.column), types[label.column])
+    if text is None:
+        return None
+    bad = _lookup(text, [str(c) for c in label.classes]) < 0
+    for name in needed:
+        if name == label.column or schema.column(name).missing != "error":
+            continue
+        # missing as the local check sees it: null, or NaN in a floating column
+        if _type_name(types[name]) in ("FloatType", "DoubleType"):
+            bad = bad | _col(name).isNull() | F.isnan(_col(name))
+        else:
+            bad = bad | _col(name).isNull()
+    rows = (df.groupBy(F.col(file_column).alias("file"))
+            .agg(F.count(F.lit(1)).alias("n"),
+                 F.sum(bad.cast("long")).alias("bad")).collect())
+    return ({r["file"]: int(r["n"]) for r in rows},
+            sum(int(r["bad"] or 0) for r in rows))

@@ -184,12 +184,26 @@ def require_java() -> None:
 
 def spark_master(config: SparkConfig | None) -> str:
     """``DPCLI_SPARK_MASTER``, else the spec's ``spark.master``, else ``local[*]``."""
+    return _explicit_master(config) or DEFAULT_MASTER
+
+
+def _explicit_master(config: SparkConfig | None) -> str | None:
     env = os.environ.get(MASTER_ENV, "").strip()
     if env:
         return env
     if config is not None and config.master:
         return config.master
-    return DEFAULT_MASTER
+    return None
+
+
+def _submitted_master() -> str | None:
+    """The ``--master`` of ``spark-submit`` when dpcli runs as its application (its JVM
+    is already up and hands its port to this Python), else None."""
+    if not os.environ.get("PYSPARK_GATEWAY_PORT"):
+        return None
+    from pyspark import SparkConf
+
+    return SparkConf().get("spark.master", None)
 
 
 def _active_session() -> SparkSession | None:
@@ -211,7 +225,8 @@ def spark_session(config: SparkConfig | None = None) -> SparkSession:
     """The active SparkSession, or a new one from ``config`` (the spec's ``spark:``).
 
     A session that already runs (a test's, or dpcli called inside a Spark
-    application) is used as it is. A new one gets the master of
+    application) is used as it is; run by ``spark-submit``, dpcli uses its
+    ``--master`` unless ``DPCLI_SPARK_MASTER`` or the spec names one. A new one gets the master of
     :func:`spark_master`, the spec's ``conf``, Spark's log at ERROR, no
     console progress bar (dpcli draws its own) and, on a local master, this
     Python for its workers. On a cluster master the dpcli package is shipped
@@ -226,7 +241,9 @@ def spark_session(config: SparkConfig | None = None) -> SparkSession:
     require_java()
     from pyspark.sql import SparkSession
 
-    master = spark_master(config)
+    # spark-submit's --master rules unless the environment or the spec names another
+    submitted = _submitted_master() if _explicit_master(config) is None else None
+    master = submitted or spark_master(config)
     conf = dict(config.conf) if config is not None else {}
     conf.setdefault("spark.ui.showConsoleProgress", "false")
     conf.setdefault("spark.app.name", "dpcli")
@@ -249,7 +266,7 @@ def spark_session(config: SparkConfig | None = None) -> SparkSession:
     if local:
         # pyspark's workers run PYSPARK_PYTHON, else whatever `python3` is on PATH
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    builder = SparkSession.builder.master(master)
+    builder = SparkSession.builder if submitted else SparkSession.builder.master(master)
     for key, value in conf.items():
         builder = builder.config(key, value)
     try:
@@ -605,7 +622,8 @@ class SparkSource:
 
     # ------------------------------------------------------------ frames
 
-    def frame(self, needed: Sequence[str], *, strict_csv: bool = True) -> DataFrame:
+    def frame(self, needed: Sequence[str], *, strict_csv: bool = True,
+              positions: bool = True) -> DataFrame:
         """The needed columns (CSV: as text) with each row's file (and, for Parquet, its
         row in the file), as Spark reads them; lazily — nothing is read yet.
 
@@ -642,6 +660,8 @@ class SparkSource:
                 extra.append(F.col(_CORRUPT).isNotNull().alias(_BAD))
             return df.select(*[col(n) for n in needed], *extra)
         df = spark.read.parquet(*uris)
+        if not positions:  # Spark's aggregations need no file or row: read the columns only
+            return df.select(*[col(n) for n in needed])
         return df.select(*[col(n) for n in needed], F.col("_metadata.file_path").alias(_FILE),
                          F.col("_metadata.row_index").alias(_ROW))
 
@@ -1047,7 +1067,7 @@ class SparkEngine(Engine):
         # the seeds of the token cap, drawn from rng exactly as the local engine draws them
         seeds = dict(BatchEncoder(source.schema, needed, report=DataReport(), rng=rng,
                                   with_label=source.label)._seeds)
-        frame = source.frame(needed)  # lazy: nothing is read yet
+        frame = source.frame(needed, positions=False)  # lazy: nothing is read yet
         types = {f.name: f.dataType for f in frame.schema.fields}
         if native.supported(source.schema, request, needed, types, fmt=source.format or "",
                             label=source.label):

@@ -80,6 +80,9 @@ def main() -> int:
         return 2
     args.workdir.mkdir(parents=True, exist_ok=True)
     ensure_data(args.data, {n: set(args.formats) for n in args.rows}, args.workdir)
+    # the benchmark's own throw-away ledger starts afresh: its sidecars go with it
+    for old in args.workdir.glob("ledger.jsonl*"):
+        old.unlink()
     spec = make_spec(args.workdir, dpcli)
     model = args.workdir / "unused-model.json"
     results = []

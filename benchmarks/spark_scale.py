@@ -1,4 +1,4 @@
-"""Spark scale: dpcli train-nb / select-features with --engine spark on local[2] vs the local engine.
+"""Spark scale: train-nb / select-features with --engine spark on local[2] vs the local engine.
 
 Issue 22's goal: ``--engine spark`` on ``local[2]`` at 10^7 rows within 3× of
 dpcli's own local engine. Both engines run in the same invocation of this

@@ -4,9 +4,9 @@ What it releases: nothing. It computes the same *exact, private* statistics
 as the local engine — class counts, per-class contingency tables of
 categorical and binary columns, per-class histograms and moments of numeric
 columns, and the custodian's data report — with Spark SQL expressions and
-one ``groupBy``, so that only a few hundred rows (one per class, column and
-level or bin) reach the driver. Noise is added on the driver afterwards, as
-for every engine (docs/design.md rule 3).
+two ``groupBy`` aggregations, so that only a few hundred rows (one per class,
+column and level or bin, and one per class) reach the driver. Noise is
+added on the driver afterwards, as for every engine (docs/design.md rule 3).
 
 Why: running dpcli's accumulators in Python workers (``mapInArrow``) ships
 every row through Arrow to a Python process; Spark's JVM aggregates the same
@@ -15,10 +15,12 @@ on the hot path.
 
 How the values match the local engine (:mod:`dpcli.data.encode`) exactly:
 
-- a row becomes one *entry* per needed feature column (``inline`` of an
-  array of structs ``(feature, key, value)``), and the entries are counted
-  per ``(class, feature, key)`` with the mean and population variance of
-  ``value`` (Spark's stable central-moment aggregate);
+- for the counts, a row becomes one *entry* per categorical or binary
+  column and per histogram (``inline`` of an array of structs ``(feature,
+  key)``), and the entries are counted per ``(class, feature, key)``; the
+  numeric columns are aggregated per class without exploding the rows:
+  mean, population variance (Spark's stable central-moment aggregate) and
+  the number of imputed and clamped values;
 - categorical and binary keys are the *raw* lookup code: the index of the
   declared value, −1 for an undeclared value, −2 for a missing one. The
   driver folds them as the encoder does (categorical: both into ``other``;
@@ -35,8 +37,9 @@ How the values match the local engine (:mod:`dpcli.data.encode`) exactly:
   the arithmetic of :func:`dpcli.stats.accumulators.bin_index` (the same
   IEEE operations) followed by two corrections against the edges, so a
   value on an edge lands where the edges say;
-- moments per class are combined on the driver from the per-key groups with
-  Chan et al.'s formula (counts exact; means and M2 to float tolerance).
+- moments: count = the class's rows (every row has a value after
+  imputation), mean, and M2 = variance × count (counts exact; means and M2
+  to float tolerance: Spark adds in another order).
 
 What stays on the Python path (:func:`dpcli.stats.spark._stats_partition`),
 and why: CSV input (its fields are typed by the local reader's rules —
@@ -63,7 +66,7 @@ from dpcli.data.schema import (
     Schema,
 )
 from dpcli.errors import DataError
-from dpcli.stats.accumulators import _combine, histogram_edges, n_levels
+from dpcli.stats.accumulators import histogram_edges, n_levels
 from dpcli.stats.engine import Moments, Stats, StatsRequest
 
 if TYPE_CHECKING:
@@ -148,8 +151,9 @@ def supported(schema: Schema, request: StatsRequest, needed: Sequence[str],
 
 
 def _numeric_entry(x: SparkColumn, col: NumericColumn, bins: int
-                   ) -> tuple[SparkColumn, SparkColumn]:
-    """(key, clamped value) of a numeric column, as encode_numeric + bin_index compute them."""
+                   ) -> tuple[SparkColumn | None, SparkColumn, SparkColumn]:
+    """(bin or None, flag, clamped value) of a numeric column, as encode_numeric and
+    bin_index compute them."""
     from pyspark.sql import functions as F
 
     raw = x.cast("double")
@@ -162,8 +166,10 @@ def _numeric_entry(x: SparkColumn, col: NumericColumn, bins: int
     # the fill value is declared inside the bounds (spec validation), so it is not clamped
     flag = (F.when(missing, F.lit(IMPUTED)).when(raw < F.lit(lower), F.lit(BELOW))
             .when(raw > F.lit(upper), F.lit(ABOVE)).otherwise(F.lit(IN_BOUNDS)))
-    if bins <= 1:
-        return flag.cast("long"), value
+    if bins < 1:
+        return None, flag, value
+    if bins == 1:
+        return F.lit(0).cast("long"), flag, value
     edges = histogram_edges(col, bins)
     scale = bins / (upper - lower) if upper > lower else 0.0
     b = ((value - F.lit(lower)) * F.lit(scale)).cast("long")  # >= 0: truncation is floor
@@ -177,16 +183,24 @@ def _numeric_entry(x: SparkColumn, col: NumericColumn, bins: int
         down = (value < edge(b)).cast("long")
         up = ((b < F.lit(bins - 1)) & (value >= edge(F.least(b + 1, F.lit(bins))))).cast("long")
         b = b - down + up
-    return (b * F.lit(4) + flag).cast("long"), value
+    return b.cast("long"), flag, value
 
 
 def aggregate(df: DataFrame, schema: Schema, request: StatsRequest,
               needed: Sequence[str]) -> tuple[Stats, list[tuple[int, int, int, int]]]:
     """Exact statistics of ``request`` over ``df`` (the needed columns, Parquet-typed).
 
-    One Spark job: the rows are turned into entries and counted per (class,
-    feature, key); only those groups are collected. Returns the statistics
-    (data report included) and the collected groups (for tests). Raises
+    Two aggregations over one projection of codes, values and flags (why two:
+    exploding a row into one entry per column multiplies the rows the hash
+    aggregate sees, which costs more than a second scan of a few columns):
+
+    - per (class, column, key) counts of the categorical and binary raw codes
+      and of the histogram bins (rows exploded by ``inline``);
+    - per class: the row count, and per numeric column the mean, the
+      population variance and the number of imputed and clamped values.
+
+    Only those groups reach the driver. Returns the statistics (data report
+    included) and the count groups (class, column, key, count). Raises
     DataError when a label is missing or undeclared, or a value is missing in
     a column whose policy is ``error`` (the pre-charge check passed, so the
     data changed during the run).
@@ -200,7 +214,7 @@ def aggregate(df: DataFrame, schema: Schema, request: StatsRequest,
     y = _lookup(text, [str(c) for c in label.classes])
     hist = dict(request.histograms)
     entries: list[_Entry] = []
-    keys, structs = [y.alias("y")], []
+    keys, structs, per_class = [y.alias("y")], [], [F.count(F.lit(1)).alias("n")]
     for name in needed:
         if name == label.column:
             continue
@@ -208,39 +222,43 @@ def aggregate(df: DataFrame, schema: Schema, request: StatsRequest,
         i = len(entries)
         if isinstance(col, NumericColumn):
             bins = int(hist.get(name, 0))
-            key, value = _numeric_entry(_col(name), col, bins)
-            keys += [key.alias(f"k{i}"), value.alias(f"v{i}")]
-            v = F.col(f"v{i}")
+            key, flag, value = _numeric_entry(_col(name), col, bins)
+            keys += [flag.alias(f"g{i}"), value.alias(f"v{i}")]
+            if key is not None:
+                keys.append(key.alias(f"k{i}"))
+            bins = bins if key is not None else 0
+            per_class += [F.avg(f"v{i}").alias(f"mean{i}"), F.var_pop(f"v{i}").alias(f"var{i}")]
+            per_class += [F.count_if(F.col(f"g{i}") == F.lit(g)).alias(f"g{i}_{g}")
+                          for g in (IMPUTED, BELOW, ABOVE)]
         else:
             values = (col.categories if isinstance(col, CategoricalColumn)
                       else col.values)  # type: ignore[union-attr]
             t = _as_text(_col(name), types[name])
             assert t is not None
             keys.append(_lookup(t, [str(v) for v in values]).cast("long").alias(f"k{i}"))
-            v = F.lit(None).cast("double")
             bins = 0
         entries.append(_Entry(i, col, bins))
-        structs.append(F.struct(F.lit(i).alias("f"), F.col(f"k{i}").alias("k"), v.alias("v")))
-    if not structs:  # class counts only
-        structs.append(F.struct(F.lit(-1).alias("f"), F.lit(0).cast("long").alias("k"),
-                                F.lit(None).cast("double").alias("v")))
-    # codes first, entries second: small generated methods, each expression computed once
-    rows = (df.select(*keys).select("y", F.inline(F.array(*structs)))
-            .groupBy("y", "f", "k")
-            .agg(F.count(F.lit(1)).alias("n"), F.avg("v").alias("mean"),
-                 F.var_pop("v").alias("var"))
-            .collect())
-    groups = sorted((int(r["y"]), int(r["f"]), int(r["k"]), int(r["n"]),
-                     r["mean"], r["var"]) for r in rows)
-    return _fold(schema, request, needed, entries, groups), [g[:4] for g in groups]
+        if bins or not isinstance(col, NumericColumn):  # counted per key
+            structs.append(F.struct(F.lit(i).alias("f"), F.col(f"k{i}").alias("k")))
+    codes = df.select(*keys)  # codes first: small generated methods, each value computed once
+    groups: list[tuple[int, int, int, int]] = []
+    if structs:
+        rows = (codes.select("y", F.inline(F.array(*structs)))
+                .groupBy("y", "f", "k").count().collect())
+        groups = sorted((int(r["y"]), int(r["f"]), int(r["k"]), int(r["count"])) for r in rows)
+    classes = sorted((r.asDict() for r in codes.groupBy("y").agg(*per_class).collect()),
+                     key=lambda r: int(r["y"]))
+    return _fold(schema, request, needed, entries, groups, classes), groups
 
 
 def _fold(schema: Schema, request: StatsRequest, needed: Sequence[str],
-          entries: list[_Entry], groups: list[tuple[Any, ...]]) -> Stats:
-    """The statistics and data report from the groups (class, feature, key, n, mean, var)."""
+          entries: list[_Entry], groups: list[tuple[int, int, int, int]],
+          classes: list[dict[str, Any]]) -> Stats:
+    """The statistics and data report from the count groups (class, column, key, count)
+    and the per-class rows (count, means, variances, flag counts)."""
     label = schema.label
     k_classes = len(label.classes)
-    if any(g[0] < 0 for g in groups):
+    if any(int(r["y"]) < 0 for r in classes):
         raise DataError(f"column '{label.column}': a label is missing or outside the "
                         "declared classes although the check before the run found none; "
                         "the data changed during the run")
@@ -248,45 +266,41 @@ def _fold(schema: Schema, request: StatsRequest, needed: Sequence[str],
     for name in needed:
         if name != label.column:
             report.column(name, schema.column(name).kind)
-    first = entries[0].feature if entries else -1
     class_counts = np.zeros(k_classes, dtype=np.int64)
-    for y, f, _, n, _, _ in groups:
-        if f == first:
-            class_counts[y] += n
+    for r in classes:
+        class_counts[int(r["y"])] = int(r["n"])
     stats = Stats(n=int(class_counts.sum()), class_counts=class_counts, report=report)
     report.rows = stats.n
-    by_feature: dict[int, list[tuple[Any, ...]]] = {}
+    by_feature: dict[int, list[tuple[int, int, int, int]]] = {}
     for g in groups:
         by_feature.setdefault(g[1], []).append(g)
     contingency = set(request.contingency)
     moments = set(request.moments)
     for e in entries:
-        col, mine = e.column, by_feature.get(e.feature, [])
+        col, mine, i = e.column, by_feature.get(e.feature, []), e.feature
         counts = report.column(col.name, col.kind)
         if isinstance(col, NumericColumn):
-            missing = sum(g[3] for g in mine if g[2] % 4 == IMPUTED)
+            missing = sum(int(r[f"g{i}_{IMPUTED}"]) for r in classes)
             if missing and col.missing != "impute":
                 raise DataError(f"column '{col.name}': a value is missing although the check "
                                 "before the run found none; the data changed during the run")
             counts.imputed += missing
-            counts.clamped_below += sum(g[3] for g in mine if g[2] % 4 == BELOW)
-            counts.clamped_above += sum(g[3] for g in mine if g[2] % 4 == ABOVE)
+            counts.clamped_below += sum(int(r[f"g{i}_{BELOW}"]) for r in classes)
+            counts.clamped_above += sum(int(r[f"g{i}_{ABOVE}"]) for r in classes)
             if e.bins:
                 table = np.zeros((k_classes, e.bins), dtype=np.int64)
-                for y, _, key, n, _, _ in mine:
-                    table[y, key // 4] += n
+                for y, _, key, n in mine:
+                    table[y, key] += n
                 stats.histograms[col.name] = table
                 stats.edges[col.name] = histogram_edges(col, e.bins)
             if col.name in moments:
-                count = np.zeros(k_classes, dtype=np.int64)
                 mean = np.zeros(k_classes, dtype=np.float64)
                 m2 = np.zeros(k_classes, dtype=np.float64)
-                for y, _, _, n, mu, var in mine:  # sorted: a fixed order of merges
-                    c, m, s = _combine(count[y:y + 1], mean[y:y + 1], m2[y:y + 1],
-                                       np.array([n], dtype=np.int64),
-                                       np.array([float(mu)]), np.array([float(var) * n]))
-                    count[y], mean[y], m2[y] = c[0], m[0], s[0]
-                stats.moments[col.name] = Moments(count=count, mean=mean, m2=m2)
+                for r in classes:
+                    y = int(r["y"])
+                    mean[y] = float(r[f"mean{i}"])
+                    m2[y] = float(r[f"var{i}"]) * int(r["n"])  # population variance × n
+                stats.moments[col.name] = Moments(count=class_counts.copy(), mean=mean, m2=m2)
             continue
         missing = sum(g[3] for g in mine if g[2] == MISSING)
         if missing and col.missing != "impute":
@@ -297,7 +311,7 @@ def _fold(schema: Schema, request: StatsRequest, needed: Sequence[str],
         if col.name not in contingency:
             continue
         table = np.zeros((k_classes, n_levels(col)), dtype=np.int64)
-        for y, _, key, n, _, _ in mine:
+        for y, _, key, n in mine:
             if isinstance(col, CategoricalColumn):
                 code = key if key >= 0 else len(col.categories)
             else:

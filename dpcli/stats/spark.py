@@ -705,7 +705,13 @@ class SparkSource:
             label = self.schema.label.column
             needed = tuple(c for c in needed
                            if c == label or self.schema.column(c).missing == "error")
-        per_file = self._check_natively(needed) if self.format == "parquet" else None
+        per_file = None
+        if self.format == "parquet":
+            if self._footers is not None and self._file_rows is not None \
+                    and native.footers_prove_clean(self.schema, needed, self._footers):
+                # nothing to read: the footers' statistics already rule every problem out
+                return sum(self._file_rows)
+            per_file = self._check_natively(needed)
         if per_file is None:  # CSV, a type Spark's casts do not serve, or a problem to place
             plan = _Plan.build(self, needed, self.file_table([0] * len(self.files())))
             fn = functools.partial(_check_partition, plan=plan)

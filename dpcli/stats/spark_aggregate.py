@@ -358,3 +358,53 @@ def check_labels_and_missing(df: DataFrame, schema: Schema, needed: Sequence[str
                  F.sum(bad.cast("long")).alias("bad")).collect())
     return ({r["file"]: int(r["n"]) for r in rows},
             sum(int(r["bad"] or 0) for r in rows))
+
+
+def footers_prove_clean(schema: Schema, needed: Sequence[str],
+                        footers: Sequence[Any]) -> bool:
+    """Whether the Parquet footers alone show that the pre-charge check would pass.
+
+    True when, in every row group of every file, each needed column has a
+    recorded null count of 0 (``error`` policy; a floating column never
+    qualifies, since NaN is missing too and not counted as null) and the
+    label's recorded min and max leave only declared classes: an integer
+    label whose every integer in [min, max] is a class (as text), or a
+    label whose min equals its max and is a class. Then no value needs to be
+    read before the charge. Why trust the statistics: every Parquet reader,
+    Spark included, skips row groups by them; and the statistics pass checks
+    every label and missing value again (a lying footer makes the run fail
+    after the charge, releasing nothing). Anything not recorded → False (the
+    values are read).
+    """
+    import pyarrow as pa
+
+    label = schema.label.column
+    classes = {str(c) for c in schema.label.classes}
+    for meta in footers:
+        arrow = meta.schema.to_arrow_schema()
+        index = {meta.schema.column(j).path: j for j in range(meta.num_columns)}
+        for name in needed:
+            if name not in index or arrow.get_field_index(name) < 0:
+                return False
+            t = arrow.field(name).type
+            if pa.types.is_floating(t) or pa.types.is_dictionary(t):
+                return False
+            for g in range(meta.num_row_groups):
+                stats = meta.row_group(g).column(index[name]).statistics
+                if stats is None or not stats.has_null_count or stats.null_count != 0:
+                    return False
+                if name != label:
+                    continue
+                if not stats.has_min_max:
+                    return False
+                lo, hi = stats.min, stats.max
+                if pa.types.is_integer(t):
+                    if hi - lo > len(classes) or any(str(v) not in classes
+                                                     for v in range(lo, hi + 1)):
+                        return False
+                elif pa.types.is_string(t) or pa.types.is_large_string(t):
+                    if lo != hi or str(lo) not in classes:
+                        return False
+                else:
+                    return False
+    return True

@@ -392,7 +392,7 @@ def main() -> None:
            "The paper reports accuracy only, read here from its text (§5.3, §6); its figures "
            "show curves without numbers, and its preprocessing (encoding, solver, balancing "
            "sample) is not stated, so its baselines need not match ours (for orientation, "
-           "../shared/data/README.md measures non-private LR at 0.821 on balanced Adult and "
+           "docs/datasets.md quotes non-private LR at 0.821 on balanced Adult and "
            "0.813 on the UNbalanced credit data).", "",
            *[compare(name, results[name]) + "\n" for name in DATASETS],
            "## Beyond the paper: Adult unbalanced, given split", "",

@@ -60,7 +60,7 @@ whole vocabulary and on the exact top-200 TC words; Adult: sklearn
 CategoricalNB + GaussianNB (joint log likelihoods added, prior counted once)
 on all columns and dpcli at ε = 1e9 on the exact chi2 top-k columns. The
 sklearn rows need the benchmark venv (benchmarks/requirements.txt); without
-scikit-learn they are skipped with a message (Adult: the README's measured
+scikit-learn they are skipped with a message (Adult: docs/datasets.md's measured
 0.819 is quoted instead, labelled as such).
 
     python benchmarks/fs_nb.py              # about 20 seconds on 2 cores
@@ -101,7 +101,7 @@ ADULT_KS = (4, 7)
 ADULT_TAU_SHARE = 0.1               # τ = 0.1·n on the chi2 (Σ|o − e|) scale
 NONPRIVATE_EPS = 1e9
 NB_SEED_OFFSET = 10_000
-README_ADULT_NB = 0.819             # ../shared/data/README.md, non-private mixed NB, 10 runs
+README_ADULT_NB = 0.819             # docs/datasets.md, non-private mixed NB, 10 runs
 
 NOSEL = "no selection"
 NP = "non-private"
@@ -450,9 +450,9 @@ def run_adult(data_dir: Path, reps: int, folder: Path) -> dict:
         rows.append(sklearn_mixed(schema, train, test, pos, n_levels, NumericColumn))
     except ImportError as exc:
         skipped.append(f"sklearn CategoricalNB+GaussianNB: skipped, scikit-learn not importable "
-                       f"({exc}); the README's measured value is quoted instead")
+                       f"({exc}); docs/datasets.md's measured value is quoted instead")
         row = summarise(f"non-private mixed NB, {README_ADULT_NB} quoted from "
-                        "../shared/data/README.md (not measured here)", NP, 0.0,
+                        "docs/datasets.md (not measured here)", NP, 0.0,
                         [(README_ADULT_NB, float("nan"), float("nan"))])
         rows.append(row)
     rows.append(majority_row(train, test, schema, pos))

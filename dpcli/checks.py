@@ -1,7 +1,7 @@
 """Typed access to parsed YAML that fails with a message naming file and key.
 
 Every spec (and schema) error reads ``<file>: <key.path>: <what is wrong>``
-and is a :class:`~dpcli.errors.SpecError` (exit code 2).
+and is a :class:`~dpcli.errors.SpecError` (exit code 78).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any
 
 import yaml
 
-from dpcli.errors import SpecError
+from dpcli.errors import SpecError, SpecNotFound
 
 
 @dataclass(frozen=True)
@@ -215,7 +215,7 @@ def load_yaml(path: Path) -> Any:
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise SpecError(f"{path}: file not found") from None
+        raise SpecNotFound(f"{path}: file not found") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise SpecError(f"{path}: cannot read file ({exc})") from None
     try:

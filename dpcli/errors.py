@@ -1,10 +1,15 @@
 """Exceptions that carry the exit code the CLI turns them into.
 
-Exit codes: 0 ok, 2 bad input or spec, 3 budget exhausted, 74 the system
-refused an I/O operation (disk full, permission, read-only file system: the
-sysexits EX_IOERR), 128 + N ended by signal N (130 SIGINT, 143 SIGTERM, 129
-SIGHUP), 1 anything unexpected. Messages name the file, column or key, never a
-private value.
+Exit codes follow the BSD sysexits(3) convention so that a Makefile or cron
+job can tell a bad command line from bad data, a bad spec or a ledger that
+cannot be trusted (the table, with what was charged in each case, is
+docs/exit-codes.md): 0 ok, 3 budget exhausted (dpcli's own, kept from 0.x),
+64 usage (EX_USAGE), 65 data (EX_DATAERR), 66 an input file does not exist
+(EX_NOINPUT), 70 an internal error (EX_SOFTWARE), 74 the system refused an I/O
+operation (EX_IOERR), 76 the ledger is unusable or fails verification
+(EX_PROTOCOL: the budget's record broke its own hash-chain protocol), 78 spec
+(EX_CONFIG), 128 + N ended by signal N (130 SIGINT, 143 SIGTERM, 129 SIGHUP).
+Messages name the file, column or key, never a private value.
 """
 
 from __future__ import annotations
@@ -52,28 +57,56 @@ class DpcliError(Exception):
         return text.rstrip() + WITHHELD
 
 
-class SpecError(DpcliError):
-    """The YAML spec (or a file it names) is malformed: exit code 2."""
+#: BSD sysexits(3) values dpcli uses (see the module docstring and docs/exit-codes.md)
+EX_USAGE, EX_DATAERR, EX_NOINPUT, EX_SOFTWARE, EX_IOERR, EX_PROTOCOL, EX_CONFIG = (
+    64, 65, 66, 70, 74, 76, 78)
+#: the exit code of an unexpected exception (a bug in dpcli)
+INTERNAL_EXIT = EX_SOFTWARE
 
-    exit_code = 2
+
+class SpecError(DpcliError):
+    """The YAML spec (or a file it names) is malformed: exit code 78 (EX_CONFIG)."""
+
+    exit_code = EX_CONFIG
 
 
 class DataError(DpcliError):
-    """The data file does not match the declared schema: exit code 2."""
+    """The data file does not match the declared schema: exit code 65 (EX_DATAERR)."""
 
-    exit_code = 2
+    exit_code = EX_DATAERR
+
+
+class NoInput(DataError):
+    """The data file (or a released file read as input) does not exist: exit code 66
+    (EX_NOINPUT). A DataError, so callers that catch bad data catch this too."""
+
+    exit_code = EX_NOINPUT
+
+
+class SpecNotFound(SpecError):
+    """The spec file named on the command line does not exist: exit code 66 (EX_NOINPUT)."""
+
+    exit_code = EX_NOINPUT
 
 
 class UsageError(DpcliError):
-    """Command-line arguments are inconsistent: exit code 2."""
+    """Command-line arguments are inconsistent: exit code 64 (EX_USAGE), like the
+    option parser's own errors (unknown option, missing argument)."""
 
-    exit_code = 2
+    exit_code = EX_USAGE
 
 
 class LedgerError(DpcliError):
-    """The ledger is unreadable or fails verification: exit code 2."""
+    """The ledger cannot be used or fails verification (unreadable, tampered, cut,
+    forged, rolled back, no genesis for the dataset): exit code 76.
 
-    exit_code = 2
+    Not 65 (bad data): a broken ledger is the budget's record failing its own
+    hash-chain protocol, a matter for the custodian, and a cron job must be able
+    to alert on it apart from a malformed input file. EX_PROTOCOL is the sysexits
+    value nothing else in dpcli uses.
+    """
+
+    exit_code = EX_PROTOCOL
 
 
 class BudgetExhausted(DpcliError):
@@ -98,7 +131,7 @@ class IOFailure(DpcliError):
     """The system refused an I/O operation (no space, permission, read-only, I/O error):
     exit code 74 (EX_IOERR). The message names the path and the cause."""
 
-    exit_code = 74
+    exit_code = EX_IOERR
 
 
 def environment_errno(exc: BaseException) -> int | None:

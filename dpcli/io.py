@@ -232,12 +232,12 @@ def envelope(kind: str, payload: dict[str, Any], *, dataset: str, spec_digest: s
 
 def read_envelope(path: Path, kind: str | None = None) -> dict[str, Any]:
     """Load a dpcli JSON artefact, checking its format, schema version and kind."""
-    from dpcli.errors import DataError
+    from dpcli.errors import DataError, NoInput
 
     try:
         obj = json.loads(Path(path).read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise DataError(f"{path}: file not found") from None
+        raise NoInput(f"{path}: file not found") from None
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise DataError(f"{path}: not a readable dpcli JSON file ({type(exc).__name__})") from None
     if not isinstance(obj, dict) or obj.get("format") != ENVELOPE_FORMAT:

@@ -6,7 +6,7 @@ roc or evaluate had charged the budget (``unexpected IndexError``), and NaN
 means or negative variances gave NaN scores without a word. Every check here
 reads the model only (no private value): shapes against the model's own
 schema, finite numbers, ordered bounds, positive variances, known classes
-and levels. A failure is a DataError (exit 2) ``malformed model FILE: what``.
+and levels. A failure is a DataError (exit 65) ``malformed model FILE: what``.
 """
 
 from __future__ import annotations

@@ -59,12 +59,16 @@ class ReleasedModel:
 
     @property
     def classes_(self) -> np.ndarray:
-        """The declared classes; in the labels' own type when fit was given them (ints for
-        labels 0/1, so that scorers compare like with like)."""
+        """The declared classes, in the labels' own type when fit was given them, else in the
+        type the spec declared them in (ints for classes [0, 1]: scorers compare like with
+        like)."""
         classes = np.asarray(self.model.schema.label.classes)
-        if self._label_type is not None:
+        label_type = self._label_type
+        if label_type is None and getattr(self.model.schema.label, "class_type", "") == "int":
+            label_type = np.int64   # declared as integers in the spec ([0, 1])
+        if label_type is not None:
             try:
-                typed = classes.astype(self._label_type)
+                typed = classes.astype(label_type)
             except (TypeError, ValueError):
                 return classes
             if [str(v) for v in typed.tolist()] == classes.tolist():
@@ -214,3 +218,49 @@ class NaiveBayes(_PrivateClassifier):
     def _release(self, session: Any, table: Any, columns: list[str]) -> Any:
         return session.train_nb(table, epsilon=self.epsilon, method=self.method,
                                 columns=columns, r=self.r, seed=self.seed)
+
+
+class LogisticRegression(_PrivateClassifier):
+    """``dpcli validate`` as an estimator: private L2 logistic regression whose regulariser
+    (``lam``: "auto", "search" or a number) and class cut are chosen privately, within ε.
+
+    Part of the rows the fit is given is held out for the λ search and the
+    cut (``validate.validation_fraction`` of the spec), as the CLI does.
+    """
+
+    def __init__(self, *, spec: str | Path, epsilon: float | None = None,
+                 lam: float | str | None = None, method: str | None = None,
+                 score: str | None = None, trainer: str | None = None,
+                 threshold_share: float | str | None = None, seed: int | None = None) -> None:
+        self.spec = spec
+        self.epsilon = epsilon
+        self.lam = lam
+        self.method = method
+        self.score = score
+        self.trainer = trainer
+        self.threshold_share = threshold_share
+        self.seed = seed
+
+    def _release(self, session: Any, table: Any, columns: list[str]) -> Any:
+        return session.validate(table, epsilon=self.epsilon, lam=self.lam, method=self.method,
+                                score=self.score, trainer=self.trainer, columns=columns,
+                                threshold_share=self.threshold_share, seed=self.seed)
+
+
+class BoostedRandomClassifiers(_PrivateClassifier):
+    """``dpcli train-brc`` as an estimator: boosted random hyperplanes (Shen et al.), the
+    ensemble's weights released with noise; ``rounds`` a number or "auto"."""
+
+    def __init__(self, *, spec: str | Path, epsilon: float | None = None,
+                 rounds: int | str | None = None, c1: float | None = None,
+                 c2: float | None = None, seed: int | None = None) -> None:
+        self.spec = spec
+        self.epsilon = epsilon
+        self.rounds = rounds
+        self.c1 = c1
+        self.c2 = c2
+        self.seed = seed
+
+    def _release(self, session: Any, table: Any, columns: list[str]) -> Any:
+        return session.train_brc(table, epsilon=self.epsilon, rounds=self.rounds, c1=self.c1,
+                                 c2=self.c2, columns=columns, seed=self.seed)

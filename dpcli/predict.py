@@ -77,7 +77,7 @@ def load_model(path: Path) -> tuple[Model, dict[str, Any]]:
 def load_payload(kind: str, envelope: dict[str, Any], path: Path) -> Model:
     """The model of ``kind`` in ``envelope``, checked in full (:mod:`dpcli.model_check`).
 
-    A DataError (exit 2) ``malformed model PATH: …`` when anything is missing,
+    A DataError (exit 65) ``malformed model PATH: …`` when anything is missing,
     of the wrong shape or not a finite number: before any charge, since every
     command loads its model before it reserves budget.
     """
@@ -133,7 +133,14 @@ def predict_batch(model: Model, raw: pa.RecordBatch, encoded: EncodedBatch) -> p
     classes = model.schema.label.classes
     arrays = list(raw.columns)
     names = list(raw.schema.names)
-    arrays.append(pa.array(np.asarray(classes, dtype=object)[codes], pa.string()))
+    label = model.schema.label
+    if label.class_type == "int":  # classes declared as integers stay integers (not "0"/"1")
+        arrays.append(pa.array(np.asarray([int(c) for c in classes], dtype=np.int64)[codes]))
+        if label.column in names:
+            at = names.index(label.column)
+            arrays[at] = _as_int(arrays[at], label.column)
+    else:
+        arrays.append(pa.array(np.asarray(classes, dtype=object)[codes], pa.string()))
     names.append("prediction")
     if len(classes) == 2:
         pos = model.schema.label.positive_index
@@ -143,6 +150,25 @@ def predict_batch(model: Model, raw: pa.RecordBatch, encoded: EncodedBatch) -> p
         arrays.append(pa.array(proba[:, k]))
         names.append(f"proba_{c}")
     return pa.RecordBatch.from_arrays(arrays, names=names)
+
+
+def _as_int(array: pa.Array, column: str) -> pa.Array:
+    """A text label column (CSV reads undeclared text) as int64, empty values as nulls.
+
+    Every batch must come out with the same type, so a value that is not an integer
+    is an error (naming the column, not the value) rather than a column left as text.
+    """
+    import pyarrow.compute as pc
+
+    if not (pa.types.is_string(array.type) or pa.types.is_large_string(array.type)):
+        return array
+    trimmed = pc.utf8_trim_whitespace(array)
+    trimmed = pc.if_else(pc.equal(trimmed, ""), pa.scalar(None, trimmed.type), trimmed)
+    try:
+        return pc.cast(trimmed, pa.int64())
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        raise DataError(f"label column {column!r} holds a value that is not an integer, "
+                        "but the model's classes are declared as integers") from None
 
 
 def write_predictions(model: Model, data: Path, out: Path, tmp: Path, *,

@@ -3,7 +3,7 @@
 Why: ``--out`` is typed by hand, and one slip (``--out ledger.jsonl``,
 ``tabulate v.csv --out v.csv``) would replace the budget's record, its secret
 key or the private data with a release. Every command checks its outputs
-here before it charges anything (exit 2, nothing touched).
+here before it charges anything (exit 64, nothing touched).
 
 An output is refused when it is, or resolves to, a protected file:
 
@@ -67,7 +67,7 @@ def model_inputs(path: Path | None, model: Any = None) -> list[Protected]:
 
 
 def check_outputs(outputs: Iterable[Path | None], protected: Sequence[Protected]) -> None:
-    """UsageError (exit 2) naming the first output that would replace a protected file."""
+    """UsageError (exit 64) naming the first output that would replace a protected file."""
     guarded = [_Target(what, Path(p)) for what, p in protected]
     for out in outputs:
         if out is None:

@@ -3,7 +3,7 @@
 1. Everything that needs no private value is checked first: spec, options,
    output paths, file readable, columns present with compatible types.
 2. A pre-charge validation pass reads the label column (and, for CSV, parses
-   every row) so that a broken file fails with exit code 2 and no charge.
+   every row) so that a broken file fails with exit code 65 and no charge.
    It releases nothing but pass/fail to the operator on stderr.
 3. The run's whole planned budget is reserved in the ledger under a lock.
 4. Only then are values read and statistics computed; noise is added.
@@ -32,6 +32,9 @@ from dpcli.spec import Spec
 #: ``--reuse`` for this command (set by :func:`dpcli.cli.common.handle_errors` from the
 #: option): an identical completed run whose outputs are unchanged is returned, not redone
 REUSE: ContextVar[bool] = ContextVar("dpcli_reuse", default=False)
+#: run ids reserved by this command so far (a list that :func:`dpcli.cli.common.handle_errors`
+#: sets per command): a failure's ``--json`` object says whether anything was charged
+RESERVED: ContextVar[list[str] | None] = ContextVar("dpcli_reserved", default=None)
 
 
 @dataclass
@@ -151,6 +154,9 @@ def charged(spec: Spec, plan: Plan, *, command: str, arguments: dict[str, Any],
             input_file=location_text(input_path), input_digest=digest, seeded=seeded,
             neighbouring=neighbouring)
     charge = Charge(reservation)
+    reserved = RESERVED.get()
+    if reserved is not None:
+        reserved.append(reservation.run_id)
     try:
         signals.deliver()
         yield charge

@@ -12,12 +12,12 @@ from __future__ import annotations
 import hashlib
 import math
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from dpcli import checks
+from dpcli import checks, params
 from dpcli.budget import Budget
 from dpcli.checks import Where
 from dpcli.data.schema import (
@@ -29,9 +29,15 @@ from dpcli.data.schema import (
     parse_label,
     parse_schema,
 )
-from dpcli.errors import SpecError
+from dpcli.errors import UsageError
+from dpcli.params import (  # noqa: F401 - the value parsers, also read by the commands
+    MAX_BINS,
+    auto_or_number,
+    grid,
+    lambda_value,
+    score_range,
+)
 
-MAX_BINS = 10_000
 _DATASET_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 
 
@@ -60,7 +66,7 @@ class TrainNBSection:
 
     def config_values(self) -> dict[str, Any]:
         """The section's NBConfig fields that were set (a partial split: weight 1 elsewhere)."""
-        from dpcli.algorithms.naive_bayes import EQUAL_SPLIT
+        from dpcli.params import EQUAL_SPLIT
 
         out = _set(self, ("method", "trim", "distribution", "smoothing", "threshold"))
         if self.split:
@@ -247,6 +253,7 @@ SECTIONS: dict[str, type] = {"tabulate": TabulateSection, "train-nb": TrainNBSec
                              "select-features": SelectFeaturesSection, "roc": RocSection,
                              "evaluate": EvaluateSection, "publish-grid": PublishGridSection,
                              "train-brc": TrainBRCSection, "validate": ValidateSection}
+_SECTION_NAMES = {cls: name for name, cls in SECTIONS.items()}
 _TOP_KEYS = {"dataset", "description", "budget", "ledger", "label", "schema", "public_data",
              "spark", *SECTIONS}
 
@@ -324,7 +331,7 @@ def _placeholders(schema: Mapping[str, Any], todo: list[tuple[str, str]]) -> dic
 
 
 def load_spec(path: Path | str, *, todo_domains: bool = False) -> Spec:
-    """Read and validate the spec at ``path``; raise SpecError (exit 2) naming file and key.
+    """Read and validate the spec at ``path``; raise SpecError (exit 78) naming file and key.
 
     ``todo_domains`` (for ``dpcli schema suggest`` only) accepts numeric bounds and category
     lists still marked TODO, parses them as placeholders and lists them in ``Spec.todo``;
@@ -393,13 +400,18 @@ def load_spec(path: Path | str, *, todo_domains: bool = False) -> Spec:
 
 
 def override(section: Any, **values: Any) -> Any:
-    """The section with command-line values (those not None) replacing the spec's for one run."""
+    """The section with this run's values (those not None) replacing the spec's, each checked
+    by the parameter's one declaration (:mod:`dpcli.params`); a bad one is a UsageError."""
+
     changes = {k: v for k, v in values.items() if v is not None}
     if "epsilon" in changes:
         eps = changes["epsilon"]
         if not (math.isfinite(eps) and eps >= checks.MIN_RUN_EPSILON):
-            raise SpecError(f"--epsilon must be a finite number of at least "
-                            f"{checks.MIN_RUN_EPSILON:g}, got {eps}")
+            raise UsageError(f"--epsilon must be a finite number of at least "
+                             f"{checks.MIN_RUN_EPSILON:g}, got {eps}")
+    name = _SECTION_NAMES.get(type(section))
+    if name is not None:
+        changes = params.check_override(name, changes)
     return replace(section, **changes)
 
 
@@ -411,333 +423,13 @@ def _columns(raw: Any, where: Where, schema: Schema) -> tuple[str, ...]:
     return columns
 
 
-def _parse_train_nb(raw: Any, where: Where, schema: Schema) -> TrainNBSection:
-    keys = {"epsilon", "method", "columns", "r", "trim", "distribution", "smoothing", "split",
-            "threshold"}
-    raw = checks.mapping(raw, where, allowed=keys, required={"epsilon"})
-    out: dict[str, Any] = {"epsilon": checks.epsilon(raw["epsilon"], where / "epsilon")}
-    if "method" in raw:
-        out["method"] = checks.choice(raw["method"], where / "method", ("smooth", "global"))
-    if "columns" in raw:
-        out["columns"] = _columns(raw["columns"], where / "columns", schema)
-    if "r" in raw:
-        out["r"] = checks.integer(raw["r"], where / "r", minimum=1)
-    if "trim" in raw:
-        trim = checks.number(raw["trim"], where / "trim")
-        if not 0 <= trim < 0.5:
-            raise (where / "trim").error(f"must be in [0, 0.5), got {trim}")
-        out["trim"] = float(trim)
-    if "distribution" in raw:
-        out["distribution"] = checks.choice(raw["distribution"], where / "distribution",
-                                            ("truncated", "gaussian"))
-    if "smoothing" in raw:
-        out["smoothing"] = float(checks.positive(raw["smoothing"], where / "smoothing"))
-    if "split" in raw:
-        parts = ("prior", "categorical", "mean", "variance")
-        split = checks.mapping(raw["split"], where / "split", allowed=set(parts))
-        out["split"] = tuple((k, float(checks.positive(split[k], where / "split" / k)))
-                             for k in parts if k in split)
-    if "threshold" in raw:
-        value = raw["threshold"]
-        if isinstance(value, bool):
-            out["threshold"] = "balanced" if value else "none"
-        else:
-            out["threshold"] = checks.choice(value, where / "threshold",
-                                             ("balanced", "accuracy", "none"))
-    return TrainNBSection(**out)
-
-
-def _parse_select_features(raw: Any, where: Where, schema: Schema) -> SelectFeaturesSection:
-    from dpcli.algorithms.feature_selection import METHODS, SCORES
-
-    keys = {"epsilon", "score", "method", "threshold", "k", "r", "bins", "centers", "rounds",
-            "columns", "min_effect", "allow_noise"}
-    raw = checks.mapping(raw, where, allowed=keys, required={"epsilon"})
-    out: dict[str, Any] = {"epsilon": checks.epsilon(raw["epsilon"], where / "epsilon")}
-    if "score" in raw:
-        out["score"] = checks.choice(raw["score"], where / "score", SCORES)
-    if "method" in raw:
-        out["method"] = checks.choice(raw["method"], where / "method", METHODS)
-    if "threshold" in raw:
-        out["threshold"] = float(checks.number(raw["threshold"], where / "threshold"))
-    for key in ("k", "r", "centers", "rounds"):
-        if key in raw:
-            out[key] = checks.integer(raw[key], where / key, minimum=1)
-    if "bins" in raw:
-        out["bins"] = checks.integer(raw["bins"], where / "bins", minimum=1)
-        if out["bins"] > MAX_BINS:
-            raise (where / "bins").error(f"must be at most {MAX_BINS:,}, got {out['bins']:,}")
-    if "columns" in raw:
-        out["columns"] = _columns(raw["columns"], where / "columns", schema)
-    if "min_effect" in raw:
-        out["min_effect"] = float(checks.positive(raw["min_effect"], where / "min_effect"))
-    if "allow_noise" in raw:
-        if not isinstance(raw["allow_noise"], bool):
-            raise (where / "allow_noise").error("must be true or false")
-        out["allow_noise"] = raw["allow_noise"]
-    return SelectFeaturesSection(**out)
-
-
-def _score_source(raw: Mapping[str, Any], where: Where, schema: Schema) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    if "score_column" in raw:
-        column = checks.string(raw["score_column"], where / "score_column")
-        if column == schema.label.column:
-            raise (where / "score_column").error("is the label column")
-        out["score_column"] = column
-    if "score_range" in raw:
-        out["score_range"] = score_range(raw["score_range"], where / "score_range")
-    return out
-
-
-def score_range(raw: Any, where: Where) -> tuple[float, float]:
-    """A [lower, upper] pair of finite numbers with lower < upper."""
-    pair = raw
-    if isinstance(raw, str):
-        pair = [p.strip() for p in raw.split(",")]
-        try:
-            pair = [float(p) for p in pair]
-        except ValueError:
-            raise where.error(f"must be two numbers 'lower,upper', got {raw!r}") from None
-    if not isinstance(pair, list | tuple) or len(pair) != 2:
-        raise where.error("must be a pair [lower, upper]")
-    lower = float(checks.number(pair[0], where / 0))
-    upper = float(checks.number(pair[1], where / 1))
-    if not (math.isfinite(lower) and math.isfinite(upper) and lower < upper):
-        raise where.error(f"must be finite with lower < upper, got [{lower}, {upper}]")
-    return lower, upper
-
-
-def _parse_roc(raw: Any, where: Where, schema: Schema) -> RocSection:
-    from dpcli.algorithms.roc import COUNTS, MAX_LEVELS, THRESHOLDS
-    from dpcli.algorithms.roc_scale import TRANSFORMS
-
-    keys = {"epsilon", "thresholds", "k", "alpha", "counts", "threshold_share", "branching",
-            "score_column", "score_range", "auc_share", "transform"}
-    raw = checks.mapping(raw, where, allowed=keys, required={"epsilon"})
-    out: dict[str, Any] = {"epsilon": checks.epsilon(raw["epsilon"], where / "epsilon"),
-                           **_score_source(raw, where, schema)}
-    if "thresholds" in raw:
-        out["thresholds"] = checks.choice(raw["thresholds"], where / "thresholds", THRESHOLDS)
-    if "counts" in raw:
-        out["counts"] = checks.choice(raw["counts"], where / "counts", COUNTS)
-    if "k" in raw:
-        out["k"] = checks.integer(raw["k"], where / "k", minimum=1)
-        if out["k"] > MAX_LEVELS:
-            raise (where / "k").error(f"must be at most {MAX_LEVELS} (2^k bins), got {out['k']}")
-    if "alpha" in raw:
-        out["alpha"] = float(checks.number(raw["alpha"], where / "alpha"))
-        if not 0 < out["alpha"] <= 1:
-            raise (where / "alpha").error(f"must be in (0, 1], got {out['alpha']}")
-    if "threshold_share" in raw:
-        share = float(checks.number(raw["threshold_share"], where / "threshold_share"))
-        if not 0 < share < 1:
-            raise (where / "threshold_share").error(f"must be in (0, 1), got {share}")
-        out["threshold_share"] = share
-    if "branching" in raw:
-        out["branching"] = checks.integer(raw["branching"], where / "branching", minimum=2)
-        if out["branching"] > 1024:
-            raise (where / "branching").error(f"must be at most 1024, got {out['branching']}")
-    if "auc_share" in raw:
-        share = float(checks.number(raw["auc_share"], where / "auc_share"))
-        if not 0 <= share < 1:
-            raise (where / "auc_share").error(f"must be in [0, 1), got {share}")
-        out["auc_share"] = share
-    if "transform" in raw:
-        out["transform"] = checks.choice(raw["transform"], where / "transform", TRANSFORMS)
-    return RocSection(**out)
-
-
-def _parse_evaluate(raw: Any, where: Where, schema: Schema) -> EvaluateSection:
-    keys = {"epsilon", "cutoff", "score_column", "score_range"}
-    raw = checks.mapping(raw, where, allowed=keys, required={"epsilon"})
-    out: dict[str, Any] = {"epsilon": checks.epsilon(raw["epsilon"], where / "epsilon"),
-                           **_score_source(raw, where, schema)}
-    if "cutoff" in raw:
-        out["cutoff"] = float(checks.number(raw["cutoff"], where / "cutoff"))
-    return EvaluateSection(**out)
-
-
-def _parse_publish_grid(raw: Any, where: Where, schema: Schema) -> PublishGridSection:
-    raw = checks.mapping(raw, where, allowed={"epsilon", "max_pool", "columns", "decision"},
-                         required={"epsilon"})
-    out: dict[str, Any] = {"epsilon": checks.epsilon(raw["epsilon"], where / "epsilon")}
-    if "decision" in raw:
-        decision = raw["decision"]
-        if decision not in ("balanced", "majority"):
-            raise (where / "decision").error(f"must be 'balanced' or 'majority', got "
-                                             f"{decision!r}")
-        out["decision"] = decision
-    if "max_pool" in raw:
-        out["max_pool"] = checks.integer(raw["max_pool"], where / "max_pool", minimum=1)
-    if "columns" in raw:
-        out["columns"] = _columns(raw["columns"], where / "columns", schema)
-    return PublishGridSection(**out)
-
-
-def _rounds(raw: Any, where: Where) -> int | str:
-    """``rounds``: a whole number of boosting rounds, or ``auto`` (from ε, n, c1 and c2)."""
-    from dpcli.algorithms.brc import MAX_ROUNDS
-
-    if isinstance(raw, str):
-        if raw.strip().lower() == "auto":
-            return "auto"
-        raise where.error(f"must be a whole number or 'auto', got {raw!r}")
-    rounds = checks.integer(raw, where, minimum=1)
-    if rounds > MAX_ROUNDS:
-        raise where.error(f"must be at most {MAX_ROUNDS:,}, got {rounds:,}")
-    return rounds
-
-
-def _boost_constant(raw: Any, where: Where) -> float:
-    """c1 or c2: in [1, MAX_C] (the private weights start at 1, inside [1/c1, c2])."""
-    from dpcli.algorithms.brc import MAX_C
-
-    value = float(checks.number(raw, where))
-    if not 1 <= value <= MAX_C:
-        raise where.error(f"must be a number in [1, {MAX_C:g}], got {raw}")
-    return value
-
-
-def _parse_train_brc(raw: Any, where: Where, schema: Schema) -> TrainBRCSection:
-    keys = {"epsilon", "rounds", "c1", "c2", "columns", "public"}
-    if isinstance(raw, Mapping) and "label_private" in raw:
-        # a weaker guarantee must be declared where it is a fact about the data, in one place
-        raise (where / "label_private").error(
-            "is no longer read: the label is private unless the spec's label section says "
-            "'public: true' (write 'public: false' there to keep it private)")
-    raw = checks.mapping(raw, where, allowed=keys, required={"epsilon"})
-    out: dict[str, Any] = {"epsilon": checks.epsilon(raw["epsilon"], where / "epsilon")}
-    if "rounds" in raw:
-        out["rounds"] = _rounds(raw["rounds"], where / "rounds")
-    for key in ("c1", "c2"):
-        if key in raw:
-            out[key] = _boost_constant(raw[key], where / key)
-    if "columns" in raw:
-        out["columns"] = _columns(raw["columns"], where / "columns", schema)
-    if "public" in raw:
-        out["public"] = _columns(raw["public"], where / "public", schema)
-        outside = [c for c in out["public"] if out.get("columns") and c not in out["columns"]]
-        if outside:
-            raise (where / "public").error(f"{outside[0]!r} is not one of the section's columns")
-    return TrainBRCSection(**out)
-
-
-def _parse_validate(raw: Any, where: Where, schema: Schema) -> ValidateSection:
-    from dpcli.algorithms import validate
-
-    keys = {"epsilon", "learner", "grid", "method", "score", "trainer", "delta",
-            "validation_fraction", "split_seed", "columns", "lambda", "threshold_share"}
-    raw = checks.mapping(raw, where, allowed=keys, required={"epsilon"})
-    out: dict[str, Any] = {"epsilon": checks.epsilon(raw["epsilon"], where / "epsilon")}
-    for key, options in (("learner", validate.LEARNERS), ("method", validate.METHODS),
-                         ("score", validate.SCORES), ("trainer", validate.TRAINERS)):
-        if key in raw:
-            out[key] = checks.choice(raw[key], where / key, options)
-    if "grid" in raw:
-        out["grid"] = grid(raw["grid"], where / "grid")
-    if "delta" in raw:
-        value = checks.number(raw["delta"], where / "delta")
-        if not validate.MIN_DELTA <= value < 1:
-            # δ = 0 would make the hinge/logistic stability bound infinite; ramp needs no δ
-            raise (where / "delta").error(f"must be in [{validate.MIN_DELTA:g}, 1), got {value}")
-        out["delta"] = float(value)
-    if "validation_fraction" in raw:
-        value = checks.number(raw["validation_fraction"], where / "validation_fraction")
-        if not 0 < value < 1:
-            raise (where / "validation_fraction").error(f"must be in (0, 1), got {value}")
-        out["validation_fraction"] = float(value)
-    if "split_seed" in raw:
-        out["split_seed"] = checks.integer(raw["split_seed"], where / "split_seed", minimum=0)
-        if out["split_seed"] >= 2**32:
-            raise (where / "split_seed").error(f"must be below 2^32, got {out['split_seed']}")
-    if "columns" in raw:
-        out["columns"] = _columns(raw["columns"], where / "columns", schema)
-    if "lambda" in raw:
-        out["lam"] = lambda_value(raw["lambda"], where / "lambda")
-    if "threshold_share" in raw:
-        top = validate.MAX_SHARE
-        out["threshold_share"] = auto_or_number(raw["threshold_share"],
-                                                where / "threshold_share", f"in [0, {top:g}]",
-                                                lambda v: 0 <= v <= top)
-    return ValidateSection(**out)
-
-
-def lambda_value(raw: Any, where: Where) -> float | str | None:
-    """validate's ``lambda``: auto (None), search (always search the grid), or a number > 0."""
-    if isinstance(raw, str) and raw.strip().lower() == "search":
-        return "search"
-    return auto_or_number(raw, where, "> 0 (or search)", lambda v: math.isfinite(v) and v > 0)
-
-
-def auto_or_number(raw: Any, where: Where, what: str, ok: Callable[[float], bool]
-                   ) -> float | None:
-    """``auto`` (None: the learner decides from public facts) or a number that is ``what``."""
-    if isinstance(raw, str) and raw.strip().lower() == "auto":
-        return None
-    if isinstance(raw, str):
-        try:
-            raw = float(raw)
-        except ValueError:
-            raise where.error(f"must be auto or a number {what}, got {raw!r}") from None
-    value = float(checks.number(raw, where))
-    if not ok(value):
-        raise where.error(f"must be auto or a number {what}, got {value:g}")
-    return value
-
-
-def grid(raw: Any, where: Where) -> tuple[float, ...]:
-    """A grid of regularisers λ: distinct finite numbers > 0 (a list, or comma-separated text)."""
-    from dpcli.algorithms.validate import MAX_GRID
-
-    if isinstance(raw, str):
-        items: list[Any] = []
-        for part in raw.split(","):
-            try:
-                items.append(float(part))
-            except ValueError:
-                raise where.error(f"{part.strip()!r} is not a number") from None
-    elif isinstance(raw, list):
-        items = [checks.number(v, where / i) for i, v in enumerate(raw)]
-    else:
-        raise where.error("must be a list of numbers")
-    if not 1 <= len(items) <= MAX_GRID:
-        raise where.error(f"must hold 1 to {MAX_GRID} values, got {len(items)}")
-    for i, v in enumerate(items):
-        if not (math.isfinite(v) and v > 0):
-            raise (where / i).error(f"a regulariser λ must be a finite number > 0, got {v}")
-        if v in items[:i]:
-            raise (where / i).error(f"{v} is listed twice")
-    return tuple(float(v) for v in items)
-
-
 def _parse_section(name: str, raw: Any, where: Where, schema: Schema) -> Any:
-    if name == "validate":
-        return _parse_validate(raw, where, schema)
-    if name == "train-brc":
-        return _parse_train_brc(raw, where, schema)
-    if name == "publish-grid":
-        return _parse_publish_grid(raw, where, schema)
-    if name == "roc":
-        return _parse_roc(raw, where, schema)
-    if name == "evaluate":
-        return _parse_evaluate(raw, where, schema)
-    if name == "select-features":
-        return _parse_select_features(raw, where, schema)
-    if name == "train-nb":
-        return _parse_train_nb(raw, where, schema)
-    if name == "tabulate":
-        raw = checks.mapping(raw, where, allowed={"epsilon", "columns", "bins"},
-                             required={"epsilon"})
-        epsilon = checks.epsilon(raw["epsilon"], where / "epsilon")
-        columns: tuple[str, ...] = ()
-        if "columns" in raw:
-            columns = _columns(raw["columns"], where / "columns", schema)
-        bins = checks.integer(raw.get("bins", 10), where / "bins", minimum=1)
-        if bins > MAX_BINS:
-            raise (where / "bins").error(f"must be at most {MAX_BINS:,}, got {bins:,}")
-        return TabulateSection(epsilon=epsilon, columns=columns, bins=bins)
-    raise where.error("unknown section")  # pragma: no cover - guarded by _TOP_KEYS
+    """A command's section, read through its declaration in :mod:`dpcli.params`."""
+    values = params.parse_section(name, raw, where,
+                                  lambda names, at: _columns(list(names), at, schema))
+    if values.get("score_column") == schema.label.column:
+        raise (where / "score_column").error("is the label column")
+    return SECTIONS[name](**values)
 
 
 def _public_files(raw: Mapping[str, Any], where: Where, schema: Schema) -> list[Path]:

@@ -77,6 +77,7 @@ from typing import Any
 import numpy as np
 from scipy.special import xlogy
 
+from dpcli import params  # option tuples and limits: one definition (dpcli.params)
 from dpcli.algorithms.common import cap_tokens
 from dpcli.budget import Budget
 from dpcli.data.schema import (
@@ -98,10 +99,10 @@ from dpcli.mechanisms.kmeans import kmeans
 from dpcli.mechanisms.sparse_vector import sparse_vector, sparse_vector_split
 from dpcli.stats import Stats, StatsRequest
 
-SCORES = ("tc", "dc", "pi", "ig", "chi2")
+SCORES = params.FS_SCORES
 BINARY_SCORES = ("tc", "dc", "pi", "ig")
 INTEGER_SCORES = ("tc", "dc", "pi")
-METHODS = ("perturb", "cluster", "threshold", "topk")
+METHODS = params.FS_METHODS
 CLUSTER_SCORES = ("tc", "dc")
 STEP = "select"
 

@@ -87,6 +87,7 @@ from typing import Any
 import numpy as np
 from scipy.special import log_ndtr, logsumexp
 
+from dpcli import params  # option tuples and limits: one definition (dpcli.params)
 from dpcli.algorithms import nb_allocation
 from dpcli.algorithms.common import table_sensitivity
 from dpcli.algorithms.nb_allocation import Allocation
@@ -118,7 +119,7 @@ from dpcli.mechanisms.smooth_stats import (
 from dpcli.stats import Stats, StatsRequest
 from dpcli.stats.order import ORDER_BINS, Band, BandAccumulator, HistogramBounds, collect
 
-METHODS = ("smooth", "global")
+METHODS = params.NB_METHODS
 DISTRIBUTIONS = ("truncated", "gaussian")
 PRIOR = "prior"
 CLASS_CHANGES = 2  # class vectors: a replaced record leaves one class and joins another
@@ -172,7 +173,7 @@ def _kind(schema: Schema, column: str) -> str:
     return "numeric" if isinstance(col, NumericColumn) else "categorical"
 
 
-EQUAL_SPLIT = {"prior": 1, "categorical": 1, "mean": 1, "variance": 1}
+EQUAL_SPLIT = params.EQUAL_SPLIT
 THRESHOLD = "threshold"
 
 

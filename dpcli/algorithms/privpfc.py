@@ -94,8 +94,14 @@ def candidate_hierarchies(schema: Schema, columns: Sequence[str] = ()) -> list[H
                    if getattr(c, "taxonomy", None) is not None
                    or isinstance(c, CategoricalColumn | BinaryColumn)]
         if not columns:
-            raise UsageError(f"{schema.source}: no column can be a grid axis: declare a "
-                             "'taxonomy:' for numeric columns (or add categorical ones)")
+            numeric = [c.name for c in schema.columns][:1] or ["age"]
+            raise UsageError(
+                f"{schema.source}: no column can be a grid axis: declare a 'taxonomy:' for "
+                f"numeric columns (or add categorical ones), for example equal-width levels "
+                f"of the declared bounds (each bin count a multiple of the one before):\n"
+                f"  {numeric[0]}:\n    type: numeric\n    bounds: [...]\n"
+                f"    taxonomy: {{bins: [2, 4, 8]}}\n"
+                f"or nested '(low, high]' intervals (see configs/adult_taxonomy.json)")
     out = []
     for name in columns:
         col = schema.column(name)

@@ -105,17 +105,18 @@ from typing import Any
 
 import numpy as np
 
+from dpcli import params  # option tuples and limits: one definition (dpcli.params)
 from dpcli.budget import Budget
 from dpcli.errors import UsageError
 from dpcli.mechanisms import Plan
 from dpcli.mechanisms.consistency import isotonic_increasing
 from dpcli.mechanisms.median import noisy_median_of, smooth_sensitivity_median_of
-from dpcli.mechanisms.range_queries import STRATEGIES, noisy_prefix_sums, sensitivity
+from dpcli.mechanisms.range_queries import noisy_prefix_sums, sensitivity
 from dpcli.mechanisms.rng import check_positive
 
-THRESHOLDS = ("recursive-medians", "fixed-space")
-COUNTS = STRATEGIES
-MAX_LEVELS = 16  # 2^16 bins: a curve of 65,536 points is plenty, and its files stay small
+THRESHOLDS = params.ROC_THRESHOLDS
+COUNTS = params.ROC_COUNTS
+MAX_LEVELS = params.ROC_MAX_LEVELS
 MAX_BINS = 1 << MAX_LEVELS
 FINE_LEVELS = 20  # recursive medians: scores are counted in 2^20 equal cells of the range
 FINE_BINS = 1 << FINE_LEVELS  # 2 × 8 MiB of int64 counts, whatever the number of rows

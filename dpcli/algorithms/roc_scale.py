@@ -77,11 +77,12 @@ from typing import Any
 
 import numpy as np
 
+from dpcli import params  # option tuples and limits: one definition (dpcli.params)
 from dpcli.errors import UsageError
 from dpcli.mechanisms.laplace import discrete_laplace_mechanism
 from dpcli.mechanisms.rng import check_positive
 
-TRANSFORMS = ("logit", "identity")
+TRANSFORMS = params.ROC_TRANSFORMS
 #: log-odds beyond ±64 are probabilities within e^-64 ≈ 1.6e-28 of 0 or 1: cut there so a
 #: model with a huge declared log-odds range (a tiny noisy variance) keeps fine bins
 MAX_LOG_ODDS = 64.0

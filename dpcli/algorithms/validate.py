@@ -1,6 +1,6 @@
 """Private logistic regression with a private choice of its regulariser and class cut.
 
-What a default run does (issue 20; README "validate"), all decided from public
+What a default run does (issue 20; docs/algorithms/logistic-regression.md), all decided from public
 facts (n, ε, the declared width d) before the charge (:func:`decide`):
 
 * the regulariser: ``lambda: auto`` searches the grid by stability (below) only
@@ -80,6 +80,7 @@ import numpy as np
 from scipy import sparse
 from scipy.special import expit
 
+from dpcli import params  # option tuples and limits: one definition (dpcli.params)
 from dpcli.algorithms.inputs import Inputs, read_rows
 from dpcli.budget import Budget, exact
 from dpcli.data.encode import EncodedBatch
@@ -103,16 +104,16 @@ from dpcli.mechanisms.erm import (
 )
 
 KIND = "logistic_regression"
-METHODS = ("stability", "alpha-split", "data-split", "random")
-SCORES = ("ramp", "hinge", "logistic")
-TRAINERS = ("objective", "output")
-LEARNERS = ("logreg",)
+METHODS = params.VALIDATE_METHODS
+SCORES = params.VALIDATE_SCORES
+TRAINERS = params.VALIDATE_TRAINERS
+LEARNERS = params.VALIDATE_LEARNERS
 PAPER_GRID = (0.001, 0.112, 0.223, 0.334, 0.445, 0.556, 0.667, 0.778, 0.889, 1.0)
 DEFAULT_DELTA = 1e-6          # used only by the unbounded (hinge, logistic) scores
-MIN_DELTA = 1e-100            # smaller δ/k underflows the Gamma quantile
+MIN_DELTA = params.VALIDATE_MIN_DELTA
 VALIDATION_FRACTION = 0.1
 SPLIT_SEED = 0
-MAX_GRID = 1000
+MAX_GRID = params.VALIDATE_MAX_GRID
 NOISY_SELECTION = 0.5        # warn above this mean selection noise (ramp scores span ≤ 1)
 LIPSCHITZ = 1.0               # all three validation losses are 1-Lipschitz in the margin
 #: the grid is searched privately only when the selection noise is at most this share of
@@ -122,7 +123,7 @@ THRESHOLD_CANDIDATES = 4096
 #: the class threshold's share of ε is clip(SHARE_CONSTANT/(N·ε), MIN_SHARE, MAX_SHARE)
 SHARE_CONSTANT = 1207
 MIN_SHARE = 0.05
-MAX_SHARE = 0.25
+MAX_SHARE = params.VALIDATE_MAX_SHARE
 THRESHOLD_FAILURE = 0.05      # the forecast error holds with probability 1 − this
 FORECAST_WARNING = 0.10       # warn before the charge above this forecast error (share of N)
 PRIOR_PART = Fraction(1, 8)   # of the threshold's ε: the positive count behind the weights

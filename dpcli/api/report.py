@@ -33,8 +33,10 @@ class Reporter(Protocol):
     def plan(self, spec: Spec, plan: Plan, relation: str) -> None:
         """The planned spend, shown before anything is charged."""
 
-    def progress(self, description: str, total: int | None) -> AbstractContextManager[Advance]:
-        """A context yielding ``advance(rows)`` for a pass over the data."""
+    def progress(self, description: str, total: int | None,
+                 unit: str = "rows") -> AbstractContextManager[Advance]:
+        """A context yielding ``advance(count)`` for a pass over the data (``unit`` rows) or
+        the steps of an algorithm (e.g. fits)."""
 
 
 class Silent:
@@ -50,5 +52,6 @@ class Silent:
         pass
 
     @contextmanager
-    def progress(self, description: str, total: int | None) -> Iterator[Advance]:
-        yield lambda rows: None
+    def progress(self, description: str, total: int | None,
+                 unit: str = "rows") -> Iterator[Advance]:
+        yield lambda count: None

@@ -30,6 +30,8 @@ class Released:
     #: what the data layer clamped, mapped or imputed: exact private figures, for the custodian
     #: who asks (``dpcli … --report``); never part of an output
     data_report: tuple[str, ...] = ()
+    #: public facts for the caller's report (a chosen λ, the record counts, a fit report)
+    details: dict[str, Any] = field(default_factory=dict)
 
     @property
     def payload(self) -> dict[str, Any]:

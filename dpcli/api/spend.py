@@ -96,11 +96,13 @@ class Spend:
     """
 
     def __init__(self, spec: Spec, plan: Plan, source: Any, n: int, data: Path | str, *,
-                 command: str, reporter: Reporter, neighbouring: str) -> None:
+                 command: str, reporter: Reporter, neighbouring: str,
+                 companions: dict[str, Companion] | None = None) -> None:
         self.spec = spec
         self.plan = plan
         self.n = n
         self._source = source
+        self._companions = companions if companions is not None else {}
         self._data = data
         self.command = command
         self.reporter = reporter
@@ -112,7 +114,8 @@ class Spend:
                 outputs: Sequence[Path | None] = (),
                 inputs: Sequence[tuple[str, Any]] = (), total: Budget | None = None,
                 engine: str = "local", neighbouring: str | None = None,
-                dry_run: bool = False) -> Spend:
+                dry_run: bool = False,
+                companions: dict[str, Companion] | None = None) -> Spend:
         """Every check before the charge; the plan is shown.
 
         ``outputs`` must be writable and replace none of the protected files:
@@ -121,7 +124,9 @@ class Spend:
         model, a features or validation file). The file is checked against
         the schema and the budget (a dry run skips the budget look: it says
         whether the plan fits). ``plan`` may be a function of the record count
-        n (public under replace-one), with its ``total`` given.
+        n (public under replace-one), with its ``total`` given. ``companions``
+        holds the run's other private inputs (a validation file), opened by
+        :meth:`Companion.open` — possibly while the plan is made.
         """
         from dpcli import NEIGHBOURING_RELATION, protect
         from dpcli.io import Outputs
@@ -142,7 +147,7 @@ class Spend:
         relation = neighbouring or NEIGHBOURING_RELATION
         reporter.plan(spec, made, relation)
         return cls(spec, made, source, n, data, command=command, reporter=reporter,
-                   neighbouring=relation)
+                   neighbouring=relation, companions=companions)
 
     def dry_run(self, extra: dict[str, Any] | None = None) -> DryRun:
         """What this run would spend against what remains (reads the ledger, charges nothing)."""
@@ -236,15 +241,37 @@ class Charged:
             return get_engine(source.engine).compute(source, request, rng=self.rng,
                                                      progress=advance)
 
-    def passes(self, columns: Sequence[str], label: str = "reading") -> Iterator[Any]:
-        """One more pass over the encoded records (batches read ahead by a worker thread)."""
+    def passes(self, columns: Sequence[str], label: str = "reading", *,
+               companion: str | None = None) -> Iterator[Any]:
+        """One more pass over the encoded records (batches read ahead by a worker thread);
+        of the named companion input instead of the main one if ``companion`` is given."""
         from dpcli.data.prefetch import prefetch
 
-        source = self._spend._source
+        source = (self._spend._source if companion is None
+                  else self._spend._companions[companion].source)
         with self._spend.reporter.progress(label, source.num_rows_hint()) as advance:
             for batch in prefetch(source.batches(columns, rng=self.rng)):
                 advance(batch.n)
                 yield batch
+
+    def raw_passes(self, columns: Sequence[str], label: str = "reading") -> Iterator[Any]:
+        """One pass over the raw Arrow batches of ``columns`` (for releases that need the
+        values before the schema's encoding, e.g. domain suggestions)."""
+        source = self._spend._source
+        with self._spend.reporter.progress(label, source.num_rows_hint()) as advance:
+            for raw, _ in source.raw_batches(columns, rng=self.rng):
+                advance(raw.num_rows)
+                yield raw
+
+    def fold(self, columns: Sequence[str], fn: Callable[[Any], np.ndarray],
+             add: Callable[[np.ndarray, np.ndarray], None], label: str = "scoring") -> int:
+        """One pass: ``add(fn(batch), label codes)`` per batch, nothing kept between batches;
+        returns the record count (a DataError for a file with no rows)."""
+        from dpcli.predict import fold
+
+        source = self._spend._source
+        with self._spend.reporter.progress(label, source.num_rows_hint()) as advance:
+            return fold(source, tuple(columns), fn, add, rng=self.rng, progress=advance)
 
     def batch_source(self, columns: Sequence[str]) -> Callable[[], Iterator[Any]]:
         """A function that starts a fresh pass (for algorithms that make several)."""
@@ -268,6 +295,10 @@ class Charged:
                         spec_digest=spend.spec.digest, epsilon=spend.plan.total.eps,
                         delta=spend.plan.total.dlt, run_id=self.run_id, seeded=self.seeded,
                         neighbouring=spend.neighbouring)
+
+    def write_bytes(self, out: Path, data: bytes) -> None:
+        """Stage ``data`` for ``out`` (see :meth:`write`)."""
+        self._outputs.write_bytes(out, data)
 
     def write(self, out: Path, text: str) -> None:
         """Stage ``text`` for ``out``; every staged output is renamed into place together when
@@ -295,6 +326,26 @@ class Charged:
         if problem is not None:
             self._spend.reporter.warn(problem)
         return {"degeneracy": verdict.to_json()}
+
+
+class Companion:
+    """Another private input of the run (validate's validation file): opened and checked
+    before the charge like the main input, read only through :meth:`Charged.passes`."""
+
+    def __init__(self) -> None:
+        self.source: Any = None
+        self.n = 0
+
+    def open(self, spec: Spec, data: Path | str, columns: Sequence[str], total: Budget, *,
+             dry_run: bool) -> int:
+        """Run the pre-charge checks on ``data``; return its record count (public)."""
+        from dpcli.run import prepare_source
+
+        self.source, self.n = prepare_source(spec, data, columns, total, dry_run=dry_run)
+        return self.n
+
+    def data_report(self) -> list[str]:
+        return [] if self.source is None else list(self.source.report.lines())
 
 
 def with_schema(spec: Spec, schema: Any) -> Spec:

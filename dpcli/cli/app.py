@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import signal
 import sys
+from typing import Any
 
 import typer
+from typer.core import TyperGroup
 
 from dpcli import __version__
 from dpcli.cli import (
@@ -18,12 +20,14 @@ from dpcli.cli import (
     roc_cmd,
     schema_cmd,
     select_features_cmd,
+    show_cmd,
     synthesize_cmd,
     tabulate_cmd,
     train_brc_cmd,
     train_nb_cmd,
     validate_cmd,
 )
+from dpcli.errors import EX_USAGE
 
 HELP = f"""dpcli {__version__}: differentially private machine learning on tabular data.
 
@@ -31,17 +35,57 @@ Every command that reads private values spends a declared ε from the
 dataset's lifetime budget, reserved in an append-only, hash-chained ledger
 before any value is read. Guarantees are ε-DP (or (ε, δ)-DP) under
 replace-one neighbours (train-brc with public features: replace-one on the
-private features). Exit codes: 0 ok, 2 bad input or spec,
-3 budget exhausted, 74 the system refused an I/O operation (disk full,
-permission, read-only file system), 130 / 143 / 129 ended by SIGINT /
-SIGTERM / SIGHUP (a reserved charge stays, recorded as failed),
-1 unexpected.
+private features). Exit codes (BSD sysexits; docs/exit-codes.md): 0 ok,
+3 budget exhausted, 64 usage, 65 bad data, 66 input file missing,
+70 internal error, 74 the system refused an I/O operation (disk full,
+permission, read-only file system), 76 ledger unusable or fails
+verification, 78 bad spec, 130 / 143 / 129 ended by SIGINT / SIGTERM /
+SIGHUP (a reserved charge stays, recorded as failed).
 """
 
+try:  # typer >= 0.20 vendors click; older versions use click itself
+    from typer._click.exceptions import UsageError as _ParserUsageError
+except ImportError:  # pragma: no cover - depends on the installed typer
+    from click.exceptions import UsageError as _ParserUsageError
+
+
+class _Group(TyperGroup):
+    """The root command: the option parser's own errors (unknown option, missing
+    argument, bad value) exit 64 (EX_USAGE) like dpcli's UsageError, not click's 2,
+    and with ``--json`` print the same one-line error object as any failure."""
+
+    _args: tuple[str, ...] = ()
+
+    def make_context(self, info_name: str | None, args: list[str], *rest: Any,
+                     **kwargs: Any) -> Any:
+        self._args = tuple(args)
+        try:
+            return super().make_context(info_name, args, *rest, **kwargs)
+        except _ParserUsageError as exc:
+            raise self._usage(exc) from None
+
+    def invoke(self, ctx: Any) -> Any:
+        try:
+            return super().invoke(ctx)
+        except _ParserUsageError as exc:  # a subcommand's arguments
+            raise self._usage(exc) from None
+
+    def _usage(self, exc: Any) -> Any:
+        exc.exit_code = EX_USAGE
+        if "--json" in self._args and type(exc).__name__ != "NoArgsIsHelpError":
+            from dpcli.cli.common import error_object
+            from dpcli.cli.ui import UI
+
+            UI(json=True).emit_json(error_object("usage", exc.format_message(), EX_USAGE,
+                                                 charged=False))
+        return exc
+
+
 app = typer.Typer(
+    cls=_Group,
     help=HELP,
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,   # `dpcli --install-completion` (README "Quick start")
     pretty_exceptions_show_locals=False,  # a traceback's locals would be private rows
     context_settings={"help_option_names": ["-h", "--help"]},
 )
@@ -59,6 +103,7 @@ app.command("validate")(validate_cmd.validate)
 app.command("predict")(predict_cmd.predict)
 app.command("roc")(roc_cmd.roc)
 app.command("evaluate")(evaluate_cmd.evaluate)
+app.command("show")(show_cmd.show)
 
 
 def _version(value: bool) -> None:

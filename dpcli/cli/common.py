@@ -10,8 +10,8 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 
-from dpcli.cli.ui import UI
-from dpcli.errors import DpcliError
+from dpcli.cli.ui import UI, VERBOSE
+from dpcli.errors import INTERNAL_EXIT, DpcliError
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -38,7 +38,8 @@ ReportOpt = Annotated[bool, typer.Option(
     "(rows read, values clamped, mapped, imputed or dropped; the data row of a bad value). "
     "Off by default so that logs and cron mail hold only released or data-independent text.")]
 VerboseOpt = Annotated[bool, typer.Option(
-    "--verbose", "-v", help="Tracebacks for unexpected errors.")]
+    "--verbose", "-v", help="The full privacy plan (every step, its calibration) instead of "
+    "one line per mechanism; tracebacks for unexpected errors.")]
 ProgressOpt = Annotated[bool, typer.Option(
     "--progress", help="Report progress on stderr even without a terminal (a line every 10 s, "
     "for cron logs). On a terminal a bar (rows, rows/s, time left) shows anyway.")]
@@ -57,16 +58,19 @@ EngineOpt = Annotated[str, typer.Option(
 def handle_errors(fn: F) -> F:
     """Turn dpcli errors into a one-line message and their exit code.
 
-    2 input, 3 budget, 74 the system refused an I/O operation (no space,
-    permission, read-only: also when it surfaces as a ledger error), 128 + N
-    a signal (130 SIGINT, 143 SIGTERM, 129 SIGHUP). Unexpected errors exit 1
-    with the exception type only: a traceback's text or locals could echo
+    The codes are the BSD sysexits listed in :mod:`dpcli.errors` and
+    docs/exit-codes.md: 3 budget, 64 usage, 65 data, 66 no input, 74 the
+    system refused an I/O operation (no space, permission, read-only: also
+    when it surfaces as a ledger error), 76 ledger, 78 spec, 128 + N a signal
+    (130 SIGINT, 143 SIGTERM, 129 SIGHUP). Unexpected errors exit 70
+    (EX_SOFTWARE) with the exception type only: a traceback's text or locals could echo
     private rows, so it is shown only with -v.
     """
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         from dpcli.errors import IOFailure, Reused, describe_environment, environment_errno
+        from dpcli.run import RESERVED
         from dpcli.signals import Terminated
 
         ui = UI(quiet=bool(kwargs.get("quiet")), verbose=bool(kwargs.get("verbose")),
@@ -77,6 +81,16 @@ def handle_errors(fn: F) -> F:
 
             token = REUSE.set(True)
             reset = lambda: REUSE.reset(token)  # noqa: E731
+        reserved: list[str] = []
+        reserved_token = RESERVED.set(reserved)
+        verbose_token = VERBOSE.set(ui.verbose)
+
+        def fail(kind: str, message: str, code: int) -> typer.Exit:
+            ui.error(message)
+            if ui.json:
+                ui.emit_json(error_object(kind, message, code, charged=bool(reserved)))
+            return typer.Exit(code)
+
         try:
             return fn(*args, **kwargs)
         except typer.Exit:
@@ -88,34 +102,60 @@ def handle_errors(fn: F) -> F:
                               "spent": {"epsilon": 0.0, "delta": 0.0}})
             raise typer.Exit(0) from None
         except DpcliError as exc:
-            # a bad value's data row is a private figure: shown only to a custodian who asks
-            ui.error(str(exc) if ui.report else exc.redacted())
             code = exc.exit_code
+            kind = error_kind(exc)
             if code != IOFailure.exit_code and environment_errno(exc) is not None:
-                code = IOFailure.exit_code  # e.g. the ledger's disk is full: not a bad input
-            raise typer.Exit(code) from None
+                code, kind = IOFailure.exit_code, "io"  # e.g. the ledger's disk is full
+            # a bad value's data row is a private figure: shown only to a custodian who asks
+            raise fail(kind, str(exc) if ui.report else exc.redacted(), code) from None
         except Terminated as exc:
-            ui.error(exc.message)
-            raise typer.Exit(exc.exit_code) from None
+            raise fail("signal", exc.message, exc.exit_code) from None
         except KeyboardInterrupt:
-            ui.error("interrupted")
-            raise typer.Exit(130) from None
+            raise fail("signal", "interrupted", 130) from None
         except OSError as exc:
             if environment_errno(exc) is None:
-                _unexpected(ui, exc)
-            ui.error(describe_environment(exc))
-            raise typer.Exit(IOFailure.exit_code) from None
+                raise _unexpected(ui, exc, fail) from None
+            raise fail("io", describe_environment(exc), IOFailure.exit_code) from None
         except Exception as exc:
-            _unexpected(ui, exc)
+            raise _unexpected(ui, exc, fail) from None
         finally:
+            RESERVED.reset(reserved_token)
+            VERBOSE.reset(verbose_token)
             if reset is not None:
                 reset()
 
     return wrapper  # type: ignore[return-value]
 
 
-def _unexpected(ui: UI, exc: BaseException) -> None:
+#: the ``error`` field of a failure's ``--json`` object, by the exception's class
+ERROR_KINDS = {"UsageError": "usage", "DataError": "data", "NoInput": "no_input",
+               "SpecError": "spec", "SpecNotFound": "no_input", "LedgerError": "ledger",
+               "BudgetExhausted": "budget", "IOFailure": "io"}
+
+
+def error_kind(exc: DpcliError) -> str:
+    """``usage``, ``data``, ``no_input``, ``spec``, ``ledger``, ``budget`` or ``io``
+    (the nearest dpcli class in the exception's ancestry)."""
+    for cls in type(exc).__mro__:
+        if cls.__name__ in ERROR_KINDS:
+            return ERROR_KINDS[cls.__name__]
+    return "internal"
+
+
+def error_object(kind: str, message: str, exit_code: int, *, charged: bool) -> dict[str, Any]:
+    """What ``--json`` prints on stdout when a command fails (one line, like a success's
+    summary, so that a cron log of ``--json`` lines records failures too).
+
+    ``charged`` says whether this run reserved budget in the ledger: a failure after
+    the reservation keeps its charge (the ledger records the run ``failed``).
+    ``message`` is the stderr line, without private figures unless ``--report``.
+    """
+    return {"error": kind, "message": message, "exit_code": exit_code, "charged": charged}
+
+
+def _unexpected(ui: UI, exc: BaseException, fail: Callable[[str, str, int], typer.Exit]
+                ) -> typer.Exit:
     if ui.verbose:
         ui.err.print(traceback.format_exc(), markup=False)
-    ui.error(f"unexpected {type(exc).__name__}; rerun with -v for a traceback")
-    raise typer.Exit(1) from None
+    return fail("internal", f"unexpected {type(exc).__name__}; rerun with -v for a traceback",
+                INTERNAL_EXIT)

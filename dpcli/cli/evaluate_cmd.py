@@ -62,83 +62,26 @@ def evaluate(
         dpcli evaluate sample_data/adult_test.parquet --spec configs/adult.yaml \\
             --model models/nb.json --epsilon 0.2
     """
-    from dpcli.algorithms import evaluate as ev
-    from dpcli.budget import Budget
-    from dpcli.cli.scoring import fold_scores, parse_range, score_input
-    from dpcli.cli.spend import (
-        noise_generator,
-        preflight,
-        release_json,
-        report_data,
-        resolve_section,
-    )
-    from dpcli.errors import UsageError
-    from dpcli.io import Outputs
-    from dpcli.mechanisms import Plan
-    from dpcli.run import charged
-    from dpcli.spec import EvaluateSection, load_spec
+    from dpcli.api.evaluate import evaluate as run
+    from dpcli.api.spend import DryRun
+    from dpcli.cli.spend import UIReporter, render_dry_run, report_lines
+    from dpcli.spec import load_spec
 
     ui = UI(quiet=quiet, json=json, force_progress=progress, report=report)
-    s = load_spec(spec)
-    section = resolve_section(s, "evaluate", EvaluateSection, epsilon, cutoff=cutoff,
-                              score_column=score_column, score_range=parse_range(score_range))
-    si = score_input(s, section, model, score_column, score_range)
-    threshold: float | None = None  # a model predicts its most probable class
-    if si.model is None:
-        si.require_binary("evaluate with --score-column")
-        if section.cutoff is None:
-            threshold = (si.lower + si.upper) / 2.0
-        elif si.lower <= section.cutoff <= si.upper:
-            threshold = section.cutoff
-        else:
-            raise UsageError(f"--cutoff {section.cutoff} is outside the score range "
-                             f"[{si.lower}, {si.upper}]")
-    elif cutoff is not None:
-        raise UsageError("--cutoff applies to --score-column; a model predicts its most "
-                         "probable class")
-    total = Budget(section.epsilon)
-
-    def plan_for(n: int) -> Plan:
-        if n < 1:
-            raise UsageError(f"{data}: holds no records to evaluate")
-        return ev.plan(total, len(si.classes))
-
-    from dpcli import protect
-
-    source, plan = preflight(ui, si.spec, plan_for, data, si.columns, out,
-                             [] if out is None else [out], dry_run, total=total,
-                             require_out=False, inputs=protect.model_inputs(model, si.model))
-    outputs = Outputs()
-    arguments = {"data": str(data.resolve()), **si.source_note,
-                 "epsilon": section.epsilon,
-                 **({"cutoff": threshold} if threshold is not None else {}),
-                 **({"out": str(out.resolve())} if out is not None else {})}
-    rng = noise_generator(ui, si.spec, seed, command="evaluate", arguments=arguments,
-                          data=data)
-    with charged(si.spec, plan, command="evaluate", arguments=arguments, input_path=data,
-                 seeded=seed is not None) as charge, outputs:
-        confusion = ev.ConfusionPass(len(si.classes))  # K² counts, whatever the rows
-        fold_scores(ui, source, si, lambda b: si.predictions(b, threshold), confusion.add, rng)
-        result = ev.private_confusion(confusion.counts, si.classes, epsilon=section.epsilon,
-                                      rng=rng,
-                                      positive=si.positive if len(si.classes) == 2 else None)
-        del confusion  # nothing below may touch private values
-        payload = {**result.to_payload(), **si.source_note,
-                   **({"cutoff": threshold} if threshold is not None else {}),
-                   "breakdown": plan.to_json()}
-        if out is not None:
-            outputs.write_text(out, release_json("evaluation", payload, si.spec, plan, charge,
-                                                 seeded=seed is not None))
-            charge.outputs = outputs.commit()
-        charge.summary = {"accuracy": round(result.accuracy, 6)}
-
-    report_data(ui, source.report)
-    _show(ui, result)
-    ui.say(f"spent {plan.total} (run {charge.run_id[:8]})"
+    done = run(load_spec(spec), data, model=model, score_column=score_column,
+               score_range=score_range, cutoff=cutoff, out=out, epsilon=epsilon, seed=seed,
+               dry_run=dry_run, reporter=UIReporter(ui))
+    if isinstance(done, DryRun):
+        render_dry_run(ui, done)
+        return
+    report_lines(ui, done.data_report)
+    _show(ui, done.value)
+    ui.say(f"spent {done.plan.total} (run {done.run_id[:8]})"
            + (f"; wrote {out}" if out is not None else ""))
     if json:
-        ui.emit_json({"command": "evaluate", "dataset": s.dataset, "run_id": charge.run_id,
-                      **payload, "spent": plan.total.to_json()})
+        ui.emit_json({"command": "evaluate", "dataset": done.envelope["dataset"],
+                      "run_id": done.run_id, **done.payload,
+                      "spent": done.plan.total.to_json()})
 
 
 def _show(ui: UI, result: Evaluation) -> None:

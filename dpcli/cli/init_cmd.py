@@ -11,7 +11,7 @@ import typer
 from dpcli.cli.common import QuietOpt, handle_errors
 from dpcli.cli.ui import UI
 
-#: every spending command's section, with a modest ε and what its keys mean (the README has more)
+#: every spending command's section, with a modest ε and what its keys mean (docs/spec.md has more)
 SECTIONS = """\
 # One section per command: the ε a run spends, and its parameters. A command-line
 # --epsilon overrides a section's for one run. Together they must fit in budget.epsilon
@@ -63,7 +63,7 @@ def init(
 
     Example:
 
-        dpcli init data/patients.parquet --label readmitted --out configs/patients.yaml
+        dpcli init sample_data/credit_train.parquet --label label --out mine/credit.yaml
     """
     from dpcli.data.layout import describe_columns
     from dpcli.errors import UsageError

@@ -6,7 +6,15 @@ from typing import Annotated
 
 import typer
 
-from dpcli.cli.common import DataArg, JsonOpt, QuietOpt, SpecOpt, VerboseOpt, handle_errors
+from dpcli.cli.common import (
+    DataArg,
+    JsonOpt,
+    QuietOpt,
+    ReportOpt,
+    SpecOpt,
+    VerboseOpt,
+    handle_errors,
+)
 from dpcli.cli.ui import UI
 
 
@@ -18,6 +26,7 @@ def inspect(
         "--structure-only", help="Read no values at all: only the header / footer.")] = False,
     json: JsonOpt = False,
     quiet: QuietOpt = False,
+    report: ReportOpt = False,
     verbose: VerboseOpt = False,
 ) -> None:
     """Check a file against the spec's schema; no budget spent, no value printed.
@@ -27,8 +36,16 @@ def inspect(
     --structure-only, it also runs the pre-charge validation pass every
     spending command runs (every row parses, labels are declared classes,
     no missing values where the schema says 'missing: error'), naming the
-    column and row of the first problem but never its value. Exit code 2 if
+    column and row of the first problem but never its value. Exit code 65 if
     anything would stop a run.
+
+    Then it reads every declared column as a run would and says, per column,
+    what a run will do with values outside the declared domain: categories
+    that differ only in case ('Red' where 'red' is declared) or are
+    undeclared (mapped to 'other'), numbers outside the bounds (clamped),
+    missing values (imputed), tokens outside the vocabulary (dropped). With
+    --report it gives their exact counts (private figures, for the
+    custodian's screen only). Nothing is charged or released.
 
     Example:
 
@@ -36,11 +53,13 @@ def inspect(
     """
     from rich.table import Table
 
+    from dpcli.cli.remaps import describe
     from dpcli.data import DataSource
     from dpcli.errors import DataError
     from dpcli.spec import describe_column, load_spec
 
     ui = UI(quiet=quiet, json=json)
+    report_counts = report
     s = load_spec(spec)
     source = DataSource(data, s.schema)
     report = source.check_structure(s.schema.names, raise_errors=False)
@@ -53,6 +72,14 @@ def inspect(
         except DataError as exc:
             values_problem = str(exc)
     ok = report.ok and values_problem is None
+    remaps = None
+    if values_checked:
+        from dpcli.cli.remaps import count_remaps
+        from dpcli.mechanisms import make_rng
+
+        remaps = count_remaps(s.schema, source.prediction_batches(s.schema.names,
+                                                                  rng=make_rng(None)),
+                              lambda: source.report)
 
     mismatched = {m.column: m for m in report.mismatches}
     status = {}
@@ -68,7 +95,10 @@ def inspect(
         ui.emit_json({"file": str(data), "format": report.format, "rows": report.num_rows,
                       "ok": ok, "columns": status, "extra_columns": list(report.extra),
                       "problems": report.problems() + ([values_problem] if values_problem else []),
-                      "values_checked": values_checked})
+                      "values_checked": values_checked,
+                      # which kinds, never how many: --json stdout may leave the custodian
+                      **({"remapped": {c: sorted(k) for c, k in remaps.counts.items()}}
+                         if remaps is not None else {})})
     else:
         rows = f", {report.num_rows:,} rows" if report.num_rows is not None else ""
         table = Table(title=f"{data} ({report.format}{rows}) against {s.path}",
@@ -81,15 +111,26 @@ def inspect(
         table.add_row(label.column, f"label, classes {', '.join(label.classes)}",
                       status[label.column])
         ui.result(table)
+        if remaps is not None and remaps.counts:
+            # one line per column, unwrapped: for grep, and for a terminal of any width
+            ui.result("values a run will remap:")
+            for c in s.schema.columns:
+                if c.name in remaps.counts:
+                    ui.result(f"  {c.name}: {describe(remaps, c, exact=report_counts)}")
         if report.extra:
             ui.say("ignored (not declared): " + ", ".join(report.extra), markup=False)
         if values_checked:
             parsed = "every row parses, " if report.format == "csv" else ""
             ui.say(f"validation pass: {parsed}every label is a declared class, "
                    "no missing value where the schema forbids one")
+        if remaps is not None and remaps.counts and not report_counts:
+            ui.say("rerun with --report for the exact counts of remapped values (private "
+                   "figures, for your screen only)")
     if not report.readable:
         raise DataError(f"{data}: {report.problems()[0]}")
     if not ok:
         problems = report.problems() + ([values_problem] if values_problem else [])
         raise DataError(f"{data}: " + "; ".join(problems))
-    ui.say(f"ok: {data} matches the schema of {s.path} (nothing was charged)")
+    changed = "" if not remaps or not remaps.counts else (
+        f"; a run will remap values in {len(remaps.counts)} column(s) (listed above)")
+    ui.say(f"ok: {data} matches the schema of {s.path}{changed} (nothing was charged)")

@@ -26,7 +26,7 @@ def init(spec: SpecOpt, json: JsonOpt = False, quiet: QuietOpt = False,
     Spending commands refuse a dataset without a genesis, so a moved spec, a
     renamed dataset id or a deleted log never silently starts a fresh budget.
 
-    Refuses (exit 2): a dataset that already has its genesis; a key or
+    Refuses (exit 76): a dataset that already has its genesis; a key or
     checkpoint whose ledger is gone (restore it). A ledger written by an
     earlier dpcli (no genesis entries) is upgraded: its runs are verified and
     kept, and the genesis must declare the total they recorded.
@@ -130,7 +130,7 @@ def verify(spec: SpecOpt,
                "the hash of an entry (detects a rollback of the ledger and its sidecars).")
            ] = None,
            json: JsonOpt = False, quiet: QuietOpt = False, verbose: VerboseOpt = False) -> None:
-    """Check the ledger; exit 2 if any entry was edited, removed, cut off or forged.
+    """Check the ledger; exit 76 if any entry was edited, removed, cut off or forged.
 
     Streams every line: canonical bytes, hashes, the prev chain, the budget
     rules, each genesis's key fingerprint, the keyed checkpoint (a ledger cut
@@ -180,7 +180,7 @@ def raise_(spec: SpecOpt,
 
     Example:
 
-        dpcli ledger raise --spec configs/adult.yaml --epsilon 4
+        dpcli ledger raise --spec configs/adult.yaml --epsilon 12
     """
     from dpcli.ledger import raise_total
     from dpcli.spec import load_spec
@@ -207,7 +207,7 @@ def repair(spec: SpecOpt,
     A torn line is a last line without its final newline, or a last line that
     is not JSON. It is shown first; without --yes you are asked to confirm
     (and without a terminal, nothing is done). Any other damage is refused
-    (exit 2): restore the ledger from a backup. The repair is an entry of the
+    (exit 76): restore the ledger from a backup. The repair is an entry of the
     spec's dataset. A torn reserve belonged to a run that never read data; a
     torn complete leaves its run 'interrupted', its charge kept.
 

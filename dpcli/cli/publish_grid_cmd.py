@@ -72,103 +72,32 @@ def publish_grid(
         dpcli synthesize synopsis/ --rows 45000 --out synth.parquet
         dpcli predict synopsis/grid.json sample_data/adult_test.parquet --out preds.parquet
     """
-    import hashlib
-
-    import numpy as np
-
-    from dpcli.algorithms import privpfc
-    from dpcli.algorithms import synopsis as syn_io
-    from dpcli.budget import Budget
-    from dpcli.cli.spend import (
-        compute_stats,
-        degeneracy,
-        noise_generator,
-        preflight,
-        release_json,
-        report_data,
-        resolve_section,
-    )
-    from dpcli.data.location import location_text, parse_location
-    from dpcli.errors import UsageError
-    from dpcli.io import Outputs
-    from dpcli.run import charged
-    from dpcli.spec import PublishGridSection, load_spec
-    from dpcli.stats import StatsRequest
+    from dpcli.api.publish_grid import publish_grid as run
+    from dpcli.api.spend import DryRun
+    from dpcli.cli.spend import UIReporter, render_dry_run, report_lines, require_out
+    from dpcli.spec import load_spec
 
     ui = UI(quiet=quiet, json=json, force_progress=progress, report=report)
-    location = parse_location(data)
-    s = load_spec(spec)
-    section = resolve_section(s, "publish-grid", PublishGridSection, epsilon, columns,
-                              max_pool=max_pool)
-    if s.schema.n_classes != 2:
-        raise UsageError(f"publish-grid needs a binary label; {s.path}: label.classes declares "
-                         f"{s.schema.n_classes}")
-    hierarchies = privpfc.candidate_hierarchies(s.schema, section.columns)
-    for h in hierarchies:
-        for note in h.notes:
-            ui.say(f"note: {note}", markup=False)
-    unplaced = [h.column for h in hierarchies if not h.places_other]
-    if unplaced:
-        ui.say(f"note: the taxonomies of {', '.join(unplaced)} place no 'other' leaf: a row with "
-               "an undeclared value there is in no cell (the data report counts them)",
-               markup=False)
-    chosen = [h.column for h in hierarchies]
-    total = Budget(section.epsilon)
-
-    designs: list[privpfc.Design] = []
-
-    def plan_for(n: int) -> privpfc.Plan:
-        designs.append(privpfc.design(hierarchies, n, total, section.max_pool))
-        return designs[-1].plan
-
-    grid_file, cells_file = (None, None) if out is None else (
-        out / syn_io.GRID_FILE, out / syn_io.CELLS_FILE)
-    source, plan = preflight(ui, s, plan_for, location, chosen, out,
-                             [] if out is None else [grid_file, cells_file], dry_run,
-                             total=total, engine=engine)
-    assert out is not None and grid_file is not None and cells_file is not None
-    d = designs[-1]
-    outputs = Outputs()
-    arguments = {"data": location_text(location), "engine": engine,
-                 "out": str(out.resolve()), "columns": chosen,
-                 "epsilon": section.epsilon, "max_pool": d.max_pool}
-    positive = s.schema.label.positive_index
-    positive = 1 if positive is None else positive
-    request = StatsRequest(joint=tuple(hierarchies))
-    rng = noise_generator(ui, s, seed, command="publish-grid", arguments=arguments,
-                          data=location)
-    with charged(s, plan, command="publish-grid", arguments=arguments, input_path=location,
-                 seeded=seed is not None) as charge, outputs:
-        stats = compute_stats(ui, source, request, rng)
-        assert stats.joint is not None
-        with ui.progress("scoring", d.pool_size if d.select_k is None else None, "grids") \
-                as advance:
-            synopsis = privpfc.publish(stats.joint, hierarchies, d, positive, rng, advance)
-        table = syn_io.cells_table(synopsis)
-        cells = syn_io.parquet_bytes(table)
-        payload = syn_io.payload(synopsis, s.schema, hashlib.sha256(cells).hexdigest(),
-                                 section.decision)
-        counts = np.column_stack([table.column(c).to_numpy() for c in syn_io.COUNT_COLUMNS])
-        payload |= degeneracy(ui, syn_io.GridModel(payload, counts, grid_file))
-        outputs.write_bytes(cells_file, cells)
-        outputs.write_text(grid_file, release_json(syn_io.KIND, payload, s, plan, charge,
-                                                   seeded=seed is not None))
-        charge.outputs = outputs.commit()
-        charge.summary = {"grid": {g["column"]: g["level"] for g in payload["grid"]},
-                          "cells": payload["n_cells"], "threshold": d.threshold,
-                          "pool": synopsis.pool_size}
-
-    report_data(ui, stats.report)
+    require_out(out, dry_run)
+    done = run(load_spec(spec), data, out=out, columns=columns, max_pool=max_pool,
+               epsilon=epsilon, seed=seed, engine=engine, dry_run=dry_run,
+               reporter=UIReporter(ui))
+    if isinstance(done, DryRun):
+        render_dry_run(ui, done)
+        return
+    report_lines(ui, done.data_report)
+    payload, d = done.payload, done.details
     used = ", ".join(f"{g['column']}@{g['level']}({len(g['nodes'])})" for g in payload["grid"])
-    ui.say(f"chose a grid of {payload['n_cells']:,} cells from {synopsis.pool_size:,} "
-           f"(T = {d.threshold:,}): {used or 'no column (the majority class only)'}")
-    if synopsis.selected is not None:
-        ui.say(f"pre-selected columns: {', '.join(synopsis.selected)}")
-    ui.say(f"wrote {grid_file} and {cells_file}, spent {plan.total} (run {charge.run_id[:8]})")
+    ui.say(f"chose a grid of {payload['n_cells']:,} cells from {d['pool_size']:,} "
+           f"(T = {d['threshold']:,}): {used or 'no column (the majority class only)'}")
+    if d["selected"] is not None:
+        ui.say(f"pre-selected columns: {', '.join(d['selected'])}")
+    ui.say(f"wrote {d['grid_file']} and {d['cells_file']}, spent {done.plan.total} "
+           f"(run {done.run_id[:8]})")
     if json:
-        ui.emit_json({"command": "publish-grid", "dataset": s.dataset, "run_id": charge.run_id,
-                      "grid": str(grid_file), "cells": str(cells_file),
-                      "n_cells": payload["n_cells"], "threshold": d.threshold,
-                      "pool_size": synopsis.pool_size,
+        ui.emit_json({"command": "publish-grid", "dataset": done.envelope["dataset"],
+                      "run_id": done.run_id, "grid": str(d["grid_file"]),
+                      "cells": str(d["cells_file"]), "n_cells": payload["n_cells"],
+                      "threshold": d["threshold"], "pool_size": d["pool_size"],
                       "columns": [g["column"] for g in payload["grid"]],
-                      "spent": plan.total.to_json(), "breakdown": plan.to_json()})
+                      "spent": done.plan.total.to_json(), "breakdown": done.plan.to_json()})

@@ -62,7 +62,7 @@ def train_nb(
     smooth sensitivity of the trimmed sample with heavy-tailed noise), and for a
     binary label a decision threshold (exponential mechanism, balanced accuracy).
     The ε split is a rule of public facts (n, ε, declared domains: ε_i ∝
-    c_i^(2/3), README "train-nb"; the spec's train-nb.split overrides it); the
+    c_i^(2/3), docs/algorithms/naive-bayes.md; the spec's train-nb.split overrides it); the
     plan shows every share before anything runs.
 
     Example:
@@ -72,8 +72,8 @@ def train_nb(
 
     With a selection made by select-features (its ε was spent there):
 
-        dpcli train-nb data/train.parquet --spec configs/tweets.yaml \\
-            --features features.json --out nb.json --epsilon 0.8
+        dpcli train-nb sample_data/tweets_train.parquet --spec configs/tweets.yaml \\
+            --features features.json --out nb.json --epsilon 1.5
     """
     from dpcli.api.spend import DryRun
     from dpcli.api.train_nb import train_nb as run

@@ -13,13 +13,18 @@ import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from contextvars import ContextVar
+from dataclasses import dataclass, field
 from typing import Any
 
 from rich.console import Console
 from rich.text import Text
 
 PROGRESS_LINE_SECONDS = 10.0
+
+#: ``-v/--verbose`` of the running command (set by :func:`dpcli.cli.common.handle_errors`),
+#: the default of :attr:`UI.verbose` so that every UI a command builds honours it
+VERBOSE: ContextVar[bool] = ContextVar("dpcli_verbose", default=False)
 
 
 @contextmanager
@@ -57,7 +62,7 @@ def _silence_stdout() -> None:
 class UI:
     quiet: bool = False
     json: bool = False
-    verbose: bool = False
+    verbose: bool = field(default_factory=VERBOSE.get)  # -v: tracebacks, the full plan
     force_progress: bool = False  # --progress: report progress even without a terminal
     report: bool = False  # --report: the custodian's exact private figures on stderr too
 

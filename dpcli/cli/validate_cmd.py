@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 from typing import Annotated
 
@@ -23,11 +22,6 @@ from dpcli.cli.common import (
     handle_errors,
 )
 from dpcli.cli.ui import UI
-
-HISTOGRAM_NOTE = (
-    "--learner histogram is not available: the paper gives its histogram case study (the "
-    "validation score and its stability constants) only in supplementary material that is "
-    "not part of the published text dpcli follows, so there is nothing to reproduce faithfully")
 
 
 @handle_errors
@@ -108,255 +102,38 @@ def validate(
             --epsilon 1 --out models/lr.json
         dpcli predict models/lr.json sample_data/adult_test.parquet --out preds.parquet
     """
-    import numpy as np
-
-    from dpcli import checks
-    from dpcli.algorithms import inputs
-    from dpcli.algorithms import validate as tuning
-    from dpcli.budget import Budget
-    from dpcli.cli.spend import (
-        degeneracy,
-        noise_generator,
-        preflight,
-        release_json,
-        report_data,
-        resolve_section,
-    )
-    from dpcli.data import DataSource
-    from dpcli.errors import BudgetExhausted, UsageError
-    from dpcli.fingerprint import input_digest
-    from dpcli.io import Outputs
-    from dpcli.mechanisms import Plan
-    from dpcli.run import charged, prepare_source
-    from dpcli.spec import ValidateSection, auto_or_number, lambda_value, load_spec
-    from dpcli.spec import grid as parse_grid
+    from dpcli.api.spend import DryRun
+    from dpcli.api.validate import validate as run
+    from dpcli.cli.spend import UIReporter, render_dry_run, report_lines, require_out
+    from dpcli.spec import load_spec
 
     ui = UI(quiet=quiet, json=json, force_progress=progress, report=report)
-    if learner == "histogram":
-        raise UsageError(HISTOGRAM_NOTE)
-    if learner not in tuning.LEARNERS:
-        raise UsageError(f"--learner must be one of {', '.join(tuning.LEARNERS)}, got "
-                         f"{learner!r}")
-    for name, value, options in (("--method", method, tuning.METHODS),
-                                 ("--score", score, tuning.SCORES),
-                                 ("--trainer", trainer, tuning.TRAINERS)):
-        if value is not None and value not in options:
-            raise UsageError(f"{name} must be one of {', '.join(options)}, got {value!r}")
-    if delta is not None and not tuning.MIN_DELTA <= delta < 1:
-        raise UsageError(f"--delta must be in [{tuning.MIN_DELTA:g}, 1), got {delta}")
-    s = load_spec(spec)
-    grid_values = parse_grid(grid, checks.Where(Path("--grid"))) if grid is not None else None
-    top = tuning.MAX_SHARE
-    lam_value = None if lam is None else lambda_value(lam, checks.Where(Path("--lambda")))
-    share_value = None if threshold_share is None else auto_or_number(
-        threshold_share, checks.Where(Path("--threshold-share")), f"in [0, {top:g}]",
-        lambda v: 0 <= v <= top)
-    section = resolve_section(s, "validate", ValidateSection, epsilon, columns, grid=grid_values,
-                              method=method, score=score, trainer=trainer, delta=delta,
-                              lam=lam_value, threshold_share=share_value)
-    # "auto" on the command line overrides a number in the spec (override() skips None)
-    if lam is not None and lam_value is None:
-        section = replace(section, lam=None)
-    if threshold_share is not None and share_value is None:
-        section = replace(section, threshold_share=None)
-    if s.schema.n_classes != 2:
-        raise UsageError(f"validate needs a binary label; {s.path}: label.classes declares "
-                         f"{s.schema.n_classes}")
-    chosen = section.columns or tuple(c for c in s.schema.names
-                                      if inputs.usable(s.schema.column(c)))
-    for c in chosen:
-        if not inputs.usable(s.schema.column(c)):
-            raise UsageError(f"validate: {c!r} is a {s.schema.column(c).kind} column; logistic "
-                             "regression reads numeric, categorical and binary columns")
-    if not chosen:
-        raise UsageError(f"validate: {s.path} declares no numeric, categorical or binary column")
-    config = tuning.ValidateConfig(**section.config_values())
-    if delta is not None and not config.needs_delta:
-        why = (f"the {config.method} baseline selects by 0/1 errors" if config.method != "stability"
-               else "the ramp score is bounded")
-        ui.say(f"note: --delta is not used: {why}, so this run is pure ε-DP (δ = 0)",
+    require_out(out, dry_run)
+    done = run(load_spec(spec), data, validation=validation, out=out, learner=learner, grid=grid,
+               method=method, score=score, trainer=trainer, delta=delta, columns=columns,
+               lam=lam, threshold_share=threshold_share, epsilon=epsilon, seed=seed,
+               dry_run=dry_run, reporter=UIReporter(ui))
+    if isinstance(done, DryRun):
+        render_dry_run(ui, done)
+        return
+    report_lines(ui, done.data_report)
+    d = done.details
+    spent = f"wrote {out}, spent {done.plan.total} (run {done.run_id[:8]})"
+    cut = f"class cut at logit {d['threshold_logit']:.4g}"
+    if d["chosen_index"] is None:
+        ui.say(f"λ = {d['lambda']:.4g} ({d['reason']}) on {d['n_model']:,} rows; {cut}; {spent}",
                markup=False)
-    d = inputs.design_width(s.schema, chosen)
-    total = Budget(section.epsilon, config.run_delta)
-    if total.delta > s.budget.delta:
-        raise BudgetExhausted(f"the {config.score} score needs δ = {config.run_delta:g}, but the "
-                              f"budget of dataset {s.dataset!r} has δ = {s.budget.dlt:g} "
-                              f"({s.path}: budget.delta); use --score ramp, which needs none")
-    sizes: dict[str, int] = {}
-    decided: dict[str, tuning.Decision] = {}
-    vsource = None
-    if validation is not None:
-        _check_disjoint(data, validation, out)
-        DataSource(validation, s.schema).check_structure(chosen)
-
-    def plan_for(rows: int) -> Plan:
-        nonlocal vsource
-        if validation is None:
-            m = int(tuning.validation_rows(rows, config.validation_fraction,
-                                           config.split_seed).sum())
-            n = rows - m
-        else:   # its validation pass, after every structural check
-            vsource, m = prepare_source(s, validation, chosen, total, dry_run=dry_run)
-            n = rows
-        where = f"{data}" if validation is None else f"{data} or {validation}"
-        need_n = config.k if config.method == "data-split" else 1
-        if n < need_n or m < 1:
-            raise UsageError(f"{where}: {n} training and {m} validation rows; validate needs at "
-                             f"least {need_n} and 1 (more rows, or another "
-                             "validate.validation_fraction)")
-        rows_all = rows + (m if validation is not None else 0)
-        decision = tuning.decide(config, section.epsilon, n, m, d, rows_all,
-                                 split=validation is None)
-        sizes.update(n=n, m=m, n_all=rows_all)
-        decided["decision"] = decision
-        if decision.mode == "auto":
-            ui.say(f"note: λ chosen without the data: {decision.reason}", markup=False)
-        elif decision.mode == "select" and config.method == "stability":
-            noise = tuning.selection_noise_mean(config, float(decision.epsilon_model), n, m, d)
-            if noise > tuning.NOISY_SELECTION:
-                ui.warn(f"the selection noise has mean {noise:.3g} (2β/ε2, β = max(2/(λ_min·n), "
-                        f"β2/m)), large next to differences of validation scores (the ramp loss "
-                        f"keeps them within 1): the choice may be close to random. Raise the "
-                        f"smallest λ (now {min(config.grid):g}), or use more ε or rows.")
-        error = tuning.threshold_error(rows_all, float(decision.epsilon_threshold))
-        if error > tuning.FORECAST_WARNING:
-            ui.warn(f"the class threshold's forecast error is {100 * error:.0f} % of the "
-                    f"{rows_all:,} rows (> {100 * tuning.FORECAST_WARNING:.0f} %) at "
-                    f"threshold ε = {float(decision.epsilon_threshold):.3g}: the class cut may "
-                    "be far from the best; more ε or rows help (or threshold_share 0 for the "
-                    "0.5 cut)")
-        return tuning.full_plan(config, decision, n, m, d, rows_all)
-
-    from dpcli import protect
-
-    source, plan = preflight(ui, s, plan_for, data, chosen, out, [out], dry_run, total=total,
-                             inputs=protect.inputs("the --validation file", validation))
-    assert out is not None
-    n, m = sizes["n"], sizes["m"]
-    outputs = Outputs()
-    arguments = {"data": str(data.resolve()), "out": str(out.resolve()), "columns": list(chosen),
-                 "method": config.method, "score": config.score, "trainer": config.trainer,
-                 "grid": list(config.grid), "epsilon": section.epsilon, "delta": config.run_delta,
-                 "n_train": n, "n_validation": m,
-                 "lambda": "auto" if config.lam is None else config.lam,
-                 "threshold_share": "auto" if config.threshold_share is None
-                 else config.threshold_share}
-    if validation is None:
-        arguments["split"] = {"validation_fraction": config.validation_fraction,
-                              "split_seed": config.split_seed}
     else:
-        # the validation rows are part of the charged input: their keyed digest is logged too
-        arguments.update(validation=str(validation.resolve()),
-                         validation_digest=input_digest(s.ledger_path, validation))
-    positive = s.schema.label.positive_index
-    positive = 1 if positive is None else positive
-    rng = noise_generator(ui, s, seed, command="validate", arguments=arguments,
-                          data=data)
-    with charged(s, plan, command="validate", arguments=arguments, input_path=data,
-                 seeded=seed is not None) as charge, outputs:
-        with ui.progress("reading", source.num_rows_hint()) as advance:
-            x, y = tuning.design_rows(source.batches(chosen, rng=rng), s.schema, chosen,
-                                      positive, advance)
-        decision = decided["decision"]
-        valid_set = None
-        if vsource is not None:
-            valid_set = tuning.design_rows(vsource.batches(chosen, rng=rng), s.schema, chosen,
-                                           positive)
-        if decision.mode != "select":
-            # no search: every row of DATA trains the one model
-            with ui.progress("training", 1, unit="fits") as advance:
-                outcome = tuning.fit_fixed(config, decision, x, y, rng)
-                advance(1)
-        else:
-            if valid_set is None:
-                held = tuning.validation_rows(len(y), config.validation_fraction,
-                                              config.split_seed)
-                keep, hold = np.flatnonzero(~held), np.flatnonzero(held)
-                train_set, search_set = (x[keep], y[keep]), (x[hold], y[hold])
-                # the two parts hold every row once: keep them, not a third copy (memory)
-                x, y = None, None
-                valid_set = search_set
-            else:
-                train_set, search_set = (x, y), valid_set
-            with ui.progress("tuning", config.k + 1, unit="fits") as advance:
-                outcome = tuning.tune(config, train_set, search_set,
-                                      float(decision.epsilon_model), rng, advance)
-        report = tuning.fit_report(config, outcome, section.epsilon, decision.n_model
-                                   if decision.mode != "select" else n, m, decision)
-        model = tuning.LogRegModel(inputs.model_schema(s.schema, chosen), tuple(chosen),
-                                   outcome.fit.weights, report)
-        # the class threshold reads every row (DATA and the validation file) once, in any
-        # order (its utility is a count): its own ε
-        parts = [(x, y) if x is not None else train_set]
-        if valid_set is not None:
-            parts.append(valid_set)
-        logits = np.concatenate([np.asarray(px @ model.weights) for px, _ in parts])
-        labels_all = np.concatenate([py for _, py in parts])
-        cut = tuning.choose_threshold(model, logits, labels_all, decision.epsilon_threshold,
-                                      rng)
-        model.threshold = cut.logit
-        report["threshold"] = cut.to_json()
-        payload = {**model.to_payload(), "breakdown": plan.to_json(), **degeneracy(ui, model)}
-        side = cut.one_class()
-        if side is not None and "degeneracy" in payload:
-            # the domain allows both classes, but the released count says the rows get one
-            other = "negative" if side == "positive" else "positive"
-            ui.warn(f"degenerate on the data: the released cut (logit {cut.logit:.4g}) calls "
-                    f"{'almost every' if side == 'positive' else 'almost no'} row positive "
-                    f"(noisy count {cut.noisy_predicted_positive:,} of {cut.n_rows:,}): the "
-                    f"{other} class is (almost) never predicted. The model's ranking (score) may "
-                    "still be useful; more ε or rows, or threshold_share 0 for the 0.5 cut")
-            payload["degeneracy"] = {**payload["degeneracy"], "degenerate": True,
-                                     "one_class_on_rows": side}
-        outputs.write_text(out, release_json(tuning.KIND, payload, s, plan, charge,
-                                             seeded=seed is not None))
-        charge.outputs = outputs.commit()
-        charge.summary.update(method=config.method, chosen_index=outcome.index,
-                              chosen_lambda=outcome.fit.lam, lambda_rule=decision.mode,
-                              threshold_logit=cut.logit)
-
-    report_data(ui, source.report)
-    if vsource is not None:
-        report_data(ui, vsource.report)
-    if outcome.index is None:
-        ui.say(f"λ = {outcome.fit.lam:.4g} ({decision.reason}) on {decision.n_model:,} rows; "
-               f"class cut at logit {cut.logit:.4g}; wrote {out}, spent {plan.total} "
-               f"(run {charge.run_id[:8]})", markup=False)
-    else:
-        ui.say(f"{config.method}: chose λ = {outcome.fit.lam:g} (#{outcome.index + 1} of "
-               f"{config.k}) on {n:,} training and {m:,} validation rows; class cut at logit "
-               f"{cut.logit:.4g}; wrote {out}, spent {plan.total} (run {charge.run_id[:8]})",
-               markup=False)
-    if config.method == "stability" and outcome.index is not None:
-        ui.say(tuning.describe_delta(config.run_delta, config.score), markup=False)
+        ui.say(f"{d['method']}: chose λ = {d['lambda']:g} (#{d['chosen_index'] + 1} of {d['k']}) "
+               f"on {d['n_train']:,} training and {d['n_validation']:,} validation rows; {cut}; "
+               f"{spent}", markup=False)
+    if d["delta_note"]:
+        ui.say(d["delta_note"], markup=False)
     if json:
-        ui.emit_json({"command": "validate", "dataset": s.dataset, "run_id": charge.run_id,
-                      "model": str(out), "method": config.method, "chosen_index": outcome.index,
-                      "lambda": outcome.fit.lam, "lambda_rule": decision.mode,
-                      "threshold_logit": cut.logit, "n_train": n, "n_validation": m,
-                      "spent": plan.total.to_json(), "breakdown": plan.to_json(),
-                      "report": report})
-
-
-def _check_disjoint(data: Path, validation: Path, out: Path | None) -> None:
-    """The training and validation files must be different files (not a copy, not a link).
-
-    Every guarantee of validate counts each record once, in T or in V: a
-    record in both would move a score by β1/n + β2/m and double the ε of the
-    selection. dpcli can refuse the same file, a link or a byte-identical
-    copy; that no person has rows in both files is the custodian's to ensure.
-    """
-    from dpcli.errors import UsageError
-    from dpcli.fingerprint import file_digest
-
-    if out is not None and out.exists() and out.resolve() == validation.resolve():
-        raise UsageError(f"--out {out}: would overwrite the validation file")
-    try:
-        same = data.exists() and validation.exists() and (
-            data.resolve() == validation.resolve() or data.samefile(validation)
-            or file_digest(data) == file_digest(validation))
-    except OSError:
-        same = False   # unreadable files are reported by the structural checks that follow
-    if same:
-        raise UsageError(f"--validation {validation}: is the training file {data} (or a copy of "
-                         "it); the validation rows must be disjoint from the training rows")
+        ui.emit_json({"command": "validate", "dataset": done.envelope["dataset"],
+                      "run_id": done.run_id, "model": str(out), "method": d["method"],
+                      "chosen_index": d["chosen_index"], "lambda": d["lambda"],
+                      "lambda_rule": d["lambda_rule"], "threshold_logit": d["threshold_logit"],
+                      "n_train": d["n_train"], "n_validation": d["n_validation"],
+                      "spent": done.plan.total.to_json(), "breakdown": done.plan.to_json(),
+                      "report": d["report"]})

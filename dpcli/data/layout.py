@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from dpcli.data.reader import _open_parquet, csv_header, detect_format, parquet_files
-from dpcli.errors import DataError
+from dpcli.data.reader import _open_parquet, csv_header, detect_format, parquet_files, refuse_stdin
+from dpcli.errors import DataError, NoInput
 
 #: kinds: numeric, categorical, binary, tokens; ``unknown`` (CSV: no types in a header);
 #: ``skip`` (a storage type no declared column reads, e.g. a timestamp)
@@ -21,8 +21,9 @@ Layout = tuple[list[tuple[str, str]], int | None]
 
 def describe_columns(path: Path) -> Layout:
     """Each column's name and likely kind, and the row count when the metadata holds it."""
+    refuse_stdin(path)
     if not path.exists():
-        raise DataError(f"{path}: file not found")
+        raise NoInput(f"{path}: file not found")
     if detect_format(path) == "csv":
         names = csv_header(path)
         _no_duplicates(path, names)

@@ -70,7 +70,7 @@ from dpcli.data.schema import (
     Schema,
     TokensColumn,
 )
-from dpcli.errors import DataError, UsageError, private
+from dpcli.errors import DataError, NoInput, UsageError, private
 
 CSV_SUFFIXES: dict[str, str] = {".csv": ",", ".csv.gz": ",", ".tsv": "\t", ".tsv.gz": "\t"}
 PARQUET_SUFFIXES: tuple[str, ...] = (".parquet", ".pq")
@@ -78,8 +78,33 @@ _CSV_BLOCK_BYTES = 4 << 20
 _MAX_HEADER_BYTES = 16 << 20
 
 
+#: names that mean "standard input" (``-``, and the device files a shell's ``<(...)``
+#: or ``/dev/stdin`` hand over): refused, see :func:`refuse_stdin`
+_STDIN = re.compile(r"^(-|/dev/stdin|/dev/fd/\d+|/proc/self/fd/\d+)$")
+
+
+def refuse_stdin(path: Path | str) -> None:
+    """UsageError when ``path`` is standard input or a pipe (docs/exit-codes.md).
+
+    Why not stream it: a run reads its input more than once (the pre-charge
+    validation pass, then the statistics pass; a seeded run or ``--reuse`` a
+    third time for the input's fingerprint), and the ledger records a keyed
+    digest of the file so that the release can be traced to its input. A pipe
+    can be read once; spooling it to a temporary file would leave private rows
+    on disk, outside the custodian's chosen place, and ``--reuse`` could never
+    recognise a stream. So dpcli asks for a file instead.
+    """
+    if _STDIN.match(str(path)):
+        raise UsageError(
+            f"{path}: reading standard input is not supported because a run reads its input "
+            "more than once (a validation pass before the charge, then the release) and "
+            "records the file's fingerprint in the ledger; save the stream to a file first "
+            "(e.g. `... > data.csv`) and pass that file")
+
+
 def detect_format(path: Path) -> str:
     """``"csv"`` or ``"parquet"`` from the suffix (a directory is Parquet)."""
+    refuse_stdin(path)
     name = path.name.lower()
     if path.is_dir() or name.endswith(PARQUET_SUFFIXES):
         return "parquet"
@@ -278,6 +303,8 @@ class DataSource:
                 self._structure_csv(rep)
             else:
                 self._structure_parquet(rep)
+        except NoInput:
+            raise  # no file, no structure to report: exit 66 (EX_NOINPUT), not bad data
         except DataError as exc:
             rep.readable = False
             rep.error = str(exc).removeprefix(f"{self.path}: ")
@@ -307,7 +334,7 @@ class DataSource:
 
     def _check_readable_parquet(self) -> list[Path]:
         if not self.path.exists():
-            raise DataError(f"{self.path}: file not found")
+            raise NoInput(f"{self.path}: file not found")
         files = self.parquet_files()
         if not files:
             raise DataError(f"{self.path}: directory holds no Parquet files "
@@ -717,7 +744,7 @@ def _raise_missing(arr: pa.Array | pa.ChunkedArray, name: str, where: RowPositio
 def csv_header(path: Path) -> list[str]:
     """Column names from the first CSV record (reads no data row)."""
     if not path.exists():
-        raise DataError(f"{path}: file not found")
+        raise NoInput(f"{path}: file not found")
     if path.is_dir():
         raise DataError(f"{path}: is a directory, not a CSV file")
     data = b""
@@ -767,7 +794,7 @@ def _open_parquet(path: Path, read_dictionary: Sequence[str] | None = None) -> p
     try:
         return pq.ParquetFile(path, read_dictionary=read_dictionary or None)
     except FileNotFoundError:
-        raise DataError(f"{path}: file not found") from None
+        raise NoInput(f"{path}: file not found") from None
     except OSError as exc:
         if isinstance(exc, pa.ArrowException):
             raise DataError(f"{path}: not a readable Parquet file ({exc})") from None

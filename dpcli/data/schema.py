@@ -129,6 +129,10 @@ class Label:
     # it is private (``false``), or says nothing (None: private). Only a command that can use
     # a public label (train-brc's Algorithm 2) reads it; every other command protects it.
     public: bool | None = field(default=None, compare=False)
+    # "int" when the spec lists the classes as integers ([0, 1]): classes are compared as
+    # text everywhere, but `predict` writes its prediction (and a text label column) back as
+    # integers, so that a 0/1 label stays numeric in the user's own tools.
+    class_type: str = field(default="string", compare=False)
 
     @property
     def positive_index(self) -> int | None:
@@ -189,7 +193,11 @@ def parse_label(raw: Any, where: Where) -> Label:
             raise (where / "public").error(
                 "must be true (the label is public knowledge and not protected) or false")
         public = raw["public"]
-    return Label(column=column, classes=classes, positive=positive, public=public)
+    listed = raw["classes"]
+    class_type = "int" if all(isinstance(v, int) and not isinstance(v, bool)
+                              for v in listed) else "string"
+    return Label(column=column, classes=classes, positive=positive, public=public,
+                 class_type=class_type)
 
 
 def parse_schema(raw: Any, where: Where, label: Label) -> Schema:
@@ -336,8 +344,9 @@ def schema_to_dict(schema: Schema) -> dict[str, Any]:
                             "vocabulary_file": c.vocabulary_file.name,
                             "max_per_row": c.max_per_row, "missing": c.missing}
     label = schema.label
+    typed = {"class_type": label.class_type} if label.class_type != "string" else {}
     return {"label": {"column": label.column, "classes": list(label.classes),
-                      "positive": label.positive},
+                      "positive": label.positive, **typed},
             "columns": cols}
 
 
@@ -347,7 +356,8 @@ def schema_from_dict(data: Any, source: Path) -> Schema:
     try:
         lab = data["label"]
         label = Label(str(lab["column"]), tuple(str(c) for c in lab["classes"]),
-                      None if lab["positive"] is None else str(lab["positive"]))
+                      None if lab["positive"] is None else str(lab["positive"]),
+                      class_type="int" if lab.get("class_type") == "int" else "string")
         columns: list[Column] = []
         for name, c in data["columns"].items():
             kind = c["type"]

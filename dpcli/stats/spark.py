@@ -96,7 +96,7 @@ from dpcli.data.reader import (
 )
 from dpcli.data.report import ColumnCounts, DataReport
 from dpcli.data.schema import Schema
-from dpcli.errors import DataError, UsageError, private
+from dpcli.errors import DataError, NoInput, UsageError, private
 from dpcli.stats import spark_aggregate as native
 from dpcli.stats.accumulators import JointAccumulator, StatsAccumulator
 from dpcli.stats.engine import Engine, Stats, StatsRequest
@@ -161,7 +161,7 @@ def _uri_key(uri: str) -> str:
 
 
 def require_pyspark() -> None:
-    """UsageError (exit 2) with the install command when PySpark is missing."""
+    """UsageError (exit 64) with the install command when PySpark is missing."""
     try:
         import pyspark  # noqa: F401
     except ImportError:
@@ -169,7 +169,7 @@ def require_pyspark() -> None:
 
 
 def require_java() -> None:
-    """UsageError (exit 2) saying how to get Java 17, before Spark tries to start a JVM."""
+    """UsageError (exit 64) saying how to get Java 17, before Spark tries to start a JVM."""
     home = os.environ.get("JAVA_HOME")
     if home:
         if not (Path(home) / "bin" / "java").exists():
@@ -380,7 +380,7 @@ def list_input(spark: SparkSession, data: Path | str) -> tuple[bool, list[InputF
     except Exception as exc:
         name = _java_class(exc)
         if name == "FileNotFoundException":
-            raise DataError(f"{shown_root}: file not found") from None
+            raise NoInput(f"{shown_root}: file not found") from None
         if "UnsupportedFileSystem" in name:
             raise UsageError(f"{shown_root}: Spark has no file system for "
                              f"'{_scheme(data) or 'file'}:' URIs; add its connector to the "

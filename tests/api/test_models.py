@@ -64,6 +64,23 @@ def test_params_follow_scikit_learn(project: Project) -> None:
         NaiveBayes(str(project.spec))  # type: ignore[misc]  # keyword-only
 
 
+@pytest.mark.parametrize("name", ["NaiveBayes", "LogisticRegression",
+                                  "BoostedRandomClassifiers"])
+def test_every_estimator_clones_and_fits(project: Project, name: str) -> None:
+    pytest.importorskip("sklearn")
+    from sklearn.base import clone
+
+    import dpcli.models
+
+    cls = getattr(dpcli.models, name)
+    clf = clone(cls(spec=str(project.spec), epsilon=1.0))
+    x, y = _xy(600, seed=2)
+    assert clf.fit(x, y) is clf
+    assert clf.predict(x).shape == (600,) and set(clf.predict(x).tolist()) <= {0, 1}
+    assert clf.predict_proba(x).shape == (600, 2)
+    assert project.reserves()[-1]["epsilon"] == 1.0
+
+
 def test_clone_pipeline_and_cross_validation_spend_once_per_fit(project: Project) -> None:
     sklearn = pytest.importorskip("sklearn")
     from sklearn.base import clone, is_classifier
@@ -85,3 +102,19 @@ def test_clone_pipeline_and_cross_validation_spend_once_per_fit(project: Project
     scores = cross_val_score(NaiveBayes(spec=str(project.spec), epsilon=0.3), x, y, cv=3)
     assert scores.shape == (3,) and ((scores >= 0) & (scores <= 1)).all()
     assert len(project.reserves()) == 1 + 3          # each fold's fit is a run
+
+
+def test_logistic_regression_fits_predicts_and_round_trips(project: Project, tmp_path) -> None:
+    from dpcli.models import LogisticRegression
+
+    x, y = _xy(800, seed=1)
+    clf = LogisticRegression(spec=str(project.spec), epsilon=1.0).fit(x, y)
+    assert clf.classes_.tolist() == [0, 1]
+    proba = clf.predict_proba(x)
+    assert proba.shape == (800, 2) and np.allclose(proba.sum(axis=1), 1)
+    reserve = project.reserves()[-1]
+    assert reserve["command"] == "validate" and reserve["arguments"]["columns"] == FEATURES
+    model = dpcli.load_model(clf.save(tmp_path / "lr.json"))
+    assert model.kind == "logistic_regression"
+    assert np.array_equal(model.predict_proba(x), clf.predict_proba(x))
+    assert model.predict(x).tolist() == clf.predict(x).tolist()   # ints: declared [0, 1]

@@ -79,3 +79,38 @@ def test_a_seeded_run_warns_as_a_python_warning(project: Project) -> None:
         dpcli.Session(project.spec).train_nb(project.data, epsilon=0.5, seed=3)
     assert any(issubclass(w.category, DpcliWarning) and "--seed" in str(w.message)
                for w in caught)
+
+
+def test_roc_of_a_model_the_session_released(project: Project, tmp_path) -> None:
+    session = dpcli.Session(project.spec)
+    model = session.train_nb(project.data, epsilon=0.5)
+    curve = session.roc(project.data, model=model, epsilon=1.0)
+    assert 0 <= curve.auc <= 1
+    released = session.releases[-1]
+    assert released.kind == "roc_curve"
+    assert released.payload["model_run_id"] == session.releases[0].run_id
+    assert session.spent() == Budget(1.5)
+    out = tmp_path / "roc"
+    session.roc(project.data, model=model, epsilon=0.5, out=out)
+    assert sorted(p.name for p in out.iterdir()) == ["curve.csv", "curve.json", "curve.png"]
+    with pytest.raises(UsageError, match="model: give a model"):
+        session.roc(project.data, model=object(), epsilon=0.5)
+
+
+def test_every_spending_command_is_a_method_with_the_cli_s_ledger_entry(project: Project) -> None:
+    session = dpcli.Session(project.spec)
+    model = session.train_nb(project.data, epsilon=0.5)
+    rows = session.tabulate(project.data, epsilon=0.5, columns=["color", "member"])
+    assert {r["table"] for r in rows} == {"label", "color", "member"}
+    evaluation = session.evaluate(project.data, model=model, epsilon=0.5)
+    assert 0 <= evaluation.accuracy <= 1
+    selection = session.select_features(project.data, epsilon=2.0, score="tc", method="topk",
+                                        k=2, columns=["words"], allow_noise=True)
+    assert len(selection.selected) == 2
+    grid = session.publish_grid(project.data, epsilon=1.0, columns=["color", "member"])
+    assert grid.schema.label.column == "label"
+    commands = [e["command"] for e in project.reserves()]
+    assert commands == ["train-nb", "tabulate", "evaluate", "select-features", "publish-grid"]
+    assert [r.kind for r in session.releases] == [
+        "naive_bayes", "tabulate", "evaluation", "feature_selection", "grid_synopsis"]
+    assert session.spent() == Budget(4.5)

@@ -1,4 +1,5 @@
-"""Malformed specs and data files: a specific message, exit code 2, no ledger change.
+"""Malformed specs and data files: a specific message, its exit code (78 spec, 65 data,
+66 no file), no ledger change.
 
 Each case mutates a valid toy spec (or data file) and runs the real
 ``dpcli tabulate`` entry point; the ledger file must not even be created.
@@ -74,7 +75,7 @@ SPEC_CASES = [
 def test_malformed_spec(project: Project, cli, name: str, mutate, message: str) -> None:
     project.write_spec(mutate)
     r = cli("tabulate", project.data, "--spec", project.spec, "--out", project.root / "o.csv")
-    assert r.exit_code == 2, r.stderr
+    assert r.exit_code == 78, r.stderr
     assert message in r.stderr
     assert str(project.spec) in r.stderr
     assert project.no_runs()  # nothing charged
@@ -84,7 +85,7 @@ def test_malformed_spec(project: Project, cli, name: str, mutate, message: str) 
 def test_invalid_yaml(project: Project, cli) -> None:
     project.spec.write_text("dataset: toy\nbudget: {epsilon: 1\n")
     r = cli("tabulate", project.data, "--spec", project.spec, "--out", project.root / "o.csv")
-    assert r.exit_code == 2
+    assert r.exit_code == 78
     assert f"{project.spec}: not valid YAML at line" in r.stderr
     assert project.no_runs()  # nothing charged
 
@@ -130,12 +131,13 @@ def test_bad_data_file(project: Project, cli, name: str, make, needle: str) -> N
     """The custodian who asks (--report) sees the data row; without it, the row number (an
     exact private figure) is withheld from stderr and the message says how to see it."""
     data = make(project)
+    code = 66 if name == "file not found" else 65  # EX_NOINPUT, else EX_DATAERR
     r = cli("tabulate", data, "--spec", project.spec, "--out", project.root / "o.csv",
             "--report")
-    assert r.exit_code == 2, r.stderr
+    assert r.exit_code == code, r.stderr
     assert needle in r.stderr
     r = cli("tabulate", data, "--spec", project.spec, "--out", project.root / "o.csv")
-    assert r.exit_code == 2, r.stderr
+    assert r.exit_code == code, r.stderr
     located = "row" in needle
     assert "data row" not in r.stderr.replace("to see the data row", "")
     assert needle.split(" in data row")[0].split("row 3 of the file")[0] in r.stderr
@@ -152,7 +154,7 @@ def test_bad_data_file(project: Project, cli, name: str, make, needle: str) -> N
 def test_private_value_not_echoed(project: Project, cli, bad_row: str) -> None:
     data = _csv_rows(project, bad_row)
     r = cli("tabulate", data, "--spec", project.spec, "--out", project.root / "o.csv")
-    assert r.exit_code == 2
+    assert r.exit_code == 65
     assert "SECRET42" not in r.stderr + r.stdout
     assert project.no_runs()
 
@@ -172,7 +174,7 @@ def test_bad_options(project: Project, cli, args, needle) -> None:
         assert r.exit_code == 0, r.stderr
         assert project.ledger.read_bytes() != b""
         return
-    assert r.exit_code == 2
+    assert r.exit_code == 64
     assert needle in r.stderr
     assert project.no_runs()  # nothing charged
 
@@ -181,6 +183,6 @@ def test_unwritable_output_fails_before_charge(project: Project, cli) -> None:
     (project.root / "taken").write_text("a file, not a folder")
     r = cli("tabulate", project.data, "--spec", project.spec, "--out",
             project.root / "taken" / "o.csv")
-    assert r.exit_code == 2
+    assert r.exit_code == 64
     assert "taken" in r.stderr
     assert project.no_runs()  # nothing charged

@@ -138,7 +138,7 @@ def test_predictions_and_the_key_are_0600_under_umask_022(project: Project, cli,
     assert (project.root / "p.csv").stat().st_mode & 0o777 == 0o600  # private rows
     assert (fresh / "l.jsonl.key").stat().st_mode & 0o777 == 0o600   # the secret key
     assert model.stat().st_mode & 0o777 == 0o644                    # a release: the umask's
-    assert (fresh / "l.jsonl").stat().st_mode & 0o777 == 0o644       # as the README says
+    assert (fresh / "l.jsonl").stat().st_mode & 0o777 == 0o644       # as docs/ledger.md says
 
 
 def test_stale_temp_files_of_dead_runs_are_removed(project: Project, cli) -> None:
@@ -174,7 +174,7 @@ def test_a_file_with_no_rows_is_refused_before_the_charge(project: Project, cli,
     for command in ("tabulate", "train-nb"):
         r = cli(command, empty, "--spec", project.spec, "--out", project.root / "o.csv",
                 "--epsilon", 0.1)
-        assert r.exit_code == 2, r.stderr
+        assert r.exit_code == 65, r.stderr
         assert str(empty) in r.stderr and "no records" in r.stderr, r.stderr
     assert project.ledger.read_bytes() == before
 

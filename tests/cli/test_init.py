@@ -73,13 +73,13 @@ def test_every_command_names_the_todos_left_and_charges_nothing(tmp_path: Path, 
     out = tmp_path / "configs" / "patients.yaml"      # the ledger goes to ../ledgers: in tmp_path
     assert cli("init", data, "--label", "readmitted", "--out", out).exit_code == 0
     r = cli("inspect", data, "--spec", out)
-    assert r.exit_code == 2
+    assert r.exit_code == 78
     for key in ("budget.epsilon", "label.classes", "label.positive", "columns.age.bounds",
                 "columns.ward.categories"):
         assert key in r.stderr
     assert "5 value(s) still TODO" in r.stderr
     r = cli("tabulate", data, "--spec", out, "--epsilon", 0.1, "--out", tmp_path / "t.csv")
-    assert r.exit_code == 2 and "still TODO" in r.stderr
+    assert r.exit_code == 78 and "still TODO" in r.stderr
     assert not (tmp_path / "ledgers").exists() and not (tmp_path / "t.csv").exists()
 
     # filled in, the spec runs end to end
@@ -102,16 +102,16 @@ def test_init_never_replaces_a_file(tmp_path: Path, cli) -> None:
     schema = tmp_path / "d.schema.yaml"
     schema.write_text("kept\n")
     r = cli("init", data, "--label", "readmitted", "--out", tmp_path / "d.yaml")
-    assert r.exit_code == 2 and "already exists" in r.stderr
+    assert r.exit_code == 64 and "already exists" in r.stderr
     assert schema.read_text() == "kept\n" and not (tmp_path / "d.yaml").exists()
     before = data.read_bytes()
     r = cli("init", data, "--label", "readmitted", "--out", data)    # the output is the input
-    assert r.exit_code == 2 and data.read_bytes() == before
+    assert r.exit_code == 64 and data.read_bytes() == before
 
 
 def test_an_unknown_label_is_named(tmp_path: Path, cli) -> None:
     data = tmp_path / "d.parquet"
     pq.write_table(pa.Table.from_pandas(_frame(), preserve_index=False), data)
     r = cli("init", data, "--label", "outcome", "--out", tmp_path / "d.yaml")
-    assert r.exit_code == 2 and "'outcome'" in r.stderr and "d.parquet" in r.stderr
+    assert r.exit_code == 64 and "'outcome'" in r.stderr and "d.parquet" in r.stderr
     assert not (tmp_path / "d.yaml").exists()

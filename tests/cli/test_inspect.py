@@ -16,12 +16,12 @@ def test_a_matching_file_is_reported_on_stdout(project: Project, cli) -> None:
     assert project.no_runs()
 
 
-def test_a_missing_column_is_named_with_exit_2(project: Project, cli) -> None:
+def test_a_missing_column_is_named_with_exit_65(project: Project, cli) -> None:
     frame = __import__("pandas").read_parquet(project.data).drop(columns=["color"])
     data = project.root / "short.parquet"
     frame.to_parquet(data, index=False)
     r = cli("inspect", data, "--spec", project.spec)
-    assert r.exit_code == 2
+    assert r.exit_code == 65
     assert "short.parquet" in r.stderr and "'color'" in r.stderr
     assert "missing" in r.stdout
     assert project.no_runs()
@@ -35,3 +35,53 @@ def test_json_names_every_column_status(project: Project, cli) -> None:
     assert set(out["columns"]) == {"age", "color", "member", "words", "label"}
     assert set(out["columns"].values()) == {"ok"}
     assert project.no_runs()
+
+
+def _remap_project(project: Project):
+    import pandas as pd
+
+    frame = pd.DataFrame({"age": [5, 20, 30, 200, None], "color": ["Red", "red", "purple",
+                                                                     "blue", "RED"],
+                          "member": ["yes", "no", "maybe", "no", "yes"],
+                          "words": ["alpha", "beta zzz", "", "gamma", "omega"],
+                          "label": [0, 1, 0, 1, 0]})
+    data = project.root / "remap.csv"
+    frame.to_csv(data, index=False)
+
+    def impute_age(spec: dict) -> None:
+        spec["schema"]["columns"]["age"].update(missing="impute", fill=40)
+        spec["schema"]["columns"]["words"]["missing"] = "impute"
+
+    project.write_spec(impute_age)
+    return data
+
+
+def test_values_a_run_would_remap_are_counted_per_column_with_report(project: Project,
+                                                                      cli) -> None:
+    """Issue 24: 'Red' where 'red' is declared, undeclared categories, numbers outside the
+    bounds and missing values: counted per column, with what a run does to them."""
+    data = _remap_project(project)
+    before = project.ledger.read_bytes()
+    r = cli("inspect", data, "--spec", project.spec, "--report")
+    assert r.exit_code == 0, r.stderr
+    out = " ".join(r.stdout.split())
+    assert "1 below the bounds → clamped to 17" in out
+    assert "1 above the bounds → clamped to 90" in out and "1 missing → imputed" in out
+    assert "2 differ only in case from a declared category → 'other'" in out
+    assert "1 undeclared → 'other'" in out and "1 undeclared → 'no'" in out
+    assert "tokens outside the vocabulary → dropped" in out
+    assert "remap values in 4 column(s)" in r.stderr and "values a run will remap:" in r.stdout
+    assert project.ledger.read_bytes() == before  # free
+
+
+def test_without_report_inspect_names_the_kinds_not_the_counts(project: Project, cli) -> None:
+    data = _remap_project(project)
+    r = cli("inspect", data, "--spec", project.spec)
+    assert r.exit_code == 0, r.stderr
+    out = " ".join(r.stdout.split())
+    assert "some below the bounds" in out and "1 below" not in out
+    assert "--report" in r.stderr
+    r = cli("inspect", data, "--spec", project.spec, "--json", "--report")
+    summary = json.loads(r.stdout)
+    assert summary["remapped"]["color"] == ["case", "undeclared"]
+    assert "2" not in json.dumps(summary["remapped"])  # --json never holds the counts

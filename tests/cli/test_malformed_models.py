@@ -1,5 +1,5 @@
 """A malformed model file is refused before any charge (issue 19, failure 8):
-predict, roc and evaluate exit 2 with ``malformed model FILE: …``, the ledger unchanged."""
+predict, roc and evaluate exit 65 with ``malformed model FILE: …``, the ledger unchanged."""
 
 from __future__ import annotations
 
@@ -75,7 +75,7 @@ def test_malformed_naive_bayes_is_refused_before_the_charge(project: Project, cl
     }
     for name, args in runs.items():
         r = cli(*args)
-        assert r.exit_code == 2, (name, r.stderr)
+        assert r.exit_code == 65, (name, r.stderr)
         assert f"malformed model {bad}" in r.stderr and needle in r.stderr, (name, r.stderr)
     assert project.ledger.read_bytes() == ledger  # nothing charged
     assert not (project.root / "p.csv").exists() and not (project.root / "roc").exists()
@@ -93,7 +93,7 @@ def test_malformed_logistic_regression_is_refused(project: Project, cli, models)
         ledger = project.ledger.read_bytes()
         r = cli("evaluate", project.data, "--spec", project.spec, "--model", bad,
                 "--epsilon", 0.1)
-        assert r.exit_code == 2 and f"malformed model {bad}" in r.stderr, r.stderr
+        assert r.exit_code == 65 and f"malformed model {bad}" in r.stderr, r.stderr
         assert needle in r.stderr
         assert project.ledger.read_bytes() == ledger
 
@@ -116,7 +116,7 @@ def test_malformed_brc_is_refused(project: Project, cli) -> None:
         ledger = project.ledger.read_bytes()
         r = cli("roc", project.data, "--spec", project.spec, "--model", bad, "--out",
                 project.root / "roc", "--epsilon", 0.1)
-        assert r.exit_code == 2 and f"malformed model {bad}" in r.stderr, r.stderr
+        assert r.exit_code == 65 and f"malformed model {bad}" in r.stderr, r.stderr
         assert needle in r.stderr
         assert project.ledger.read_bytes() == ledger
 
@@ -142,5 +142,5 @@ def test_malformed_grid_is_refused(project: Project, cli) -> None:
     for args in (("predict", syn, project.data, "--out", project.root / "p.csv"),
                  ("synthesize", syn, "--out", project.root / "s.csv", "--rows", 5)):
         r = cli(*args)
-        assert r.exit_code == 2 and "malformed model" in r.stderr and needle in r.stderr, \
+        assert r.exit_code == 65 and "malformed model" in r.stderr and needle in r.stderr, \
             r.stderr

@@ -121,9 +121,9 @@ def test_predict_without_label_column(project: Project, cli, model: Path) -> Non
     pd.testing.assert_frame_equal(a.drop(columns=["label"]), b)
 
 
-def test_unknown_output_suffix_exits_2(project: Project, cli, model: Path) -> None:
+def test_unknown_output_suffix_is_refused(project: Project, cli, model: Path) -> None:
     r = _predict(cli, model, project.data, project.root / "p.txt")
-    assert r.exit_code == 2
+    assert r.exit_code == 64
     assert "unknown output format" in r.stderr
     assert not (project.root / "p.txt").exists()
     assert not list(project.root.glob(".p.txt*"))  # no temporary left behind
@@ -138,28 +138,28 @@ def test_unknown_output_suffix_exits_2(project: Project, cli, model: Path) -> No
     json.dumps({"format": "dpcli", "schema_version": 1, "kind": "naive_bayes",
                 "payload": {"model": "naive_bayes"}}),
 ])
-def test_model_that_is_not_a_dpcli_model_exits_2(project: Project, cli, content: str) -> None:
+def test_model_that_is_not_a_dpcli_model_is_refused(project: Project, cli, content: str) -> None:
     bad = project.root / "bad.json"
     bad.write_text(content)
     r = _predict(cli, bad, project.data, project.root / "p.parquet")
-    assert r.exit_code == 2, r.stderr
+    assert r.exit_code == 65, r.stderr
     assert str(bad) in r.stderr
     assert not (project.root / "p.parquet").exists()
 
 
-def test_missing_model_file_exits_2(project: Project, cli) -> None:
+def test_missing_model_file_is_refused(project: Project, cli) -> None:
     r = _predict(cli, project.root / "nope.json", project.data, project.root / "p.parquet")
-    assert r.exit_code == 2 and "not found" in r.stderr
+    assert r.exit_code == 66 and "not found" in r.stderr
 
 
 @pytest.mark.parametrize("clash", ["prediction", "proba_1", "score"])
-def test_input_with_an_output_column_exits_2(project: Project, cli, model: Path,
+def test_input_with_an_output_column_is_refused(project: Project, cli, model: Path,
                                              clash: str) -> None:
     frame = pd.read_parquet(project.data).assign(**{clash: 1.0})
     data = project.root / "clash.parquet"
     frame.to_parquet(data, index=False)
     r = _predict(cli, model, data, project.root / "p.parquet")
-    assert r.exit_code == 2
+    assert r.exit_code == 64
     assert clash in r.stderr
     assert not (project.root / "p.parquet").exists()
 
@@ -178,15 +178,15 @@ def test_feature_named_like_an_output_column(project: Project, cli) -> None:
     assert r.exit_code == 0, r.stderr
     out = project.root / "p.parquet"
     r = _predict(cli, project.root / "m.json", data, out)
-    assert r.exit_code == 2 and "score" in r.stderr  # refused: outputs would repeat a name
+    assert r.exit_code == 64 and "score" in r.stderr  # refused: outputs would repeat a name
     assert not out.exists()
 
 
-def test_missing_feature_column_exits_2(project: Project, cli, model: Path) -> None:
+def test_missing_feature_column_is_refused(project: Project, cli, model: Path) -> None:
     data = project.root / "nocolor.parquet"
     pd.read_parquet(project.data).drop(columns=["color"]).to_parquet(data, index=False)
     r = _predict(cli, model, data, project.root / "p.parquet")
-    assert r.exit_code == 2
+    assert r.exit_code == 65
     assert "color" in r.stderr
     assert not (project.root / "p.parquet").exists()
 
@@ -249,7 +249,7 @@ def _accuracy(cli, root: Path, name: str, epsilon: float) -> tuple[float, pd.Dat
     assert ledger_path.read_bytes() == before
     result = pd.read_parquet(out)
     _check_probabilities(result, ["0", "1"], model)
-    return float((result["prediction"] == result["label"].astype(str)).mean()), result
+    return float((result["prediction"].astype(str) == result["label"].astype(str)).mean()), result
 
 
 def test_adult_sample_accuracy(samples: Path, cli) -> None:
@@ -290,3 +290,52 @@ def test_tweets_sample_tokens_model(samples: Path, cli) -> None:
     assert set(payload["tables"]) == {"tokens"}
     steps = {s["step"]: s["note"] for s in payload["breakdown"]}
     assert steps["counts:tokens"].startswith("Δ=48,")  # 2 · max_per_row
+
+
+@pytest.mark.parametrize("fmt", ["csv", "parquet"])
+def test_predictions_keep_declared_integer_classes(project: Project, cli, model: Path,
+                                                   fmt: str) -> None:
+    """classes: [0, 1] come back as integers in `prediction` and in the label column, from a
+    CSV (whose label is read as text) and from Parquet; `p.label.mean()` works."""
+    out = project.root / f"p.{fmt}"
+    data = project.csv if fmt == "csv" else project.data
+    r = _predict(cli, model, data, out)
+    assert r.exit_code == 0, r.stderr
+    p = pd.read_csv(out) if fmt == "csv" else pd.read_parquet(out)
+    assert p["prediction"].dtype.kind == "i" and p["label"].dtype.kind == "i"
+    assert set(p["prediction"]) <= {0, 1}
+    assert p["label"].mean() == pytest.approx(toy_frame()["label"].astype(int).mean())
+
+
+def test_predictions_keep_declared_text_classes(project: Project, cli, tmp_path: Path) -> None:
+    """classes declared as text ("no", "yes") stay text."""
+    frame = toy_frame()
+    frame["label"] = np.where(frame["label"].astype(int) == 1, "yes", "no")
+    data = tmp_path / "text.parquet"
+    frame.to_parquet(data, index=False)
+
+    def relabel(spec: dict) -> None:
+        spec["label"] = {"column": "label", "classes": ["no", "yes"], "positive": "yes"}
+
+    project.write_spec(relabel)
+    m = tmp_path / "m.json"
+    r = cli("train-nb", data, "--spec", project.spec, "--out", m, "--epsilon", 0.5, "--seed", 1)
+    assert r.exit_code == 0, r.stderr
+    r = _predict(cli, m, data, tmp_path / "p.parquet")
+    assert r.exit_code == 0, r.stderr
+    p = pd.read_parquet(tmp_path / "p.parquet")
+    assert set(p["prediction"]) <= {"no", "yes"}
+
+
+def test_text_label_that_is_not_an_integer_is_refused(project: Project, cli, model: Path,
+                                                       tmp_path: Path) -> None:
+    csv = tmp_path / "odd.csv"
+    text = project.csv.read_text().splitlines()
+    header = text[0].split(",")
+    at = header.index("label")
+    row = text[1].split(",")
+    row[at] = "maybe"
+    csv.write_text("\n".join([text[0], ",".join(row), *text[2:]]) + "\n")
+    r = _predict(cli, model, csv, tmp_path / "p.parquet")
+    assert r.exit_code == 65, r.stderr
+    assert "not an integer" in r.stderr and "maybe" not in r.stderr

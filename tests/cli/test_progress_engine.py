@@ -73,13 +73,13 @@ def test_engine_is_recorded_in_the_ledger(spec_with_sections: Project, cli) -> N
     assert all(e["arguments"]["engine"] == "local" for e in reserves)
 
 
-def test_unknown_engine_and_uri_without_spark_exit_2_charging_nothing(project: Project,
+def test_unknown_engine_and_uri_without_spark_are_refused_charging_nothing(project: Project,
                                                                        cli) -> None:
     r = _run(cli, project, "tabulate", "--engine", "dask")
-    assert r.exit_code == 2
+    assert r.exit_code == 64
     assert "engine 'dask'" in r.stderr and "local" in r.stderr
     r = _run(cli, project, "tabulate", data="s3a://bucket/dir/")
-    assert r.exit_code == 2
+    assert r.exit_code == 64
     assert "s3a://bucket/dir/" in r.stderr and "--engine spark" in r.stderr
     assert project.reserves() == []
     assert not (project.root / "counts.csv").exists()
@@ -109,22 +109,22 @@ def test_predict_and_validate_report_progress_on_request(spec_with_sections: Pro
 
 def test_spark_refusals_before_any_value_is_read(spec_with_sections: Project, cli) -> None:
     """URIs with credentials, secret-looking Spark properties and the smooth method on Spark
-    exit 2 before the charge (and before Spark or Java is even looked for)."""
+    exit 64 before the charge (and before Spark or Java is even looked for)."""
     p = spec_with_sections
     r = _run(cli, p, "tabulate", "--engine", "spark",
              data="s3a://user:hunter2@bucket/dir/?X-Amz-Signature=abc")
-    assert r.exit_code == 2
+    assert r.exit_code == 64
     assert "credentials or a query string" in r.stderr
     assert "hunter2" not in r.stderr and "abc" not in r.stderr
 
     r = _run(cli, p, "train-nb", "--engine", "spark", "--method", "smooth")
-    assert r.exit_code == 2 and "--method smooth runs on the local engine only" in r.stderr
+    assert r.exit_code == 64 and "--method smooth runs on the local engine only" in r.stderr
 
     def secret(spec: dict) -> None:
         spec["spark"] = {"conf": {"spark.authenticate.secret": "s3cr3t"}}
     p.write_spec(secret)
     r = _run(cli, p, "tabulate")
-    assert r.exit_code == 2
+    assert r.exit_code == 78
     assert "spark.conf.spark.authenticate.secret" in r.stderr and "secret" in r.stderr
     assert "s3cr3t" not in r.stderr
     assert p.reserves() == []

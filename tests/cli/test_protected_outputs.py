@@ -114,7 +114,7 @@ def test_out_onto_a_protected_file_is_refused_before_the_charge(root: Path,
     before = _state(root)
     for target in OTHERS.get(command, WITH_SPEC):
         code, err = _run(*_command(command, root, TARGETS[target]))
-        assert code == 2, (target, err)
+        assert code == 64, (target, err)
         # a folder output (roc, publish-grid) onto a file is refused as "a file" or "not a
         # folder"; every other as what it would replace
         assert any(w in err for w in ("nothing was charged", "folder", "is a file")), \
@@ -132,7 +132,7 @@ def test_a_folder_output_whose_file_is_protected_is_refused(root: Path, command:
     try:
         before = _state(root)
         code, err = _run(*_command(command, root, folder.name))
-        assert code == 2 and "ledger" in err, err
+        assert code == 64 and "ledger" in err, err
         assert _state(root) == before
     finally:
         (folder / name).unlink()
@@ -146,7 +146,7 @@ def test_an_output_inside_an_input_folder_is_refused(root: Path, tmp_path: Path)
     before = _state(root), _state(folder)
     code, err = _run("tabulate", folder, "--spec", root / "spec.yaml", "--out",
                      folder / "counts.csv", "--epsilon", 0.1)
-    assert code == 2 and "inside" in err, err
+    assert code == 64 and "inside" in err, err
     assert (_state(root), _state(folder)) == before
 
 
@@ -175,6 +175,6 @@ def test_a_folder_output_where_a_ledger_file_belongs_is_refused(project, cli, tm
         args = (["roc", project.data, "--model", tmp_path / "nb.json"] if command == "roc"
                 else ["publish-grid", project.data])
         r = cli(*args, "--spec", project.spec, "--out", target, "--epsilon", 0.1)
-        assert r.exit_code == 2 and "nothing was charged" in r.stderr, r.stderr
+        assert r.exit_code == 64 and "nothing was charged" in r.stderr, r.stderr
         assert not target.exists()
     assert project.ledger.read_bytes() == ledger

@@ -169,7 +169,7 @@ def test_age_is_a_default_candidate_only_with_a_taxonomy(project: Project, cli) 
 def test_a_tokens_column_is_refused_before_any_charge(project: Project, cli) -> None:
     _grid_spec(project, taxonomy={"bins": [2, 4]})
     r = _publish(cli, project, "--columns", "words")
-    assert r.exit_code == 2
+    assert r.exit_code == 64
     assert "words" in r.stderr and "tokens" in r.stderr
     assert project.no_runs()
     assert not (project.root / "syn").exists()
@@ -183,7 +183,7 @@ def test_a_numeric_column_without_taxonomy_is_refused(project: Project, cli, how
     else:
         _grid_spec(project, section={"epsilon": 0.5, "columns": ["color", "age"]})
         r = _publish(cli, project)
-    assert r.exit_code == 2
+    assert r.exit_code == 78
     assert "taxonomy" in r.stderr and "'age'" in r.stderr
     assert project.no_runs()
     assert not (project.root / "syn").exists()
@@ -198,7 +198,7 @@ def test_a_broken_taxonomy_is_refused_before_any_charge(project: Project, cli, t
                                                         message: str) -> None:
     _grid_spec(project, taxonomy=taxonomy)
     r = _publish(cli, project)
-    assert r.exit_code == 2
+    assert r.exit_code == 78
     assert message in r.stderr
     assert "columns.age.taxonomy" in r.stderr and str(project.spec) in r.stderr
     assert project.no_runs()
@@ -208,7 +208,7 @@ def test_a_broken_taxonomy_is_refused_before_any_charge(project: Project, cli, t
 def test_a_label_with_three_classes_is_refused(project: Project, cli) -> None:
     _grid_spec(project, classes=[0, 1, 2])
     r = _publish(cli, project)
-    assert r.exit_code == 2
+    assert r.exit_code == 64
     assert "binary label" in r.stderr and "3" in r.stderr
     assert project.no_runs()
     assert not (project.root / "syn").exists()
@@ -216,7 +216,7 @@ def test_a_label_with_three_classes_is_refused(project: Project, cli) -> None:
 
 def test_dry_run_shows_the_plan_and_charges_nothing(project: Project, cli) -> None:
     _grid_spec(project, taxonomy={"bins": [2, 4, 8]})
-    r = _publish(cli, project, "--dry-run")
+    r = _publish(cli, project, "--dry-run", "-v")   # -v: every step, by name
     assert r.exit_code == 0, r.stderr
     assert r.stdout == ""
     assert "select_grid" in r.stderr and "histogram" in r.stderr
@@ -320,7 +320,7 @@ def test_synthesize_to_csv_with_n_rows_by_default(project: Project, cli,
 def test_synthesize_refuses_an_unknown_suffix(project: Project, cli, synopsis: Path) -> None:
     out = project.root / "synth.txt"
     r = cli("synthesize", synopsis, "--out", out, "--rows", 10)
-    assert r.exit_code == 2
+    assert r.exit_code == 64
     assert ".parquet" in r.stderr and ".csv" in r.stderr
     assert not out.exists()
 
@@ -355,7 +355,7 @@ def test_predict_with_the_grid_model(project: Project, cli, synopsis: Path) -> N
     assert r.exit_code == 0, r.stderr
     preds = pd.read_parquet(out)
     assert len(preds) == 400
-    assert set(preds["prediction"].unique()) <= {"0", "1"}
+    assert set(preds["prediction"].astype(str).unique()) <= {"0", "1"}
     assert preds["score"].between(0, 1).all()
     np.testing.assert_allclose(preds["proba_0"] + preds["proba_1"], 1.0)
     np.testing.assert_allclose(preds["score"], preds["proba_1"])
@@ -373,7 +373,7 @@ def test_predict_refuses_edited_cells(project: Project, cli, synopsis: Path) -> 
     pq.write_table(edited, synopsis / "cells.parquet")
     out = project.root / "preds.parquet"
     r = cli("predict", synopsis / "grid.json", project.data, "--out", out)
-    assert r.exit_code == 2
+    assert r.exit_code == 65
     assert "SHA-256" in r.stderr
     assert not out.exists()
 
@@ -382,7 +382,7 @@ def test_predict_refuses_missing_cells(project: Project, cli, synopsis: Path) ->
     (synopsis / "cells.parquet").unlink()
     out = project.root / "preds.parquet"
     r = cli("predict", synopsis / "grid.json", project.data, "--out", out)
-    assert r.exit_code == 2
+    assert r.exit_code == 65
     assert "cells.parquet" in r.stderr and "missing" in r.stderr
     assert not out.exists()
 
@@ -410,7 +410,7 @@ def test_the_histogram_classifier_learns_a_function_of_color(project: Project, c
     r = cli("predict", project.root / "syn" / "grid.json", data, "--out", out)
     assert r.exit_code == 0, r.stderr
     preds = pd.read_parquet(out)
-    accuracy = (preds["prediction"] == preds["label"].astype(str)).mean()
+    accuracy = (preds["prediction"].astype(str) == preds["label"].astype(str)).mean()
     assert accuracy >= 0.95
     np.testing.assert_allclose(preds["score"], preds[f"proba_{positive}"])
 
@@ -438,8 +438,8 @@ def test_an_other_leaf_gives_undeclared_values_a_cell(project: Project, cli) -> 
     preds = pd.read_parquet(out)
     pink = preds["color"] == "pink"
     assert pink.sum() > 100
-    assert (preds.loc[pink, "prediction"] == "1").all()
-    assert (preds["prediction"] == preds["label"].astype(str)).mean() >= 0.95
+    assert (preds.loc[pink, "prediction"].astype(str) == "1").all()
+    assert (preds["prediction"].astype(str) == preds["label"].astype(str)).mean() >= 0.95
 
 
 def test_a_tiny_epsilon_publishes_the_root_grid(project: Project, cli) -> None:
@@ -461,7 +461,7 @@ def test_a_tiny_epsilon_publishes_the_root_grid(project: Project, cli) -> None:
         synth = pd.read_parquet(project.root / "s.parquet")
         assert list(synth.columns) == ["label"] and len(synth) == 50
     else:
-        assert r.exit_code == 2 and "no positive counts" in r.stderr
+        assert r.exit_code == 65 and "no positive counts" in r.stderr
     r = cli("predict", project.root / "syn" / "grid.json", project.data,
             "--out", project.root / "p.parquet")
     assert r.exit_code == 0, r.stderr
@@ -546,14 +546,14 @@ def test_the_decision_rule_weighs_a_cell_against_the_overall_share(project: Proj
     preds = pd.read_parquet(out)
     positive = {"majority": ["red"], "balanced": ["red", "green"]}[decision]
     expected = frame["color"].isin(positive).to_numpy()
-    assert ((preds["prediction"] == "1").to_numpy() == expected).all()
+    assert ((preds["prediction"].astype(str) == "1").to_numpy() == expected).all()
 
 
 def test_an_unknown_decision_is_refused_before_any_charge(project: Project, cli) -> None:
     _grid_spec(project, section={"epsilon": 0.5, "decision": "median"})
     before = project.ledger.read_bytes()
     r = _publish(cli, project)
-    assert r.exit_code == 2
+    assert r.exit_code == 78
     assert "decision" in r.stderr and "balanced" in r.stderr
     assert project.ledger.read_bytes() == before
 
@@ -578,3 +578,17 @@ def test_a_grid_without_signal_is_reported(project: Project, cli) -> None:
     assert 0 < verdict["signal_p_value"] <= 1
     assert verdict["no_signal"] == (verdict["signal_p_value"] > 0.05)
     assert verdict["no_signal"] == ("indistinguishable from noise" in r.stderr)
+
+
+def test_all_numeric_schema_shows_the_taxonomy_syntax(project: Project, cli) -> None:
+    """Issue 24: the refusal on all-numeric data shows how to declare a taxonomy."""
+    def numeric_only(spec: dict) -> None:
+        spec["schema"]["columns"] = {"age": spec["schema"]["columns"]["age"]}
+        spec.pop("tabulate", None)
+
+    project.write_spec(numeric_only)
+    r = cli("publish-grid", project.data, "--spec", project.spec, "--epsilon", 0.5,
+            "--out", project.root / "g")
+    assert r.exit_code == 64, r.stderr
+    assert "age:\n    type: numeric" in r.stderr and "taxonomy: {bins: [2, 4, 8]}" in r.stderr
+    assert project.no_runs()

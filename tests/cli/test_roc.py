@@ -119,11 +119,11 @@ def test_roc_reads_the_spec_section(project: Project, cli, scored) -> None:
     (("--score-column", "p", "--score-range", "0,10", "--alpha", "2"), "alpha must be in"),
     (("--score-column", "p", "--score-range", "0,10", "--k", "30"), "--k"),
 ])
-def test_roc_bad_input_exits_2_and_charges_nothing(project: Project, cli, scored,
+def test_roc_bad_input_is_refused_and_charges_nothing(project: Project, cli, scored,
                                                    args, message) -> None:
     out = project.root / "roc"
     r = cli("roc", scored, "--spec", project.spec, "--out", out, "--epsilon", 0.3, *args)
-    assert r.exit_code == 2, r.stderr
+    assert r.exit_code == (65 if message == "nope" else 64), r.stderr  # nope: not in the file
     assert message in r.stderr + r.stdout
     assert _entries(project) == 0 and not out.exists()
 
@@ -132,7 +132,7 @@ def test_roc_refuses_model_and_score_column_together(project: Project, cli, mode
                                                      scored) -> None:
     r = cli("roc", scored, "--spec", project.spec, "--model", model, "--score-column", "p",
             "--score-range", "0,10", "--out", project.root / "r", "--epsilon", 0.3)
-    assert r.exit_code == 2 and "not both" in r.stderr
+    assert r.exit_code == 64 and "not both" in r.stderr
     assert _spent(project) == pytest.approx(0.3)  # the model's training only
 
 
@@ -140,7 +140,7 @@ def test_roc_refuses_a_model_of_another_label(project: Project, cli, model) -> N
     project.write_spec(lambda s: s["label"].update(positive=0))
     r = cli("roc", project.data, "--spec", project.spec, "--model", model,
             "--out", project.root / "r", "--epsilon", 0.3)
-    assert r.exit_code == 2 and "label" in r.stderr
+    assert r.exit_code == 64 and "label" in r.stderr
 
 
 def test_roc_compare_true_only_on_declared_public_data(project: Project, cli, scored) -> None:
@@ -159,7 +159,7 @@ def test_roc_compare_true_only_on_declared_public_data(project: Project, cli, sc
 def test_roc_dry_run_and_exhausted_budget(project: Project, cli, scored) -> None:
     base = ("roc", scored, "--spec", project.spec, "--score-column", "p", "--score-range",
             "0,10")
-    r = cli(*base, "--epsilon", 0.5, "--dry-run", "--alpha", 1)
+    r = cli(*base, "--epsilon", 0.5, "--dry-run", "--alpha", 1, "-v")
     assert r.exit_code == 0 and "400 bins" in r.stdout + r.stderr  # α = 1: n bins
     assert _entries(project) == 0
     out = project.root / "r"
@@ -196,16 +196,16 @@ def test_evaluate_without_out_prints_json(project: Project, cli, scored) -> None
     (("--score-column", "p", "--score-range", "0,10", "--cutoff", "11"), "outside"),
     (("--score-column", "p"), "--score-range"),
 ])
-def test_evaluate_bad_input_exits_2(project: Project, cli, scored, args, message) -> None:
+def test_evaluate_bad_input_is_refused(project: Project, cli, scored, args, message) -> None:
     r = cli("evaluate", scored, "--spec", project.spec, "--epsilon", 0.2, *args)
-    assert r.exit_code == 2 and message in r.stderr
+    assert r.exit_code == 64 and message in r.stderr
     assert _entries(project) == 0
 
 
 def test_evaluate_cutoff_does_not_apply_to_a_model(project: Project, cli, model) -> None:
     r = cli("evaluate", project.data, "--spec", project.spec, "--model", model,
             "--cutoff", 0.3, "--epsilon", 0.2)
-    assert r.exit_code == 2 and "--cutoff" in r.stderr
+    assert r.exit_code == 64 and "--cutoff" in r.stderr
     assert _spent(project) == pytest.approx(0.3)
 
 
@@ -217,7 +217,7 @@ def test_an_empty_test_file_is_refused_before_the_charge(project: Project, cli,
     for command in ("roc", "evaluate"):
         r = cli(command, empty, "--spec", project.spec, "--model", model,
                 "--out", project.root / f"{command}_out", "--epsilon", 0.1)
-        assert r.exit_code == 2 and "record" in r.stderr, r.stderr
+        assert r.exit_code == 65 and "record" in r.stderr, r.stderr
     assert _entries(project) == before
 
 
@@ -303,7 +303,7 @@ def test_batches_do_not_change_a_seeded_release(project: Project, cli, scored, a
 
 def test_roc_without_scores_says_what_to_give(project: Project, cli, scored) -> None:
     r = cli("roc", scored, "--spec", project.spec, "--out", project.root / "r", "--epsilon", 0.3)
-    assert r.exit_code == 2
+    assert r.exit_code == 64
     assert "--model FILE" in r.stderr and "--score-column" in r.stderr
     assert "not both" not in r.stderr and _entries(project) == 0
 
@@ -329,7 +329,7 @@ def test_roc_transform_and_auc_share_options(project: Project, cli, model) -> No
     assert p["thresholds"] == pytest.approx(1 / (1 + np.exp(-np.array(p["scale_thresholds"]))))
     r = cli("roc", project.data, "--spec", project.spec, "--model", model, "--out",
             project.root / "bad", "--transform", "probit", "--epsilon", 0.1)
-    assert r.exit_code == 2 and "transform" in r.stderr
+    assert r.exit_code == 64 and "transform" in r.stderr
 
 
 def test_roc_logit_of_a_score_column_outside_zero_one_is_refused(project: Project, cli,
@@ -337,7 +337,7 @@ def test_roc_logit_of_a_score_column_outside_zero_one_is_refused(project: Projec
     before = _entries(project)
     r = cli("roc", scored, "--spec", project.spec, "--score-column", "p", "--score-range",
             "0,10", "--transform", "logit", "--out", project.root / "r", "--epsilon", 0.1)
-    assert r.exit_code == 2 and "within [0, 1]" in r.stderr
+    assert r.exit_code == 64 and "within [0, 1]" in r.stderr
     assert _entries(project) == before  # refused before the charge
 
 
@@ -367,7 +367,7 @@ def test_roc_spec_keys_are_checked(project: Project, cli, model, section, messag
     before = _entries(project)
     r = cli("roc", project.data, "--spec", project.spec, "--model", model, "--out",
             project.root / "r")
-    assert r.exit_code == 2 and message in r.stderr, r.stderr
+    assert r.exit_code == 78 and message in r.stderr, r.stderr
     assert _entries(project) == before
 
 

@@ -23,9 +23,9 @@ def test_missing_ledger_refuses_until_init(project: Project, cli) -> None:
     for sidecar in companion_paths(project.ledger):
         sidecar.unlink(missing_ok=True)
     r = _tab(cli, project)
-    assert r.exit_code == 2 and "dpcli ledger init" in r.stderr
+    assert r.exit_code == 76 and "dpcli ledger init" in r.stderr
     for sub in ("show", "verify"):
-        assert cli("ledger", sub, "--spec", project.spec).exit_code == 2
+        assert cli("ledger", sub, "--spec", project.spec).exit_code == 76
     assert not project.ledger.exists()
 
     r = cli("ledger", "init", "--spec", project.spec)
@@ -34,7 +34,7 @@ def test_missing_ledger_refuses_until_init(project: Project, cli) -> None:
     assert key.stat().st_mode & 0o777 == 0o600
     before = project.ledger.read_bytes()
     r = cli("ledger", "init", "--spec", project.spec)
-    assert r.exit_code == 2 and "already has its genesis" in r.stderr
+    assert r.exit_code == 76 and "already has its genesis" in r.stderr
     assert project.ledger.read_bytes() == before
     assert _tab(cli, project).exit_code == 0
 
@@ -44,7 +44,7 @@ def test_duplicate_key_in_spec_is_an_error(project: Project, cli) -> None:
     spec = project.root / "dup.yaml"
     spec.write_text(text)
     r = cli("tabulate", project.data, "--spec", spec, "--out", project.root / "o.csv")
-    assert r.exit_code == 2
+    assert r.exit_code == 78
     assert f"{spec}: not valid YAML at line 3" in r.stderr and "duplicate key 'budget'" in r.stderr
     assert project.no_runs()
 
@@ -73,7 +73,7 @@ def test_brackets_in_paths_are_printed_verbatim(project: Project, cli) -> None:
 
 def test_out_named_json_is_refused_before_charge(project: Project, cli) -> None:
     r = _tab(cli, project, out="o.json")
-    assert r.exit_code == 2 and ".csv" in r.stderr
+    assert r.exit_code == 64 and ".csv" in r.stderr
     assert project.no_runs()
 
 
@@ -106,7 +106,7 @@ def test_tokens_without_cap_are_refused_naming_the_key(project: Project, cli) ->
         del spec["schema"]["columns"]["words"]["max_per_row"]
     project.write_spec(uncapped)
     r = _tab(cli, project, "--columns", "words")
-    assert r.exit_code == 2
+    assert r.exit_code == 78
     assert "columns.words.max_per_row: is required" in r.stderr
     assert project.no_runs()
 
@@ -141,7 +141,7 @@ def test_corrupt_feature_page_fails_cleanly_after_the_charge(project: Project, c
     bad = project.root / "bad.parquet"
     bad.write_bytes(bytes(raw))
     r = _tab(cli, project, "--columns", "age,color", data=bad)
-    assert r.exit_code == 2
+    assert r.exit_code == 65
     assert "could not be decoded" in r.stderr
     assert not (project.root / "o.csv").exists()
     entries = read_entries(project.ledger)
@@ -160,7 +160,7 @@ def test_seeded_noise_is_keyed_by_the_ledger(project: Project, cli) -> None:
     key = project.ledger.with_name(project.ledger.name + ".key")
     key.write_text("0" * 64)  # a replaced key is refused: the checkpoint's MAC no longer holds
     r = _tab(cli, project, "--seed", 1, out="c.csv")
-    assert r.exit_code == 2 and "fails its MAC" in r.stderr
+    assert r.exit_code == 76 and "fails its MAC" in r.stderr
     for sidecar in companion_paths(project.ledger):  # a new ledger, with a new key
         sidecar.unlink(missing_ok=True)
     assert cli("ledger", "init", "--spec", project.spec).exit_code == 0

@@ -48,7 +48,7 @@ def test_other_commands_still_refuse_the_todo_spec(project: Project, cli) -> Non
     _todo_spec(project)
     r = cli("tabulate", project.data, "--spec", project.spec, "--epsilon", 0.1,
             "--columns", "member", "--out", project.root / "t.csv")
-    assert r.exit_code == 2 and "columns.age.bounds" in r.stderr
+    assert r.exit_code == 78 and "columns.age.bounds" in r.stderr
     assert project.no_runs()
 
 
@@ -57,9 +57,9 @@ def test_categories_need_a_delta_budget_and_nothing_is_charged(project: Project,
     out = project.root / "s.yaml"
     r = cli("schema", "suggest", project.data, "--spec", project.spec, "--epsilon", 1,
             "--out", out)
-    assert r.exit_code == 2 and "budget.delta is 0" in r.stderr and "color" in r.stderr
+    assert r.exit_code == 64 and "budget.delta is 0" in r.stderr and "color" in r.stderr
     assert project.no_runs() and not out.exists()
-    r = cli("schema", "suggest", project.data, "--spec", project.spec, "--epsilon", 1,
+    r = cli("schema", "suggest", project.data, "--spec", project.spec, "--epsilon", 2,
             "--out", out, "--columns", "age")                   # bounds need no δ
     assert r.exit_code == 0, r.stderr
     assert list(yaml.safe_load(out.read_text())["columns"]) == ["age"]
@@ -68,14 +68,14 @@ def test_categories_need_a_delta_budget_and_nothing_is_charged(project: Project,
 def test_nothing_to_suggest_and_dry_run_charge_nothing(project: Project, cli) -> None:
     r = cli("schema", "suggest", project.data, "--spec", project.spec, "--epsilon", 1,
             "--out", project.root / "s.yaml")
-    assert r.exit_code == 2 and "nothing to suggest" in r.stderr
+    assert r.exit_code == 64 and "nothing to suggest" in r.stderr
     _todo_spec(project)
-    r = cli("schema", "suggest", project.data, "--spec", project.spec, "--epsilon", 1,
-            "--dry-run")
+    r = cli("schema", "suggest", project.data, "--spec", project.spec, "--epsilon", 4,
+            "--dry-run", "-v")  # -v: the plan's every step, by name
     assert r.exit_code == 0 and "bounds:age" in r.stderr and "categories:color" in r.stderr
     r = cli("schema", "suggest", project.data, "--spec", project.spec, "--epsilon", 1,
             "--out", project.root / "s.yaml", "--columns", "member")
-    assert r.exit_code == 2 and "'member'" in r.stderr
+    assert r.exit_code == 64 and "'member'" in r.stderr
     assert project.no_runs()
 
 
@@ -84,5 +84,19 @@ def test_the_output_may_not_replace_the_schema_or_the_data(project: Project, cli
     before = project.data.read_bytes()
     r = cli("schema", "suggest", project.data, "--spec", project.spec, "--epsilon", 1,
             "--out", project.data)
-    assert r.exit_code == 2 and project.data.read_bytes() == before
+    assert r.exit_code == 64 and project.data.read_bytes() == before
     assert project.no_runs()
+
+
+def test_bounds_the_noise_cannot_resolve_are_refused_before_the_charge(project: Project,
+                                                                       cli) -> None:
+    """n = 400 at ε = 0.01 for a column: the quantiles would be placed by the noise. Refused
+    (exit 64) naming the column and the ε that would do, nothing charged, nothing written."""
+    _todo_spec(project)
+    out = project.root / "s.yaml"
+    r = cli("schema", "suggest", project.data, "--spec", project.spec, "--epsilon", 0.01,
+            "--columns", "age", "--out", out)
+    assert r.exit_code == 64, r.stderr
+    assert "refused before any charge" in r.stderr and "'age'" in r.stderr
+    assert "--epsilon" in r.stderr
+    assert project.no_runs() and not out.exists()

@@ -8,6 +8,7 @@ label classes [0, 1] with positive 1; total budget ε = 1, ledger empty.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -108,9 +109,9 @@ def test_chi2_candidates_are_whole_columns(project: Project, cli) -> None:
     (["--score", "tc", "--columns", "color", "--k", 2, "--method", "topk"], "color"),
     (["--columns", "nope", "--k", 2, "--method", "topk"], "nope"),
 ])
-def test_bad_options_exit_2_and_charge_nothing(project: Project, cli, args, needle) -> None:
+def test_bad_options_are_refused_and_charge_nothing(project: Project, cli, args, needle) -> None:
     r = _select(cli, project, *args, "--epsilon", 0.1)
-    assert r.exit_code == 2
+    assert r.exit_code == 64
     assert needle in r.stderr
     assert _spent(project) == 0
     assert not (project.root / "f.json").exists()
@@ -118,7 +119,7 @@ def test_bad_options_exit_2_and_charge_nothing(project: Project, cli, args, need
 
 def test_missing_section_and_epsilon_names_the_key(project: Project, cli) -> None:
     r = _select(cli, project, "--method", "topk", "--k", 2)
-    assert r.exit_code == 2 and "select-features" in r.stderr
+    assert r.exit_code == 78 and "select-features" in r.stderr
     assert _spent(project) == 0
 
 
@@ -138,7 +139,7 @@ def test_spec_section_is_used_and_validated(project: Project, cli) -> None:
 
     project.write_spec(lambda s: s.update({"select-features": {"epsilon": 0.2, "k": 0}}))
     r = _select(cli, project, out="h.json")
-    assert r.exit_code == 2 and "select-features.k" in r.stderr
+    assert r.exit_code == 78 and "select-features.k" in r.stderr
 
 
 def test_dry_run_shows_plan_and_charges_nothing(project: Project, cli) -> None:
@@ -189,20 +190,20 @@ def test_train_nb_refuses_bad_selection_files(project: Project, cli) -> None:
                    "--out", project.root / "m.json", "--epsilon", 0.5, *extra)
 
     r = train(project.root / "missing.json")
-    assert r.exit_code == 2 and "missing.json" in r.stderr
+    assert r.exit_code == 66 and "missing.json" in r.stderr
     assert _select(cli, project, "--method", "topk", "--k", 2, "--epsilon", 0.1).exit_code == 0
     spent = _spent(project)
     r = train(project.root / "f.json", "--columns", "age")
-    assert r.exit_code == 2 and "--features" in r.stderr
+    assert r.exit_code == 64 and "--features" in r.stderr
     env = json.loads((project.root / "f.json").read_text())
     env["payload"]["selected"] = [{"column": "words", "word": "notaword"}]
     (project.root / "bad.json").write_text(json.dumps(env))
     r = train(project.root / "bad.json")
-    assert r.exit_code == 2 and "notaword" in r.stderr and "bad.json" in r.stderr
+    assert r.exit_code == 65 and "notaword" in r.stderr and "bad.json" in r.stderr
     env["payload"]["selected"] = []
     (project.root / "empty.json").write_text(json.dumps(env))
     r = train(project.root / "empty.json")
-    assert r.exit_code == 2 and "selects no features" in r.stderr
+    assert r.exit_code == 65 and "selects no features" in r.stderr
     assert _spent(project) == spent  # refused before the charge
     assert not (project.root / "m.json").exists()
 
@@ -219,14 +220,14 @@ def test_noise_check_refuses_before_any_charge(project: Project, cli) -> None:
     """n = 400, topk k = 2 at ε = 0.2: the noise (gap ≈ 44 rows) exceeds 5 % of n (20)."""
     r = _select(cli, project, "--score", "tc", "--method", "topk", "--k", 2,
                 "--epsilon", 0.2, "--seed", 3, allow_noise=False)
-    assert r.exit_code == 2
+    assert r.exit_code == 64
     assert "refused before any charge" in r.stderr and "would select by noise" in r.stderr
     assert "ε ≥ 0.439" in r.stderr and "--allow-noise" in r.stderr  # what would suffice
     assert read_entries(project.ledger) == [] and not (project.root / "f.json").exists()
     # the dry run says the same, and charges nothing either
     r = _select(cli, project, "--score", "tc", "--method", "topk", "--k", 2,
                 "--epsilon", 0.2, "--dry-run", allow_noise=False)
-    assert r.exit_code == 2 and "would select by noise" in r.stderr
+    assert r.exit_code == 64 and "would select by noise" in r.stderr
     assert read_entries(project.ledger) == []
     # at the ε it names, the same run passes
     r = _select(cli, project, "--score", "tc", "--method", "topk", "--k", 2,
@@ -259,11 +260,11 @@ def test_spec_min_effect_and_allow_noise_are_validated(project: Project, cli) ->
     project.write_spec(lambda s: s.update({"select-features": {
         "epsilon": 0.2, "method": "topk", "k": 2, "allow_noise": "yes"}}))
     r = _select(cli, project, allow_noise=False)
-    assert r.exit_code == 2 and "select-features.allow_noise" in r.stderr
+    assert r.exit_code == 78 and "select-features.allow_noise" in r.stderr
     project.write_spec(lambda s: s.update({"select-features": {
         "epsilon": 0.2, "method": "topk", "k": 2, "min_effect": -1}}))
     r = _select(cli, project, allow_noise=False)
-    assert r.exit_code == 2 and "select-features.min_effect" in r.stderr
+    assert r.exit_code == 78 and "select-features.min_effect" in r.stderr
     assert read_entries(project.ledger) == []
 
 
@@ -299,11 +300,11 @@ def test_total_epsilon_takes_the_rule_share_and_prints_the_training_share(
     verdict = payload["degeneracy"]
     assert verdict["degenerate"] == (verdict["margin"] <= verdict["null_margin_p99"])
     r = _select(cli, project, "--epsilon", 0.2, "--total-epsilon", 1.0, allow_noise=False)
-    assert r.exit_code == 2 and "not both" in r.stderr
+    assert r.exit_code == 64 and "not both" in r.stderr
     # a total whose half cannot resolve min_effect: refused, naming the total that would
     r = _select(cli, project, "--score", "tc", "--method", "topk", "--k", 3,
                 "--total-epsilon", 0.05, allow_noise=False)
-    assert r.exit_code == 2 and "would select by noise" in r.stderr
+    assert r.exit_code == 64 and "would select by noise" in r.stderr
     assert "a total ≥" in r.stderr and _spent(project) == pytest.approx(split["selection"])
 
 
@@ -323,3 +324,35 @@ def test_released_check_flags_a_selection_by_noise(project: Project, cli) -> Non
         assert verdict["degenerate"] == ("selection indistinguishable from noise" in r.stderr)
         flagged += verdict["degenerate"]
     assert flagged >= 1
+
+
+def test_no_options_on_an_all_numeric_table_picks_fitting_defaults(tmp_path: Path, cli) -> None:
+    """Issue 24: with no --score/--method/--threshold/--k, an all-numeric schema runs chi2
+    with topk (k = half the columns), saying so, instead of asking for tokens or τ."""
+    import numpy as np
+    import yaml
+
+    from tests.cli.conftest import sync_ledger
+
+    rng = np.random.default_rng(3)
+    n = 20_000
+    label = rng.integers(0, 2, n)
+    frame = pd.DataFrame({"x1": np.clip(label * 4 + rng.normal(3, 1, n), 0, 10),
+                          **{f"x{i}": rng.uniform(0, 10, n) for i in range(2, 5)},
+                          "label": label})
+    data = tmp_path / "num.parquet"
+    frame.to_parquet(data, index=False)
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(yaml.safe_dump({
+        "dataset": "num", "budget": {"epsilon": 5.0}, "ledger": "ledger.jsonl",
+        "label": {"column": "label", "classes": [0, 1], "positive": 1},
+        "schema": {"columns": {f"x{i}": {"type": "numeric", "bounds": [0, 10]}
+                              for i in range(1, 5)}}}))
+    sync_ledger(spec)
+    out = tmp_path / "sel.json"
+    r = cli("select-features", data, "--spec", spec, "--epsilon", 2, "--out", out,
+            "--seed", 1)
+    assert r.exit_code == 0, r.stderr
+    assert "default: score chi2" in r.stderr and "method topk with k = 2" in r.stderr
+    payload = json.loads(out.read_text())["payload"]
+    assert len(payload["selected"]) == 2 and "x1" in json.dumps(payload["selected"])

@@ -131,11 +131,11 @@ def test_ledger_show_and_verify(project: Project, cli) -> None:
     text = project.ledger.read_text()
     project.ledger.write_text(text.replace('"epsilon":0.3', '"epsilon":0.1', 1))
     r = cli("ledger", "verify", "--spec", project.spec)
-    assert r.exit_code == 2
+    assert r.exit_code == 76
     assert "verification failed" in r.stderr
     # and no further charge is accepted against a tampered log
     r = _run(cli, project, out="after.csv")
-    assert r.exit_code == 2
+    assert r.exit_code == 76
     assert not (project.root / "after.csv").exists()
 
 
@@ -146,7 +146,7 @@ def test_lifetime_budget_cannot_be_raised_in_the_spec(project: Project, cli) -> 
         spec["budget"]["epsilon"] = 100.0
     project.write_spec(bigger, sync=False)
     r = _run(cli, project, out="more.csv")
-    assert r.exit_code == 2
+    assert r.exit_code == 76
     assert "toy" in r.stderr and "dpcli ledger raise" in r.stderr
     r = cli("ledger", "raise", "--spec", project.spec, "--epsilon", 100)
     assert r.exit_code == 0, r.stderr
@@ -155,7 +155,7 @@ def test_lifetime_budget_cannot_be_raised_in_the_spec(project: Project, cli) -> 
     assert [e["kind"] for e in read_all(project.ledger)] == [
         "genesis", "reserve", "complete", "raise", "reserve", "complete"]
     r = cli("ledger", "raise", "--spec", project.spec, "--epsilon", 50)
-    assert r.exit_code == 2 and "never lowered" in r.stderr
+    assert r.exit_code == 76 and "never lowered" in r.stderr
 
 
 def test_the_data_report_is_shown_only_with_report(project: Project, cli) -> None:
@@ -176,7 +176,7 @@ def test_a_hard_linked_ledger_is_refused_with_the_reason(project: Project, cli) 
     os.link(project.ledger, other)
     project.write_spec(lambda s: s.update(ledger="other.jsonl"), sync=False)
     r = _run(cli, project, out="x.csv")
-    assert r.exit_code == 2
+    assert r.exit_code == 76
     assert "hard links" in r.stderr and "symlink" in r.stderr, r.stderr
     other.unlink()
     assert project.no_runs() and not (project.root / "x.csv").exists()

@@ -154,7 +154,7 @@ def test_dry_run_charges_nothing(project: Project, cli) -> None:
 
 def test_out_is_required_without_dry_run(project: Project, cli) -> None:
     r = cli("train-nb", project.data, "--spec", project.spec, "--epsilon", 0.5)
-    assert r.exit_code == 2 and "--out" in r.stderr
+    assert r.exit_code == 64 and "--out" in r.stderr
     assert project.no_runs()
 
 
@@ -190,13 +190,13 @@ def test_columns_option_restricts_the_model(project: Project, cli) -> None:
 
 def test_unknown_column_is_refused_before_any_charge(project: Project, cli) -> None:
     r = _train(cli, project, "--columns", "color,height", "--epsilon", 0.4)
-    assert r.exit_code == 2 and "height" in r.stderr
+    assert r.exit_code == 64 and "height" in r.stderr
     assert project.no_runs()
 
 
 def test_duplicate_column_is_refused_before_any_charge(project: Project, cli) -> None:
     r = _train(cli, project, "--columns", "age,age", "--epsilon", 0.4)
-    assert r.exit_code == 2
+    assert r.exit_code == 64
     assert project.no_runs()
 
 
@@ -262,19 +262,19 @@ def test_spec_section_split_and_columns(project: Project, cli) -> None:
     ({"epsilon": 0, "method": "smooth"}, "train-nb.epsilon"),
     ({"epsilon": 0.5, "columns": ["age", "height"]}, "train-nb.columns"),
 ])
-def test_malformed_section_exits_2_naming_the_key(project: Project, cli, section: dict,
+def test_malformed_section_is_refused_naming_the_key(project: Project, cli, section: dict,
                                                   key: str) -> None:
     _with_section(project, section)
     r = _train(cli, project, "--epsilon", 0.3)
-    assert r.exit_code == 2
+    assert r.exit_code == 78
     assert key in r.stderr and str(project.spec) in r.stderr
     assert project.no_runs()
     assert not (project.root / "m.json").exists()
 
 
-def test_malformed_method_option_exits_2(project: Project, cli) -> None:
+def test_malformed_method_option_is_refused(project: Project, cli) -> None:
     r = _train(cli, project, "--epsilon", 0.3, "--method", "bayes")
-    assert r.exit_code == 2 and "method" in r.stderr
+    assert r.exit_code == 64 and "method" in r.stderr
     assert project.no_runs()
 
 
@@ -284,7 +284,7 @@ def test_tokens_column_without_cap_is_refused_before_any_charge(project: Project
         del spec["schema"]["columns"]["words"]["max_per_row"]
     project.write_spec(uncapped)
     r = _train(cli, project, "--epsilon", 0.3)
-    assert r.exit_code == 2 and "max_per_row" in r.stderr
+    assert r.exit_code == 78 and "max_per_row" in r.stderr
     assert project.no_runs()
     # without the tokens column the same spec trains
     assert _train(cli, project, "--epsilon", 0.3, "--columns", "age,color").exit_code == 0

@@ -24,7 +24,7 @@ from dpcli.data.schema import (
     Schema,
     TokensColumn,
 )
-from dpcli.errors import DataError, UsageError
+from dpcli.errors import DataError, NoInput, UsageError
 
 SCHEMA = Schema(
     columns=(
@@ -88,8 +88,10 @@ def test_nonexistent_file(tmp_path: Path) -> None:
         with pytest.raises(DataError, match="not found") as info:
             src.check_structure(COLS)
         assert_private(info, tmp_path / name, None)
-        rep = src.check_structure(COLS, raise_errors=False)
-        assert not rep.readable and not rep.ok
+        assert isinstance(info.value, NoInput)   # exit 66, not bad data (65)
+        # no file, no structure to report: even inspect's report-only check raises
+        with pytest.raises(NoInput):
+            src.check_structure(COLS, raise_errors=False)
 
 
 def test_directory_named_like_csv(tmp_path: Path) -> None:

@@ -28,9 +28,9 @@ def test_repair_drops_a_torn_last_line_and_records_it(project: Project, cli, tea
 
     r = cli("tabulate", project.data, "--spec", project.spec, "--out", project.root / "b.csv",
             "--epsilon", "0.1")
-    assert r.exit_code == 2 and "line 4" in r.stderr  # blocked until repaired
+    assert r.exit_code == 76 and "line 4" in r.stderr  # blocked until repaired
     r = cli("ledger", "repair", "--spec", project.spec)  # no terminal, no --yes
-    assert r.exit_code == 2 and "pass --yes" in r.stderr
+    assert r.exit_code == 64 and "pass --yes" in r.stderr
     assert torn[:40].decode() in r.stderr  # shown before anything is done
     assert project.ledger.read_bytes() == intact + torn
 
@@ -65,7 +65,7 @@ def test_repair_refuses_anything_but_a_torn_last_line(project: Project, cli,
     project.ledger.write_bytes(b"".join(lines))
     before = project.ledger.read_bytes()
     r = cli("ledger", "repair", "--spec", project.spec, "--yes")
-    assert r.exit_code == 2
+    assert r.exit_code == 76
     assert "restore" in r.stderr and "backup" in r.stderr
     assert project.ledger.read_bytes() == before
 
@@ -98,7 +98,7 @@ def test_repair_never_drops_a_line_the_checkpoint_counts(project: Project, cli) 
     damaged = intact[:-40] + b"\n"   # the last entry cut short, a newline after it
     project.ledger.write_bytes(damaged[:-1])
     r = cli("ledger", "repair", "--spec", project.spec, "--yes")
-    assert r.exit_code == 2
+    assert r.exit_code == 76
     assert "restore the ledger from a backup" in r.stderr
     assert project.ledger.read_bytes() == damaged[:-1]
 
@@ -112,5 +112,5 @@ def test_repair_does_not_call_a_ledger_without_its_checkpoint_fine(project: Proj
     spend(project, cli, "a.csv")
     head_path(project.ledger).unlink()
     r = cli("ledger", "repair", "--spec", project.spec, "--yes")
-    assert r.exit_code == 2
+    assert r.exit_code == 76
     assert "fails verification" in r.stderr and "checkpoint" in r.stderr

@@ -1,5 +1,5 @@
 """Issue 19, failures 3, 4 and 5: a tampered, cut, emptied, renamed or re-created ledger is
-detected by `ledger verify` (exit 2) and refused by a spend (exit 2, nothing written)."""
+detected by `ledger verify` (exit 76) and refused by a spend (exit 76, nothing written)."""
 
 from __future__ import annotations
 
@@ -98,15 +98,15 @@ def test_tampering_is_detected_and_refused(project: Project, cli, case: str) -> 
     CASES[case](project)
     if case == "delete the ledger and re-init":
         r = cli("ledger", "init", "--spec", project.spec)
-        assert r.exit_code == 2 and "deleted or moved" in r.stderr
+        assert r.exit_code == 76 and "deleted or moved" in r.stderr
         assert not project.ledger.exists()
     before = project.ledger.read_bytes() if project.ledger.exists() else None
 
     r = cli("ledger", "verify", "--spec", project.spec)
-    assert r.exit_code == 2, r.stderr
+    assert r.exit_code == 76, r.stderr
     r = cli("tabulate", project.data, "--spec", project.spec, "--out", project.root / "c.csv",
             "--epsilon", "0.1")
-    assert r.exit_code == 2, r.stderr
+    assert r.exit_code == 76, r.stderr
     assert not (project.root / "c.csv").exists()
     assert (project.ledger.read_bytes() if project.ledger.exists() else None) == before
     if case == "rename the dataset id":
@@ -133,7 +133,7 @@ def test_rolling_every_file_back_together_is_caught_only_by_an_anchored_head(
         shutil.copy2(copy, project.ledger.parent / copy.name)
     assert cli("ledger", "verify", "--spec", project.spec).exit_code == 0  # undetectable here
     r = cli("ledger", "verify", "--spec", project.spec, "--expect-head", anchored)
-    assert r.exit_code == 2 and f"expected head {anchored} is not" in r.stderr
+    assert r.exit_code == 76 and f"expected head {anchored} is not" in r.stderr
     earlier = verify_file(project.ledger).head
     r = cli("tabulate", project.data, "--spec", project.spec, "--out", project.root / "c.csv",
             "--epsilon", "0.1", "--quiet")

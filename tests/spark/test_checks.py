@@ -246,7 +246,7 @@ def test_a_parser_failure_quoting_a_record_never_reaches_stderr(spark: Any,
                          capture_output=True, text=True, timeout=300,
                          env={k: v for k, v in __import__("os").environ.items()
                               if k != "DPCLI_SPARK_MASTER"})
-    assert run.returncode == 2, run.stderr[-2000:]
+    assert run.returncode == 65, run.stderr[-2000:]
     assert "bad.csv" in run.stderr  # dpcli's own message names the file
     assert planted not in run.stderr and planted not in run.stdout
     assert not (tmp_path / "t.csv").exists()

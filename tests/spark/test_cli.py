@@ -87,7 +87,7 @@ def test_spark_run_with_bad_data_charges_nothing(spark: Any, tmp_path: Path) -> 
                    + "\n")
     result = CliRunner().invoke(app, ["train-nb", str(bad), "--spec", str(spec), "--engine",
                                       "spark", "--out", str(tmp_path / "m.json"), "--report"])
-    assert result.exit_code == 2
+    assert result.exit_code == 65
     assert (f"{bad}: column 'label': label value outside the declared classes in data row 50 "
             in result.output)
     assert [e["kind"] for e in read_entries(tmp_path / "ledger.jsonl")] == ["genesis"]

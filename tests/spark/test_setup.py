@@ -146,7 +146,7 @@ def test_missing_pyspark_from_the_cli(no_pyspark: None, tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["train-nb", str(ROOT / "sample_data" / "credit_train.csv"),
                                       "--spec", str(spec), "--engine", "spark",
                                       "--out", str(tmp_path / "m.json")])
-    assert result.exit_code == 2
+    assert result.exit_code == 64
     assert "pip install 'dpcli[spark]'" in result.output
     assert not (tmp_path / "m.json").exists()
     assert "reserve" not in (tmp_path / "ledger.jsonl").read_text()  # nothing was charged

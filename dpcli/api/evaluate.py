@@ -1,0 +1,85 @@
+"""``evaluate`` as a function: a private confusion matrix and the metrics it gives."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from dpcli.api.report import Reporter, Silent
+from dpcli.api.result import Released
+from dpcli.api.spend import DryRun, Spend, resolve_section
+from dpcli.errors import UsageError
+from dpcli.spec import Spec
+
+
+def evaluate(spec: Spec, data: Path, *, model: Path | None = None,
+             score_column: str | None = None, score_range: str | None = None,
+             cutoff: float | None = None, out: Path | None = None,
+             epsilon: float | None = None, seed: int | None = None, dry_run: bool = False,
+             reporter: Reporter | None = None) -> Released | DryRun:
+    """Release a noisy confusion matrix of ``model`` (or of ``score_column`` > ``cutoff``).
+
+    Costs the section's ε: discrete Laplace on every cell (Δ = 2 under
+    replace-one), post-processed to non-negative cells summing to n;
+    accuracy, precision, recall and F1 follow from it. ``out`` gets the JSON.
+    """
+    from dpcli import protect
+    from dpcli.algorithms import evaluate as ev
+    from dpcli.api.scoring import parse_range, score_input
+    from dpcli.budget import Budget
+    from dpcli.io import dumps_json
+    from dpcli.mechanisms import Plan
+    from dpcli.spec import EvaluateSection
+
+    reporter = reporter or Silent()
+    data = Path(data)
+    s = spec
+    section = resolve_section(s, "evaluate", EvaluateSection, epsilon, cutoff=cutoff,
+                              score_column=score_column, score_range=parse_range(score_range))
+    si = score_input(s, section, model, score_column, score_range)
+    threshold: float | None = None  # a model predicts its most probable class
+    if si.model is None:
+        si.require_binary("evaluate with --score-column")
+        if section.cutoff is None:
+            threshold = (si.lower + si.upper) / 2.0
+        elif si.lower <= section.cutoff <= si.upper:
+            threshold = section.cutoff
+        else:
+            raise UsageError(f"--cutoff {section.cutoff} is outside the score range "
+                             f"[{si.lower}, {si.upper}]")
+    elif cutoff is not None:
+        raise UsageError("--cutoff applies to --score-column; a model predicts its most "
+                         "probable class")
+    total = Budget(section.epsilon)
+
+    def plan_for(n: int) -> Plan:
+        if n < 1:
+            raise UsageError(f"{data}: holds no records to evaluate")
+        return ev.plan(total, len(si.classes))
+
+    spend = Spend.prepare(si.spec, plan_for, data, si.columns, command="evaluate",
+                          reporter=reporter, outputs=[out], total=total, dry_run=dry_run,
+                          inputs=protect.model_inputs(model, si.model))
+    if dry_run:
+        return spend.dry_run()
+    plan = spend.plan
+    arguments: dict[str, Any] = {
+        "data": str(data.resolve()), **si.source_note, "epsilon": section.epsilon,
+        **({"cutoff": threshold} if threshold is not None else {}),
+        **({"out": str(out.resolve())} if out is not None else {})}
+    with spend.charged(arguments, seed=seed) as run:
+        confusion = ev.ConfusionPass(len(si.classes))  # K² counts, whatever the rows
+        run.fold(si.columns, lambda b: si.predictions(b, threshold), confusion.add)
+        result = ev.private_confusion(confusion.counts, si.classes, epsilon=section.epsilon,
+                                      rng=run.rng,
+                                      positive=si.positive if len(si.classes) == 2 else None)
+        del confusion  # nothing below may touch private values
+        payload = {**result.to_payload(), **si.source_note,
+                   **({"cutoff": threshold} if threshold is not None else {}),
+                   "breakdown": plan.to_json()}
+        envelope = run.envelope("evaluation", payload)
+        if out is not None:
+            run.write(out, dumps_json(envelope))
+        run.summary = {"accuracy": round(result.accuracy, 6)}
+    return Released("evaluation", result, envelope, plan, run.run_id, out, dict(run.summary),
+                    tuple(spend.data_report()))

@@ -1,0 +1,174 @@
+"""``roc`` as a function: a private ROC curve and AUC of a classifier on a private test set."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from dpcli.api.report import Reporter, Silent
+from dpcli.api.result import Released
+from dpcli.api.spend import DryRun, Spend, resolve_section
+from dpcli.errors import UsageError
+from dpcli.spec import Spec
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from dpcli.algorithms.roc import RocPass
+
+#: the files ``roc`` writes into its output folder
+FILES = ("curve.csv", "curve.json", "curve.png")
+
+
+def roc(spec: Spec, data: Path, *, model: Path | None = None, out: Path | None = None,
+        score_column: str | None = None, score_range: str | None = None,
+        thresholds: str | None = None, k: int | None = None, alpha: float | None = None,
+        counts: str | None = None, transform: str | None = None,
+        auc_share: float | None = None, compare_true: bool = False,
+        epsilon: float | None = None, seed: int | None = None, dry_run: bool = False,
+        reporter: Reporter | None = None) -> Released | DryRun:
+    """Release a private ROC curve (PriROC, Stoddard, Chen & Machanavajjhala 2014) and AUC.
+
+    The scores are ``model``'s (a released model file) or ``score_column``'s
+    (with its public ``score_range``). Costs the section's ε: noisy TP/FP
+    prefix counts over public (or privately chosen) thresholds, and with
+    ``auc_share`` > 0 the AUC from a noisy signed pair count. ``out`` (a
+    folder) gets curve.csv, curve.json and curve.png. See docs/design.md, "roc".
+    """
+    import dataclasses
+
+    import numpy as np
+
+    from dpcli import protect
+    from dpcli.algorithms import roc as pr
+    from dpcli.algorithms import roc_scale
+    from dpcli.api.scoring import parse_range, score_input
+    from dpcli.budget import Budget
+    from dpcli.errors import DataError
+    from dpcli.io import dumps_json
+    from dpcli.mechanisms import Plan
+    from dpcli.spec import RocSection
+
+    reporter = reporter or Silent()
+    data = Path(data)
+    s = spec
+    section = resolve_section(s, "roc", RocSection, epsilon, thresholds=thresholds, k=k,
+                              alpha=alpha, counts=counts, score_column=score_column,
+                              score_range=parse_range(score_range), transform=transform,
+                              auc_share=auc_share)
+    config = pr.ROCConfig(**section.config_values())
+    si = score_input(s, section, model, score_column, score_range)
+    si.require_binary("roc")
+    # a public function of the released model (or of the declared range): free
+    scale = roc_scale.resolve(section.transform, model=si.model, lower=si.lower, upper=si.upper)
+    if compare_true and not s.public_data:
+        raise UsageError("--compare-true draws the true ROC curve, which is NOT private; it is "
+                         f"refused because {s.path} does not declare 'public_data: true'. Use "
+                         "it only on public data (benchmarks, teaching).")
+    total = Budget(section.epsilon)
+    checked_n = 0  # the record count of the pre-charge check (public)
+
+    def plan_for(n: int) -> Plan:
+        nonlocal checked_n
+        if n < 2:
+            raise UsageError(f"{data}: an ROC curve needs at least 2 records, found {n}")
+        checked_n = n
+        return pr.plan(config, n, total)
+
+    if out is not None and out.exists() and not out.is_dir():
+        raise UsageError(f"--out {out}: is a file; give a folder")
+    files = [] if out is None else [out / f for f in FILES]
+    spend = Spend.prepare(si.spec, plan_for, data, si.columns, command="roc", reporter=reporter,
+                          outputs=files, total=total, dry_run=dry_run,
+                          inputs=protect.model_inputs(model, si.model))
+    if dry_run:
+        return spend.dry_run()
+    plan = spend.plan
+    arguments: dict[str, Any] = {
+        "data": str(data.resolve()), "out": None if out is None else str(out.resolve()),
+        **si.source_note, "epsilon": section.epsilon, "thresholds": config.thresholds,
+        "counts": config.counts, "transform": scale.transform, "auc_share": config.auc_share,
+        "compare_true": compare_true}
+    with spend.charged(arguments, seed=seed) as run:
+        # one pass folds every batch into counts (memory bounded by the bins, not the rows)
+        roc_pass = pr.RocPass(config, n=checked_n, lower=scale.lower, upper=scale.upper)
+        kept: list[tuple[np.ndarray, np.ndarray]] = []  # compare_true only: public data
+        n = run.fold(si.columns, roc_scale.scorer(scale, si.model, si.positive, si.scores),
+                     _folder(roc_pass, si.positive, kept if compare_true else None))
+        if n != checked_n:
+            raise DataError(f"{data}: changed while being read ({n:,} records, {checked_n:,} "
+                            "when checked)")
+        curve, cuts = roc_pass.release(plan, run.rng)
+        noise = pr.count_noise_scale(config, n, plan)
+        scaled_cuts = cuts
+        if scale.transform != "identity":  # thresholds back on the score's own scale
+            curve = dataclasses.replace(curve, thresholds=np.where(
+                np.isfinite(curve.thresholds), scale.to_score(curve.thresholds),
+                curve.thresholds))
+            cuts = scale.to_score(cuts)
+        dominated = curve.auc_error is not None and curve.auc_error > roc_scale.NOISE_DOMINATES
+        warning = (f"noise dominates the AUC: its expected error from the noise is "
+                   f"{curve.auc_error:.3g} (over {roc_scale.NOISE_DOMINATES:g}). Spend more ε "
+                   "(or a larger --auc-share), or evaluate on more records."
+                   if dominated else None)
+        payload = {**curve.to_payload(), "n": n,
+                   "positive_class": si.classes[si.positive],
+                   "rule": "predicted positive when score > threshold",
+                   "score_range": [si.lower, si.upper], "parameters": config.parameters(n),
+                   "scale": scale.to_json(),
+                   "scale_thresholds": [float(t) for t in scaled_cuts],
+                   **({"noise_dominates": warning} if warning else {}),
+                   "thresholds": [float(t) for t in cuts], "count_noise_scale": noise,
+                   **si.source_note,
+                   "compare_true": compare_true, "breakdown": plan.to_json()}
+        true_curve = None
+        if compare_true:
+            true_curve = pr.true_roc(np.concatenate([v for v, _ in kept]),
+                                     np.concatenate([p for _, p in kept]))
+        del roc_pass, kept  # nothing below may touch private values
+        envelope = run.envelope("roc_curve", payload)
+        if out is not None:
+            from dpcli.plot import roc_png
+
+            title = f"private ROC, ε={section.epsilon:g} ({config.thresholds}, {config.counts})"
+            run.write(out / "curve.csv", _csv(curve))
+            run.write(out / "curve.json", dumps_json(envelope))
+            run.write_bytes(out / "curve.png", roc_png(curve, title=title,
+                                                       true_curve=true_curve))
+        run.summary = {"auc": round(curve.auc, 6), "bins": config.bins(n),
+                       **({"auc_error": curve.auc_error} if curve.auc_error else {}),
+                       **({"non_private_output": "curve.png shows the true curve "
+                           "(spec declares public_data)"} if compare_true else {})}
+    smaller = min(curve.positives, curve.negatives)  # released (noisy) class sizes
+    if noise > 0.05 * smaller:
+        reporter.warn(f"the counts' noise (scale {noise:.3g}) is large next to the smaller "
+                      f"class (about {smaller:,.0f} records): this curve is mostly noise. Spend "
+                      "more ε, or use fewer bins (--k), or evaluate on more records.")
+    if warning is not None:
+        reporter.warn(warning)
+    if true_curve is not None:
+        reporter.warn(f"curve.png also shows the TRUE curve (AUC {true_curve.auc:.3f}): NOT "
+                      "private, for public data only")
+    details = {"thresholds": len(cuts), "rule": config.thresholds, "counts": config.counts}
+    return Released("roc_curve", curve, envelope, plan, run.run_id, out, dict(run.summary),
+                    tuple(spend.data_report()), details)
+
+
+def _folder(roc_pass: RocPass, positive: int, kept: list[tuple[np.ndarray, np.ndarray]] | None
+            ) -> Callable[[np.ndarray, np.ndarray], None]:
+    """Fold a batch's scores and label codes into ``roc_pass`` (and ``kept``, if given)."""
+    def add(scores: np.ndarray, labels: np.ndarray) -> None:
+        is_positive = labels == positive
+        roc_pass.add(scores, is_positive)
+        if kept is not None:
+            kept.append((scores, is_positive))
+
+    return add
+
+
+def _csv(curve: object) -> str:
+    lines = ["threshold,fpr,tpr"]
+    for t, f, r in zip(curve.thresholds, curve.fpr, curve.tpr, strict=True):  # type: ignore[attr-defined]
+        lines.append(f"{float(t)!r},{float(f)!r},{float(r)!r}")
+    return "\n".join(lines) + "\n"

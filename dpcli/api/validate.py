@@ -1,0 +1,273 @@
+"""``validate`` as a function: private logistic regression, λ and class cut chosen privately."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from dpcli.api.report import Reporter, Silent
+from dpcli.api.result import Released
+from dpcli.api.spend import Companion, DryRun, Spend, resolve_section
+from dpcli.errors import UsageError
+from dpcli.spec import Spec
+
+HISTOGRAM_NOTE = (
+    "--learner histogram is not available: the paper gives its histogram case study (the "
+    "validation score and its stability constants) only in supplementary material that is "
+    "not part of the published text dpcli follows, so there is nothing to reproduce faithfully")
+
+
+def validate(spec: Spec, data: Path, *, validation: Path | None = None,
+             out: Path | None = None, learner: str = "logreg",
+             grid: Sequence[float] | str | None = None, method: str | None = None,
+             score: str | None = None, trainer: str | None = None, delta: float | None = None,
+             columns: Sequence[str] | str | None = None, lam: float | str | None = None,
+             threshold_share: float | str | None = None, epsilon: float | None = None,
+             seed: int | None = None, dry_run: bool = False,
+             reporter: Reporter | None = None) -> Released | DryRun:
+    """Train private logistic regression with its regulariser λ and class cut chosen privately.
+
+    Costs the section's ε (and δ for the hinge and logistic scores). By
+    default (``lam`` "auto") λ is searched only where n·ε makes the search's
+    noise small, else λ0 = 4√d/(ε·n) from public facts; "search" always
+    searches (Chaudhuri & Vinterbo 2013), a number fixes λ. A share of ε
+    releases the class threshold (exponential mechanism). ``validation``
+    names disjoint validation rows (default: about 10 % of ``data`` by a
+    public hash of the row number). See docs/design.md, "validate".
+    """
+    import numpy as np
+
+    from dpcli import checks, protect
+    from dpcli.algorithms import inputs
+    from dpcli.algorithms import validate as tuning
+    from dpcli.budget import Budget
+    from dpcli.data import DataSource
+    from dpcli.errors import BudgetExhausted
+    from dpcli.fingerprint import input_digest
+    from dpcli.io import dumps_json
+    from dpcli.mechanisms import Plan
+    from dpcli.spec import ValidateSection, auto_or_number, lambda_value
+    from dpcli.spec import grid as parse_grid
+
+    reporter = reporter or Silent()
+    data = Path(data)
+    validation = None if validation is None else Path(validation)
+    if learner == "histogram":
+        raise UsageError(HISTOGRAM_NOTE)
+    if learner not in tuning.LEARNERS:
+        raise UsageError(f"--learner must be one of {', '.join(tuning.LEARNERS)}, got "
+                         f"{learner!r}")
+    for name, value, options in (("--method", method, tuning.METHODS),
+                                 ("--score", score, tuning.SCORES),
+                                 ("--trainer", trainer, tuning.TRAINERS)):
+        if value is not None and value not in options:
+            raise UsageError(f"{name} must be one of {', '.join(options)}, got {value!r}")
+    if delta is not None and not tuning.MIN_DELTA <= delta < 1:
+        raise UsageError(f"--delta must be in [{tuning.MIN_DELTA:g}, 1), got {delta}")
+    s = spec
+    if grid is not None and not isinstance(grid, str):
+        grid = ",".join(repr(float(v)) for v in grid)
+    grid_values = parse_grid(grid, checks.Where(Path("--grid"))) if grid is not None else None
+    top = tuning.MAX_SHARE
+    lam_value = None if lam is None else lambda_value(str(lam), checks.Where(Path("--lambda")))
+    share_value = None if threshold_share is None else auto_or_number(
+        str(threshold_share), checks.Where(Path("--threshold-share")), f"in [0, {top:g}]",
+        lambda v: 0 <= v <= top)
+    section = resolve_section(s, "validate", ValidateSection, epsilon, columns, grid=grid_values,
+                              method=method, score=score, trainer=trainer, delta=delta,
+                              lam=lam_value, threshold_share=share_value)
+    # "auto" given for this run overrides a number in the spec (override() skips None)
+    if lam is not None and lam_value is None:
+        section = replace(section, lam=None)
+    if threshold_share is not None and share_value is None:
+        section = replace(section, threshold_share=None)
+    if s.schema.n_classes != 2:
+        raise UsageError(f"validate needs a binary label; {s.path}: label.classes declares "
+                         f"{s.schema.n_classes}")
+    chosen = section.columns or tuple(c for c in s.schema.names
+                                      if inputs.usable(s.schema.column(c)))
+    for c in chosen:
+        if not inputs.usable(s.schema.column(c)):
+            raise UsageError(f"validate: {c!r} is a {s.schema.column(c).kind} column; logistic "
+                             "regression reads numeric, categorical and binary columns")
+    if not chosen:
+        raise UsageError(f"validate: {s.path} declares no numeric, categorical or binary column")
+    config = tuning.ValidateConfig(**section.config_values())
+    if delta is not None and not config.needs_delta:
+        why = (f"the {config.method} baseline selects by 0/1 errors" if config.method != "stability"
+               else "the ramp score is bounded")
+        reporter.say(f"note: --delta is not used: {why}, so this run is pure ε-DP (δ = 0)")
+    d = inputs.design_width(s.schema, chosen)
+    total = Budget(section.epsilon, config.run_delta)
+    if total.delta > s.budget.delta:
+        raise BudgetExhausted(f"the {config.score} score needs δ = {config.run_delta:g}, but the "
+                              f"budget of dataset {s.dataset!r} has δ = {s.budget.dlt:g} "
+                              f"({s.path}: budget.delta); use --score ramp, which needs none")
+    sizes: dict[str, int] = {}
+    decided: dict[str, tuning.Decision] = {}
+    companions: dict[str, Companion] = {}
+    if validation is not None:
+        check_disjoint(data, validation, out)
+        DataSource(validation, s.schema).check_structure(chosen)
+
+    def plan_for(rows: int) -> Plan:
+        if validation is None:
+            m = int(tuning.validation_rows(rows, config.validation_fraction,
+                                           config.split_seed).sum())
+            n = rows - m
+        else:   # its validation pass, after every structural check
+            companions["validation"] = Companion()
+            m = companions["validation"].open(s, validation, chosen, total, dry_run=dry_run)
+            n = rows
+        where = f"{data}" if validation is None else f"{data} or {validation}"
+        need_n = config.k if config.method == "data-split" else 1
+        if n < need_n or m < 1:
+            raise UsageError(f"{where}: {n} training and {m} validation rows; validate needs at "
+                             f"least {need_n} and 1 (more rows, or another "
+                             "validate.validation_fraction)")
+        rows_all = rows + (m if validation is not None else 0)
+        decision = tuning.decide(config, section.epsilon, n, m, d, rows_all,
+                                 split=validation is None)
+        sizes.update(n=n, m=m, n_all=rows_all)
+        decided["decision"] = decision
+        if decision.mode == "auto":
+            reporter.say(f"note: λ chosen without the data: {decision.reason}")
+        elif decision.mode == "select" and config.method == "stability":
+            noise = tuning.selection_noise_mean(config, float(decision.epsilon_model), n, m, d)
+            if noise > tuning.NOISY_SELECTION:
+                reporter.warn(
+                    f"the selection noise has mean {noise:.3g} (2β/ε2, β = max(2/(λ_min·n), "
+                    f"β2/m)), large next to differences of validation scores (the ramp loss "
+                    f"keeps them within 1): the choice may be close to random. Raise the "
+                    f"smallest λ (now {min(config.grid):g}), or use more ε or rows.")
+        error = tuning.threshold_error(rows_all, float(decision.epsilon_threshold))
+        if error > tuning.FORECAST_WARNING:
+            reporter.warn(
+                f"the class threshold's forecast error is {100 * error:.0f} % of the "
+                f"{rows_all:,} rows (> {100 * tuning.FORECAST_WARNING:.0f} %) at "
+                f"threshold ε = {float(decision.epsilon_threshold):.3g}: the class cut may "
+                "be far from the best; more ε or rows help (or threshold_share 0 for the "
+                "0.5 cut)")
+        return tuning.full_plan(config, decision, n, m, d, rows_all)
+
+    spend = Spend.prepare(s, plan_for, data, chosen, command="validate", reporter=reporter,
+                          outputs=[out], total=total, dry_run=dry_run, companions=companions,
+                          inputs=protect.inputs("the --validation file", validation))
+    if dry_run:
+        return spend.dry_run()
+    plan = spend.plan
+    n, m = sizes["n"], sizes["m"]
+    arguments: dict[str, Any] = {
+        "data": str(data.resolve()), "out": None if out is None else str(out.resolve()),
+        "columns": list(chosen), "method": config.method, "score": config.score,
+        "trainer": config.trainer, "grid": list(config.grid), "epsilon": section.epsilon,
+        "delta": config.run_delta, "n_train": n, "n_validation": m,
+        "lambda": "auto" if config.lam is None else config.lam,
+        "threshold_share": "auto" if config.threshold_share is None else config.threshold_share}
+    if validation is None:
+        arguments["split"] = {"validation_fraction": config.validation_fraction,
+                              "split_seed": config.split_seed}
+    else:
+        # the validation rows are part of the charged input: their keyed digest is logged too
+        arguments.update(validation=str(validation.resolve()),
+                         validation_digest=input_digest(s.ledger_path, validation))
+    positive = s.schema.label.positive_index
+    positive = 1 if positive is None else positive
+    with spend.charged(arguments, seed=seed) as run:
+        rng = run.rng
+        x, y = tuning.design_rows(run.passes(chosen), s.schema, chosen, positive)
+        decision = decided["decision"]
+        valid_set = None
+        if validation is not None:
+            valid_set = tuning.design_rows(run.passes(chosen, "validation",
+                                                      companion="validation"),
+                                           s.schema, chosen, positive)
+        if decision.mode != "select":
+            # no search: every row of DATA trains the one model
+            with reporter.progress("training", 1, unit="fits") as advance:
+                outcome = tuning.fit_fixed(config, decision, x, y, rng)
+                advance(1)
+        else:
+            if valid_set is None:
+                held = tuning.validation_rows(len(y), config.validation_fraction,
+                                              config.split_seed)
+                keep, hold = np.flatnonzero(~held), np.flatnonzero(held)
+                train_set, search_set = (x[keep], y[keep]), (x[hold], y[hold])
+                # the two parts hold every row once: keep them, not a third copy (memory)
+                x, y = None, None
+                valid_set = search_set
+            else:
+                train_set, search_set = (x, y), valid_set
+            with reporter.progress("tuning", config.k + 1, unit="fits") as advance:
+                outcome = tuning.tune(config, train_set, search_set,
+                                      float(decision.epsilon_model), rng, advance)
+        report = tuning.fit_report(config, outcome, section.epsilon, decision.n_model
+                                   if decision.mode != "select" else n, m, decision)
+        model = tuning.LogRegModel(inputs.model_schema(s.schema, chosen), tuple(chosen),
+                                   outcome.fit.weights, report)
+        # the class threshold reads every row (DATA and the validation file) once, in any
+        # order (its utility is a count): its own ε
+        parts = [(x, y) if x is not None else train_set]
+        if valid_set is not None:
+            parts.append(valid_set)
+        logits = np.concatenate([np.asarray(px @ model.weights) for px, _ in parts])
+        labels_all = np.concatenate([py for _, py in parts])
+        cut = tuning.choose_threshold(model, logits, labels_all, decision.epsilon_threshold,
+                                      rng)
+        model.threshold = cut.logit
+        report["threshold"] = cut.to_json()
+        payload = {**model.to_payload(), "breakdown": plan.to_json(), **run.check_model(model)}
+        side = cut.one_class()
+        if side is not None and "degeneracy" in payload:
+            # the domain allows both classes, but the released count says the rows get one
+            other = "negative" if side == "positive" else "positive"
+            reporter.warn(
+                f"degenerate on the data: the released cut (logit {cut.logit:.4g}) calls "
+                f"{'almost every' if side == 'positive' else 'almost no'} row positive "
+                f"(noisy count {cut.noisy_predicted_positive:,} of {cut.n_rows:,}): the "
+                f"{other} class is (almost) never predicted. The model's ranking (score) may "
+                "still be useful; more ε or rows, or threshold_share 0 for the 0.5 cut")
+            payload["degeneracy"] = {**payload["degeneracy"], "degenerate": True,
+                                     "one_class_on_rows": side}
+        envelope = run.envelope(tuning.KIND, payload)
+        if out is not None:
+            run.write(out, dumps_json(envelope))
+        run.summary = {"method": config.method, "chosen_index": outcome.index,
+                       "chosen_lambda": outcome.fit.lam, "lambda_rule": decision.mode,
+                       "threshold_logit": cut.logit}
+    lines = spend.data_report() + [
+        line for c in companions.values() for line in c.data_report()]
+    details = {"method": config.method, "chosen_index": outcome.index,
+               "lambda": outcome.fit.lam, "lambda_rule": decision.mode,
+               "reason": decision.reason, "n_model": decision.n_model,
+               "threshold_logit": cut.logit, "n_train": n, "n_validation": m, "k": config.k,
+               "report": report,
+               "delta_note": tuning.describe_delta(config.run_delta, config.score)
+               if config.method == "stability" and outcome.index is not None else None}
+    return Released(tuning.KIND, model, envelope, plan, run.run_id, out, dict(run.summary),
+                    tuple(lines), details)
+
+
+def check_disjoint(data: Path, validation: Path, out: Path | None) -> None:
+    """The training and validation files must be different files (not a copy, not a link).
+
+    Every guarantee of validate counts each record once, in T or in V: a
+    record in both would move a score by β1/n + β2/m and double the ε of the
+    selection. dpcli can refuse the same file, a link or a byte-identical
+    copy; that no person has rows in both files is the custodian's to ensure.
+    """
+    from dpcli.fingerprint import file_digest
+
+    if out is not None and out.exists() and out.resolve() == validation.resolve():
+        raise UsageError(f"--out {out}: would overwrite the validation file")
+    try:
+        same = data.exists() and validation.exists() and (
+            data.resolve() == validation.resolve() or data.samefile(validation)
+            or file_digest(data) == file_digest(validation))
+    except OSError:
+        same = False   # unreadable files are reported by the structural checks that follow
+    if same:
+        raise UsageError(f"--validation {validation}: is the training file {data} (or a copy of "
+                         "it); the validation rows must be disjoint from the training rows")

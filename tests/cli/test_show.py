@@ -1,0 +1,52 @@
+"""``dpcli show``: a released file's summary, free (issue 24)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tests.cli.conftest import Project
+
+
+def _train(project: Project, cli) -> Path:
+    path = project.root / "m.json"
+    r = cli("train-nb", project.data, "--spec", project.spec, "--out", path,
+            "--epsilon", 0.5, "--seed", 1)
+    assert r.exit_code == 0, r.stderr
+    return path
+
+
+def test_show_a_model_names_kind_dataset_spend_run_and_columns(project: Project, cli) -> None:
+    model = _train(project, cli)
+    env = json.loads(model.read_text())
+    before = project.ledger.read_bytes()
+    r = cli("show", model)
+    assert r.exit_code == 0, r.stderr
+    assert r.stdout.splitlines()[0] == f"{model}: naive_bayes of dataset toy"
+    assert "spent ε=0.5 δ=0.0 under replace-one" in r.stdout
+    assert env["ledger_run_id"] in r.stdout and "seeded" in r.stdout
+    assert "columns: age, color, member, words" in r.stdout
+    assert project.ledger.read_bytes() == before  # free: nothing charged or recorded
+    r = cli("show", model, "--json")
+    s = json.loads(r.stdout)
+    assert s["kind"] == "naive_bayes" and s["run_id"] == env["ledger_run_id"]
+    assert s["seeded"] is True and s["holds"]["classes"] == ["0", "1"]
+
+
+def test_show_a_tabulate_csv_reads_its_sidecar(project: Project, cli) -> None:
+    out = project.root / "counts.csv"
+    r = cli("tabulate", project.data, "--spec", project.spec, "--out", out, "--seed", 1)
+    assert r.exit_code == 0, r.stderr
+    r = cli("show", out, "--json")
+    assert r.exit_code == 0, r.stderr
+    s = json.loads(r.stdout)
+    assert s["kind"] == "tabulate" and s["holds"]["columns"] == ["color", "member", "age"]
+
+
+def test_show_refuses_what_is_not_a_release(project: Project, cli) -> None:
+    r = cli("show", project.root / "nope.json", "--json")
+    assert r.exit_code == 66
+    assert json.loads(r.stdout) == {"error": "no_input", "message": f"{project.root}/nope.json: "
+                                    "file not found", "exit_code": 66, "charged": False}
+    r = cli("show", project.spec)
+    assert r.exit_code == 65 and "not a" in r.stderr

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import traceback
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
@@ -53,6 +54,60 @@ EngineOpt = Annotated[str, typer.Option(
     "batches; memory bounded by the statistics) or spark (a Spark cluster: needs "
     "pip install 'dpcli[spark]' and Java 17; master from the spec's spark section or "
     "DPCLI_SPARK_MASTER). Noise is always added here, by the same mechanisms.")]
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """The options every spending command takes, handed to it as one value."""
+
+    seed: int | None = None
+    dry_run: bool = False
+    json: bool = False
+    quiet: bool = False
+    progress: bool = False
+    report: bool = False
+    reuse: bool = False
+    verbose: bool = False
+
+    def ui(self) -> UI:
+        return UI(quiet=self.quiet, json=self.json, force_progress=self.progress,
+                  report=self.report)
+
+
+_RUN_OPTIONS: dict[str, tuple[Any, Any]] = {
+    "seed": (SeedOpt, None), "dry_run": (DryRunOpt, False), "json": (JsonOpt, False),
+    "quiet": (QuietOpt, False), "progress": (ProgressOpt, False),
+    "report": (ReportOpt, False), "reuse": (ReuseOpt, False), "verbose": (VerboseOpt, False)}
+
+
+def spending_command(fn: F) -> F:
+    """A spending command: ``fn`` takes ``opts: RunOptions`` in place of the eight options
+    every spending command shares (--seed, --dry-run, --json, --quiet, --progress, --report,
+    --reuse, -v), which are declared here once and added to its command line; errors
+    become exit codes (:func:`handle_errors`)."""
+    import inspect
+    import typing
+
+    sig = inspect.signature(fn)
+    # the command modules use postponed annotations: resolve them here, since the new
+    # signature is read as given (Typer does not resolve strings in a __signature__)
+    hints = typing.get_type_hints(fn, include_extras=True)
+    kept = [p.replace(annotation=hints.get(name, p.annotation))
+            for name, p in sig.parameters.items() if name != "opts"]
+    added = [inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=default,
+                               annotation=annotation)
+             for name, (annotation, default) in _RUN_OPTIONS.items()]
+
+    @functools.wraps(fn)
+    def with_options(*args: Any, **kwargs: Any) -> Any:
+        opts = RunOptions(**{name: kwargs.pop(name) for name in _RUN_OPTIONS if name in kwargs})
+        return fn(*args, opts=opts, **kwargs)
+
+    with_options.__signature__ = sig.replace(parameters=kept + added)  # type: ignore[attr-defined]
+    annotations = {k: v for k, v in hints.items() if k != "opts"}
+    with_options.__annotations__ = {**annotations,
+                                    **{name: a for name, (a, _) in _RUN_OPTIONS.items()}}
+    return handle_errors(with_options)  # type: ignore[return-value]
 
 
 def handle_errors(fn: F) -> F:

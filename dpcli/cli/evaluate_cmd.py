@@ -9,17 +9,10 @@ import typer
 
 from dpcli.cli.common import (
     DataArg,
-    DryRunOpt,
     EpsilonOpt,
-    JsonOpt,
-    ProgressOpt,
-    QuietOpt,
-    ReportOpt,
-    ReuseOpt,
-    SeedOpt,
+    RunOptions,
     SpecOpt,
-    VerboseOpt,
-    handle_errors,
+    spending_command,
 )
 from dpcli.cli.roc_cmd import ModelOpt, ScoreColumnOpt, ScoreRangeOpt
 from dpcli.cli.ui import UI
@@ -28,7 +21,7 @@ if TYPE_CHECKING:
     from dpcli.algorithms.evaluate import Evaluation
 
 
-@handle_errors
+@spending_command
 def evaluate(
     data: DataArg,
     spec: SpecOpt,
@@ -41,14 +34,7 @@ def evaluate(
     out: Annotated[Path | None, typer.Option(
         "--out", "-o", dir_okay=False, help="Also write the released evaluation as JSON.")] = None,
     epsilon: EpsilonOpt = None,
-    seed: SeedOpt = None,
-    dry_run: DryRunOpt = False,
-    json: JsonOpt = False,
-    quiet: QuietOpt = False,
-    progress: ProgressOpt = False,
-    report: ReportOpt = False,
-    reuse: ReuseOpt = False,
-    verbose: VerboseOpt = False,
+    opts: RunOptions = RunOptions(),
 ) -> None:
     """Evaluate a classifier privately: noisy confusion matrix, accuracy, precision, recall.
 
@@ -66,15 +52,15 @@ def evaluate(
     from dpcli.cli.spend import UIReporter, released
     from dpcli.spec import load_spec
 
-    ui = UI(quiet=quiet, json=json, force_progress=progress, report=report)
+    ui = opts.ui()
     result = run(load_spec(spec), data, model=model, score_column=score_column,
-                 score_range=score_range, cutoff=cutoff, out=out, epsilon=epsilon, seed=seed,
-                 dry_run=dry_run, reporter=UIReporter(ui))
+                 score_range=score_range, cutoff=cutoff, out=out, epsilon=epsilon, seed=opts.seed,
+                 dry_run=opts.dry_run, reporter=UIReporter(ui))
     done = released(ui, result)
     _show(ui, done.value)
     ui.say(f"spent {done.plan.total} (run {done.run_id[:8]})"
            + (f"; wrote {out}" if out is not None else ""))
-    if json:
+    if opts.json:
         ui.emit_json({"command": "evaluate", "dataset": done.envelope["dataset"],
                       "run_id": done.run_id, **done.payload,
                       "spent": done.plan.total.to_json()})

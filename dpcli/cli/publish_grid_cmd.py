@@ -8,24 +8,16 @@ from typing import Annotated
 import typer
 
 from dpcli.cli.common import (
-    DryRunOpt,
     EngineOpt,
     EpsilonOpt,
-    JsonOpt,
-    ProgressOpt,
-    QuietOpt,
-    ReportOpt,
-    ReuseOpt,
-    SeedOpt,
+    RunOptions,
     SourceArg,
     SpecOpt,
-    VerboseOpt,
-    handle_errors,
+    spending_command,
 )
-from dpcli.cli.ui import UI
 
 
-@handle_errors
+@spending_command
 def publish_grid(
     data: SourceArg,
     spec: SpecOpt,
@@ -39,15 +31,8 @@ def publish_grid(
         help="Comma-separated candidate columns (default: the spec's, else every column with "
         "a taxonomy, and every categorical or binary one).")] = None,
     epsilon: EpsilonOpt = None,
-    seed: SeedOpt = None,
-    dry_run: DryRunOpt = False,
-    json: JsonOpt = False,
-    quiet: QuietOpt = False,
-    progress: ProgressOpt = False,
     engine: EngineOpt = "local",
-    report: ReportOpt = False,
-    reuse: ReuseOpt = False,
-    verbose: VerboseOpt = False,
+    opts: RunOptions = RunOptions(),
 ) -> None:
     """Publish a private grid synopsis (PrivPfC): noisy class counts over a chosen grid.
 
@@ -76,10 +61,10 @@ def publish_grid(
     from dpcli.cli.spend import UIReporter, released, require_out
     from dpcli.spec import load_spec
 
-    ui = UI(quiet=quiet, json=json, force_progress=progress, report=report)
-    require_out(out, dry_run)
+    ui = opts.ui()
+    require_out(out, opts.dry_run)
     result = run(load_spec(spec), data, out=out, columns=columns, max_pool=max_pool,
-                 epsilon=epsilon, seed=seed, engine=engine, dry_run=dry_run,
+                 epsilon=epsilon, seed=opts.seed, engine=engine, dry_run=opts.dry_run,
                  reporter=UIReporter(ui))
     done = released(ui, result)
     payload, d = done.payload, done.details
@@ -90,7 +75,7 @@ def publish_grid(
         ui.say(f"pre-selected columns: {', '.join(d['selected'])}")
     ui.say(f"wrote {d['grid_file']} and {d['cells_file']}, spent {done.plan.total} "
            f"(run {done.run_id[:8]})")
-    if json:
+    if opts.json:
         ui.emit_json({"command": "publish-grid", "dataset": done.envelope["dataset"],
                       "run_id": done.run_id, "grid": str(d["grid_file"]),
                       "cells": str(d["cells_file"]), "n_cells": payload["n_cells"],

@@ -9,19 +9,11 @@ import typer
 
 from dpcli.cli.common import (
     DataArg,
-    DryRunOpt,
     EpsilonOpt,
-    JsonOpt,
-    ProgressOpt,
-    QuietOpt,
-    ReportOpt,
-    ReuseOpt,
-    SeedOpt,
+    RunOptions,
     SpecOpt,
-    VerboseOpt,
-    handle_errors,
+    spending_command,
 )
-from dpcli.cli.ui import UI
 
 if TYPE_CHECKING:
 
@@ -38,7 +30,7 @@ ScoreRangeOpt = Annotated[str | None, typer.Option(
     "outside it are clamped (default: the spec's, or the column's declared bounds).")]
 
 
-@handle_errors
+@spending_command
 def roc(
     data: DataArg,
     spec: SpecOpt,
@@ -72,14 +64,7 @@ def roc(
         "--compare-true", help="Also draw the TRUE curve in curve.png. Not private: refused "
         "unless the spec declares public_data: true (benchmarks, teaching).")] = False,
     epsilon: EpsilonOpt = None,
-    seed: SeedOpt = None,
-    dry_run: DryRunOpt = False,
-    json: JsonOpt = False,
-    quiet: QuietOpt = False,
-    progress: ProgressOpt = False,
-    report: ReportOpt = False,
-    reuse: ReuseOpt = False,
-    verbose: VerboseOpt = False,
+    opts: RunOptions = RunOptions(),
 ) -> None:
     """Draw a differentially private ROC curve and its AUC on a private test set.
 
@@ -101,19 +86,19 @@ def roc(
     from dpcli.cli.spend import UIReporter, released, require_out
     from dpcli.spec import load_spec
 
-    ui = UI(quiet=quiet, json=json, force_progress=progress, report=report)
-    require_out(out, dry_run)
+    ui = opts.ui()
+    require_out(out, opts.dry_run)
     result = run(load_spec(spec), data, model=model, out=out, score_column=score_column,
                  score_range=score_range, thresholds=thresholds, k=k, alpha=alpha, counts=counts,
                  transform=transform, auc_share=auc_share, compare_true=compare_true,
-                 epsilon=epsilon, seed=seed, dry_run=dry_run, reporter=UIReporter(ui))
+                 epsilon=epsilon, seed=opts.seed, dry_run=opts.dry_run, reporter=UIReporter(ui))
     done = released(ui, result)
     curve, d = done.value, done.details
     error = "" if curve.auc_error is None else f" (expected error ±{curve.auc_error:.2g})"
     ui.say(f"private ROC: AUC {curve.auc:.3f}{error} over {d['thresholds']:,} thresholds "
            f"({d['rule']}, {d['counts']}); wrote {out}/curve.csv, curve.json, curve.png; spent "
            f"{done.plan.total} (run {done.run_id[:8]})")
-    if json:
+    if opts.json:
         ui.emit_json({"command": "roc", "dataset": done.envelope["dataset"],
                       "run_id": done.run_id, "auc": curve.auc, "auc_error": curve.auc_error,
                       "out": str(out), "spent": done.plan.total.to_json(),

@@ -8,19 +8,11 @@ from typing import Annotated
 import typer
 
 from dpcli.cli.common import (
-    DryRunOpt,
-    JsonOpt,
-    ProgressOpt,
-    QuietOpt,
-    ReportOpt,
-    ReuseOpt,
-    SeedOpt,
+    RunOptions,
     SourceArg,
     SpecOpt,
-    VerboseOpt,
-    handle_errors,
+    spending_command,
 )
-from dpcli.cli.ui import UI
 
 app = typer.Typer(help="The spec's schema: private suggestions for undeclared domains.",
                   no_args_is_help=True)
@@ -29,7 +21,7 @@ DEFAULT_DELTA = 1e-6   # dpcli.api.schema_suggest.DEFAULT_DELTA (kept light: no 
 
 
 @app.command("suggest")
-@handle_errors
+@spending_command
 def suggest(
     data: SourceArg,
     spec: SpecOpt,
@@ -44,14 +36,7 @@ def suggest(
     delta: Annotated[float, typer.Option(
         help="δ for the category suggestions (split equally between them); the spec's budget "
         "must have δ to spend. Not used for bounds.")] = DEFAULT_DELTA,
-    seed: SeedOpt = None,
-    dry_run: DryRunOpt = False,
-    json: JsonOpt = False,
-    quiet: QuietOpt = False,
-    progress: ProgressOpt = False,
-    report: ReportOpt = False,
-    reuse: ReuseOpt = False,
-    verbose: VerboseOpt = False,
+    opts: RunOptions = RunOptions(),
 ) -> None:
     """Suggest, privately, the numeric bounds and category lists a spec still marks TODO.
 
@@ -74,16 +59,16 @@ def suggest(
     from dpcli.cli.spend import UIReporter, released, require_out
     from dpcli.spec import load_spec
 
-    ui = UI(quiet=quiet, json=json, force_progress=progress, report=report)
-    require_out(out, dry_run)
+    ui = opts.ui()
+    require_out(out, opts.dry_run)
     result = run(load_spec(spec, todo_domains=True), data, epsilon=epsilon, out=out,
-                 columns=columns, delta=delta, seed=seed, dry_run=dry_run,
+                 columns=columns, delta=delta, seed=opts.seed, dry_run=opts.dry_run,
                  reporter=UIReporter(ui))
     done = released(ui, result)
     ui.say(f"wrote suggestions for {done.summary['columns']} column(s) to {out} (review them "
            f"before copying into the schema), spent {done.plan.total} "
            f"(run {done.run_id[:8]})")
-    if json:
+    if opts.json:
         ui.emit_json({"command": "schema-suggest", "dataset": done.envelope.get("dataset"),
                       "run_id": done.run_id, "out": str(out), "suggestions": done.value,
                       "spent": done.plan.total.to_json(), "breakdown": done.plan.to_json()})

@@ -8,24 +8,16 @@ from typing import Annotated
 import typer
 
 from dpcli.cli.common import (
-    DryRunOpt,
     EngineOpt,
     EpsilonOpt,
-    JsonOpt,
-    ProgressOpt,
-    QuietOpt,
-    ReportOpt,
-    ReuseOpt,
-    SeedOpt,
+    RunOptions,
     SourceArg,
     SpecOpt,
-    VerboseOpt,
-    handle_errors,
+    spending_command,
 )
-from dpcli.cli.ui import UI
 
 
-@handle_errors
+@spending_command
 def select_features(
     data: SourceArg,
     spec: SpecOpt,
@@ -65,15 +57,8 @@ def select_features(
     allow_noise: Annotated[bool, typer.Option(
         "--allow-noise", help="Select even when the noise exceeds --min-effect (a warning "
         "on stderr and in the output). Spec: allow_noise: true.")] = False,
-    seed: SeedOpt = None,
-    dry_run: DryRunOpt = False,
-    json: JsonOpt = False,
-    quiet: QuietOpt = False,
-    progress: ProgressOpt = False,
     engine: EngineOpt = "local",
-    report: ReportOpt = False,
-    reuse: ReuseOpt = False,
-    verbose: VerboseOpt = False,
+    opts: RunOptions = RunOptions(),
 ) -> None:
     """Select features privately: score each one against the label, then pick.
 
@@ -106,12 +91,12 @@ def select_features(
     from dpcli.cli.spend import UIReporter, released, require_out
     from dpcli.spec import load_spec
 
-    ui = UI(quiet=quiet, json=json, force_progress=progress, report=report)
-    require_out(out, dry_run)
+    ui = opts.ui()
+    require_out(out, opts.dry_run)
     result = run(load_spec(spec), data, out=out, score=score, method=method, threshold=threshold,
                  k=k, r=r, columns=columns, epsilon=epsilon, total_epsilon=total_epsilon,
-                 min_effect=min_effect, allow_noise=allow_noise, seed=seed, engine=engine,
-                 dry_run=dry_run, reporter=UIReporter(ui))
+                 min_effect=min_effect, allow_noise=allow_noise, seed=opts.seed, engine=engine,
+                 dry_run=opts.dry_run, reporter=UIReporter(ui))
     done = released(ui, result)
     selection, d = done.value, done.details
     ui.say(f"selected {len(selection.selected):,} of {selection.candidates:,} candidates "
@@ -120,7 +105,7 @@ def select_features(
     if "split" in d:
         ui.say(f"train on it with --epsilon {d['split']['training']:g} (the rest of the "
                f"total {total_epsilon:g})")
-    if json:
+    if opts.json:
         ui.emit_json({"command": "select-features", "dataset": done.envelope["dataset"],
                       "run_id": done.run_id, "selection": str(out), "score": d["score"],
                       "method": d["method"], "candidates": selection.candidates,

@@ -8,24 +8,16 @@ from typing import Annotated
 import typer
 
 from dpcli.cli.common import (
-    DryRunOpt,
     EngineOpt,
     EpsilonOpt,
-    JsonOpt,
-    ProgressOpt,
-    QuietOpt,
-    ReportOpt,
-    ReuseOpt,
-    SeedOpt,
+    RunOptions,
     SourceArg,
     SpecOpt,
-    VerboseOpt,
-    handle_errors,
+    spending_command,
 )
-from dpcli.cli.ui import UI
 
 
-@handle_errors
+@spending_command
 def tabulate(
     data: SourceArg,
     spec: SpecOpt,
@@ -39,15 +31,8 @@ def tabulate(
         min=1, max=10_000,
         help="Equal-width bins for numeric columns, within their declared bounds.")] = None,
     epsilon: EpsilonOpt = None,
-    seed: SeedOpt = None,
-    dry_run: DryRunOpt = False,
-    json: JsonOpt = False,
-    quiet: QuietOpt = False,
-    progress: ProgressOpt = False,
     engine: EngineOpt = "local",
-    report: ReportOpt = False,
-    reuse: ReuseOpt = False,
-    verbose: VerboseOpt = False,
+    opts: RunOptions = RunOptions(),
 ) -> None:
     """Release noisy counts per class of declared columns (discrete Laplace).
 
@@ -65,15 +50,15 @@ def tabulate(
     from dpcli.cli.spend import UIReporter, released, require_out
     from dpcli.spec import load_spec
 
-    ui = UI(quiet=quiet, json=json, force_progress=progress, report=report)
-    require_out(out, dry_run)
+    ui = opts.ui()
+    require_out(out, opts.dry_run)
     result = run(load_spec(spec), data, out=out, columns=columns, bins=bins, epsilon=epsilon,
-                 seed=seed, engine=engine, dry_run=dry_run, reporter=UIReporter(ui))
+                 seed=opts.seed, engine=engine, dry_run=opts.dry_run, reporter=UIReporter(ui))
     done = released(ui, result)
     tables, rows = done.summary["tables"], done.summary["rows_out"]
     ui.say(f"released {tables} tables ({rows} noisy counts) to {out}, spent {done.plan.total} "
            f"(run {done.run_id[:8]})")
-    if json:
+    if opts.json:
         ui.emit_json({"command": "tabulate", "dataset": done.envelope["dataset"],
                       "run_id": done.run_id, "spent": done.plan.total.to_json(),
                       "outputs": [str(out), str(done.details["meta"])],

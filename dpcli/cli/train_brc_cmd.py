@@ -9,22 +9,14 @@ import typer
 
 from dpcli.cli.common import (
     DataArg,
-    DryRunOpt,
     EpsilonOpt,
-    JsonOpt,
-    ProgressOpt,
-    QuietOpt,
-    ReportOpt,
-    ReuseOpt,
-    SeedOpt,
+    RunOptions,
     SpecOpt,
-    VerboseOpt,
-    handle_errors,
+    spending_command,
 )
-from dpcli.cli.ui import UI
 
 
-@handle_errors
+@spending_command
 def train_brc(
     data: DataArg,
     spec: SpecOpt,
@@ -42,14 +34,7 @@ def train_brc(
         help="Comma-separated feature columns (default: the spec's 'train-brc.columns', else "
         "every numeric, categorical and binary column).")] = None,
     epsilon: EpsilonOpt = None,
-    seed: SeedOpt = None,
-    dry_run: DryRunOpt = False,
-    json: JsonOpt = False,
-    quiet: QuietOpt = False,
-    progress: ProgressOpt = False,
-    report: ReportOpt = False,
-    reuse: ReuseOpt = False,
-    verbose: VerboseOpt = False,
+    opts: RunOptions = RunOptions(),
 ) -> None:
     """Train a private boosted linear classifier (brc, Shen et al.).
 
@@ -95,10 +80,10 @@ def train_brc(
     from dpcli.cli.spend import UIReporter, released, require_out
     from dpcli.spec import load_spec
 
-    ui = UI(quiet=quiet, json=json, force_progress=progress, report=report)
-    require_out(out, dry_run)
+    ui = opts.ui()
+    require_out(out, opts.dry_run)
     result = run(load_spec(spec), data, out=out, rounds=rounds, c1=c1, c2=c2, columns=columns,
-                 epsilon=epsilon, seed=seed, dry_run=dry_run, reporter=UIReporter(ui))
+                 epsilon=epsilon, seed=opts.seed, dry_run=opts.dry_run, reporter=UIReporter(ui))
     done = released(ui, result)
     d, model = done.details, done.value
     cal = model.calibration
@@ -108,7 +93,7 @@ def train_brc(
            f"weights {model.class_ratio:.3g}:1), noise scale ρ·c1·c2·T/(ε_r·n) = "
            f"{d['noise_scale']:.3g}, threshold F > {cal.threshold:.3g}; wrote {out}, spent "
            f"{done.plan.total} (run {done.run_id[:8]})")
-    if json:
+    if opts.json:
         ui.emit_json({"command": "train-brc", "dataset": done.envelope["dataset"],
                       "run_id": done.run_id, "model": str(out), "mode": d["mode"],
                       "neighbouring": d["neighbouring"], "rounds": d["rounds"],

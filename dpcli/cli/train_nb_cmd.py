@@ -8,24 +8,16 @@ from typing import Annotated
 import typer
 
 from dpcli.cli.common import (
-    DryRunOpt,
     EngineOpt,
     EpsilonOpt,
-    JsonOpt,
-    ProgressOpt,
-    QuietOpt,
-    ReportOpt,
-    ReuseOpt,
-    SeedOpt,
+    RunOptions,
     SourceArg,
     SpecOpt,
-    VerboseOpt,
-    handle_errors,
+    spending_command,
 )
-from dpcli.cli.ui import UI
 
 
-@handle_errors
+@spending_command
 def train_nb(
     data: SourceArg,
     spec: SpecOpt,
@@ -44,15 +36,8 @@ def train_nb(
         "--r", min=1, help="Words counted per row of each tokens column (default: the spec's "
         "train-nb.r, else the column's max_per_row). Fewer words, less noise per count.")] = None,
     epsilon: EpsilonOpt = None,
-    seed: SeedOpt = None,
-    dry_run: DryRunOpt = False,
-    json: JsonOpt = False,
-    quiet: QuietOpt = False,
-    progress: ProgressOpt = False,
     engine: EngineOpt = "local",
-    report: ReportOpt = False,
-    reuse: ReuseOpt = False,
-    verbose: VerboseOpt = False,
+    opts: RunOptions = RunOptions(),
 ) -> None:
     """Train a differentially private naive Bayes classifier.
 
@@ -79,16 +64,16 @@ def train_nb(
     from dpcli.cli.spend import UIReporter, released, require_out
     from dpcli.spec import load_spec
 
-    ui = UI(quiet=quiet, json=json, force_progress=progress, report=report)
-    require_out(out, dry_run)
+    ui = opts.ui()
+    require_out(out, opts.dry_run)
     result = run(load_spec(spec), data, epsilon=epsilon, method=method, columns=columns,
-                 features=features, r=r, out=out, seed=seed, engine=engine, dry_run=dry_run,
-                 reporter=UIReporter(ui))
+                 features=features, r=r, out=out, seed=opts.seed, engine=engine,
+                 dry_run=opts.dry_run, reporter=UIReporter(ui))
     done = released(ui, result)
     method_used = done.summary["method"]
     ui.say(f"trained naive Bayes ({method_used}) on {done.summary['columns']} columns, wrote "
            f"{out}, spent {done.plan.total} (run {done.run_id[:8]})")
-    if json:
+    if opts.json:
         ui.emit_json({"command": "train-nb", "dataset": done.envelope["dataset"],
                       "run_id": done.run_id, "model": str(out), "method": method_used,
                       "spent": done.plan.total.to_json(), "breakdown": done.plan.to_json()})

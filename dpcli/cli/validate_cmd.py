@@ -9,22 +9,14 @@ import typer
 
 from dpcli.cli.common import (
     DataArg,
-    DryRunOpt,
     EpsilonOpt,
-    JsonOpt,
-    ProgressOpt,
-    QuietOpt,
-    ReportOpt,
-    ReuseOpt,
-    SeedOpt,
+    RunOptions,
     SpecOpt,
-    VerboseOpt,
-    handle_errors,
+    spending_command,
 )
-from dpcli.cli.ui import UI
 
 
-@handle_errors
+@spending_command
 def validate(
     data: DataArg,
     spec: SpecOpt,
@@ -65,14 +57,7 @@ def validate(
         "or auto (default: clip(1207/(N·ε), 0.05, 0.25)); 0 keeps the 0.5 cut. Spec key "
         "validate.threshold_share.")] = None,
     epsilon: EpsilonOpt = None,
-    seed: SeedOpt = None,
-    dry_run: DryRunOpt = False,
-    json: JsonOpt = False,
-    quiet: QuietOpt = False,
-    progress: ProgressOpt = False,
-    report: ReportOpt = False,
-    reuse: ReuseOpt = False,
-    verbose: VerboseOpt = False,
+    opts: RunOptions = RunOptions(),
 ) -> None:
     """Train private logistic regression, its regulariser and class cut chosen privately.
 
@@ -106,12 +91,12 @@ def validate(
     from dpcli.cli.spend import UIReporter, released, require_out
     from dpcli.spec import load_spec
 
-    ui = UI(quiet=quiet, json=json, force_progress=progress, report=report)
-    require_out(out, dry_run)
+    ui = opts.ui()
+    require_out(out, opts.dry_run)
     result = run(load_spec(spec), data, validation=validation, out=out, learner=learner, grid=grid,
                  method=method, score=score, trainer=trainer, delta=delta, columns=columns,
-                 lam=lam, threshold_share=threshold_share, epsilon=epsilon, seed=seed,
-                 dry_run=dry_run, reporter=UIReporter(ui))
+                 lam=lam, threshold_share=threshold_share, epsilon=epsilon, seed=opts.seed,
+                 dry_run=opts.dry_run, reporter=UIReporter(ui))
     done = released(ui, result)
     d = done.details
     spent = f"wrote {out}, spent {done.plan.total} (run {done.run_id[:8]})"
@@ -125,7 +110,7 @@ def validate(
                f"{spent}", markup=False)
     if d["delta_note"]:
         ui.say(d["delta_note"], markup=False)
-    if json:
+    if opts.json:
         ui.emit_json({"command": "validate", "dataset": done.envelope["dataset"],
                       "run_id": done.run_id, "model": str(out), "method": d["method"],
                       "chosen_index": d["chosen_index"], "lambda": d["lambda"],

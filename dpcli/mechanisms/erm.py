@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TypeAlias
 
 import numpy as np
 from scipy import sparse
@@ -56,7 +57,7 @@ GRADIENT_TOLERANCE = 1e-10   # τ: the minimiser's target; stability accounts fo
 MAX_NEWTON_STEPS = 100
 
 #: a design matrix: dense rows, or scipy.sparse CSR rows (the one-hot design)
-Design = np.ndarray | sparse.csr_matrix
+Design: TypeAlias = np.ndarray | sparse.csr_matrix
 
 
 @dataclass(frozen=True)

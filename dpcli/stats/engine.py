@@ -42,7 +42,8 @@ def _names(value: Iterable[str]) -> tuple[str, ...]:
 class LeafMap(Protocol):
     """How one column's encoded values fall into ``n_leaves`` leaves (a taxonomy's)."""
 
-    column: str
+    @property
+    def column(self) -> str: ...  # read-only: a frozen dataclass (Hierarchy) satisfies it
 
     @property
     def n_leaves(self) -> int: ...

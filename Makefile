@@ -28,7 +28,7 @@ demo: $(VENV)/.installed
 	$(DPCLI) train-nb sample_data/adult_train.parquet --spec configs/demo.yaml --out demo/nb.json
 	$(DPCLI) predict demo/nb.json sample_data/adult_test.parquet --out demo/predictions.parquet
 	@$(BIN)/python -c "import pandas as pd; p = pd.read_parquet('demo/predictions.parquet'); \
-		y = p.label.astype(str); ok = p.prediction == y; \
+		y = p.label; ok = p.prediction == y; \
 		print(f'naive Bayes on the public test sample: accuracy {ok.mean():.3f} (majority class: {max(p.label.mean(), 1 - p.label.mean()):.3f}), balanced accuracy {ok.groupby(y).mean().mean():.3f} (its threshold aims at this)')"
 	$(DPCLI) select-features sample_data/adult_train.parquet --spec configs/demo.yaml --out demo/features.json
 	$(DPCLI) train-nb sample_data/adult_train.parquet --spec configs/demo.yaml --features demo/features.json \
@@ -36,7 +36,7 @@ demo: $(VENV)/.installed
 	$(DPCLI) predict demo/nb_selected.json sample_data/adult_test.parquet --out demo/predictions_selected.parquet
 	@$(BIN)/python -c "import json, pandas as pd; p = pd.read_parquet('demo/predictions_selected.parquet'); \
 		cols = json.load(open('demo/features.json'))['payload']['columns']; \
-		print(f'selected columns: {cols}; accuracy with them: {(p.prediction == p.label.astype(str)).mean():.3f}')"
+		print(f'selected columns: {cols}; accuracy with them: {(p.prediction == p.label).mean():.3f}')"
 	$(DPCLI) roc sample_data/adult_test.parquet --spec configs/demo.yaml --model demo/nb.json --out demo/roc
 	$(DPCLI) evaluate sample_data/adult_test.parquet --spec configs/demo.yaml --model demo/nb.json \
 		--out demo/evaluation.json
@@ -45,17 +45,17 @@ demo: $(VENV)/.installed
 	$(DPCLI) predict demo/synopsis/grid.json sample_data/adult_test.parquet --out demo/predictions_grid.parquet
 	@$(BIN)/python -c "import pandas as pd; p = pd.read_parquet('demo/predictions_grid.parquet'); \
 		s = pd.read_parquet('demo/synthetic.parquet'); \
-		print(f'grid synopsis as a histogram classifier: accuracy {(p.prediction == p.label.astype(str)).mean():.3f}; synthetic data: {len(s):,} rows of {list(s.columns)}')"
+		print(f'grid synopsis as a histogram classifier: accuracy {(p.prediction == p.label).mean():.3f}; synthetic data: {len(s):,} rows of {list(s.columns)}')"
 	$(DPCLI) train-brc sample_data/adult_train.parquet --spec configs/demo.yaml --out demo/brc.json
 	$(DPCLI) predict demo/brc.json sample_data/adult_test.parquet --out demo/predictions_brc.parquet
 	@$(BIN)/python -c "import pandas as pd; p = pd.read_parquet('demo/predictions_brc.parquet'); \
-		y = p.label.astype(str); ok = p.prediction == y; \
+		y = p.label; ok = p.prediction == y; \
 		print(f'brc (all private: the label is protected): accuracy {ok.mean():.3f} (majority class {max(p.label.mean(), 1 - p.label.mean()):.3f}), balanced accuracy {ok.groupby(y).mean().mean():.3f}')"
 	$(DPCLI) validate sample_data/adult_train.parquet --spec configs/demo.yaml --out demo/lr.json
 	$(DPCLI) predict demo/lr.json sample_data/adult_test.parquet --out demo/predictions_lr.parquet
 	@$(BIN)/python -c "import json, pandas as pd; p = pd.read_parquet('demo/predictions_lr.parquet'); \
 		m = json.load(open('demo/lr.json'))['payload']; \
-		y = p.label.astype(str); ok = p.prediction == y; \
+		y = p.label; ok = p.prediction == y; \
 		print(f'logistic regression (lambda {m[\"lambda\"]:.3g}, {m[\"lambda_rule\"]}): accuracy {ok.mean():.3f} (majority class {max(p.label.mean(), 1 - p.label.mean()):.3f}), balanced accuracy {ok.groupby(y).mean().mean():.3f}')"
 	$(DPCLI) ledger show --spec configs/demo.yaml
 	$(DPCLI) ledger verify --spec configs/demo.yaml

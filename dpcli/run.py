@@ -23,6 +23,7 @@ from typing import Any
 from dpcli import NEIGHBOURING_RELATION
 from dpcli.budget import Budget
 from dpcli.data.location import location_text
+from dpcli.data.source import Source
 from dpcli.errors import BudgetExhausted, DataError, DpcliError, Reused, UsageError
 from dpcli.fingerprint import file_digest, input_digest
 from dpcli.ledger import Ledger, Reservation
@@ -56,7 +57,7 @@ def open_ledger(spec: Spec) -> Ledger:
 
 def prepare_source(spec: Spec, data: Path | str, columns: Sequence[str], total: Budget, *,
                    dry_run: bool = False, batch_rows: int = 65_536,
-                   engine: str = "local") -> tuple[Any, int]:
+                   engine: str = "local") -> tuple[Source, int]:
     """Open ``data`` under the spec's schema and run every pre-charge check on it.
 
     Returns the source and its number of records n (public under replace-one:
@@ -75,7 +76,7 @@ def prepare_source(spec: Spec, data: Path | str, columns: Sequence[str], total: 
     then the validation pass that reads values. A dry run skips the budget
     look: it reports whether the plan fits once everything else is checked.
     """
-    source: Any
+    source: Source
     if engine == "spark":
         from dpcli.stats.spark import SparkSource
 

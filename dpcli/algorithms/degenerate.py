@@ -52,6 +52,53 @@ SCARCE_MASS = 1e-3
 SIGNAL_LEVEL = 0.05
 #: null replicates of the signal test (the smallest p-value it can give is 1/(SIGNAL_DRAWS+1))
 SIGNAL_DRAWS = 199
+#: a cut predicting one class on all but this share of the training rows is one-class
+ONE_CLASS_SHARE = 0.001
+#: a released cut beyond this |log-odds| (P = 1e-4 or 1 − 1e-4 at the cut): the model's
+#: probabilities are far from its decision, so its score is near 0 (or 1) on most rows
+SATURATED_CUT = float(np.log(1e4))
+
+
+def one_class_on_rows(predicted_positive: float, n_rows: int, halfwidth: float = 0.0) -> str | None:
+    """"negative"/"positive" when a released count of rows predicted positive, widened by
+    its noise's ``halfwidth``, reaches (almost) none or (almost) all of the ``n_rows`` rows
+    (post-processing of the released count); None otherwise or without rows."""
+    if not n_rows:
+        return None
+    lo, hi = ONE_CLASS_SHARE * n_rows, (1 - ONE_CLASS_SHARE) * n_rows
+    near_none = predicted_positive - halfwidth <= lo
+    near_all = predicted_positive + halfwidth >= hi
+    if near_none and near_all:   # the noise spans both ends: the nearer one
+        return "negative" if predicted_positive <= n_rows / 2 else "positive"
+    return "negative" if near_none else "positive" if near_all else None
+
+
+@dataclass(frozen=True)
+class RowsCheck:
+    """A released count of the training rows a model predicts positive.
+
+    ``predicted_positive``: the count at the model's cut plus discrete Laplace
+    (Δ = 1 under replace-one) at ``epsilon``; ``halfwidth`` the 95 % half-width
+    of that noise; ``rows`` the public n. The verdict is post-processing.
+    """
+
+    predicted_positive: int
+    rows: int
+    halfwidth: float
+    epsilon: float
+
+    @property
+    def one_class(self) -> str | None:
+        return one_class_on_rows(self.predicted_positive, self.rows, self.halfwidth)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"released": "training rows predicted positive at the cut (discrete Laplace, "
+                            "Δ = 1)", "epsilon": self.epsilon,
+                "predicted_positive": self.predicted_positive, "rows": self.rows,
+                "noise_halfwidth_95": self.halfwidth,
+                "share_predicted_positive": (self.predicted_positive / self.rows
+                                             if self.rows else None),
+                "one_class": self.one_class}
 
 
 @dataclass(frozen=True)
@@ -65,6 +112,16 @@ class Verdict:
     signal_p: float | None = None   # grids: p-value of "the cells carry no class signal"
     #: a spread below this is reported; a model may ask for a wider one (near-constant)
     spread_floor: float = CONSTANT_SPREAD
+    #: a released count of the training rows predicted positive (naive Bayes' check)
+    on_rows: RowsCheck | None = None
+    #: the model's released decision cut on the class-1 log-odds (0: the argmax)
+    cut: float = 0.0
+
+    @property
+    def saturated(self) -> bool:
+        """The released cut sits where the model's probability is below 1e-4 (or above
+        1 − 1e-4): its score, a probability, is then near-constant where it decides."""
+        return abs(self.cut) > SATURATED_CUT
 
     @property
     def constant(self) -> bool:
@@ -75,8 +132,13 @@ class Verdict:
         return self.signal_p is not None and self.signal_p > SIGNAL_LEVEL
 
     @property
+    def one_class_on_rows(self) -> str | None:
+        return None if self.on_rows is None else self.on_rows.one_class
+
+    @property
     def degenerate(self) -> bool:
-        return self.constant or bool(self.never) or bool(self.scarce) or self.no_signal
+        return (self.constant or bool(self.never) or bool(self.scarce) or self.no_signal
+                or self.one_class_on_rows is not None or self.saturated)
 
     def problem(self) -> str | None:
         """One line for stderr, or None when the model is not degenerate."""
@@ -95,6 +157,21 @@ class Verdict:
         if self.scarce:
             parts.append(f"class {' or '.join(map(repr, self.scarce))} is predicted only in "
                          f"cells holding under {SCARCE_MASS:.1%} of the rows")
+        side = self.one_class_on_rows
+        if side is not None and not self.constant and not self.never:
+            r = self.on_rows
+            assert r is not None
+            parts.append(f"by the released count of training rows predicted positive "
+                         f"({r.predicted_positive:,} ± {r.halfwidth:,.0f} at 95 %, of "
+                         f"{r.rows:,}) it may "
+                         f"predict {'(almost) every' if side == 'positive' else '(almost) no'}"
+                         f" row positive")
+        if self.saturated and not self.constant:
+            p = 0.5 * (1 + float(np.tanh(self.cut / 2)))   # σ(cut) without overflow
+            parts.append(f"its probabilities are uncalibrated: it decides at log-odds "
+                         f"{self.cut:.3g} (P(class {self.classes[1]!r}) = {p:.2g}), so its score "
+                         f"is near {'0' if self.cut < 0 else '1'} on most rows (rank and decide "
+                         f"by its class or log-odds, not by the probability)")
         if self.no_signal and not self.constant:
             parts.append(f"its class counts are indistinguishable from noise (signal test "
                          f"p = {self.signal_p:.2f})")
@@ -108,6 +185,11 @@ class Verdict:
         out = {"checked": "over the declared domain, from the released parameters",
                "degenerate": self.degenerate, "constant_score": self.constant,
                "never_predicted": list(self.never), "log_odds_range": [lo, hi]}
+        if self.cut:
+            out |= {"decision_log_odds": self.cut, "uncalibrated_score": self.saturated}
+        if self.on_rows is not None:
+            out |= {"on_training_rows": self.on_rows.to_json(),
+                    "one_class_on_rows": self.one_class_on_rows}
         if self.signal_p is not None:
             out |= {"scarce_predicted": list(self.scarce), "signal_p_value": self.signal_p,
                     "no_signal": self.no_signal}
@@ -144,7 +226,8 @@ def check(model: Any) -> Verdict | None:
     never = tuple(c for c, unreachable in ((classes[1], hi <= cut), (classes[0], lo > cut))
                   if unreachable)
     return Verdict(classes, (lo, hi), never,
-                   spread_floor=float(getattr(model, "near_constant_spread", CONSTANT_SPREAD)))
+                   spread_floor=float(getattr(model, "near_constant_spread", CONSTANT_SPREAD)),
+                   on_rows=getattr(model, "rows_check", None), cut=cut)
 
 
 def check_cells(model: Any) -> Verdict | None:

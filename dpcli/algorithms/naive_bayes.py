@@ -90,6 +90,7 @@ from scipy.special import log_ndtr, logsumexp
 from dpcli import params  # option tuples and limits: one definition (dpcli.params)
 from dpcli.algorithms import nb_allocation
 from dpcli.algorithms.common import table_sensitivity
+from dpcli.algorithms.degenerate import RowsCheck
 from dpcli.algorithms.nb_allocation import Allocation
 from dpcli.budget import Budget
 from dpcli.data.encode import EncodedBatch, TokenSets
@@ -175,6 +176,7 @@ def _kind(schema: Schema, column: str) -> str:
 
 EQUAL_SPLIT = params.EQUAL_SPLIT
 THRESHOLD = "threshold"
+CHECK = "threshold_check"
 
 
 def allocation(schema: Schema, columns: Sequence[str], total: Budget, config: NBConfig,
@@ -227,7 +229,8 @@ def plan(schema: Schema, columns: Sequence[str], total: Budget, config: NBConfig
                             else "laplace", weight)
     t_share = 1 - sum(alloc.weights.values(), Fraction(0))
     if t_share > 0:
-        shares[THRESHOLD] = ("exponential", t_share)
+        shares[THRESHOLD] = ("exponential", t_share * (1 - nb_allocation.CHECK_PART))
+        shares[CHECK] = ("discrete_laplace", t_share * nb_allocation.CHECK_PART)
     p = Plan.split(total, shares)
     notes = {}
     for step in p:
@@ -237,7 +240,12 @@ def plan(schema: Schema, columns: Sequence[str], total: Budget, config: NBConfig
                 f"{nb_allocation.THRESHOLD_CANDIDATES} public log-odds candidates, "
                 + ("balanced-accuracy utility, Δ = 1/min released class count"
                    if config.threshold == "balanced"
-                   else "accuracy utility (correct count), Δ = 1"))
+                   else "accuracy utility (correct count), Δ = 1")
+                + "; if that cannot resolve at the released counts: the cut nearest the "
+                  "released prior share of rows predicted positive, Δ = 1")
+        elif step.name == CHECK:
+            notes[step.name] = ("training rows predicted positive at the released cut, "
+                                f"Δ=1, scale {1 / eps:.4g}")
         elif step.name == PRIOR or step.name.startswith("counts:"):
             sens = 2 if step.name == PRIOR else table_sensitivity(schema, step.name[7:])
             notes[step.name] = f"Δ={sens}, scale {sens / eps:.4g}"
@@ -321,8 +329,11 @@ class NaiveBayesModel:
     numeric: dict[str, NumericParams] = field(default_factory=dict)
     #: released decision threshold on the positive class's log-odds (None: the argmax)
     threshold: float | None = None
-    #: how it was chosen: "exponential mechanism", or "prior odds" when ε was too small
+    #: how it was chosen: "exponential mechanism", or "prior odds" / "prior quantile" when ε
+    #: is too small for it (nb_threshold)
     threshold_rule: str | None = None
+    #: the released count of training rows predicted positive at the threshold (nb_threshold)
+    rows_check: RowsCheck | None = None
 
     # ------------------------------------------------------------ predict
     @property
@@ -404,6 +415,7 @@ class NaiveBayesModel:
                        "threshold": self.config.threshold},
             "threshold": self.threshold,
             "threshold_rule": self.threshold_rule,
+            "threshold_check": None if self.rows_check is None else self.rows_check.to_json(),
             "schema": schema_to_dict(self.schema),
             "columns": list(self.columns),
             "class_counts": self.class_counts.tolist(),
@@ -431,7 +443,20 @@ class NaiveBayesModel:
                      for k, v in payload["numeric"].items()},
             threshold=payload.get("threshold"),
             threshold_rule=payload.get("threshold_rule"),
+            rows_check=_rows_check(payload.get("threshold_check")),
         )
+
+
+def _rows_check(entry: dict[str, Any] | None) -> RowsCheck | None:
+    """The released check read back from a model file (None when absent or malformed)."""
+    if not isinstance(entry, dict):
+        return None
+    try:
+        return RowsCheck(predicted_positive=int(entry["predicted_positive"]),
+                         rows=int(entry["rows"]), halfwidth=float(entry["noise_halfwidth_95"]),
+                         epsilon=float(entry["epsilon"]))
+    except (KeyError, TypeError, ValueError):
+        return None
 
 
 def fit(stats: Stats, schema: Schema, columns: Sequence[str], p: Plan, config: NBConfig,
@@ -615,12 +640,19 @@ def _post_process(mean: np.ndarray, var: np.ndarray,
 
 def fit_threshold(model: NaiveBayesModel, p: Plan, batches: Iterable[EncodedBatch],
                   rng: np.random.Generator) -> float:
-    """Release the decision threshold of a fitted binary model; costs ``p``'s threshold step.
+    """Release the decision threshold of a fitted binary model and check it on the rows.
 
-    Candidates from the released model and the declared domains
-    (:func:`dpcli.algorithms.nb_threshold.candidates`), counts from one pass over
-    ``batches`` (the training data again, after the model's release), then the
-    exponential mechanism. Sets ``model.threshold`` and returns it.
+    Costs ``p``'s ``threshold`` and ``threshold_check`` steps. Candidates from the
+    released model and the declared domains
+    (:func:`dpcli.algorithms.nb_threshold.candidates`); ONE pass over ``batches``
+    (the training data again, after the model's release) counts, per candidate, the
+    positives and negatives above it. The cut: the exponential mechanism on balanced
+    accuracy (or accuracy) when it resolves at the released class counts; else the
+    released prior odds' cut when a noisy count of the rows above it (ε/2) is near the
+    released prior's share of the rows, and otherwise the exponential mechanism (ε/2) on
+    the distance to that share — choices from released values and ε. Then the rows
+    predicted positive at the cut, with discrete Laplace (``model.rows_check``;
+    :func:`degenerate.check` reads it). Sets ``model.threshold`` and returns it.
     """
     from dpcli.algorithms import degenerate, nb_threshold
 
@@ -629,18 +661,44 @@ def fit_threshold(model: NaiveBayesModel, p: Plan, batches: Iterable[EncodedBatc
     pos = nb_threshold.positive_code(model)
     lo, hi = verdict.log_odds if pos == 1 else (-verdict.log_odds[1], -verdict.log_odds[0])
     log_prior = model.log_prior()
-    cands = nb_threshold.candidates((lo, hi), float(log_prior[pos] - log_prior[1 - pos]),
-                                    nb_allocation.THRESHOLD_CANDIDATES)
+    prior_cut = float(log_prior[pos] - log_prior[1 - pos])
+    cands = nb_threshold.candidates((lo, hi), prior_cut, nb_allocation.THRESHOLD_CANDIDATES)
     released = (float(model.class_counts[pos]), float(model.class_counts[1 - pos]))
     epsilon = p.step(THRESHOLD).budget.eps
-    if not nb_threshold.resolvable(released, epsilon, len(cands), model.config.threshold):
-        # too little ε to tell a useful cut from a useless one among the candidates: the
-        # released prior's cut instead (free), and the second pass is not made
-        model.threshold = float(log_prior[pos] - log_prior[1 - pos])
-        model.threshold_rule = "prior odds"
-        return model.threshold
+    # the pass is made whatever the rule: the check needs its counts (no third pass)
     counts = nb_threshold.count(model, batches, cands)
-    model.threshold = nb_threshold.select(counts, released, utility=model.config.threshold,
-                                          epsilon=epsilon, rng=rng)
-    model.threshold_rule = "exponential mechanism"
+    if nb_threshold.resolvable(released, epsilon, len(cands), model.config.threshold):
+        cut = nb_threshold.select(counts, released, utility=model.config.threshold,
+                                  epsilon=epsilon, rng=rng)
+        model.threshold_rule = "exponential mechanism"
+    else:
+        # the prior odds' cut, unless a count of the rows above it (half the step's ε) says it
+        # is far from the prior's share; then, at the other half, the cut nearest that share,
+        # which does not depend on the model's scale (noisy terms can shift every log-odds)
+        target = nb_threshold.quantile_target(released, counts.rows)
+        above = discrete_laplace_mechanism(nb_threshold.check_count(counts, prior_cut),
+                                           sensitivity=1, epsilon=epsilon / 2, rng=rng)
+        if nb_threshold.prior_cut_holds(float(above), target, counts.rows):
+            cut = prior_cut
+            model.threshold_rule = "prior odds"
+        else:
+            cut = nb_threshold.select_quantile(counts, target, epsilon=epsilon / 2, rng=rng)
+            model.threshold_rule = "prior quantile"
+    model.threshold = cut
+    if has_step(p, CHECK):
+        model.rows_check = nb_threshold.release_check(counts, cut,
+                                                      epsilon=p.step(CHECK).budget.eps, rng=rng)
     return model.threshold
+
+
+def threshold_note(model: NaiveBayesModel) -> str | None:
+    """One line for the user when the cut was not chosen by the balanced-accuracy mechanism."""
+    if model.threshold_rule == "prior quantile":
+        return ("note: the threshold step's ε is too small to choose a cut by balanced "
+                "accuracy at this n, and the released prior odds' cut was far from the prior's "
+                "share of rows; it chose the cut nearest that share instead")
+    if model.threshold_rule == "prior odds":
+        return ("note: the threshold step's ε is too small to choose a cut by balanced "
+                "accuracy at this n; the model cuts at the released prior odds (a noisy count "
+                "of the rows above it agreed with the prior's share)")
+    return None

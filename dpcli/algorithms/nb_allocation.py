@@ -31,6 +31,17 @@ private):
   half-width), so the variance moves by h²·K/(n·ε); the term
   −(x−μ)²/2v − ½·log v moves by δv·|z²−1|/2v ≈ δv/(√2·v), and with
   v_typ = σ_typ² = h²/9, c = 9K/(√2·n);
+* the prior's class counts are also the denominators of every global-method
+  numeric statistic (mean = mid + noisy sum/ñ_c, second moment = noisy sum/ñ_c):
+  a relative error δn/n_c in ñ_c moves each such mean by (x̄ − mid)·δn/n_c, a
+  term error ≈ δn/n_c with |x̄ − mid| ≈ σ_typ, and each released variance by
+  about 2v·δn/n_c (second moment ≈ v + σ_typ²), a term error ≈ √2·δn/n_c — the
+  same δn in every column, so the errors add linearly, not in quadrature. The
+  prior's weight is therefore c = 2K/n · (1 + #global means + √2·#global released
+  variances). Without it the prior of a 64-column model got 0.4 % of ε and its
+  noise (±600 on a class of 125 at n = 1,258, ε = 1) shrank every class mean
+  and flipped the decision threshold (benchmarks/results/nb_share.md). Smooth
+  columns read ñ_c only for their trimming count: no coupling;
 * the smooth method multiplies a numeric weight by its noise factor over
   the global one, 4(γ+1)/(1 − 2·trim) (twice ε/2 per class, the 2(γ+1)
   heavy-tail calibration, the trimmed window's size): an upper bound, the
@@ -70,7 +81,11 @@ rules above off (the user decides); the threshold keeps its share.
 min(1/10, 2·ln(C)·20/(0.02·n·ε)) of ε: the exponential mechanism over C
 candidates loses at most about 2·Δ·ln C/ε_t in balanced accuracy, Δ being
 1/n_min; with a minority of at least n/20 that is 0.02 at the second term.
-The share is 1/10 until n·ε is above some 10^4·ln C.
+The share is 1/10 until n·ε is above some 10^4·ln C. A quarter of it
+(``CHECK_PART``) is the ``threshold_check`` step: the noisy counts of training
+rows predicted positive at the released cut, per true class, which say whether
+the model is one-class on the data (:func:`dpcli.algorithms.nb_threshold.release_check`);
+the other three quarters choose the cut.
 """
 
 from __future__ import annotations
@@ -87,6 +102,8 @@ from dpcli.data.schema import CategoricalColumn, NumericColumn, Schema, TokensCo
 THRESHOLD_CANDIDATES = 128
 #: the threshold's share of ε is at most this
 THRESHOLD_MAX_SHARE = Fraction(1, 10)
+#: of the threshold's share: the check of the rows predicted positive (the rest picks the cut)
+CHECK_PART = Fraction(1, 4)
 #: the balanced-accuracy loss the threshold's share aims at, with a minority of n/20
 THRESHOLD_TOLERANCE = 0.02
 MINORITY_FLOOR = 20
@@ -109,7 +126,8 @@ class Allocation:
         shares = {k: float(v) for k, v in self.weights.items()}
         rest = 1 - sum(self.weights.values(), Fraction(0))
         if rest > 0:
-            shares["threshold"] = float(rest)
+            shares["threshold"] = float(rest * (1 - CHECK_PART))
+            shares["threshold_check"] = float(rest * CHECK_PART)
         return {"rule": self.rule, "shares": shares,
                 "methods": dict(self.methods), "public_variance": list(self.public_variance),
                 "smooth_fallback": list(self.fallback), "reasons": list(self.reasons)}
@@ -214,7 +232,8 @@ def allocate(schema: Schema, columns: Sequence[str], *, n: int, epsilon: float, 
                        "is used instead")
     if t_share:
         reasons.append(f"decision threshold: {float(t_share):.3g} of ε "
-                       f"(exponential mechanism over {THRESHOLD_CANDIDATES} candidates)")
+                       f"(exponential mechanism over {THRESHOLD_CANDIDATES} candidates; "
+                       f"{CHECK_PART} of it counts the rows predicted positive)")
     return Allocation(weights=weights, methods=methods,
                       public_variance=tuple(c for c in numeric if c in dropped),
                       fallback=tuple(fallback), rule="spec" if split is not None else "lagrange",
@@ -241,6 +260,17 @@ def error_weight(schema: Schema, column: str, part: str, n: int, k: int) -> floa
     return delta * k * levels / n
 
 
+def prior_coupling(schema: Schema, columns: Sequence[str], methods: Mapping[str, str],
+                   dropped: set[str] | Sequence[str] = ()) -> float:
+    """1 + #global means + √2·#global released variances: the factor on the prior's error
+    weight for its use as every global numeric statistic's denominator (module docstring)."""
+    factor = 1.0
+    for c in columns:
+        if isinstance(schema.column(c), NumericColumn) and methods.get(c) != "smooth":
+            factor += 1.0 + (0.0 if c in dropped else math.sqrt(2))
+    return factor
+
+
 def _raw_weights(schema: Schema, columns: Sequence[str], n: int, k: int,
                  methods: Mapping[str, str], dropped: set[str], trim: float, gamma: float,
                  split: Mapping[str, float] | None) -> dict[str, float]:
@@ -253,7 +283,9 @@ def _raw_weights(schema: Schema, columns: Sequence[str], n: int, k: int,
             c *= smooth_factor(trim, gamma)
         return c ** (2 / 3)
 
-    out = {"prior": weight("", "prior")}
+    out = {"prior": weight("", "prior")
+           * (prior_coupling(schema, columns, methods, dropped) ** (2 / 3) if split is None
+              else 1.0)}
     for c in columns:
         if isinstance(schema.column(c), NumericColumn):
             out[f"mean:{c}"] = weight(c, "mean")

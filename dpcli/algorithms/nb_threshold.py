@@ -38,11 +38,42 @@ released counts, the mechanism picks a candidate whose utility is ``GAP`` below
 the best with total probability at most C·exp(−ε_t·GAP/(2Δq)). ``GAP`` is 0.5
 for balanced accuracy (a balanced accuracy of 0.75 against a one-class rule's
 0.5) and 5 % of the records for accuracy. When that bound exceeds e^−3 (5 %),
-the mechanism could as well pick a one-class cut far out, so the model takes
-instead the released prior's cut t = log(ñ_pos/ñ_neg) — the cut that maximises
-balanced accuracy if the model's likelihoods were right —, computed from
-released values only (free); the step's ε is then left unspent. The decision is
-a function of released values and ε: public.
+the mechanism could as well pick a one-class cut far out, so the step uses its ε
+on the prior quantile instead (below). The decision is a function of released
+values and ε: public.
+
+**When balanced accuracy cannot be resolved: the prior quantile.** The released
+prior says what share π̃ = ñ_pos/(ñ_pos + ñ_neg) of the rows is positive. A model
+whose log-odds are badly scaled (many noisy numeric terms) can put every training
+row below the prior's cut; the cut that calls a share π̃ of the rows positive does
+not depend on the scale. So the same step (same ε_t, same pass) then releases, by the
+exponential mechanism, the candidate t whose predicted-positive count A(t) = TP(t) +
+FP(t) is closest to the target π̃·n (n the public record count): utility
+q(t) = −|A(t) − π̃·n|. A replaced record changes A(t) by at most 1 (its own
+contribution goes, the new one's comes), and the target is a released value:
+Δq = 1. The released prior odds' cut stays the first choice (for a calibrated model
+it maximises balanced accuracy, and it beats the quantile on a rare class), but it
+is no longer taken blind: half of ε_t releases A(t_prior), the rows above it
+(discrete Laplace, Δ = 1), and only when that noisy count is below half the target
+or above n minus half of n − target (:func:`prior_cut_holds`: a cut far from the
+prior's share, typically one-class) does the other half of ε_t go to the quantile
+mechanism. Sequential composition: ε_t/2 + ε_t/2. Its error in rows is
+about 2·(ln C + 3)/ε_t with probability 1 − e^−3 — at small n·ε_t comparable to the
+minority class itself, so it can still land near "no row": the check below says so.
+Which rule runs is a function of released counts and ε: public.
+
+**The check on the training rows** (:func:`release_check`, its own planned step
+``threshold_check``). The domain-wide verdict of :mod:`dpcli.algorithms.degenerate`
+cannot see where the training rows fall; a cut can leave every row on one side. The
+same pass therefore also counts the rows above the released cut, A(t*): a replaced
+record changes it by at most 1, so it gets discrete Laplace noise at Δ = 1 with the
+check's ε. When its 95 % noise interval reaches "(almost) no row" or "(almost)
+every row" (:func:`dpcli.algorithms.degenerate.one_class_on_rows`, shared with
+validate's check), the model is reported degenerate on stderr and in the model file.
+The count per true class (TP, FP: a private balanced accuracy) was weighed and left
+out: the pair has L1 sensitivity 2, and the noise on their sum is 2√2 times that of
+the one count, which at the small n where one-class cuts happen would make the check
+unable to tell a rare class from none.
 
 **Mechanism.** The exponential mechanism (:func:`dpcli.mechanisms.exponential_mechanism`)
 picks t with probability ∝ exp(ε_t·q(t)/(2Δq)): ε_t-DP. Its share of the
@@ -57,8 +88,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from dpcli.algorithms.degenerate import RowsCheck
 from dpcli.data.encode import EncodedBatch
-from dpcli.mechanisms import exponential_mechanism
+from dpcli.mechanisms import discrete_laplace_mechanism, exponential_mechanism
 
 #: the widest log-odds range the candidates span
 MAX_RANGE = 1e4
@@ -71,6 +103,15 @@ class ThresholdCounts:
     candidates: np.ndarray
     true_positive: np.ndarray
     true_negative: np.ndarray
+    #: negatives above each candidate (predicted positive); None from older callers
+    false_positive: np.ndarray | None = None
+    #: rows read (n: public under replace-one)
+    rows: int = 0
+
+    def predicted_positive(self) -> np.ndarray:
+        """A(t) = TP(t) + FP(t): the rows above each candidate (private)."""
+        assert self.false_positive is not None
+        return self.true_positive + self.false_positive
 
 
 def candidates(log_odds_range: tuple[float, float], prior_odds: float,
@@ -103,7 +144,9 @@ def count(model: object, batches: Iterable[EncodedBatch], cands: np.ndarray) -> 
     pos = positive_code(model)
     above_pos = np.zeros(len(cands), dtype=np.int64)
     at_or_below_neg = np.zeros(len(cands), dtype=np.int64)
+    negatives = rows = 0
     for batch in batches:
+        rows += batch.n
         s = positive_log_odds(model, batch)
         is_pos = np.asarray(batch.label) == pos
         # index i: number of candidates strictly below s, so s > t_j for j < i
@@ -113,7 +156,8 @@ def count(model: object, batches: Iterable[EncodedBatch], cands: np.ndarray) -> 
         above_pos += np.bincount(idx_pos, minlength=len(cands) + 1)[::-1].cumsum()[::-1][1:]
         # a negative with idx i is at or below candidates i..C-1
         at_or_below_neg += np.bincount(idx_neg, minlength=len(cands) + 1).cumsum()[:-1]
-    return ThresholdCounts(cands, above_pos, at_or_below_neg)
+        negatives += int(idx_neg.size)
+    return ThresholdCounts(cands, above_pos, at_or_below_neg, negatives - at_or_below_neg, rows)
 
 
 def _utility(counts: ThresholdCounts, released: tuple[float, float],
@@ -157,3 +201,66 @@ def select(counts: ThresholdCounts, released: tuple[float, float], *, epsilon: f
 
 
 utility = _utility
+
+
+# ------------------------------------------------------------------ the prior quantile
+
+def quantile_target(released: tuple[float, float], rows: int) -> float:
+    """π̃·n: the released prior's share of positives times the public record count."""
+    a, b = (max(float(c), 0.0) for c in released)
+    return rows * a / (a + b) if a + b > 0 else rows / 2
+
+
+def quantile_utility(counts: ThresholdCounts, target: float) -> tuple[np.ndarray, float]:
+    """q(t) = −|A(t) − target| and Δq = 1 (module docstring)."""
+    return -np.abs(counts.predicted_positive() - target).astype(float), 1.0
+
+
+def prior_cut_holds(noisy_above: float, target: float, rows: int) -> bool:
+    """Keep the prior odds' cut unless its released count of rows above it is below
+    target/2 or above rows − (rows − target)/2 (post-processing of released values)."""
+    return target / 2 <= noisy_above <= rows - (rows - target) / 2
+
+
+def select_quantile(counts: ThresholdCounts, target: float, *, epsilon: float,
+                    rng: np.random.Generator) -> float:
+    """Release the candidate whose predicted-positive count is nearest ``target``: ε-DP."""
+    q, sensitivity = quantile_utility(counts, target)
+    return float(counts.candidates[exponential_mechanism(q, sensitivity=sensitivity,
+                                                         epsilon=epsilon, rng=rng)])
+
+
+# ------------------------------------------------------------------ the check on the rows
+
+#: sensitivity of A(t*), the rows above a fixed cut, under replace-one (module docstring)
+CHECK_SENSITIVITY = 1
+#: the noise interval's coverage
+CHECK_LEVEL = 0.95
+
+
+def check_count(counts: ThresholdCounts, cut: float) -> int:
+    """A(cut): rows above ``cut``, one of the candidates (private: to :func:`release_check`)."""
+    j = int(np.flatnonzero(counts.candidates == cut)[0])
+    return int(counts.predicted_positive()[j])
+
+
+def release_check(counts: ThresholdCounts, cut: float, *, epsilon: float,
+                  rng: np.random.Generator) -> RowsCheck:
+    """Release A(cut) with discrete Laplace, Δ = 1: ε-DP.
+
+    The returned :class:`RowsCheck` holds the noisy count, the public n and the
+    95 % half-width of the noise; the one-class verdict it derives is post-processing.
+    """
+    noisy = discrete_laplace_mechanism(check_count(counts, cut), sensitivity=CHECK_SENSITIVITY,
+                                       epsilon=epsilon, rng=rng)
+    return RowsCheck(predicted_positive=int(noisy), rows=counts.rows,
+                     halfwidth=halfwidth(epsilon / CHECK_SENSITIVITY), epsilon=epsilon)
+
+
+def halfwidth(epsilon: float, level: float = CHECK_LEVEL) -> int:
+    """The smallest integer w with P(|X| ≥ w) ≤ 1 − level, X discrete Laplace at scale 1/ε.
+
+    P(X = k) = (1−q)/(1+q)·q^|k|, q = e^−ε, so P(|X| ≥ w) = 2q^w/(1+q) for w ≥ 1.
+    """
+    q = math.exp(-epsilon)
+    return max(1, math.ceil(math.log((1 - level) * (1 + q) / 2) / math.log(q)))

@@ -18,13 +18,26 @@ Two mechanisms, both under replace-one neighbours (design notes, rule 1):
   each with half the column's ε: the suggested interval aims to hold 99 % of
   the values (the rest would be clamped), rounded to a readable number by the
   grid itself. Every candidate below the data has the same utility (and every
-  one above it), so a data-independent tie-break is added: 2j/ε for the
+  one above it), so a data-independent tie-break is added: w·j for the
   j-th candidate for the lower bound (favouring the largest of the tied
-  candidates, the round number just below the data), −2j/ε for the upper.
-  A term that does not depend on the data leaves Δ at 1; its price is a bias
-  of 2/ε records per grid step towards the inside of the interval (the grid is
-  coarse — three candidates a decade — so that few steps separate a bound from the
-  data).
+  candidates, the round number just below the data), −w·j for the upper,
+  with w = min(2/ε, n/(2K)) records per step (K candidates). A term that does
+  not depend on the data (n is public) leaves Δ at 1; its price is a bias of w
+  records per grid step towards the inside of the interval (the grid is
+  coarse — three candidates a decade — so that few steps separate a bound from
+  the data). The cap n/(2K) keeps the whole tie-break below n/2 records, while a
+  candidate on the wrong side of the data loses at least (1 − 2q)·n ≥ 0.9·n of
+  data utility: an uncapped 2/ε at a small ε outweighed the data term itself
+  (2·67/0.025 > n at n = 2,100) and put the upper bound at −5·10⁹.
+* **how much to cover** — a quantile q is resolved only where its target
+  count q·n is large against the noise: the exponential mechanism prefers a
+  candidate near the quantile to one of the K − 1 others (each off by up to
+  q·n records) with odds at least 1/β when ε_q·q·n/2 ≥ ln K + ln(1/β). So
+  the tail q is the least of 0.005 (99 % coverage) and 2(ln K + ln 20)/(ε_q·n)
+  (β = 0.05), and a column whose tail would pass 0.05 (less than 90 %
+  coverage) is refused before any charge, with the ε that would resolve it
+  (:func:`bounds_tail`, :func:`bounds_epsilon`). Both are functions of n and ε,
+  public facts.
 * **categories** — the values of a column whose noisy count reaches a
   threshold: a stability-based histogram. Counts get discrete Laplace noise
   of scale 2/ε (one record leaves one value's count and enters another's: L1
@@ -50,8 +63,12 @@ import pyarrow.compute as pc
 from dpcli.mechanisms.exponential import exponential_mechanism
 from dpcli.mechanisms.laplace import discrete_laplace_mechanism
 
-#: the share of values the suggested bounds aim to hold
+#: the share of values the suggested bounds aim to hold (when n and ε resolve it)
 COVERAGE = 0.99
+#: below this coverage a bound is not suggested (refused before the charge)
+MIN_COVERAGE = 0.90
+#: the chance that a quantile lands away from its target that the coverage rule accepts
+RESOLVE_FAILURE = 0.05
 #: one record changes a count by at most this much under replace-one
 QUANTILE_SENSITIVITY = 1
 HISTOGRAM_SENSITIVITY = 2
@@ -76,13 +93,14 @@ def private_quantile(at_or_below: np.ndarray, n: int, q: float, epsilon: float,
     """The index of a grid candidate near the q-quantile: ε-DP (exponential mechanism).
 
     Releases: one index into the public grid. Utility −|#{x ≤ c_j} − q·n| +
-    prefer·2j/ε: the first term has Δ = 1 under replace-one (n is public;
+    prefer·w·j (w = :func:`tie_break`): the first term has Δ = 1 under replace-one (n is public;
     one record moves each count by ≤ 1), the second does not depend on the data
     (it breaks ties towards larger candidates for ``prefer`` = 1, smaller for
     −1). Cost: ``epsilon``.
     """
     j = np.arange(at_or_below.size, dtype=float)
-    scores = -np.abs(at_or_below.astype(float) - q * n) + prefer * (2.0 / epsilon) * j
+    step = tie_break(n, epsilon, at_or_below.size)
+    scores = -np.abs(at_or_below.astype(float) - q * n) + prefer * step * j
     return exponential_mechanism(scores, sensitivity=QUANTILE_SENSITIVITY, epsilon=epsilon,
                                  rng=rng)
 
@@ -91,13 +109,35 @@ def private_bounds(at_or_below: np.ndarray, n: int, epsilon: float,
                    rng: np.random.Generator) -> tuple[float, float]:
     """Suggested [lower, upper] from two private quantiles, ε/2 each: ε-DP in total."""
     grid = candidates()
-    tail = (1 - COVERAGE) / 2
+    tail = bounds_tail(n, epsilon)
+    if tail is None:
+        raise ValueError(f"n = {n} and ε = {epsilon} cannot resolve bounds (see bounds_tail)")
     lo = private_quantile(at_or_below, n, tail, epsilon / 2, rng, prefer=1)
     hi = private_quantile(at_or_below, n, 1 - tail, epsilon / 2, rng, prefer=-1)
     lo, hi = min(lo, hi), max(lo, hi)
     if lo == hi:   # a column concentrated on one candidate: widen to its neighbours (public)
         lo, hi = max(lo - 1, 0), min(hi + 1, grid.size - 1)
     return float(grid[lo]), float(grid[hi])
+
+
+def tie_break(n: int, epsilon: float, k: int) -> float:
+    """Records per grid step of the data-independent tie-break: min(2/ε, n/(2k))."""
+    return min(2.0 / epsilon, n / (2.0 * k))
+
+
+def bounds_tail(n: int, epsilon: float) -> float | None:
+    """The tail share q each private quantile aims at, from public facts (n, the column's ε):
+    (1 − COVERAGE)/2 when ε/2 resolves it, else the least q with (ε/2)·q·n/2 ≥ ln K +
+    ln(1/β); None when that q passes (1 − MIN_COVERAGE)/2 (module docstring)."""
+    need = 2 * (math.log(candidates().size) + math.log(1 / RESOLVE_FAILURE))
+    tail = max((1 - COVERAGE) / 2, need / ((epsilon / 2) * n))
+    return tail if tail <= (1 - MIN_COVERAGE) / 2 else None
+
+
+def bounds_epsilon(n: int, coverage: float = COVERAGE) -> float:
+    """The column ε at which :func:`bounds_tail` reaches ``coverage`` at n records."""
+    need = 2 * (math.log(candidates().size) + math.log(1 / RESOLVE_FAILURE))
+    return 2 * need / (n * (1 - coverage) / 2)
 
 
 def threshold(epsilon: float, delta: float) -> int:

@@ -129,7 +129,6 @@ FORECAST_WARNING = 0.10       # warn before the charge above this forecast error
 PRIOR_PART = Fraction(1, 8)   # of the threshold's ε: the positive count behind the weights
 CHECK_PART = Fraction(1, 8)   # of the threshold's ε: rows predicted positive at the cut
 CUT_PART = 1 - PRIOR_PART - CHECK_PART   # of the threshold's ε: the exponential mechanism
-ONE_CLASS_SHARE = 0.001       # a cut predicting one class on all but this share is flagged
 
 TRAIN: dict[str, Callable[..., PrivateFit]] = {"objective": objective_perturbation,
                                                "output": output_perturbation}
@@ -443,14 +442,11 @@ class Threshold:
     def one_class(self) -> str | None:
         """"positive"/"negative" when the released count says the cut gives (almost) one
         class on the rows it was chosen on (post-processing of the released count)."""
+        from dpcli.algorithms.degenerate import one_class_on_rows
+
         if self.noisy_predicted_positive is None or not self.n_rows:
             return None
-        share = self.noisy_predicted_positive / self.n_rows
-        if share <= ONE_CLASS_SHARE:
-            return "negative"
-        if share >= 1 - ONE_CLASS_SHARE:
-            return "positive"
-        return None
+        return one_class_on_rows(self.noisy_predicted_positive, self.n_rows)
 
     def to_json(self) -> dict[str, Any]:
         if self.epsilon == 0:

@@ -74,8 +74,45 @@ def schema_suggest(spec: Spec, data: Path | str, *, epsilon: float,
         raise UsageError(f"{s.path}: budget.delta is 0, and suggesting categories needs δ "
                          f"({delta:g} here): declare a δ budget (e.g. 1e-5) or leave out "
                          f"{', '.join(categorical)} with --columns")
-    spend = Spend.prepare(s, plan, location, chosen, command="schema-suggest",
-                          reporter=reporter, outputs=[out], dry_run=dry_run)
+    coverage: dict[str, float] = {}
+
+    def checked(n: int) -> Plan:
+        # public facts only (n, each column's ε): bounds that the noise cannot resolve, or
+        # categories no value can reach, are refused before the charge (design notes, rule 3)
+        for c in chosen:
+            share = float(plan.step(f"bounds:{c}" if todo[c] == "numeric"
+                                    else f"categories:{c}").budget.eps)
+            if todo[c] == "numeric":
+                tail = algo.bounds_tail(n, share)
+                if tail is None:
+                    need = algo.bounds_epsilon(n, algo.MIN_COVERAGE) * len(chosen)
+                    raise UsageError(
+                        f"refused before any charge: {c!r}: at ε = {share:.3g} for its bounds "
+                        f"and n = {n:,}, the private quantiles would be chosen by the noise "
+                        f"(they could not hold even {algo.MIN_COVERAGE:.0%} of the values "
+                        f"reliably). Spend about --epsilon {need:.2g} on these "
+                        f"{len(chosen)} column(s), suggest fewer columns at once (--columns), "
+                        "or declare the bounds from the data's documentation")
+                coverage[c] = 1 - 2 * tail
+            else:
+                tau = algo.threshold(share, float(plan.step(f"categories:{c}").budget.delta))
+                if tau > n:
+                    raise UsageError(
+                        f"refused before any charge: {c!r}: at ε = {share:.3g} a value needs a "
+                        f"noisy count of {tau:,} to be suggested, more than the {n:,} rows; "
+                        "spend more ε or suggest fewer columns at once (--columns)")
+                reporter.say(f"note: {c}: values held by fewer than about {tau:,} of the "
+                             f"{n:,} rows will not be suggested (the threshold that keeps a "
+                             "rare value private)")
+        for c, cov in coverage.items():
+            if cov < algo.COVERAGE:
+                reporter.say(f"note: {c}: at this ε and n the bounds aim to hold {cov:.1%} "
+                             f"of the values (not {algo.COVERAGE:.0%}): a tighter tail would "
+                             "be placed by the noise")
+        return plan
+
+    spend = Spend.prepare(s, checked, location, chosen, command="schema-suggest",
+                          reporter=reporter, outputs=[out], total=plan.total, dry_run=dry_run)
     if dry_run:
         return spend.dry_run()
     arguments: dict[str, Any] = {
@@ -83,7 +120,7 @@ def schema_suggest(spec: Spec, data: Path | str, *, epsilon: float,
         "columns": chosen, "epsilon": epsilon, "delta": delta}
     with spend.charged(arguments, seed=seed) as run:
         found = _release(run, chosen, todo, plan)
-        text = suggestions_yaml(s.path.name, chosen, todo, found, plan)
+        text = suggestions_yaml(s.path.name, chosen, todo, found, plan, coverage)
         if out is not None:
             run.write(out, text)
         run.summary = {"columns": len(chosen)}
@@ -124,7 +161,8 @@ def _release(run: Charged, chosen: list[str], todo: dict[str, str],
 
 
 def suggestions_yaml(spec_name: str, chosen: list[str], todo: dict[str, str],
-                     found: dict[str, Any], plan: Any) -> str:
+                     found: dict[str, Any], plan: Any,
+                     coverage: dict[str, float] | None = None) -> str:
     """The suggestions as schema entries, each with how it was released."""
     import yaml
 
@@ -144,8 +182,9 @@ def suggestions_yaml(spec_name: str, chosen: list[str], todo: dict[str, str],
         if todo[c] == "numeric":
             lo, hi = found[c]
             step = plan.step(f"bounds:{c}")
+            aim = (coverage or {}).get(c, COVERAGE)
             lines.append(f"  {key}: {{type: numeric, bounds: [{lo:g}, {hi:g}]}}   "
-                         f"# ε={step.budget.eps:g}")
+                         f"# ε={step.budget.eps:g}, aims to hold {aim:.1%}")
         else:
             step = plan.step(f"categories:{c}")
             values = yaml.safe_dump(found[c], default_flow_style=True, width=10**6).strip()

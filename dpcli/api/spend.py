@@ -30,6 +30,7 @@ import numpy as np
 
 from dpcli.api.report import Reporter, Silent
 from dpcli.budget import Budget
+from dpcli.data.source import BatchSource, Source
 from dpcli.errors import UsageError
 from dpcli.mechanisms import Plan
 from dpcli.spec import Spec
@@ -96,7 +97,7 @@ class Spend:
     before the charge (a plan that depends on n is built inside ``prepare``).
     """
 
-    def __init__(self, spec: Spec, plan: Plan, source: Any, n: int, data: Path | str, *,
+    def __init__(self, spec: Spec, plan: Plan, source: Source, n: int, data: Path | str, *,
                  command: str, reporter: Reporter, neighbouring: str,
                  companions: dict[str, Companion] | None = None) -> None:
         self.spec = spec
@@ -248,8 +249,12 @@ class Charged:
         of the named companion input instead of the main one if ``companion`` is given."""
         from dpcli.data.prefetch import prefetch
 
-        source = (self._spend._source if companion is None
-                  else self._spend._companions[companion].source)
+        if companion is None:
+            source = self._batches()
+        else:
+            opened = self._spend._companions[companion].source
+            assert opened is not None, f"the {companion} input was never opened"
+            source = self._batches(opened)
         with self._spend.reporter.progress(label, source.num_rows_hint()) as advance:
             for batch in prefetch(source.batches(columns, rng=self.rng)):
                 advance(batch.n)
@@ -258,7 +263,7 @@ class Charged:
     def raw_passes(self, columns: Sequence[str], label: str = "reading") -> Iterator[Any]:
         """One pass over the raw Arrow batches of ``columns`` (for releases that need the
         values before the schema's encoding, e.g. domain suggestions)."""
-        source = self._spend._source
+        source = self._batches()
         with self._spend.reporter.progress(label, source.num_rows_hint()) as advance:
             for raw, _ in source.raw_batches(columns, rng=self.rng):
                 advance(raw.num_rows)
@@ -270,7 +275,7 @@ class Charged:
         returns the record count (a DataError for a file with no rows)."""
         from dpcli.predict import fold
 
-        source = self._spend._source
+        source = self._batches()
         with self._spend.reporter.progress(label, source.num_rows_hint()) as advance:
             return fold(source, tuple(columns), fn, add, rng=self.rng, progress=advance)
 
@@ -278,14 +283,16 @@ class Charged:
         """A function that starts a fresh pass (for algorithms that make several)."""
         from dpcli.data.prefetch import prefetch
 
-        source = self._spend._source
+        source = self._batches()
         return lambda: prefetch(source.batches(columns, rng=self.rng))
 
-    @property
-    def source(self) -> Any:
-        """The opened source, for the commands whose passes need more than batches (a scored
-        pass over a model's columns): only reachable once charged."""
-        return self._spend._source
+    def _batches(self, source: Source | None = None) -> BatchSource:
+        """The source as one this process reads batch by batch (the local engine's)."""
+        source = self._spend._source if source is None else source
+        if not isinstance(source, BatchSource):
+            raise UsageError(f"this step reads the data batch by batch, which the "
+                             f"{source.engine} engine does not; use --engine local")
+        return source
 
     def envelope(self, kind: str, payload: dict[str, Any]) -> dict[str, Any]:
         """The released artefact wrapped with this run's spec, spend and ledger entry."""
@@ -334,7 +341,7 @@ class Companion:
     before the charge like the main input, read only through :meth:`Charged.passes`."""
 
     def __init__(self) -> None:
-        self.source: Any = None
+        self.source: Source | None = None
         self.n = 0
 
     def open(self, spec: Spec, data: Path | str, columns: Sequence[str], total: Budget, *,

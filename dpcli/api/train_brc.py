@@ -112,6 +112,18 @@ def train_brc(spec: Spec, data: Path, *, out: Path | None = None,
         model = brc.BRCModel(inputs.model_schema(s.schema, chosen), tuple(chosen), mode, public,
                              ensemble, config, n, section.epsilon, calibration)
         payload = {**model.to_payload(), "breakdown": plan.to_json(), **run.check_model(model)}
+        noise = brc.calibration_noise(calibration, n,
+                                      float(plan.step(brc.CALIBRATION).budget.epsilon))
+        if noise > brc.CALIBRATION_NOISE_LIMIT:
+            # detected from released values: the cut's noise can move most of the smaller class
+            reporter.warn(f"near chance on the data: the calibration histogram's noise (sd of "
+                          f"a class total {noise:.2f} × the smaller class) can move the class "
+                          "cut anywhere, and it may put (almost) every record in one class. "
+                          f"Spend more ε (about {section.epsilon * noise / 0.16:.2g} keeps it "
+                          "small) or train on more rows.")
+            payload["degeneracy"] = {**payload.get("degeneracy", {}), "degenerate": True,
+                                     "near_chance_on_rows": True,
+                                     "calibration_noise": round(noise, 4)}
         envelope = run.envelope(brc.KIND, payload)
         if out is not None:
             run.write(out, dumps_json(envelope))

@@ -106,10 +106,8 @@ def train_nb(spec: Spec, data: Path | str, *, epsilon: float | None = None,
             # the decision threshold: a second pass scores the training rows with the
             # released model (still after the charge) and the exponential mechanism picks
             nb.fit_threshold(model, plan, run.passes(chosen, "threshold"), run.rng)
-            if model.threshold_rule == "prior odds":
-                reporter.say("note: the threshold step's ε is too small to choose a cut among "
-                             "its candidates at this n; the model cuts at the released prior "
-                             "odds instead (free), and that step's ε is left unspent")
+            if (note := nb.threshold_note(model)) is not None:
+                reporter.say(note)
         payload = {**model.to_payload(), "breakdown": plan.to_json(), "allocation": split,
                    **run.check_model(model)}
         envelope = run.envelope("naive_bayes", payload)

@@ -63,18 +63,14 @@ def evaluate(
             --model models/nb.json --epsilon 0.2
     """
     from dpcli.api.evaluate import evaluate as run
-    from dpcli.api.spend import DryRun
-    from dpcli.cli.spend import UIReporter, render_dry_run, report_lines
+    from dpcli.cli.spend import UIReporter, released
     from dpcli.spec import load_spec
 
     ui = UI(quiet=quiet, json=json, force_progress=progress, report=report)
-    done = run(load_spec(spec), data, model=model, score_column=score_column,
-               score_range=score_range, cutoff=cutoff, out=out, epsilon=epsilon, seed=seed,
-               dry_run=dry_run, reporter=UIReporter(ui))
-    if isinstance(done, DryRun):
-        render_dry_run(ui, done)
-        return
-    report_lines(ui, done.data_report)
+    result = run(load_spec(spec), data, model=model, score_column=score_column,
+                 score_range=score_range, cutoff=cutoff, out=out, epsilon=epsilon, seed=seed,
+                 dry_run=dry_run, reporter=UIReporter(ui))
+    done = released(ui, result)
     _show(ui, done.value)
     ui.say(f"spent {done.plan.total} (run {done.run_id[:8]})"
            + (f"; wrote {out}" if out is not None else ""))

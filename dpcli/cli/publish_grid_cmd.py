@@ -73,19 +73,15 @@ def publish_grid(
         dpcli predict synopsis/grid.json sample_data/adult_test.parquet --out preds.parquet
     """
     from dpcli.api.publish_grid import publish_grid as run
-    from dpcli.api.spend import DryRun
-    from dpcli.cli.spend import UIReporter, render_dry_run, report_lines, require_out
+    from dpcli.cli.spend import UIReporter, released, require_out
     from dpcli.spec import load_spec
 
     ui = UI(quiet=quiet, json=json, force_progress=progress, report=report)
     require_out(out, dry_run)
-    done = run(load_spec(spec), data, out=out, columns=columns, max_pool=max_pool,
-               epsilon=epsilon, seed=seed, engine=engine, dry_run=dry_run,
-               reporter=UIReporter(ui))
-    if isinstance(done, DryRun):
-        render_dry_run(ui, done)
-        return
-    report_lines(ui, done.data_report)
+    result = run(load_spec(spec), data, out=out, columns=columns, max_pool=max_pool,
+                 epsilon=epsilon, seed=seed, engine=engine, dry_run=dry_run,
+                 reporter=UIReporter(ui))
+    done = released(ui, result)
     payload, d = done.payload, done.details
     used = ", ".join(f"{g['column']}@{g['level']}({len(g['nodes'])})" for g in payload["grid"])
     ui.say(f"chose a grid of {payload['n_cells']:,} cells from {d['pool_size']:,} "

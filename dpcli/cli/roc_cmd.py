@@ -98,20 +98,16 @@ def roc(
             --model models/nb.json --out roc/ --epsilon 1.0
     """
     from dpcli.api.roc import roc as run
-    from dpcli.api.spend import DryRun
-    from dpcli.cli.spend import UIReporter, render_dry_run, report_lines, require_out
+    from dpcli.cli.spend import UIReporter, released, require_out
     from dpcli.spec import load_spec
 
     ui = UI(quiet=quiet, json=json, force_progress=progress, report=report)
     require_out(out, dry_run)
-    done = run(load_spec(spec), data, model=model, out=out, score_column=score_column,
-               score_range=score_range, thresholds=thresholds, k=k, alpha=alpha, counts=counts,
-               transform=transform, auc_share=auc_share, compare_true=compare_true,
-               epsilon=epsilon, seed=seed, dry_run=dry_run, reporter=UIReporter(ui))
-    if isinstance(done, DryRun):
-        render_dry_run(ui, done)
-        return
-    report_lines(ui, done.data_report)
+    result = run(load_spec(spec), data, model=model, out=out, score_column=score_column,
+                 score_range=score_range, thresholds=thresholds, k=k, alpha=alpha, counts=counts,
+                 transform=transform, auc_share=auc_share, compare_true=compare_true,
+                 epsilon=epsilon, seed=seed, dry_run=dry_run, reporter=UIReporter(ui))
+    done = released(ui, result)
     curve, d = done.value, done.details
     error = "" if curve.auc_error is None else f" (expected error ±{curve.auc_error:.2g})"
     ui.say(f"private ROC: AUC {curve.auc:.3f}{error} over {d['thresholds']:,} thresholds "

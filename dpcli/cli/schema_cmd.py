@@ -67,22 +67,19 @@ def suggest(
     Example (once init's spec has its budget, with a δ, and its label filled in):
 
         dpcli schema suggest sample_data/credit_train.parquet --spec mine/credit.yaml \\
-            --epsilon 0.1 --out mine/suggested.schema.yaml
+            --columns limit_bal,age,education,marriage --epsilon 1 \\
+            --out mine/suggested.schema.yaml
     """
     from dpcli.api.schema_suggest import schema_suggest as run
-    from dpcli.api.spend import DryRun
-    from dpcli.cli.spend import UIReporter, render_dry_run, report_lines, require_out
+    from dpcli.cli.spend import UIReporter, released, require_out
     from dpcli.spec import load_spec
 
     ui = UI(quiet=quiet, json=json, force_progress=progress, report=report)
     require_out(out, dry_run)
-    done = run(load_spec(spec, todo_domains=True), data, epsilon=epsilon, out=out,
-               columns=columns, delta=delta, seed=seed, dry_run=dry_run,
-               reporter=UIReporter(ui))
-    if isinstance(done, DryRun):
-        render_dry_run(ui, done)
-        return
-    report_lines(ui, done.data_report)
+    result = run(load_spec(spec, todo_domains=True), data, epsilon=epsilon, out=out,
+                 columns=columns, delta=delta, seed=seed, dry_run=dry_run,
+                 reporter=UIReporter(ui))
+    done = released(ui, result)
     ui.say(f"wrote suggestions for {done.summary['columns']} column(s) to {out} (review them "
            f"before copying into the schema), spent {done.plan.total} "
            f"(run {done.run_id[:8]})")

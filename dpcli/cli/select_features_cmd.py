@@ -103,20 +103,16 @@ def select_features(
             --total-epsilon 1 --dry-run      # prints both shares, charges nothing
     """
     from dpcli.api.select_features import select_features as run
-    from dpcli.api.spend import DryRun
-    from dpcli.cli.spend import UIReporter, render_dry_run, report_lines, require_out
+    from dpcli.cli.spend import UIReporter, released, require_out
     from dpcli.spec import load_spec
 
     ui = UI(quiet=quiet, json=json, force_progress=progress, report=report)
     require_out(out, dry_run)
-    done = run(load_spec(spec), data, out=out, score=score, method=method, threshold=threshold,
-               k=k, r=r, columns=columns, epsilon=epsilon, total_epsilon=total_epsilon,
-               min_effect=min_effect, allow_noise=allow_noise, seed=seed, engine=engine,
-               dry_run=dry_run, reporter=UIReporter(ui))
-    if isinstance(done, DryRun):
-        render_dry_run(ui, done)
-        return
-    report_lines(ui, done.data_report)
+    result = run(load_spec(spec), data, out=out, score=score, method=method, threshold=threshold,
+                 k=k, r=r, columns=columns, epsilon=epsilon, total_epsilon=total_epsilon,
+                 min_effect=min_effect, allow_noise=allow_noise, seed=seed, engine=engine,
+                 dry_run=dry_run, reporter=UIReporter(ui))
+    done = released(ui, result)
     selection, d = done.value, done.details
     ui.say(f"selected {len(selection.selected):,} of {selection.candidates:,} candidates "
            f"({d['score']}, {d['method']}), wrote {out}, spent {done.plan.total} "

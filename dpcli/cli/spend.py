@@ -12,6 +12,7 @@ from dpcli.mechanisms import Plan
 from dpcli.spec import Spec
 
 if TYPE_CHECKING:
+    from dpcli.api.result import Released
     from dpcli.api.spend import DryRun
 
 
@@ -170,3 +171,15 @@ def require_out(out: Any, dry_run: bool) -> None:
 
     if out is None and not dry_run:
         raise UsageError("--out is required (or pass --dry-run to only see the plan)")
+
+
+def released(ui: UI, done: Released | DryRun) -> Released:
+    """A library run's result for a command to render: a dry run is answered here (exit 0 if
+    it fits, 3 if not); a release has the custodian's data report printed (with --report)."""
+    from dpcli.api.spend import DryRun
+
+    if isinstance(done, DryRun):
+        render_dry_run(ui, done)   # raises typer.Exit
+    assert not isinstance(done, DryRun)
+    report_lines(ui, done.data_report)
+    return done

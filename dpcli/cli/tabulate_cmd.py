@@ -61,19 +61,15 @@ def tabulate(
         dpcli tabulate sample_data/adult_train.parquet --spec configs/adult.yaml \\
             --out out/adult_counts.csv --epsilon 0.5
     """
-    from dpcli.api.spend import DryRun
     from dpcli.api.tabulate import tabulate as run
-    from dpcli.cli.spend import UIReporter, render_dry_run, report_lines, require_out
+    from dpcli.cli.spend import UIReporter, released, require_out
     from dpcli.spec import load_spec
 
     ui = UI(quiet=quiet, json=json, force_progress=progress, report=report)
     require_out(out, dry_run)
-    done = run(load_spec(spec), data, out=out, columns=columns, bins=bins, epsilon=epsilon,
-               seed=seed, engine=engine, dry_run=dry_run, reporter=UIReporter(ui))
-    if isinstance(done, DryRun):
-        render_dry_run(ui, done)
-        return
-    report_lines(ui, done.data_report)
+    result = run(load_spec(spec), data, out=out, columns=columns, bins=bins, epsilon=epsilon,
+                 seed=seed, engine=engine, dry_run=dry_run, reporter=UIReporter(ui))
+    done = released(ui, result)
     tables, rows = done.summary["tables"], done.summary["rows_out"]
     ui.say(f"released {tables} tables ({rows} noisy counts) to {out}, spent {done.plan.total} "
            f"(run {done.run_id[:8]})")

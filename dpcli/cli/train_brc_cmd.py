@@ -91,19 +91,15 @@ def train_brc(
             --out models/brc.json --epsilon 0.16
         dpcli predict models/brc.json sample_data/adult_test.parquet --out preds.parquet
     """
-    from dpcli.api.spend import DryRun
     from dpcli.api.train_brc import train_brc as run
-    from dpcli.cli.spend import UIReporter, render_dry_run, report_lines, require_out
+    from dpcli.cli.spend import UIReporter, released, require_out
     from dpcli.spec import load_spec
 
     ui = UI(quiet=quiet, json=json, force_progress=progress, report=report)
     require_out(out, dry_run)
-    done = run(load_spec(spec), data, out=out, rounds=rounds, c1=c1, c2=c2, columns=columns,
-               epsilon=epsilon, seed=seed, dry_run=dry_run, reporter=UIReporter(ui))
-    if isinstance(done, DryRun):
-        render_dry_run(ui, done)
-        return
-    report_lines(ui, done.data_report)
+    result = run(load_spec(spec), data, out=out, rounds=rounds, c1=c1, c2=c2, columns=columns,
+                 epsilon=epsilon, seed=seed, dry_run=dry_run, reporter=UIReporter(ui))
+    done = released(ui, result)
     d, model = done.details, done.value
     cal = model.calibration
     ui.say(f"trained brc ({d['mode']}: {d['private_columns']} private, {d['public_columns']} "

@@ -75,20 +75,16 @@ def train_nb(
         dpcli train-nb sample_data/tweets_train.parquet --spec configs/tweets.yaml \\
             --features features.json --out nb.json --epsilon 1.5
     """
-    from dpcli.api.spend import DryRun
     from dpcli.api.train_nb import train_nb as run
-    from dpcli.cli.spend import UIReporter, render_dry_run, report_lines, require_out
+    from dpcli.cli.spend import UIReporter, released, require_out
     from dpcli.spec import load_spec
 
     ui = UI(quiet=quiet, json=json, force_progress=progress, report=report)
     require_out(out, dry_run)
-    done = run(load_spec(spec), data, epsilon=epsilon, method=method, columns=columns,
-               features=features, r=r, out=out, seed=seed, engine=engine, dry_run=dry_run,
-               reporter=UIReporter(ui))
-    if isinstance(done, DryRun):
-        render_dry_run(ui, done)
-        return
-    report_lines(ui, done.data_report)
+    result = run(load_spec(spec), data, epsilon=epsilon, method=method, columns=columns,
+                 features=features, r=r, out=out, seed=seed, engine=engine, dry_run=dry_run,
+                 reporter=UIReporter(ui))
+    done = released(ui, result)
     method_used = done.summary["method"]
     ui.say(f"trained naive Bayes ({method_used}) on {done.summary['columns']} columns, wrote "
            f"{out}, spent {done.plan.total} (run {done.run_id[:8]})")

@@ -102,21 +102,17 @@ def validate(
             --epsilon 1 --out models/lr.json
         dpcli predict models/lr.json sample_data/adult_test.parquet --out preds.parquet
     """
-    from dpcli.api.spend import DryRun
     from dpcli.api.validate import validate as run
-    from dpcli.cli.spend import UIReporter, render_dry_run, report_lines, require_out
+    from dpcli.cli.spend import UIReporter, released, require_out
     from dpcli.spec import load_spec
 
     ui = UI(quiet=quiet, json=json, force_progress=progress, report=report)
     require_out(out, dry_run)
-    done = run(load_spec(spec), data, validation=validation, out=out, learner=learner, grid=grid,
-               method=method, score=score, trainer=trainer, delta=delta, columns=columns,
-               lam=lam, threshold_share=threshold_share, epsilon=epsilon, seed=seed,
-               dry_run=dry_run, reporter=UIReporter(ui))
-    if isinstance(done, DryRun):
-        render_dry_run(ui, done)
-        return
-    report_lines(ui, done.data_report)
+    result = run(load_spec(spec), data, validation=validation, out=out, learner=learner, grid=grid,
+                 method=method, score=score, trainer=trainer, delta=delta, columns=columns,
+                 lam=lam, threshold_share=threshold_share, epsilon=epsilon, seed=seed,
+                 dry_run=dry_run, reporter=UIReporter(ui))
+    done = released(ui, result)
     d = done.details
     spent = f"wrote {out}, spent {done.plan.total} (run {done.run_id[:8]})"
     cut = f"class cut at logit {d['threshold_logit']:.4g}"

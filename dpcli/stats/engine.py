@@ -30,7 +30,7 @@ from dpcli.data.schema import NumericColumn, Schema
 from dpcli.errors import UsageError
 
 if TYPE_CHECKING:
-    from dpcli.data.reader import DataSource
+    from dpcli.data.source import Source
 
 
 def _names(value: Iterable[str]) -> tuple[str, ...]:
@@ -207,7 +207,7 @@ class Engine(abc.ABC):
     name: ClassVar[str]
 
     @abc.abstractmethod
-    def compute(self, source: DataSource, request: StatsRequest, *,
+    def compute(self, source: Source, request: StatsRequest, *,
                 rng: np.random.Generator,
                 progress: Callable[[int], None] | None = None) -> Stats:
         """One pass over ``source``; ``progress(rows)`` as rows are folded in (after

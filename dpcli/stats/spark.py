@@ -97,6 +97,7 @@ from dpcli.data.reader import (
 from dpcli.data.report import ColumnCounts, DataReport
 from dpcli.data.schema import Schema
 from dpcli.errors import DataError, NoInput, UsageError, private
+from dpcli.stats import spark_aggregate as native
 from dpcli.stats.accumulators import JointAccumulator, StatsAccumulator
 from dpcli.stats.engine import Engine, Stats, StatsRequest
 
@@ -183,12 +184,26 @@ def require_java() -> None:
 
 def spark_master(config: SparkConfig | None) -> str:
     """``DPCLI_SPARK_MASTER``, else the spec's ``spark.master``, else ``local[*]``."""
+    return _explicit_master(config) or DEFAULT_MASTER
+
+
+def _explicit_master(config: SparkConfig | None) -> str | None:
     env = os.environ.get(MASTER_ENV, "").strip()
     if env:
         return env
     if config is not None and config.master:
         return config.master
-    return DEFAULT_MASTER
+    return None
+
+
+def _submitted_master() -> str | None:
+    """The ``--master`` of ``spark-submit`` when dpcli runs as its application (its JVM
+    is already up and hands its port to this Python), else None."""
+    if not os.environ.get("PYSPARK_GATEWAY_PORT"):
+        return None
+    from pyspark import SparkConf
+
+    return SparkConf().get("spark.master", None)
 
 
 def _active_session() -> SparkSession | None:
@@ -210,7 +225,8 @@ def spark_session(config: SparkConfig | None = None) -> SparkSession:
     """The active SparkSession, or a new one from ``config`` (the spec's ``spark:``).
 
     A session that already runs (a test's, or dpcli called inside a Spark
-    application) is used as it is. A new one gets the master of
+    application) is used as it is; run by ``spark-submit``, dpcli uses its
+    ``--master`` unless ``DPCLI_SPARK_MASTER`` or the spec names one. A new one gets the master of
     :func:`spark_master`, the spec's ``conf``, Spark's log at ERROR, no
     console progress bar (dpcli draws its own) and, on a local master, this
     Python for its workers. On a cluster master the dpcli package is shipped
@@ -225,7 +241,9 @@ def spark_session(config: SparkConfig | None = None) -> SparkSession:
     require_java()
     from pyspark.sql import SparkSession
 
-    master = spark_master(config)
+    # spark-submit's --master rules unless the environment or the spec names another
+    submitted = _submitted_master() if _explicit_master(config) is None else None
+    master = submitted or spark_master(config)
     conf = dict(config.conf) if config is not None else {}
     conf.setdefault("spark.ui.showConsoleProgress", "false")
     conf.setdefault("spark.app.name", "dpcli")
@@ -248,7 +266,7 @@ def spark_session(config: SparkConfig | None = None) -> SparkSession:
     if local:
         # pyspark's workers run PYSPARK_PYTHON, else whatever `python3` is on PATH
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    builder = SparkSession.builder.master(master)
+    builder = SparkSession.builder if submitted else SparkSession.builder.master(master)
     for key, value in conf.items():
         builder = builder.config(key, value)
     try:
@@ -604,7 +622,8 @@ class SparkSource:
 
     # ------------------------------------------------------------ frames
 
-    def frame(self, needed: Sequence[str], *, strict_csv: bool = True) -> DataFrame:
+    def frame(self, needed: Sequence[str], *, strict_csv: bool = True,
+              positions: bool = True) -> DataFrame:
         """The needed columns (CSV: as text) with each row's file (and, for Parquet, its
         row in the file), as Spark reads them; lazily — nothing is read yet.
 
@@ -641,6 +660,8 @@ class SparkSource:
                 extra.append(F.col(_CORRUPT).isNotNull().alias(_BAD))
             return df.select(*[col(n) for n in needed], *extra)
         df = spark.read.parquet(*uris)
+        if not positions:  # Spark's aggregations need no file or row: read the columns only
+            return df.select(*[col(n) for n in needed])
         return df.select(*[col(n) for n in needed], F.col("_metadata.file_path").alias(_FILE),
                          F.col("_metadata.row_index").alias(_ROW))
 
@@ -684,13 +705,21 @@ class SparkSource:
             label = self.schema.label.column
             needed = tuple(c for c in needed
                            if c == label or self.schema.column(c).missing == "error")
-        plan = _Plan.build(self, needed, self.file_table([0] * len(self.files())))
-        fn = functools.partial(_check_partition, plan=plan)
-        rows = self._job("read the data", self.frame(needed), fn)
-        per_file = np.zeros(len(self.files()), dtype=np.int64)
-        for r in rows:
-            for index, count in json.loads(r["files"]).items():
-                per_file[int(index)] += count
+        per_file = None
+        if self.format == "parquet":
+            if self._footers is not None and self._file_rows is not None \
+                    and native.footers_prove_clean(self.schema, needed, self._footers):
+                # nothing to read: the footers' statistics already rule every problem out
+                return sum(self._file_rows)
+            per_file = self._check_natively(needed)
+        if per_file is None:  # CSV, a type Spark's casts do not serve, or a problem to place
+            plan = _Plan.build(self, needed, self.file_table([0] * len(self.files())))
+            fn = functools.partial(_check_partition, plan=plan)
+            rows = self._job("read the data", self.frame(needed), fn)
+            per_file = np.zeros(len(self.files()), dtype=np.int64)
+            for r in rows:
+                for index, count in json.loads(r["files"]).items():
+                    per_file[int(index)] += count
         if self.format == "parquet" and self._file_rows is not None \
                 and list(per_file) != list(self._file_rows):
             raise DataError(f"{self.path}: Spark read a different number of rows than the "
@@ -698,6 +727,26 @@ class SparkSource:
                             "ignoreCorruptFiles/ignoreMissingFiles is set")
         self._file_rows = [int(c) for c in per_file]
         return int(per_file.sum())
+
+
+    def _check_natively(self, needed: Sequence[str]) -> np.ndarray | None:
+        """Rows per file by Spark's aggregations when no label or 'error' column has a
+        problem; None when there is one (the Python check then names file, column and
+        row) or a column's type is not served natively."""
+        df = self.frame(needed)
+        try:
+            found = native.check_labels_and_missing(df, self.schema, needed, _FILE)
+        except Exception as exc:
+            raise DataError(f"{self.path}: Spark could not read the data "
+                            f"({_java_class(exc)}); the files may be corrupt, unreadable "
+                            "or changed") from None
+        if found is None or found[1] > 0:
+            return None
+        table = self.file_table()
+        per_file = np.zeros(len(self.files()), dtype=np.int64)
+        for uri, count in found[0].items():
+            per_file[table.index(uri)] += count
+        return per_file
 
 
 # ------------------------------------------------------------------ partitions
@@ -1024,6 +1073,28 @@ class SparkEngine(Engine):
         # the seeds of the token cap, drawn from rng exactly as the local engine draws them
         seeds = dict(BatchEncoder(source.schema, needed, report=DataReport(), rng=rng,
                                   with_label=source.label)._seeds)
+        frame = source.frame(needed, positions=False)  # lazy: nothing is read yet
+        types = {f.name: f.dataType for f in frame.schema.fields}
+        if native.supported(source.schema, request, needed, types, fmt=source.format or "",
+                            label=source.label):
+            # Spark's own aggregations: only per-(class, column, level) groups come back
+            try:
+                stats, _ = native.aggregate(frame, source.schema, request, needed)
+            except DataError:
+                raise
+            except Exception as exc:
+                raise DataError(f"{source.path}: Spark could not compute the statistics "
+                                f"({_java_class(exc)}); the files may be corrupt, unreadable "
+                                "or changed") from None
+            if expected is not None and stats.n != expected:
+                raise DataError(f"{source.path}: the statistics pass read {stats.n:,} rows "
+                                f"but the check counted {expected:,}; the data changed "
+                                "during the run")
+            stats.report.file = source.path  # type: ignore[assignment]
+            source.report = stats.report
+            if progress is not None:
+                progress(stats.n)
+            return stats
         plan = _Plan.build(source, needed, source.file_table())
         fn = functools.partial(_stats_partition, plan=plan, request=request, seeds=seeds)
         rows = source._job("compute the statistics", source.frame(needed), fn)

@@ -160,3 +160,56 @@ def test_a_released_threshold_moves_the_verdict() -> None:
     assert check(model).never == ("0",)
     model.threshold = (lo + hi) / 2
     assert not check(model).degenerate
+
+
+def test_one_class_on_rows_reads_the_count_with_its_noise_interval() -> None:
+    """(almost) none or (almost) all of the rows, widened by the 95 % half-width; the rule is
+    shared with validate's check (halfwidth 0 there)."""
+    from dpcli.algorithms.degenerate import one_class_on_rows
+
+    assert one_class_on_rows(1, 1000) == "negative"            # ≤ 0.1 % of the rows
+    assert one_class_on_rows(2, 1000) is None
+    assert one_class_on_rows(999, 1000) == "positive"
+    assert one_class_on_rows(100, 1000, halfwidth=99) == "negative"   # within noise of 0
+    assert one_class_on_rows(100, 1000, halfwidth=98) is None
+    assert one_class_on_rows(950, 1000, halfwidth=50) == "positive"   # within noise of n
+    assert one_class_on_rows(400, 1000, halfwidth=700) == "negative"  # both ends: the nearer
+    assert one_class_on_rows(600, 1000, halfwidth=700) == "positive"
+    assert one_class_on_rows(-5, 1000) == "negative"           # noise can go below 0
+    assert one_class_on_rows(3, 0) is None                     # no rows: nothing to judge
+
+
+def test_the_released_check_on_the_rows_makes_a_domain_useful_model_degenerate() -> None:
+    """A model both of whose classes are reachable over the domain is still reported when the
+    released count of training rows predicted positive is within noise of 0; stderr line and
+    JSON both say so."""
+    from dpcli.algorithms.degenerate import RowsCheck
+
+    model = _nb(np.random.default_rng(5))
+    lo, hi = check(model).log_odds
+    model.threshold = (lo + hi) / 2
+    model.rows_check = RowsCheck(predicted_positive=12, rows=1000, halfwidth=20.0, epsilon=0.1)
+    verdict = check(model)
+    assert not verdict.never and not verdict.constant
+    assert verdict.degenerate and verdict.one_class_on_rows == "negative"
+    assert "(almost) no row positive" in verdict.problem()
+    out = verdict.to_json()
+    assert out["degenerate"] and out["one_class_on_rows"] == "negative"
+    assert out["on_training_rows"]["predicted_positive"] == 12
+    model.rows_check = RowsCheck(predicted_positive=300, rows=1000, halfwidth=20.0, epsilon=0.1)
+    verdict = check(model)
+    assert not verdict.degenerate and verdict.problem() is None
+    assert verdict.to_json()["on_training_rows"]["share_predicted_positive"] == 0.3
+
+
+def test_a_cut_where_the_probability_saturates_is_reported() -> None:
+    """A released cut beyond log-odds ±ln 10⁴ decides where the model's probability is below
+    1e-4: its score column is near-constant there (post-processing of the cut)."""
+    model = _nb(np.random.default_rng(5))
+    model.threshold = -12.0
+    verdict = check(model)
+    assert verdict.saturated and verdict.degenerate
+    assert "probabilities are uncalibrated" in verdict.problem()
+    assert verdict.to_json()["uncalibrated_score"] is True
+    model.threshold = -9.0
+    assert not check(model).saturated

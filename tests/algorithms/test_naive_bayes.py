@@ -854,7 +854,8 @@ def test_payload_holds_only_public_values_and_released_parameters(
     public_keys = {"model", "method", "config", "schema", "columns"}
     for payload in payloads:
         assert set(payload) == public_keys | {"class_counts", "tables", "numeric", "threshold",
-                                                 "threshold_rule"}
+                                                 "threshold_rule", "threshold_check"}
+        assert payload["threshold_check"] is None  # the CLI's second pass releases it
         assert payload["threshold"] is None  # released by the CLI's second pass only
         assert set(payload["numeric"]["x"]) == {"lower", "upper", "mean", "variance"}
     # everything but the released parameters is the same for two different datasets

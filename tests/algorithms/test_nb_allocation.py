@@ -44,7 +44,9 @@ def test_shares_add_up_exactly_and_follow_c_to_the_two_thirds() -> None:
     total = sum(a.weights.values(), Fraction(0)) + na.threshold_share(100_000, 1.0)
     assert total == 1
     k, n = 2, 100_000
-    c = {"prior": 2 * k / n, "mean:x": 6 * k / n, "variance:x": 9 * k / (math.sqrt(2) * n),
+    # the prior is every global numeric statistic's denominator: two means and two variances
+    c = {"prior": 2 * k / n * (1 + 2 * (1 + math.sqrt(2))), "mean:x": 6 * k / n,
+         "variance:x": 9 * k / (math.sqrt(2) * n),
          "counts:c": 2 * k * 8 / n, "counts:b": 2 * k * 2 / n}
     for name, weight in c.items():
         ratio = float(a.weights[name] / a.weights["prior"])
@@ -59,6 +61,7 @@ def test_the_rule_is_the_minimum_of_the_squared_error() -> None:
     c = np.array([na.error_weight(SCHEMA, name.split(":")[-1] if ":" in name else "",
                                   name.split(":")[0] if ":" in name else "prior", 100_000, 2)
                   for name in names])
+    c[names.index("prior")] *= na.prior_coupling(SCHEMA, COLUMNS, a.methods, a.public_variance)
     eps = np.array([float(a.weights[name]) for name in names])
 
     def loss(e: np.ndarray) -> float:
@@ -118,11 +121,14 @@ def test_threshold_share_is_a_tenth_until_n_eps_is_large() -> None:
     assert na.threshold_share(10_000_000, 1.0) < Fraction(1, 100)
     assert _alloc(400, 1.0, threshold=False).weights.keys().isdisjoint({"threshold"})
     p = nb.plan(SCHEMA, COLUMNS, Budget(1.0), nb.NBConfig(), n=400)
-    assert p.step("threshold").budget.eps == pytest.approx(0.1)
+    # the threshold's share: 3/4 choose the cut, 1/4 checks the rows predicted positive
+    assert p.step("threshold").budget.eps == pytest.approx(0.075)
     assert p.step("threshold").mechanism == "exponential"
+    assert p.step("threshold_check").budget.eps == pytest.approx(0.025)
+    assert p.step("threshold_check").mechanism == "discrete_laplace"
     assert float(p.total.eps) == pytest.approx(1.0, abs=1e-15)
     p = nb.plan(SCHEMA, COLUMNS, Budget(1.0), nb.NBConfig(threshold="none"), n=400)
-    assert "threshold" not in {s.name for s in p}
+    assert {"threshold", "threshold_check"}.isdisjoint({s.name for s in p})
 
 
 def test_without_n_the_plan_is_the_papers_equal_split() -> None:

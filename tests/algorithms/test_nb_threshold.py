@@ -148,3 +148,189 @@ def test_the_mechanism_runs_only_when_it_can_resolve_a_useful_cut() -> None:
     assert not resolvable((edge * 0.99, 10 * edge), 1.0, 128)
     assert resolvable((1000.0, 1000.0), 0.5, 128, "accuracy")      # Δq = 1, gap 100
     assert not resolvable((50.0, 50.0), 0.5, 128, "accuracy")
+
+
+# ------------------------------------------------- the prior quantile and the check on the rows
+
+def test_false_positives_and_rows_match_a_brute_force() -> None:
+    rng = np.random.default_rng(4)
+    scores = np.round(rng.normal(0, 3, 300), 1)
+    labels = rng.integers(0, 2, 300)
+    cands = np.round(np.linspace(-8, 8, 33), 1)
+    batches = [_batch(scores[i:i + 71], labels[i:i + 71]) for i in range(0, 300, 71)]
+    counts = nt.count(ScoreModel(), batches, cands)
+    assert counts.rows == 300
+    for j, t in enumerate(cands):
+        assert counts.false_positive[j] == np.sum((scores > t) & (labels == 0))
+        assert counts.predicted_positive()[j] == np.sum(scores > t)
+        assert nt.check_count(counts, float(t)) == np.sum(scores > t)
+
+
+def test_quantile_utility_and_check_count_sensitivity_over_replace_one_neighbours() -> None:
+    """−|A(t) − target| (target public) and A(t*) move by at most Δ = 1 when one record is
+    replaced (docs/design.md rule 4); both bounds are attained."""
+    rng = np.random.default_rng(8)
+    model = ScoreModel()
+    cands = np.linspace(-3, 3, 25)
+    worst_q = worst_a = 0.0
+    for _ in range(400):
+        n = int(rng.integers(2, 12))
+        grid = np.linspace(-4, 4, 17)
+        scores, labels = rng.choice(grid, n), rng.integers(0, 2, n)
+        target = float(rng.uniform(0, n))                       # any public value
+        c1 = nt.count(model, [_batch(scores, labels)], cands)
+        i = int(rng.integers(n))
+        s2, y2 = scores.copy(), labels.copy()
+        s2[i], y2[i] = rng.choice(grid), rng.integers(0, 2)
+        c2 = nt.count(model, [_batch(s2, y2)], cands)
+        q1, d1 = nt.quantile_utility(c1, target)
+        q2, d2 = nt.quantile_utility(c2, target)
+        assert d1 == d2 == 1.0
+        worst_q = max(worst_q, float(np.max(np.abs(q1 - q2))))
+        cut = float(rng.choice(cands))
+        worst_a = max(worst_a, abs(nt.check_count(c1, cut) - nt.check_count(c2, cut)))
+    assert worst_q == pytest.approx(1.0) and worst_a == 1
+
+
+def test_quantile_target_is_the_released_prior_share_of_the_rows() -> None:
+    assert nt.quantile_target((100.0, 300.0), 1000) == pytest.approx(250.0)
+    assert nt.quantile_target((0.0, 0.0), 10) == 5.0          # no released mass: the middle
+    assert nt.quantile_target((-3.0, 10.0), 10) == 0.0        # a clipped count
+
+
+def test_the_quantile_selection_follows_the_exponential_mechanism() -> None:
+    """Chi-square of 20,000 selections against exp(ε·q/2) normalised (α = 1e-4: a correct
+    sampler fails with probability 1e-4 for its fixed seed), and rejection at 1.5·ε (power)."""
+    rng = np.random.default_rng(5)
+    scores = rng.normal(-20, 3, 400)                 # a badly scaled model: all below 0
+    labels = (rng.random(400) < 0.1).astype(int)
+    cands = nt.candidates((-40.0, 5.0), -2.2, count=128)
+    counts = nt.count(ScoreModel(), [_batch(scores, labels)], cands)
+    target, epsilon = 40.0, 0.1
+    q, delta = nt.quantile_utility(counts, target)
+    probabilities = exponential_probabilities(q, sensitivity=delta, epsilon=epsilon)
+    index = {t: j for j, t in enumerate(cands)}
+
+    def sample(eps: float, seed: int) -> np.ndarray:
+        g = np.random.default_rng(seed)
+        chosen = [index[nt.select_quantile(counts, target, epsilon=eps, rng=g)]
+                  for _ in range(20_000)]
+        return np.bincount(chosen, minlength=len(cands)).astype(float)
+
+    p, cells = pooled_chi2(sample(epsilon, 21), probabilities)
+    assert cells >= 5 and p > ALPHA, p
+    p_wrong, _ = pooled_chi2(sample(1.5 * epsilon, 22), probabilities)
+    assert p_wrong < ALPHA, p_wrong
+
+
+def test_the_check_is_discrete_laplace_at_its_epsilon() -> None:
+    """The released count minus the true one against the discrete Laplace pmf at ε (Δ = 1):
+    chi-square on 20,000 draws (α = 1e-4), rejected at 1.5·ε (power)."""
+    scores = np.linspace(-5, 5, 101)
+    labels = (scores > 1).astype(int)
+    cands = nt.candidates((-5.0, 5.0), 0.0, count=128)
+    counts = nt.count(ScoreModel(), [_batch(scores, labels)], cands)
+    cut = 0.0
+    truth = nt.check_count(counts, cut)
+    epsilon, k = 0.3, 60
+    support = np.arange(-k, k + 1)
+    q = math.exp(-epsilon)
+    pmf = (1 - q) / (1 + q) * q ** np.abs(support)
+    pmf[0] += q ** (k + 1) / (1 + q)                 # tails folded into the end cells
+    pmf[-1] += q ** (k + 1) / (1 + q)
+
+    def sample(eps: float, seed: int) -> np.ndarray:
+        g = np.random.default_rng(seed)
+        noise = np.array([nt.release_check(counts, cut, epsilon=eps, rng=g).predicted_positive
+                          for _ in range(20_000)]) - truth
+        return np.bincount(np.clip(noise, -k, k) + k, minlength=2 * k + 1).astype(float)
+
+    p, cells = pooled_chi2(sample(epsilon, 31), pmf)
+    assert cells >= 5 and p > ALPHA, p
+    p_wrong, _ = pooled_chi2(sample(1.5 * epsilon, 32), pmf)
+    assert p_wrong < ALPHA, p_wrong
+    r = nt.release_check(counts, cut, epsilon=epsilon, rng=np.random.default_rng(0))
+    assert r.rows == 101 and r.halfwidth == nt.halfwidth(epsilon) and r.epsilon == epsilon
+
+
+@pytest.mark.parametrize("epsilon", [0.003, 0.05, 0.3, 1.0, 4.0])
+def test_halfwidth_is_the_smallest_95_percent_bound(epsilon: float) -> None:
+    """P(|X| ≥ w) = 2q^w/(1+q) ≤ 0.05 at w and > 0.05 at w − 1 (w ≥ 2)."""
+    w = nt.halfwidth(epsilon)
+    q = math.exp(-epsilon)
+    assert 2 * q ** w / (1 + q) <= 0.05
+    assert w == 1 or 2 * q ** (w - 1) / (1 + q) > 0.05
+
+
+def _binary_model(n_pos: float, n_neg: float):
+    """A released binary model on one numeric column x ∈ [0, 16], its positives at 16 (the
+    rows' at 9): it calls positive only the rows above about 10."""
+    from dpcli.algorithms import naive_bayes as nb
+    from dpcli.data.schema import Label, NumericColumn, Schema
+
+    schema = Schema((NumericColumn("x", 0.0, 16.0),), Label("y", ("0", "1"), positive="1"))
+    return nb.NaiveBayesModel(
+        schema=schema, columns=("x",), config=nb.NBConfig(), class_counts=np.array([n_neg, n_pos]),
+        numeric={"x": nb.NumericParams(0.0, 16.0, np.array([4.0, 16.0]),
+                                       np.array([0.05, 0.05]))})   # over-confident: wide log-odds
+
+
+def _rows(n: int, share: float, seed: int) -> list[EncodedBatch]:
+    rng = np.random.default_rng(seed)
+    y = (rng.random(n) < share).astype(np.int32)
+    x = np.clip(np.where(y == 1, 9.0, 4.0) + rng.normal(0, 1.5, n), 0, 16)
+    return [EncodedBatch(n, y, {"x": x})]
+
+
+def test_fit_threshold_uses_the_prior_quantile_when_balanced_accuracy_cannot_resolve() -> None:
+    """n = 600 at ε = 1 (threshold ε 0.075): balanced accuracy cannot resolve, the prior's
+    quantile runs, the check is released at the plan's ε and counts the rows above the cut."""
+    from dpcli.algorithms import naive_bayes as nb
+    from dpcli.budget import Budget
+
+    model = _binary_model(60.0, 540.0)
+    p = nb.plan(model.schema, ["x"], Budget(1.0), nb.NBConfig(), n=600)
+    batches = _rows(600, 0.1, 0)
+    cut = nb.fit_threshold(model, p, batches, np.random.default_rng(1))
+    # the over-confident model's prior odds' cut calls almost no row positive: the noisy
+    # count of rows above it (ε/2) says so, and the quantile (ε/2) runs
+    assert model.threshold_rule == "prior quantile" and model.threshold == cut
+    check = model.rows_check
+    assert check is not None and check.rows == 600
+    assert check.epsilon == pytest.approx(p.step("threshold_check").budget.eps)
+    s = batches[0].columns["x"]
+    # fixed seed: the released cut predicts some rows positive (the prior odds' cut here
+    # would call positive only rows where the over-confident model says so)
+    jll = model.joint_log_likelihood(batches[0])
+    assert 0 < np.sum(jll[:, 1] - jll[:, 0] > cut) < len(s)
+    # a large n resolves: the balanced-accuracy mechanism
+    model = _binary_model(6000.0, 54000.0)
+    p = nb.plan(model.schema, ["x"], Budget(1.0), nb.NBConfig(), n=60000)
+    nb.fit_threshold(model, p, _rows(60000, 0.1, 2), np.random.default_rng(3))
+    assert model.threshold_rule == "exponential mechanism" and model.rows_check is not None
+    assert model.rows_check.one_class is None
+
+
+def test_the_prior_cut_holds_only_near_the_priors_share() -> None:
+    """A function of released values only: target = π̃·n, kept within [target/2,
+    n − (n − target)/2]."""
+    assert nt.prior_cut_holds(60.0, 100.0, 1000) and nt.prior_cut_holds(50.0, 100.0, 1000)
+    assert not nt.prior_cut_holds(49.0, 100.0, 1000)
+    assert nt.prior_cut_holds(550.0, 100.0, 1000) and not nt.prior_cut_holds(551.0, 100.0, 1000)
+    assert not nt.prior_cut_holds(-20.0, 100.0, 1000)
+
+
+def test_a_calibrated_model_keeps_the_prior_odds_cut() -> None:
+    """n = 600 at ε = 1 with a model whose prior cut predicts about the prior's share: the
+    noisy count agrees, the prior odds' cut is kept (this seed)."""
+    from dpcli.algorithms import naive_bayes as nb
+    from dpcli.budget import Budget
+
+    model = _binary_model(60.0, 540.0)
+    model.numeric["x"] = nb.NumericParams(0.0, 16.0, np.array([4.0, 9.0]),
+                                          np.array([2.25, 2.25]))   # the rows' own spread
+    p = nb.plan(model.schema, ["x"], Budget(1.0), nb.NBConfig(), n=600)
+    nb.fit_threshold(model, p, _rows(600, 0.1, 0), np.random.default_rng(1))
+    assert model.threshold_rule == "prior odds"
+    log_prior = model.log_prior()
+    assert model.threshold == pytest.approx(float(log_prior[1] - log_prior[0]))

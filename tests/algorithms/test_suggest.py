@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pytest
 from scipy import stats
 
 from dpcli.algorithms import suggest as algo
@@ -60,7 +61,9 @@ def test_the_quantile_follows_the_exponential_mechanism() -> None:
     draws = np.array([algo.private_quantile(below, 400, 0.995, eps, rng, prefer=-1)
                       for _ in range(20_000)])
     j = np.arange(grid.size)
-    p = exponential_probabilities(-np.abs(below - 0.995 * 400) - (2 / eps) * j,
+    w = algo.tie_break(400, eps, grid.size)          # min(2/ε, n/(2K)): here n/(2K)
+    assert w == pytest.approx(400 / (2 * grid.size))
+    p = exponential_probabilities(-np.abs(below - 0.995 * 400) - w * j,
                                   sensitivity=1, epsilon=eps)
     pvalue, _ = pooled_chi2(np.bincount(draws, minlength=grid.size), p)
     assert pvalue > ALPHA
@@ -96,3 +99,33 @@ def test_a_value_held_by_one_record_is_released_at_most_delta_over_two() -> None
                    for _ in range(trials))
     assert stats.binomtest(released, trials, delta / 2, alternative="greater").pvalue > ALPHA
     assert algo.frequent_values({"big": 500}, eps, delta, rng) == ["big"]
+
+
+def test_the_tie_break_never_outweighs_the_data() -> None:
+    """At n = 2,100 and the smallest ε the coverage rule accepts, the upper bound's chance of
+    a candidate below every value (the uncapped 2/ε tie-break made it all but certain, at
+    −5·10⁹) is below 1e-6, from the closed-form probabilities."""
+    grid = algo.candidates()
+    x = np.random.default_rng(7).uniform(2003, 2009, 2100)
+    below = algo.count_at_or_below(x, grid)
+    n = 2100
+    for eps_column in (algo.bounds_epsilon(n, algo.MIN_COVERAGE), 1.0, 10.0):
+        tail = algo.bounds_tail(n, eps_column)
+        assert tail is not None
+        j = np.arange(grid.size)
+        w = algo.tie_break(n, eps_column / 2, grid.size)
+        assert w * grid.size <= n / 2
+        p = exponential_probabilities(-np.abs(below - (1 - tail) * n) - w * j,
+                                      sensitivity=1, epsilon=eps_column / 2)
+        assert p[grid < 2003].sum() < 1e-6
+
+
+def test_the_coverage_is_a_rule_of_n_and_epsilon() -> None:
+    assert algo.bounds_tail(100_000, 1.0) == pytest.approx((1 - algo.COVERAGE) / 2)
+    mid = algo.bounds_tail(2100, 0.5)
+    assert mid is not None and 0.005 < mid <= 0.05
+    assert algo.bounds_tail(2100, 0.05) is None          # the transcript's 0.5 over 10 columns
+    need = algo.bounds_epsilon(2100, algo.MIN_COVERAGE)
+    assert algo.bounds_tail(2100, need * 1.0001) is not None
+    assert algo.bounds_tail(2100, need * 0.99) is None
+    assert algo.bounds_tail(2100, algo.bounds_epsilon(2100)) == pytest.approx(0.005)

@@ -61,12 +61,12 @@ def test_each_failure_has_its_code_and_json_kind(project: Project, cli, case: st
 def test_a_failure_after_the_charge_says_charged(project: Project, cli, monkeypatch) -> None:
     """An internal error after the reservation exits 70 and its JSON says charged: true
     (the ledger records the run failed; the charge stays)."""
-    import dpcli.cli.spend as spend
+    import dpcli.algorithms.tabulate as algo
 
     def broken(*_args, **_kwargs):
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(spend, "compute_stats", broken)
+    monkeypatch.setattr(algo, "release", broken)  # runs once the run is charged
     r = cli("tabulate", project.data, "--spec", project.spec, "--out", project.root / "o.csv",
             "--json")
     assert r.exit_code == 70

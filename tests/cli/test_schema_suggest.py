@@ -59,7 +59,7 @@ def test_categories_need_a_delta_budget_and_nothing_is_charged(project: Project,
             "--out", out)
     assert r.exit_code == 64 and "budget.delta is 0" in r.stderr and "color" in r.stderr
     assert project.no_runs() and not out.exists()
-    r = cli("schema", "suggest", project.data, "--spec", project.spec, "--epsilon", 1,
+    r = cli("schema", "suggest", project.data, "--spec", project.spec, "--epsilon", 2,
             "--out", out, "--columns", "age")                   # bounds need no δ
     assert r.exit_code == 0, r.stderr
     assert list(yaml.safe_load(out.read_text())["columns"]) == ["age"]
@@ -70,7 +70,7 @@ def test_nothing_to_suggest_and_dry_run_charge_nothing(project: Project, cli) ->
             "--out", project.root / "s.yaml")
     assert r.exit_code == 64 and "nothing to suggest" in r.stderr
     _todo_spec(project)
-    r = cli("schema", "suggest", project.data, "--spec", project.spec, "--epsilon", 1,
+    r = cli("schema", "suggest", project.data, "--spec", project.spec, "--epsilon", 4,
             "--dry-run", "-v")  # -v: the plan's every step, by name
     assert r.exit_code == 0 and "bounds:age" in r.stderr and "categories:color" in r.stderr
     r = cli("schema", "suggest", project.data, "--spec", project.spec, "--epsilon", 1,
@@ -86,3 +86,17 @@ def test_the_output_may_not_replace_the_schema_or_the_data(project: Project, cli
             "--out", project.data)
     assert r.exit_code == 64 and project.data.read_bytes() == before
     assert project.no_runs()
+
+
+def test_bounds_the_noise_cannot_resolve_are_refused_before_the_charge(project: Project,
+                                                                       cli) -> None:
+    """n = 400 at ε = 0.01 for a column: the quantiles would be placed by the noise. Refused
+    (exit 64) naming the column and the ε that would do, nothing charged, nothing written."""
+    _todo_spec(project)
+    out = project.root / "s.yaml"
+    r = cli("schema", "suggest", project.data, "--spec", project.spec, "--epsilon", 0.01,
+            "--columns", "age", "--out", out)
+    assert r.exit_code == 64, r.stderr
+    assert "refused before any charge" in r.stderr and "'age'" in r.stderr
+    assert "--epsilon" in r.stderr
+    assert project.no_runs() and not out.exists()

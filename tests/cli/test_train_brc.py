@@ -754,3 +754,33 @@ def test_a_degenerate_ensemble_is_reported_on_stderr_and_in_the_envelope(
     assert degeneracy["degenerate"] is True and degeneracy["never_predicted"] == ["1"]
     assert degeneracy["rare_on_training"] == ["1"]
     assert json.loads(r.stdout.strip().splitlines()[-1])["degenerate"] is True
+
+
+@pytest.mark.parametrize("epsilon, warned", [(0.5, True), (40.0, False)])
+def test_a_calibration_drowned_in_noise_is_said_and_recorded(project: Project, cli,
+                                                              epsilon: float,
+                                                              warned: bool) -> None:
+    """At n = 400 and ε = 0.5 the calibration histogram's noise (sd of a class total
+    √32·2/(ε/10) ≈ 226) exceeds the smaller class (about 200): the cut is near chance, said
+    on stderr and in the file; at ε = 40 (sd ≈ 2.8) nothing is said. Deterministic: the ratio
+    depends on the released positive count only through min(p, n − p) ≤ n/2."""
+    _brc_spec(project, {"epsilon": epsilon, "rounds": 5}, label_public=None, budget=50.0)
+    r = _train(cli, project)
+    assert r.exit_code == 0, r.stderr
+    degeneracy = project.envelope()["payload"].get("degeneracy", {})
+    if warned:
+        assert "near chance on the data" in r.stderr
+        assert degeneracy["near_chance_on_rows"] is True and degeneracy["degenerate"] is True
+        assert degeneracy["calibration_noise"] > brc.CALIBRATION_NOISE_LIMIT
+    else:
+        assert "near chance" not in r.stderr
+        assert "near_chance_on_rows" not in degeneracy
+
+
+def test_calibration_noise_is_the_class_total_sd_over_the_smaller_class() -> None:
+    cal = brc.Calibration(counts=((0, 0),) * 16, positives=100)
+    # a class total sums 16 counts, each with Laplace scale 2/ε (variance 2·(2/ε)²):
+    # at ε = 1, sd = √(16 · 2 · 4) = √128
+    sd = math.sqrt(128)
+    assert brc.calibration_noise(cal, 1000, 1.0) == pytest.approx(sd / 100)
+    assert brc.calibration_noise(cal, 150, 1.0) == pytest.approx(sd / 50)   # 50 negatives

@@ -19,7 +19,7 @@ from tests.cli.conftest import run_entries as read_entries  # runs only, no gene
 
 # the toy label is binary: the decision threshold is a step (nb_threshold)
 ALL_STEPS = {"prior", "counts:color", "counts:member", "counts:words", "mean:age",
-             "variance:age", "threshold"}
+             "variance:age", "threshold", "threshold_check"}
 
 
 def _train(cli, project: Project, *extra: object, out: str = "m.json", data=None):
@@ -70,13 +70,17 @@ def test_train_writes_envelope_summary_and_ledger(project: Project, cli) -> None
     # table's cells for tables of equal Δ (color: 3 levels + other, member: 2), and c 6 for a
     # mean against 9/√2 for a variance; the threshold takes 1/10 (n = 400)
     eps = {k: s["epsilon"] for k, s in breakdown.items()}
-    assert eps["threshold"] == pytest.approx(0.06)
+    assert eps["threshold"] == pytest.approx(0.045)        # 3/4 of it chooses the cut,
+    assert eps["threshold_check"] == pytest.approx(0.015)  # 1/4 checks the rows above it
     assert eps["counts:color"] / eps["counts:member"] == pytest.approx(2 ** (2 / 3), rel=1e-3)
-    assert eps["counts:member"] / eps["prior"] == pytest.approx(2 ** (2 / 3), rel=1e-3)
+    # the prior is also the denominator of age's mean and variance: c × (1 + 1 + √2)
+    assert eps["counts:member"] / eps["prior"] == pytest.approx(
+        (2 / (2 + 2 ** 0.5)) ** (2 / 3), rel=1e-3)
     assert eps["mean:age"] / eps["variance:age"] == pytest.approx(
         (6 / (9 / 2 ** 0.5)) ** (2 / 3), rel=1e-3)
     assert payload["allocation"]["rule"] == "lagrange"
-    assert payload["allocation"]["shares"]["threshold"] == pytest.approx(0.1)
+    assert payload["allocation"]["shares"]["threshold"] == pytest.approx(0.075)
+    assert payload["allocation"]["shares"]["threshold_check"] == pytest.approx(0.025)
     assert sum(s["epsilon"] for s in breakdown.values()) == pytest.approx(0.6, abs=1e-12)
     assert breakdown["counts:words"]["note"].startswith("Δ=6,")  # 2 · max_per_row
     assert breakdown["counts:color"]["note"].startswith("Δ=2,")
@@ -176,10 +180,12 @@ def test_columns_option_restricts_the_model(project: Project, cli) -> None:
     assert payload["columns"] == ["color", "age"]
     assert set(payload["tables"]) == {"color"} and set(payload["numeric"]) == {"age"}
     steps = {s["step"]: s["epsilon"] for s in read_entries(project.ledger)[0]["breakdown"]}
-    assert set(steps) <= {"prior", "counts:color", "mean:age", "variance:age", "threshold"}
-    assert {"prior", "counts:color", "mean:age", "threshold"} <= set(steps)
+    assert set(steps) <= {"prior", "counts:color", "mean:age", "variance:age", "threshold",
+                          "threshold_check"}
+    assert {"prior", "counts:color", "mean:age", "threshold", "threshold_check"} <= set(steps)
     assert sum(steps.values()) == pytest.approx(0.4, abs=1e-12)
-    assert steps["threshold"] == pytest.approx(0.04)  # 1/10 of ε at n = 400
+    # 1/10 of ε at n = 400: 3/4 for the cut, 1/4 for the check
+    assert steps["threshold"] + steps["threshold_check"] == pytest.approx(0.04)
     # a file with only the model's columns is enough for predict
     frame = pd.read_parquet(project.data)[["color", "age"]]
     frame.to_parquet(project.root / "small.parquet", index=False)
@@ -240,7 +246,7 @@ def test_spec_section_split_and_columns(project: Project, cli) -> None:
     rest = 0.6 * 0.9
     assert steps == pytest.approx({"prior": rest * 2 / 7, "mean:age": rest * 3 / 7,
                                    "variance:age": rest / 7, "counts:member": rest / 7,
-                                   "threshold": 0.06})
+                                   "threshold": 0.045, "threshold_check": 0.015})
     payload = json.loads((project.root / "m.json").read_text())["payload"]
     assert payload["columns"] == ["age", "member"]
     assert payload["config"]["split"] == {"prior": 2.0, "categorical": 1.0, "mean": 3.0,
@@ -343,8 +349,13 @@ def test_the_model_records_its_degeneracy_and_a_degenerate_one_is_said_on_stderr
         assert r.exit_code == 0, r.stderr
         verdict = project.envelope(f"m{seed}.json")["payload"]["degeneracy"]
         assert verdict["degenerate"] == ("degenerate model" in r.stderr), r.stderr
+        # over the domain, or on the training rows by the released count above the cut
         assert verdict["degenerate"] == (verdict["constant_score"]
-                                         or bool(verdict["never_predicted"]))
+                                         or bool(verdict["never_predicted"])
+                                         or verdict["one_class_on_rows"] is not None
+                                         or verdict.get("uncalibrated_score", False))
+        check = verdict["on_training_rows"]
+        assert verdict["one_class_on_rows"] == check["one_class"]
         r = cli("predict", project.root / f"m{seed}.json", project.data,
                 "--out", project.root / f"p{seed}.parquet", "-q")
         assert r.exit_code == 0, r.stderr
@@ -381,7 +392,7 @@ def test_spec_threshold_false_or_accuracy(project: Project, cli) -> None:
     assert r.exit_code == 0, r.stderr
     payload = project.envelope()["payload"]
     assert payload["threshold"] is None and payload["config"]["threshold"] == "none"
-    assert "threshold" not in {s["step"] for s in payload["breakdown"]}
+    assert {"threshold", "threshold_check"}.isdisjoint(s["step"] for s in payload["breakdown"])
     assert sum(s["epsilon"] for s in payload["breakdown"]) == pytest.approx(0.3, abs=1e-12)
     _with_section(project, {"epsilon": 0.3, "threshold": "accuracy"})
     r = _train(cli, project, "--seed", 1, out="acc.json")
@@ -409,3 +420,75 @@ def test_dry_run_shows_the_chosen_split_and_why(project: Project, cli) -> None:
     payload = project.envelope()["payload"]
     assert payload["allocation"]["public_variance"] == ["age"]
     assert payload["numeric"]["age"]["variance"] == [73 ** 2 / 12] * 2   # the public one
+
+
+def _wide_rare(project: Project, n: int = 1200, columns: int = 48, seed: int = 0):
+    """Many numeric columns (declared [0, 16], like 8×8 pixel counts), 8 % positives: the shape
+    on which the old train-nb released one-class models without a word (issue 20)."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    label = (rng.random(n) < 0.08).astype(int)
+    shift = np.zeros(columns)
+    shift[: columns // 3] = 5.0                     # a third of the columns carry the class
+    x = np.clip(rng.normal(5.0, 3.0, (n, columns)) + label[:, None] * shift, 0, 16).round()
+    frame = pd.DataFrame(x, columns=[f"p{j}" for j in range(columns)]).assign(label=label)
+    path = project.root / "wide.parquet"
+    frame.to_parquet(path, index=False)
+    def wide(spec: dict) -> None:
+        spec.pop("tabulate")
+        spec.update(schema={"columns": {f"p{j}": {"type": "numeric", "bounds": [0, 16]}
+                                        for j in range(columns)}}, budget={"epsilon": 50.0})
+
+    project.write_spec(wide)
+    return path, frame
+
+
+@pytest.mark.parametrize(("epsilon", "two_class_at_least"), [(0.5, 0), (1.0, 1)])
+def test_many_numeric_columns_and_rare_positives_are_never_silently_one_class(
+        project: Project, cli, epsilon: float, two_class_at_least: int) -> None:
+    """Every run either predicts both classes on its own training rows or says on stderr and
+    in the model file that it is degenerate; and the check is a released step of the plan.
+    (main before this change: 5 of these 8 runs one-class, none warned; at ε = 1 the prior's
+    larger share and the threshold rule now give two classes on some seeds.)"""
+    data, frame = _wide_rare(project)
+    two_class = 0
+    for seed in range(4):
+        out = f"w{seed}.json"
+        r = _train(cli, project, "--epsilon", epsilon, "--seed", seed, data=data, out=out)
+        assert r.exit_code == 0, r.stderr
+        err = r.stderr
+        payload = project.envelope(out)["payload"]
+        verdict = payload["degeneracy"]
+        assert verdict["degenerate"] == ("degenerate model" in err), err
+        assert payload["threshold_check"]["rows"] == len(frame)
+        assert verdict["on_training_rows"] == payload["threshold_check"]
+        r = cli("predict", project.root / out, data, "--out", project.root / f"w{seed}.parquet",
+                "-q")
+        assert r.exit_code == 0, r.stderr
+        share = (pd.read_parquet(project.root / f"w{seed}.parquet")["prediction"].astype(str)
+                 == "1").mean()
+        one_class = min(share, 1 - share) < 0.001
+        if one_class:
+            assert verdict["degenerate"], (seed, verdict)
+        two_class += not one_class
+    assert two_class >= two_class_at_least
+
+
+def test_plan_equals_spend_for_train_nb(project: Project, cli) -> None:
+    """The ledger's reserve breakdown is the dry run's plan, step by step, and adds up to ε;
+    every planned step (the threshold_check included) is used by the run."""
+    data, _ = _wide_rare(project, n=600, columns=12)
+    r = _train(cli, project, "--epsilon", 0.7, "--dry-run", "--json", data=data)
+    assert r.exit_code == 0, r.stderr
+    planned = {s["step"]: s["epsilon"] for s in json.loads(r.stdout)["breakdown"]}
+    assert {"prior", "threshold", "threshold_check"} <= set(planned)
+    r = _train(cli, project, "--epsilon", 0.7, "--seed", 2, data=data)
+    assert r.exit_code == 0, r.stderr
+    reserve = project.reserves()[-1]
+    spent = {s["step"]: s["epsilon"] for s in reserve["breakdown"]}
+    assert spent == planned
+    assert sum(spent.values()) == pytest.approx(0.7, abs=1e-12) and reserve["epsilon"] == 0.7
+    payload = project.envelope()["payload"]
+    assert payload["threshold_check"]["epsilon"] == pytest.approx(planned["threshold_check"])
+    assert payload["threshold_rule"] in ("exponential mechanism", "prior odds", "prior quantile")

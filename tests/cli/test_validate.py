@@ -748,10 +748,11 @@ def test_default_run_releases_a_threshold_that_predict_uses(project: Project, cl
     z = np.log(preds["proba_1"]) - np.log(preds["proba_0"])
     # the released cut decides the class, not the 0.5 probability
     decided = np.abs(z.to_numpy() - cut) > 1e-9      # away from float ties at the cut
-    np.testing.assert_array_equal((preds["prediction"] == "1").to_numpy()[decided],
+    np.testing.assert_array_equal((preds["prediction"].astype(str) == "1").to_numpy()[decided],
                                   z.to_numpy()[decided] > cut)
     truth = preds["label"].astype(str)
-    recall = ((preds["prediction"] == "1") & (truth == "1")).sum() / (truth == "1").sum()
+    predicted = preds["prediction"].astype(str)
+    recall = ((predicted == "1") & (truth == "1")).sum() / (truth == "1").sum()
     assert recall > 0.8          # the minority class is predicted (the 0.5 cut gives none)
 
 

@@ -274,3 +274,57 @@ def test_the_ledger_digests_the_listing_the_run_reads(spark: Any, tmp_path: Path
     write(folder / "b.csv", GOOD)  # appears between the check and the charge
     assert [uri for uri, _, _ in input_listing(folder)] == read
     assert len(read) == 1
+
+
+def test_footers_prove_a_clean_file_without_reading_it(tmp_path: Path) -> None:
+    """The footers' null counts and the label's min/max rule every pre-charge problem out
+    only when they must: a null, a label outside the classes, a floating column (NaN is
+    not a null), a missing statistic or several string labels all mean reading."""
+    from dpcli.stats.spark_aggregate import footers_prove_clean
+
+    sch = Schema(columns=(NumericColumn("x", 0.0, 10.0),),
+                 label=Label("y", ("0", "1"), positive=None))
+
+    def proven(table: pa.Table, **kwargs: Any) -> bool:
+        path = tmp_path / "t.parquet"
+        pq.write_table(table, path, row_group_size=2, **kwargs)
+        return footers_prove_clean(sch, ["y", "x"], [pq.ParquetFile(path).metadata])
+
+    ints = pa.array([1, 2, 3, 4], pa.int64())
+    assert proven(pa.table({"y": pa.array([0, 1, 1, 0], pa.int64()), "x": ints}))
+    assert not proven(pa.table({"y": pa.array([0, 1, None, 0], pa.int64()), "x": ints}))
+    assert not proven(pa.table({"y": pa.array([0, 1, 2, 0], pa.int64()), "x": ints}))
+    assert not proven(pa.table({"y": pa.array([0, 1, 1, 0], pa.int64()),
+                                "x": ints.cast(pa.float64())}))
+    assert not proven(pa.table({"y": pa.array([0, 1, 1, 0], pa.int64()), "x": ints}),
+                      write_statistics=False)
+    assert proven(pa.table({"y": ["1", "1", "0", "0"], "x": ints}))  # one label per group
+    assert not proven(pa.table({"y": ["0", "1", "1", "0"], "x": ints}))
+    assert not proven(pa.table({"y": ["1", "1", "0", "x"], "x": ints}))
+    assert not proven(pa.table({"y": pa.array([0, 1, 1, 0], pa.int64()),
+                                "x": pa.array([1, None, 3, 4], pa.int64())}))
+
+
+def test_clean_parquet_is_checked_from_its_footers(spark: Any, tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """No Spark job before the charge when the footers prove the file clean; the Python
+    check still names a problem the footers show (a null label)."""
+    from dpcli.stats import spark_aggregate
+
+    jobs: list[int] = []
+    real = spark_aggregate.check_labels_and_missing
+    monkeypatch.setattr(spark_aggregate, "check_labels_and_missing",
+                        lambda *a, **k: jobs.append(1) or real(*a, **k))
+    sch = Schema(columns=(NumericColumn("x", 0.0, 10.0),),
+                 label=Label("y", ("0", "1"), positive=None))
+    clean = tmp_path / "clean.parquet"
+    pq.write_table(pa.table({"y": pa.array([0, 1, 1], pa.int64()),
+                             "x": pa.array([1, 2, 3], pa.int64())}), clean)
+    assert source(clean, sch).check_values(["x"]) == 3
+    assert jobs == []
+    dirty = tmp_path / "dirty.parquet"
+    pq.write_table(pa.table({"y": pa.array([0, None, 1], pa.int64()),
+                             "x": pa.array([1, 2, 3], pa.int64())}), dirty)
+    with pytest.raises(DataError, match="column 'y': missing label in data row 2"):
+        source(dirty, sch).check_values(["x"])
+    assert jobs == [1]

@@ -92,3 +92,63 @@ def test_spark_run_with_bad_data_charges_nothing(spark: Any, tmp_path: Path) -> 
             in result.output)
     assert [e["kind"] for e in read_entries(tmp_path / "ledger.jsonl")] == ["genesis"]
     assert not (tmp_path / "m.json").exists()
+
+
+def test_train_nb_on_parquet_aggregated_by_spark(spark: Any, tmp_path: Path) -> None:
+    """Parquet takes Spark's own aggregations: the same release as the local engine."""
+    from dpcli.stats import spark_aggregate
+
+    spec = project(tmp_path, threshold=False)
+    data = ROOT / "sample_data" / "adult_train.parquet"
+    calls: list[int] = []
+    real = spark_aggregate.aggregate
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    outputs = {}
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(spark_aggregate, "aggregate", spy)
+        for engine in ("spark", "local"):
+            out = tmp_path / f"nb-{engine}.json"
+            result = CliRunner().invoke(app, ["train-nb", str(data), "--spec", str(spec),
+                                              "--engine", engine, "--out", str(out),
+                                              "--seed", "5"])
+            assert result.exit_code == 0, result.output
+            outputs[engine] = json.loads(out.read_text())
+    assert calls == [1]
+    close(outputs["spark"]["payload"], outputs["local"]["payload"])
+
+
+def test_spark_submit_runs_dpcli_as_its_application(spark: Any, tmp_path: Path) -> None:
+    """docs/spark.md's cluster recipe on a local master: ``spark-submit --master …
+    dpcli/__main__.py train-nb … --engine spark`` releases what the local engine releases
+    (the spec names no master, so spark-submit's rules)."""
+    import os
+    import subprocess
+    import sys
+
+    import pyspark
+
+    submit = Path(pyspark.__file__).parent / "bin" / "spark-submit"
+    spec_path = project(tmp_path, threshold=False)
+    raw = yaml.safe_load(spec_path.read_text())
+    del raw["spark"]
+    spec_path.write_text(yaml.safe_dump(raw, sort_keys=False))
+    data = ROOT / "sample_data" / "adult_train.parquet"
+    main = Path(__file__).resolve().parents[2] / "dpcli" / "__main__.py"
+    env = {k: v for k, v in os.environ.items() if k != "DPCLI_SPARK_MASTER"}
+    env["PYSPARK_PYTHON"] = env["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    out = tmp_path / "nb-submit.json"
+    done = subprocess.run([str(submit), "--master", "local[1]", "--conf",
+                           "spark.ui.enabled=false", str(main), "train-nb", str(data),
+                           "--spec", str(spec_path), "--engine", "spark", "--out", str(out),
+                           "--seed", "5", "-q"], env=env, capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    local = tmp_path / "nb-local.json"
+    result = CliRunner().invoke(app, ["train-nb", str(data), "--spec", str(spec_path),
+                                      "--out", str(local), "--seed", "5"])
+    assert result.exit_code == 0, result.output
+    close(json.loads(out.read_text())["payload"], json.loads(local.read_text())["payload"])

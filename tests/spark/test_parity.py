@@ -206,3 +206,127 @@ def test_compressed_tab_separated_and_quoted_csv(spark: Any, tmp_path: Path,
     assert assert_same(stats, local) == 9 and stats.n == 6
     assert stats.report.columns["income"].imputed == 3
     assert stats.report.columns["words"].rows_token_capped == 0  # uncapped mixed schema
+
+
+# ------------------------------------------------ Spark's own aggregations (the fast path)
+
+
+def native_request(schema: Schema) -> StatsRequest:
+    """What train-nb and select-features ask for: every non-tokens statistic that stays
+    small (no kept values, no joint table), which Spark aggregates natively."""
+    numeric = [c.name for c in schema.columns if isinstance(c, NumericColumn)]
+    levels = [c.name for c in schema.columns
+              if not isinstance(c, NumericColumn) and c.kind != "tokens"]
+    return StatsRequest(contingency=levels, histograms=[(c, 10) for c in numeric],
+                        moments=numeric)
+
+
+@pytest.fixture
+def native_calls(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """How many passes Spark's aggregations served (the rest ran in Python workers)."""
+    from dpcli.stats import spark_aggregate
+
+    calls: list[int] = []
+    real = spark_aggregate.aggregate
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(spark_aggregate, "aggregate", spy)
+    return calls
+
+
+@pytest.mark.parametrize("dataset", ["adult", "credit"])
+def test_native_aggregation_matches_local_engine(spark: Any, tmp_path: Path, dataset: str,
+                                                 native_calls: list[int]) -> None:
+    """Counts, histograms (edges included), moments and the data report of a Parquet
+    folder, aggregated by Spark itself, are the local engine's."""
+    spec = load_spec(CONFIGS / f"{dataset}.yaml")
+    request = native_request(spec.schema)
+    source = SAMPLES / f"{dataset}_train.parquet"
+    split = split_parquet(source, tmp_path / "parts")
+    stats, local, _ = run_both(spec.schema, source, split, request)
+    assert native_calls == [1]
+    assert assert_same(stats, local) == 2 + len(request.contingency) + 2 * len(request.moments)
+    assert stats.n == local.n > 1000
+
+
+def test_native_aggregation_domain_mapping_edges_and_types(spark: Any, tmp_path: Path,
+                                                           native_calls: list[int]) -> None:
+    """The encoder's rules, value by value: labels and categories typed as integers and
+    booleans compared as their text, undeclared → other (categorical) or values[0]
+    (binary), missing → imputed (fill / fill_code / other), NaN and null numbers
+    imputed, clamping on both sides, and values exactly on, just below and just above
+    every histogram edge — all equal to the local engine's, report included."""
+    import pyarrow as pa
+
+    from dpcli.data.schema import BinaryColumn, Label
+
+    schema = Schema(
+        columns=(NumericColumn("x", -1.0, 2.0, missing="impute", fill=0.25),
+                 NumericColumn("k", 0.0, 30.0),
+                 CategoricalColumn("n", ("1", "2", "3"), missing="impute"),
+                 CategoricalColumn("s", ("a", "b", "ä b"), missing="impute"),
+                 BinaryColumn("flag", ("false", "true"), missing="impute", fill="true"),
+                 BinaryColumn("t", ("no", "yes"))),
+        label=Label("y", ("0", "1", "2"), positive=None))
+    edges = np.linspace(-1.0, 2.0, 8)
+    near = np.concatenate([edges, np.nextafter(edges, -np.inf), np.nextafter(edges, np.inf),
+                           [-5.0, 7.0, np.nan, 0.1, 1 / 3]])
+    rng = np.random.default_rng(5)
+    n = 3000
+    x = rng.choice(near, n)
+    x[rng.random(n) < 0.05] = np.nan
+    table = pa.table({
+        "y": pa.array(rng.integers(0, 3, n), pa.int64()),
+        "x": pa.array(x, pa.float64(), mask=rng.random(n) < 0.03),
+        "k": pa.array(rng.integers(-3, 40, n), pa.int32()),
+        "n": pa.array(rng.integers(0, 6, n), pa.int64(), mask=rng.random(n) < 0.1),
+        "s": pa.array(rng.choice(["a", "b", "ä b", "A", "", " a"], n),
+                      mask=rng.random(n) < 0.1),
+        "flag": pa.array(rng.random(n) < 0.4, pa.bool_(), mask=rng.random(n) < 0.1),
+        "t": pa.array(rng.choice(["no", "yes", "maybe"], n)),
+    })
+    path = tmp_path / "edges.parquet"
+    pq.write_table(table, path, row_group_size=400)
+    request = StatsRequest(contingency=("n", "s", "flag", "t"),
+                           histograms=(("x", 7), ("k", 1)), moments=("x", "k"))
+    stats, local, _ = run_both(schema, path, path, request)
+    assert native_calls == [1]
+    assert assert_same(stats, local) == 2 + 4 + 2 + 2
+    counts = stats.report.columns
+    assert counts["x"].imputed > 0 and counts["x"].clamped_below > 0
+    assert counts["x"].clamped_above > 0 and counts["k"].clamped_below > 0
+    assert counts["n"].mapped_to_other > 0 and counts["n"].imputed > 0
+    assert counts["flag"].imputed > 0 and counts["t"].mapped_to_other > 0
+    # every edge value was binned (the histogram has all its 7 bins filled)
+    assert (stats.histograms["x"].sum(axis=0) > 0).all()
+
+
+def test_python_path_where_spark_casts_differ(spark: Any, tmp_path: Path,
+                                             mixed_data: Callable[..., Any],
+                                             native_calls: list[int]) -> None:
+    """CSV, tokens, kept values, and a category stored as floats stay on the Python
+    workers (which reproduce the local reader exactly); the results still match."""
+    import pyarrow as pa
+
+    data = mixed_data(n=600, seed=2)
+    parquet = data.write_parquet(tmp_path / "m.parquet", row_group_size=100)
+    csv_file = data.write_csv(tmp_path / "m.csv")
+    small = StatsRequest(contingency=("colour", "smoker"), moments=("age",))
+    for request, path in ((small, csv_file),
+                          (StatsRequest(contingency=("words",)), parquet),
+                          (StatsRequest(moments=("age",), keep_values=("age",)), parquet)):
+        stats, local, _ = run_both(data.schema, path, path, request)
+        assert_same(stats, local)
+    assert native_calls == []
+    floats = tmp_path / "floats.parquet"
+    table = data.table().set_column(5, "zip", pa.array(data.frame["zip"].astype(float)))
+    pq.write_table(table, floats)
+    stats, local, _ = run_both(data.schema, floats, floats, StatsRequest(contingency=("zip",)))
+    assert_same(stats, local)
+    assert native_calls == []
+    stats, local, _ = run_both(data.schema, parquet, parquet, small)
+    assert_same(stats, local)
+    assert native_calls == [1]

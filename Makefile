@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 DPCLI  := $(BIN)/dpcli
 
-.PHONY: demo test lint bench clean
+.PHONY: demo test lint typecheck bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -65,7 +65,12 @@ demo: $(VENV)/.installed
 lint: $(VENV)/.installed
 	$(BIN)/ruff check dpcli tests benchmarks
 
-test: lint
+# The mypy pinned in pyproject's test extra, configured in pyproject's [tool.mypy] (files:
+# dpcli/, zero errors); part of `make test`.
+typecheck: $(VENV)/.installed
+	$(BIN)/mypy
+
+test: lint typecheck
 	$(BIN)/python -m pytest -q
 
 # The black-box neighbour audit of every spending command at a larger scale (tests/audit/; CI

@@ -10,6 +10,7 @@ import math
 import os
 import re
 from collections.abc import Mapping
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -38,8 +39,8 @@ class Where:
         return SpecError(f"{where}: {message}")
 
 
-def mapping(value: Any, where: Where, allowed: set[str] | None = None,
-            required: set[str] = frozenset()) -> Mapping[str, Any]:
+def mapping(value: Any, where: Where, allowed: AbstractSet[str] | None = None,
+            required: AbstractSet[str] = frozenset()) -> Mapping[str, Any]:
     """``value`` as a mapping with string keys; unknown or missing keys are errors."""
     if not isinstance(value, Mapping):
         raise where.error(f"must be a mapping, got {_kind(value)}")

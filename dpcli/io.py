@@ -77,7 +77,7 @@ def remove_stale_temps(folder: Path) -> list[Path]:
     writing into the folder does. A temporary file of a live process, or of
     another host sharing the folder, is kept. Returns what was removed.
     """
-    removed = []
+    removed: list[Path] = []
     try:
         entries = list(os.scandir(folder))
     except OSError:

@@ -365,11 +365,11 @@ def verify_file(path: Path, *, expect_head: str | None = None, dataset: str | No
             problems.append(f"dataset {name!r} has runs but no genesis entry (a ledger written "
                             "by an earlier dpcli: run `dpcli ledger init --spec SPEC` once)")
     if dataset is not None:
-        state = fold.datasets.get(dataset)
-        if state is None or not state.genesis:
+        current = fold.datasets.get(dataset)
+        if current is None or not current.genesis:
             problems.append(_no_genesis_message(real, dataset))
-        elif total is not None and state.total != total:
-            problems.append(_total_message(dataset, total, state.total))
+        elif total is not None and current.total != total:
+            problems.append(_total_message(dataset, total, current.total))
     if expect_head is not None and not fold.anchor_seen:
         problems.append(f"the expected head {expect_head} is not the hash of any entry: entries "
                         "up to it were removed or rewritten")

@@ -120,7 +120,7 @@ def _naive_bayes(model: Any) -> None:
             table = model.tables.get(name)
             if table is None:
                 raise _Bad(f"column {name!r} has no count table")
-            _array(table, (k, len(col.levels)), f"count table of {name!r}",  # type: ignore[union-attr]
+            _array(table, (k, len(col.levels)), f"count table of {name!r}",
                    minimum=0)
 
 
@@ -157,7 +157,7 @@ def _brc(model: Any) -> None:
             if s is None or s.column not in model.public_columns:
                 raise _Bad(f"round {t}: a public round on a column that is not public")
             if s.signs is not None:
-                levels = model.schema.column(s.column).levels  # type: ignore[union-attr]
+                levels = model.schema.column(s.column).levels
                 signs = _array(s.signs, (len(levels),), f"round {t}: signs")
                 if not np.all(np.isin(signs, (-1, 1))):
                     raise _Bad(f"round {t}: signs must be -1 or +1")
@@ -197,7 +197,7 @@ def _grid(model: Any) -> None:
             if any(b <= a for a, b in itertools.pairwise(edges)):
                 raise _Bad(f"the intervals of {name!r} are not ordered")
         else:
-            levels = set(col.levels)  # type: ignore[union-attr]
+            levels = set(col.levels)
             for node in g["nodes"]:
                 unknown = set(node["values"]) - levels
                 if unknown:

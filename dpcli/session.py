@@ -20,7 +20,7 @@ import tempfile
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dpcli.api.report import Reporter, Silent
 from dpcli.api.result import Released
@@ -29,6 +29,9 @@ from dpcli.api.tables import Data, as_file
 from dpcli.budget import Budget
 from dpcli.errors import UsageError
 from dpcli.spec import Spec
+
+if TYPE_CHECKING:
+    from dpcli.ledger import LedgerSummary
 
 
 class Session:
@@ -56,18 +59,18 @@ class Session:
     def __repr__(self) -> str:
         return f"Session({str(self._spec.path)!r}, dataset={self._spec.dataset!r})"
 
-    def _ledger(self) -> Any:
+    def _ledger(self) -> LedgerSummary:
         from dpcli.run import open_ledger
 
         return open_ledger(self._spec).summary(runs=False)
 
     def remaining(self) -> Budget:
         """What the ledger has left for this dataset (reads the ledger; costs nothing)."""
-        return self._ledger().remaining  # type: ignore[no-any-return]
+        return self._ledger().remaining
 
     def spent(self) -> Budget:
         """What the ledger has charged for this dataset so far, every run included."""
-        return self._ledger().spent  # type: ignore[no-any-return]
+        return self._ledger().spent
 
     def _keep(self, done: Released | DryRun) -> Any:
         if isinstance(done, DryRun):

@@ -22,7 +22,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from types import FrameType
-from typing import Any
+from typing import Any, TypedDict
 
 HANDLED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
@@ -46,7 +46,13 @@ class Terminated(BaseException):
         return f"terminated by {signal.Signals(self.signum).name}"
 
 
-_state = {"holding": 0, "pending": None, "ending": False}
+class _State(TypedDict):
+    holding: int         # depth of nested held() blocks
+    pending: int | None  # a signal kept pending by held(), delivered on leaving it
+    ending: bool         # a Terminated was raised: later signals let its cleanup finish
+
+
+_state: _State = {"holding": 0, "pending": None, "ending": False}
 _lock = threading.Lock()
 
 
@@ -70,7 +76,7 @@ def install() -> None:
     A signal the caller ignores stays ignored: ``nohup dpcli …`` must survive
     a hangup, and a background job of a non-interactive shell ignores SIGINT.
     """
-    _state.update(holding=0, pending=None, ending=False)
+    _state.update({"holding": 0, "pending": None, "ending": False})
     for sig in HANDLED:
         previous = signal.getsignal(sig)
         if previous == signal.SIG_IGN:
@@ -108,5 +114,5 @@ def deliver() -> None:
     """Raise :class:`Terminated` for a signal kept pending by :func:`held`, if any."""
     signum = _state["pending"]
     if signum is not None and not _state["holding"]:
-        _state.update(pending=None, ending=True)
+        _state.update({"pending": None, "ending": True})
         raise Terminated(signum)

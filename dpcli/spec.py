@@ -438,7 +438,8 @@ def _public_files(raw: Mapping[str, Any], where: Where, schema: Schema) -> list[
         files.append(checks.resolve_path(raw["schema"], where / "schema"))
     files += [c.vocabulary_file for c in schema.columns if isinstance(c, TokensColumn)]
     taxonomies = {c.taxonomy for c in schema.columns
-                  if isinstance(getattr(c, "taxonomy", None), Path)}
+                  if isinstance(c, NumericColumn | CategoricalColumn)
+                  and isinstance(c.taxonomy, Path)}
     return files + sorted(taxonomies)
 
 

@@ -101,7 +101,7 @@ from dpcli import (
 )
 from dpcli.algorithms.inputs import Inputs, read_rows
 from dpcli.budget import Budget
-from dpcli.data.encode import EncodedBatch
+from dpcli.data.encode import EncodedBatch, TokenSets
 from dpcli.data.schema import (
     NumericColumn,
     Schema,
@@ -454,7 +454,8 @@ def training_set(batches: Iterable[EncodedBatch], schema: Schema, columns: Seque
                  progress: Callable[[int], None] | None = None) -> TrainingSet:
     """Every record of ``columns`` in memory (tests, benchmarks; the CLI streams instead)."""
     label, merged = read_rows(batches, columns, progress)
-    return prepare(EncodedBatch(int(label.shape[0]), label, merged), schema, columns, public,
+    encoded: dict[str, np.ndarray | TokenSets] = dict(merged)  # EncodedBatch's column type
+    return prepare(EncodedBatch(int(label.shape[0]), label, encoded), schema, columns, public,
                    positive)
 
 
@@ -1235,8 +1236,11 @@ class BRCModel:
             alpha = float(r["alpha"])
             if r["kind"] == "private":
                 w = r["weights"]
-                levels = {c: np.array([float(w[c][v]) for v in schema.column(c).levels])
-                          for c in private if c not in numeric}  # type: ignore[union-attr]
+                levels: dict[str, np.ndarray] = {}
+                for c in private:  # the non-numeric ones: isinstance narrows for .levels
+                    col = schema.column(c)
+                    if not isinstance(col, NumericColumn):
+                        levels[c] = np.array([float(w[c][v]) for v in col.levels])
                 h = Hyperplane(float(r["intercept"]),
                                np.array([float(w[c]) for c in numeric]), levels)
                 rounds.append(Round(alpha, hyperplane=h))

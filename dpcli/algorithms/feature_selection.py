@@ -444,6 +444,7 @@ def select(stats: Stats, schema: Schema, columns: Sequence[str], p: Plan, config
     per, l1 = sensitivity(config.score, m, s, n)
     eps = p.step(STEP).budget.eps
     released: ReleasedCheck | None = None
+    noisy: np.ndarray | None  # released scores (cluster, perturb); None when only the choice is
     if config.method == "cluster":
         chosen, noisy = _cluster(binary_counts(stats, schema, columns), config, 2 * s, eps,
                                  rng)

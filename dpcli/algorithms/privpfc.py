@@ -281,8 +281,8 @@ def quality_sensitivity(rate: float) -> float:
         x = np.unique(np.concatenate([np.arange(max(0, c - step), c + step + 1)
                                       for c in near])).astype(float)
     h = _flip_term(x, rate)
-    d = (_flip_term(x + 1.0, rate) - h)
-    values = np.concatenate([d, 1.0 - d])
+    step_up = _flip_term(x + 1.0, rate) - h
+    values = np.concatenate([step_up, 1.0 - step_up])
     return float(values.max() - values.min()) * (1.0 + 1e-9)
 
 
@@ -334,7 +334,7 @@ def grid_histogram(rows: CellRows, hierarchies: Sequence[Hierarchy], grid: Seque
     shape = tuple(hierarchies[j].sizes[int(grid[j])] + 1 for j in used)
     cells = math.prod(shape)
     kind = np.int32 if 2 * cells < 2**31 else np.int64   # int32 halves the memory traffic
-    flat = np.zeros(len(rows.leaves), dtype=kind)
+    flat: np.ndarray = np.zeros(len(rows.leaves), dtype=kind)
     for j, size in zip(used, shape, strict=True):
         level = int(grid[j])
         code = (node_codes[j][level] if node_codes is not None

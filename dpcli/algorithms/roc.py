@@ -101,6 +101,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -188,7 +189,6 @@ def plan(config: ROCConfig, n: int, total: Budget) -> Plan:
     ``auc_share`` of ε goes to the AUC (:mod:`roc_scale`): ¾ of it to the signed
     pair count, ¼ to its own count of positives; the rest to the curve as before.
     """
-    from fractions import Fraction
 
     from dpcli.algorithms import roc_scale
     from dpcli.budget import exact
@@ -379,7 +379,8 @@ class FineHistogram:
         return smooth_sensitivity_median_of(lambda j: self.cell_order_stats(a, b, j), n,
                                             global_bound=b - a, beta=beta)
 
-    def noisy_median(self, a: int, b: int, *, epsilon: float, rng: np.random.Generator,
+    def noisy_median(self, a: int, b: int, *, epsilon: float | Fraction,
+                     rng: np.random.Generator,
                      gamma: float = 2.0) -> int:
         """The part's noisy median as a grid index: ε-DP under one insertion or deletion.
 
@@ -412,7 +413,8 @@ class FineHistogram:
         return np.diff(cumulative[:, edges], axis=1)[:, ::-1].astype(np.int64)
 
 
-def recursive_median_cells(histogram: FineHistogram, *, levels: int, epsilon: float,
+def recursive_median_cells(histogram: FineHistogram, *, levels: int,
+                           epsilon: float | Fraction,
                            rng: np.random.Generator) -> np.ndarray:
     """k-RecursiveMedians on a fine histogram: 2^levels - 1 grid indices, ascending; ε-DP.
 
@@ -656,7 +658,7 @@ def _release(counts: np.ndarray, thresholds: np.ndarray, config: ROCConfig, n: i
              ) -> tuple[Curve, np.ndarray]:
     """Steps 2 and 3 of the module docstring, on the (2, bins) counts at public thresholds."""
     prefix = noisy_prefix_sums(counts, strategy=config.counts,
-                               epsilon=run_plan.step("counts").budget.epsilon, rng=rng,
+                               epsilon=float(run_plan.step("counts").budget.epsilon), rng=rng,
                                changes=CHANGES, branching=config.branching)
     return curve_from_prefix(prefix, thresholds, n=n, upper=upper), thresholds
 

@@ -585,7 +585,7 @@ def tune(config: ValidateConfig, train_set: tuple[np.ndarray, np.ndarray],
     return Outcome(i, fits[i])
 
 
-def plan(config: ValidateConfig, epsilon: float, n: int, m: int, d: int) -> Plan:
+def plan(config: ValidateConfig, epsilon: float | Fraction, n: int, m: int, d: int) -> Plan:
     """The ledger's steps. Stability: selection ε/2 (with δ) + final training ε/2;
     a baseline: one step of ε (its trainings on T and selection on V compose in parallel)."""
     total = Budget(epsilon)
@@ -598,7 +598,7 @@ def plan(config: ValidateConfig, epsilon: float, n: int, m: int, d: int) -> Plan
                        f"(m = {m:,}); β1 = {c.beta1:.4g}, β2 = {c.beta2:.4g}, "
                        f"β = max(β1/n + 2τ/λ_min + √d·g, β2/m) = {c.beta:.3g}, "
                        f"noise Exp(mean 2β/ε2 = "
-                       f"{selection_noise_mean(config, epsilon, n, m, d):.3g})")
+                       f"{selection_noise_mean(config, float(epsilon), n, m, d):.3g})")
         return Plan([
             Step("select", "noisy_max_exponential", Budget(half, exact(c.delta)), select_note),
             Step("final", trainer, Budget(half),

@@ -81,10 +81,11 @@ def resolve_section(spec: Spec, name: str, default: type, epsilon: float | None,
     if isinstance(columns, str):
         columns = [c.strip() for c in columns.split(",") if c.strip()]
     cols = tuple(columns) if columns else None
-    for i, c in enumerate(cols or ()):
+    listed = cols or ()
+    for i, c in enumerate(listed):
         if not spec.schema.has(c):
             raise UsageError(f"--columns: {c!r} is not declared in the schema of {spec.path}")
-        if c in cols[:i]:
+        if c in listed[:i]:
             raise UsageError(f"--columns: {c!r} is listed twice")
     return override(base, epsilon=epsilon, columns=cols, **overrides)
 

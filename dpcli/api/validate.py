@@ -177,6 +177,7 @@ def validate(spec: Spec, data: Path, *, validation: Path | None = None,
     positive = 1 if positive is None else positive
     with spend.charged(arguments, seed=seed) as run:
         rng = run.rng
+        y: np.ndarray | None  # x too: both dropped (None) once split, to free the memory
         x, y = tuning.design_rows(run.passes(chosen), s.schema, chosen, positive)
         decision = decided["decision"]
         valid_set = None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import signal
 import sys
 from typing import Any
@@ -43,10 +44,19 @@ verification, 78 bad spec, 130 / 143 / 129 ended by SIGINT / SIGTERM /
 SIGHUP (a reserved charge stays, recorded as failed).
 """
 
-try:  # typer >= 0.20 vendors click; older versions use click itself
-    from typer._click.exceptions import UsageError as _ParserUsageError
-except ImportError:  # pragma: no cover - depends on the installed typer
-    from click.exceptions import UsageError as _ParserUsageError
+def _parser_usage_error() -> type[Exception]:
+    """The option parser's UsageError class. typer >= 0.20 vendors click; older versions use
+    click itself: imported by name so that the type checker sees one binding, whichever
+    typer is installed."""
+    try:
+        module = importlib.import_module("typer._click.exceptions")
+    except ImportError:  # pragma: no cover - depends on the installed typer
+        module = importlib.import_module("click.exceptions")
+    error: type[Exception] = module.UsageError
+    return error
+
+
+_ParserUsageError = _parser_usage_error()
 
 
 class _Group(TyperGroup):

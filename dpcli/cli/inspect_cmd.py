@@ -59,19 +59,18 @@ def inspect(
     from dpcli.spec import describe_column, load_spec
 
     ui = UI(quiet=quiet, json=json)
-    report_counts = report
     s = load_spec(spec)
     source = DataSource(data, s.schema)
-    report = source.check_structure(s.schema.names, raise_errors=False)
+    structure = source.check_structure(s.schema.names, raise_errors=False)
     values_problem: str | None = None
     values_checked = False
-    if report.ok and not structure_only:
+    if structure.ok and not structure_only:
         try:
             source.check_values(s.schema.names)
             values_checked = True
         except DataError as exc:
             values_problem = str(exc)
-    ok = report.ok and values_problem is None
+    ok = structure.ok and values_problem is None
     remaps = None
     if values_checked:
         from dpcli.cli.remaps import count_remaps
@@ -81,10 +80,10 @@ def inspect(
                                                                   rng=make_rng(None)),
                               lambda: source.report)
 
-    mismatched = {m.column: m for m in report.mismatches}
+    mismatched = {m.column: m for m in structure.mismatches}
     status = {}
     for name in (*s.schema.names, s.schema.label.column):
-        if name in report.missing:
+        if name in structure.missing:
             status[name] = "missing"
         elif name in mismatched:
             m = mismatched[name]
@@ -92,16 +91,17 @@ def inspect(
         else:
             status[name] = "ok"
     if json:
-        ui.emit_json({"file": str(data), "format": report.format, "rows": report.num_rows,
-                      "ok": ok, "columns": status, "extra_columns": list(report.extra),
-                      "problems": report.problems() + ([values_problem] if values_problem else []),
+        ui.emit_json({"file": str(data), "format": structure.format, "rows": structure.num_rows,
+                      "ok": ok, "columns": status, "extra_columns": list(structure.extra),
+                      "problems": structure.problems()
+                      + ([values_problem] if values_problem else []),
                       "values_checked": values_checked,
                       # which kinds, never how many: --json stdout may leave the custodian
                       **({"remapped": {c: sorted(k) for c, k in remaps.counts.items()}}
                          if remaps is not None else {})})
     else:
-        rows = f", {report.num_rows:,} rows" if report.num_rows is not None else ""
-        table = Table(title=f"{data} ({report.format}{rows}) against {s.path}",
+        rows = f", {structure.num_rows:,} rows" if structure.num_rows is not None else ""
+        table = Table(title=f"{data} ({structure.format}{rows}) against {s.path}",
                       title_justify="left")
         for col in ("column", "declared", "status"):
             table.add_column(col)
@@ -116,20 +116,20 @@ def inspect(
             ui.result("values a run will remap:")
             for c in s.schema.columns:
                 if c.name in remaps.counts:
-                    ui.result(f"  {c.name}: {describe(remaps, c, exact=report_counts)}")
-        if report.extra:
-            ui.say("ignored (not declared): " + ", ".join(report.extra), markup=False)
+                    ui.result(f"  {c.name}: {describe(remaps, c, exact=report)}")
+        if structure.extra:
+            ui.say("ignored (not declared): " + ", ".join(structure.extra), markup=False)
         if values_checked:
-            parsed = "every row parses, " if report.format == "csv" else ""
+            parsed = "every row parses, " if structure.format == "csv" else ""
             ui.say(f"validation pass: {parsed}every label is a declared class, "
                    "no missing value where the schema forbids one")
-        if remaps is not None and remaps.counts and not report_counts:
+        if remaps is not None and remaps.counts and not report:
             ui.say("rerun with --report for the exact counts of remapped values (private "
                    "figures, for your screen only)")
-    if not report.readable:
-        raise DataError(f"{data}: {report.problems()[0]}")
+    if not structure.readable:
+        raise DataError(f"{data}: {structure.problems()[0]}")
     if not ok:
-        problems = report.problems() + ([values_problem] if values_problem else [])
+        problems = structure.problems() + ([values_problem] if values_problem else [])
         raise DataError(f"{data}: " + "; ".join(problems))
     changed = "" if not remaps or not remaps.counts else (
         f"; a run will remap values in {len(remaps.counts)} column(s) (listed above)")

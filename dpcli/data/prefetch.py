@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import queue
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Generator, Iterable
 from typing import TypeVar
 
 T = TypeVar("T")
@@ -30,7 +30,7 @@ class _Failed:
         self.exc = exc
 
 
-def prefetch(items: Iterable[T], depth: int = 2) -> Iterator[T]:
+def prefetch(items: Iterable[T], depth: int = 2) -> Generator[T, None, None]:
     """Yield ``items`` in order, produced up to ``depth`` ahead by a worker thread.
 
     An exception raised by ``items`` is re-raised here, at the position where

@@ -40,7 +40,7 @@ from __future__ import annotations
 import csv
 import io
 import re
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
 from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -509,7 +509,7 @@ class DataSource:
         return csv_null_values(self.schema)
 
     def _csv_batches(self, needed: Sequence[str], *,
-                     threads: bool = True) -> Iterator[pa.RecordBatch]:
+                     threads: bool = True) -> Generator[pa.RecordBatch, None, None]:
         """Raw record batches of the ``needed`` columns, typed as declared (others as text).
 
         ``threads``: pyarrow parses blocks on all cores (rows stay in file order)

@@ -245,7 +245,7 @@ def _parse_column(name: str, raw: Any, where: Where, default_missing: str) -> Co
                 f"{OTHER!r} level for undeclared values")
         return CategoricalColumn(name, categories, missing, _taxonomy(raw, where))
     if kind == "binary":
-        values = ("0", "1")
+        values: tuple[str, ...] = ("0", "1")
         if "values" in raw:
             values = checks.scalar_list(raw["values"], where / "values", min_len=2)
             if len(values) != 2:

@@ -26,8 +26,12 @@ if TYPE_CHECKING:
 class Source(Protocol):
     """Private records under a schema: checked before the charge, read once charged."""
 
-    engine: str
     report: DataReport
+
+    @property
+    def engine(self) -> str:
+        """The statistics engine that reads this kind of source (a class attribute will do)."""
+        ...
 
     def check_structure(self, columns: Sequence[str], *,
                         raise_errors: bool = True) -> StructureReport:

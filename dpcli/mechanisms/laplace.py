@@ -12,6 +12,7 @@ e.g. a histogram over a partition has L1 sensitivity 2, not 1).
 from __future__ import annotations
 
 import math
+from typing import overload
 
 import numpy as np
 
@@ -27,6 +28,28 @@ from dpcli.mechanisms.rng import (
 MAX_DISCRETE_SCALE = 1e12
 # Counts further from zero than this could overflow int64 once noise is added.
 MAX_ABS_COUNT = 2**62
+
+
+@overload
+def laplace_mechanism(
+    value: np.ndarray,
+    *,
+    sensitivity: float,
+    epsilon: float,
+    rng: np.random.Generator,
+    changes: int | None = ...,
+) -> np.ndarray: ...
+
+
+@overload
+def laplace_mechanism(
+    value: float,
+    *,
+    sensitivity: float,
+    epsilon: float,
+    rng: np.random.Generator,
+    changes: int | None = ...,
+) -> float: ...
 
 
 def laplace_mechanism(
@@ -45,6 +68,26 @@ def laplace_mechanism(
     """
     return grid_laplace_mechanism(value, sensitivity=sensitivity, epsilon=epsilon, rng=rng,
                                   changes=changes)
+
+
+@overload
+def discrete_laplace_mechanism(
+    counts: np.ndarray,
+    *,
+    sensitivity: int,
+    epsilon: float,
+    rng: np.random.Generator,
+) -> np.ndarray: ...
+
+
+@overload
+def discrete_laplace_mechanism(
+    counts: int,
+    *,
+    sensitivity: int,
+    epsilon: float,
+    rng: np.random.Generator,
+) -> int: ...
 
 
 def discrete_laplace_mechanism(
@@ -103,6 +146,28 @@ def laplace_grid(sensitivity: float, changes: int = 1) -> tuple[float, int]:
     c = check_int("changes", changes, minimum=1)
     grid = math.ldexp(1.0, math.floor(math.log2(delta / (GRID_STEPS * c))))
     return grid, math.ceil(delta / grid) + c
+
+
+@overload
+def grid_laplace_mechanism(
+    value: np.ndarray,
+    *,
+    sensitivity: float,
+    epsilon: float,
+    rng: np.random.Generator,
+    changes: int | None = ...,
+) -> np.ndarray: ...
+
+
+@overload
+def grid_laplace_mechanism(
+    value: float,
+    *,
+    sensitivity: float,
+    epsilon: float,
+    rng: np.random.Generator,
+    changes: int | None = ...,
+) -> float: ...
 
 
 def grid_laplace_mechanism(

@@ -30,7 +30,7 @@ from dpcli.data.schema import NumericColumn, Schema
 from dpcli.errors import UsageError
 
 if TYPE_CHECKING:
-    from dpcli.data.reader import DataSource
+    from dpcli.data.source import Source
 
 
 def _names(value: Iterable[str]) -> tuple[str, ...]:
@@ -42,7 +42,8 @@ def _names(value: Iterable[str]) -> tuple[str, ...]:
 class LeafMap(Protocol):
     """How one column's encoded values fall into ``n_leaves`` leaves (a taxonomy's)."""
 
-    column: str
+    @property
+    def column(self) -> str: ...  # read-only: a frozen dataclass (Hierarchy) satisfies it
 
     @property
     def n_leaves(self) -> int: ...
@@ -206,7 +207,7 @@ class Engine(abc.ABC):
     name: ClassVar[str]
 
     @abc.abstractmethod
-    def compute(self, source: DataSource, request: StatsRequest, *,
+    def compute(self, source: Source, request: StatsRequest, *,
                 rng: np.random.Generator,
                 progress: Callable[[int], None] | None = None) -> Stats:
         """One pass over ``source``; ``progress(rows)`` as rows are folded in (after

@@ -21,6 +21,7 @@ from dpcli.data.prefetch import prefetch
 from dpcli.data.reader import DataSource
 from dpcli.data.report import DataReport
 from dpcli.data.schema import Schema
+from dpcli.data.source import Source
 from dpcli.errors import DataError
 from dpcli.stats.accumulators import StatsAccumulator
 from dpcli.stats.engine import Engine, Stats, StatsRequest
@@ -44,9 +45,11 @@ class LocalEngine(Engine):
 
     name: ClassVar[str] = "local"
 
-    def compute(self, source: DataSource, request: StatsRequest, *,
+    def compute(self, source: Source, request: StatsRequest, *,
                 rng: np.random.Generator,
                 progress: Callable[[int], None] | None = None) -> Stats:
+        if not isinstance(source, DataSource):  # the engine a source names reads it
+            raise TypeError(f"the local engine reads a local DataSource, not {type(source)}")
         request.validate(source.schema)
         # decoding and encoding run one batch ahead in a second thread (same order, same draws)
         try:

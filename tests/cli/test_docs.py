@@ -314,6 +314,15 @@ def test_make_lint_lints_and_is_part_of_make_test() -> None:
     assert re.search(r"^test:.*\blint\b", make, flags=re.M)
 
 
+def test_make_typecheck_runs_mypy_and_is_part_of_make_test() -> None:
+    make = (REPO / "Makefile").read_text()
+    target = re.search(r"^typecheck:.*\n((?:\t.*\n)+)", make, flags=re.M)
+    assert target and "mypy" in target.group(1)
+    assert re.search(r"^test:.*\btypecheck\b", make, flags=re.M)
+    config = (REPO / "pyproject.toml").read_text()
+    assert "[tool.mypy]" in config and re.search(r'"mypy==[\d.]+"', config)
+
+
 def test_pre_commit_pins_the_same_ruff() -> None:
     pinned = re.search(r'"ruff==([\d.]+)"', (REPO / "pyproject.toml").read_text())
     hook = re.search(r"ruff-pre-commit\n\s+rev: v([\d.]+)",

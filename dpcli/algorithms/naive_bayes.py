@@ -247,7 +247,7 @@ def plan(schema: Schema, columns: Sequence[str], total: Budget, config: NBConfig
             notes[step.name] = ("training rows predicted positive at the released cut, "
                                 f"Δ=1, scale {1 / eps:.4g}")
         elif step.name == PRIOR or step.name.startswith("counts:"):
-            sens = 2 if step.name == PRIOR else table_sensitivity(schema, step.name[7:])
+            sens: float = 2 if step.name == PRIOR else table_sensitivity(schema, step.name[7:])
             notes[step.name] = f"Δ={sens}, scale {sens / eps:.4g}"
         elif step.mechanism.startswith("smooth"):
             col = schema.column(step.name.split(":", 1)[1])
@@ -554,7 +554,8 @@ def _class_samples(stats: Stats, schema: Schema, columns: Sequence[str], p: Plan
         if reread is None:
             raise ValueError("the statistics hold histograms, not values: the smooth method "
                              "needs reread to gather its order statistics")
-        out.update(collect(reread(tuple(accumulators)), accumulators))
+        for name, samples in collect(reread(tuple(accumulators)), accumulators).items():
+            out[name] = [sample for sample in samples]   # list is invariant: widen to the protocol
     return out
 
 
@@ -585,9 +586,9 @@ def _smooth_numeric(samples: Sequence[OrderStatistics | np.ndarray], col: Numeri
         e_var = eps_var / 2
         s_var, _ = smooth_trimmed_variance_of(sample, m=m,
                                               beta=smooth_beta(e_var, config.gamma))
-        variances.append(smooth_sensitivity_mechanism(t.variance, smooth_sensitivity=s_var,
-                                                      epsilon=e_var, gamma=config.gamma, rng=rng,
-                                                      grid=grid_var))
+        variances.append(float(smooth_sensitivity_mechanism(
+            t.variance, smooth_sensitivity=s_var, epsilon=e_var, gamma=config.gamma, rng=rng,
+            grid=grid_var)))
     return np.asarray(means, float), np.asarray(variances, float)
 
 

@@ -484,8 +484,12 @@ class SparkSource:
 
     # ---------------------------------------------------------- columns
 
-    needed_columns = DataSource.needed_columns
-    _declared = DataSource._declared
+    def needed_columns(self, columns: Sequence[str]) -> tuple[str, ...]:
+        """The label, then ``columns`` deduplicated (as :meth:`DataSource.needed_columns`)."""
+        return DataSource.needed_columns(self, columns)  # type: ignore[arg-type]  # same attrs
+
+    def _declared(self, name: str) -> Any:
+        return DataSource._declared(self, name)  # type: ignore[arg-type]  # same attributes
 
     # -------------------------------------------------------- structure
 
@@ -981,14 +985,15 @@ def dump_state(acc: StatsAccumulator) -> bytes:
     """
     arrays: dict[str, np.ndarray] = {"n": np.array([acc.n], dtype=np.int64),
                                      "classes": acc.classes.counts}
-    for i, a in enumerate(acc.contingency.values()):
-        arrays[f"c{i}"] = a.table
-    for i, a in enumerate(acc.histograms.values()):
-        arrays[f"h{i}"] = a.table
-    for i, a in enumerate(acc.moments.values()):
-        arrays[f"m{i}_count"], arrays[f"m{i}_mean"], arrays[f"m{i}_m2"] = a.count, a.mean, a.m2
-    for i, a in enumerate(acc.values.values()):
-        for k, parts in enumerate(a.parts):
+    for i, con in enumerate(acc.contingency.values()):
+        arrays[f"c{i}"] = con.table
+    for i, hist in enumerate(acc.histograms.values()):
+        arrays[f"h{i}"] = hist.table
+    for i, mom in enumerate(acc.moments.values()):
+        arrays[f"m{i}_count"], arrays[f"m{i}_mean"], arrays[f"m{i}_m2"] = (mom.count, mom.mean,
+                                                                       mom.m2)
+    for i, kept in enumerate(acc.values.values()):
+        for k, parts in enumerate(kept.parts):
             arrays[f"v{i}_{k}"] = (np.concatenate(parts) if parts
                                    else np.empty(0, dtype=np.float64))
     if acc.joint is not None:
@@ -999,7 +1004,7 @@ def dump_state(acc: StatsAccumulator) -> bytes:
         arrays["j_counts"] = (np.concatenate(compact.counts) if compact.counts
                               else np.zeros(0, dtype=np.int64))
     buf = io.BytesIO()
-    np.savez(buf, **arrays)
+    np.savez(buf, **arrays)  # type: ignore[arg-type]  # numpy's stub: **kwds as allow_pickle
     return buf.getvalue()
 
 
@@ -1009,16 +1014,17 @@ def load_state(schema: Schema, request: StatsRequest, data: bytes) -> StatsAccum
     with np.load(io.BytesIO(data), allow_pickle=False) as z:
         acc.n = int(z["n"][0])
         acc.classes.counts = z["classes"].astype(np.int64)
-        for i, a in enumerate(acc.contingency.values()):
-            a.table = z[f"c{i}"].astype(np.int64)
-        for i, a in enumerate(acc.histograms.values()):
-            a.table = z[f"h{i}"].astype(np.int64)
-        for i, a in enumerate(acc.moments.values()):
-            a.count = z[f"m{i}_count"].astype(np.int64)
-            a.mean, a.m2 = z[f"m{i}_mean"].astype(np.float64), z[f"m{i}_m2"].astype(np.float64)
-        for i, a in enumerate(acc.values.values()):
-            a.parts = [[z[f"v{i}_{k}"]] if len(z[f"v{i}_{k}"]) else []
-                       for k in range(len(a.parts))]
+        for i, con in enumerate(acc.contingency.values()):
+            con.table = z[f"c{i}"].astype(np.int64)
+        for i, hist in enumerate(acc.histograms.values()):
+            hist.table = z[f"h{i}"].astype(np.int64)
+        for i, mom in enumerate(acc.moments.values()):
+            mom.count = z[f"m{i}_count"].astype(np.int64)
+            mom.mean = z[f"m{i}_mean"].astype(np.float64)
+            mom.m2 = z[f"m{i}_m2"].astype(np.float64)
+        for i, kept in enumerate(acc.values.values()):
+            kept.parts = [[z[f"v{i}_{k}"]] if len(z[f"v{i}_{k}"]) else []
+                          for k in range(len(kept.parts))]
         if acc.joint is not None:
             keys, counts = z["j_keys"], z["j_counts"]
             if len(keys):

@@ -444,15 +444,15 @@ def _wide_rare(project: Project, n: int = 1200, columns: int = 48, seed: int = 0
     return path, frame
 
 
-@pytest.mark.parametrize(("epsilon", "two_class_at_least"), [(0.5, 0), (1.0, 1)])
+@pytest.mark.parametrize("epsilon", [0.5, 1.0])
 def test_many_numeric_columns_and_rare_positives_are_never_silently_one_class(
-        project: Project, cli, epsilon: float, two_class_at_least: int) -> None:
+        project: Project, cli, epsilon: float) -> None:
     """Every run either predicts both classes on its own training rows or says on stderr and
     in the model file that it is degenerate; and the check is a released step of the plan.
-    (main before this change: 5 of these 8 runs one-class, none warned; at ε = 1 the prior's
-    larger share and the threshold rule now give two classes on some seeds.)"""
+    (main before this change: 5 of these 8 runs one-class, none warned.) How many runs are
+    two-class is left out: a seeded run's noise depends on the ledger's random key, and at
+    ε = 1 it ranged from 0 to 2 of 4 (a clean-clone CI run saw 0)."""
     data, frame = _wide_rare(project)
-    two_class = 0
     for seed in range(4):
         out = f"w{seed}.json"
         r = _train(cli, project, "--epsilon", epsilon, "--seed", seed, data=data, out=out)
@@ -471,8 +471,6 @@ def test_many_numeric_columns_and_rare_positives_are_never_silently_one_class(
         one_class = min(share, 1 - share) < 0.001
         if one_class:
             assert verdict["degenerate"], (seed, verdict)
-        two_class += not one_class
-    assert two_class >= two_class_at_least
 
 
 def test_plan_equals_spend_for_train_nb(project: Project, cli) -> None:

@@ -250,7 +250,8 @@ def auto_or_number(raw: Any, where: Where, what: str, ok: Callable[[float], bool
     return value
 
 
-def _threshold_share(raw: Any, where: Where) -> float | None:
+def threshold_share(raw: Any, where: Where) -> float | None:
+    """validate's ``threshold_share``: auto (None) or a number in [0, MAX_SHARE]."""
     top = VALIDATE_MAX_SHARE
     return auto_or_number(raw, where, f"in [0, {top:g}]", lambda v: 0 <= v <= top)
 
@@ -438,7 +439,7 @@ SECTIONS: dict[str, Section] = {s.name: s for s in (
         Param("lambda", lambda_value, {"oneOf": [{**_NUM, "exclusiveMinimum": 0},
                                                  _enum(("auto", "search"))]},
               "the regulariser: auto, search, or a number", attr="lam"),
-        Param("threshold_share", _threshold_share,
+        Param("threshold_share", threshold_share,
               {"oneOf": [{**_NUM, "minimum": 0, "maximum": VALIDATE_MAX_SHARE},
                          {"const": "auto"}]}, "share of ε for the class threshold"),
     ), "logistic regression, λ and class cut chosen privately"),

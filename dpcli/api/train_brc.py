@@ -38,9 +38,9 @@ def train_brc(spec: Spec, data: Path, *, out: Path | None = None,
     reporter = reporter or Silent()
     data = Path(data)
     s = spec
-    overrides = {"rounds": _rounds(None if rounds is None else str(rounds)),
-                 "c1": _constant("--c1", c1), "c2": _constant("--c2", c2)}
-    section = resolve_section(s, "train-brc", TrainBRCSection, epsilon, columns, **overrides)
+    # rounds, c1 and c2 are checked by their one declaration (dpcli.params) in the override
+    section = resolve_section(s, "train-brc", TrainBRCSection, epsilon, columns, rounds=rounds,
+                              c1=c1, c2=c2)
     if s.schema.n_classes != 2:
         raise UsageError(f"train-brc needs a binary label; {s.path}: label.classes declares "
                          f"{s.schema.n_classes}")
@@ -137,29 +137,6 @@ def train_brc(spec: Spec, data: Path, *, out: Path | None = None,
                "degenerate": bool(payload.get("degeneracy", {}).get("degenerate"))}
     return Released(brc.KIND, model, envelope, plan, run.run_id, out, dict(run.summary),
                     tuple(spend.data_report()), details)
-
-
-def _rounds(text: str | None) -> int | str | None:
-    from dpcli.algorithms.brc import MAX_ROUNDS
-
-    if text is None or text.strip().lower() == "auto":
-        return None if text is None else "auto"
-    try:
-        value = int(text.strip())
-    except ValueError:
-        value = 0
-    if not 1 <= value <= MAX_ROUNDS:
-        raise UsageError(f"--rounds must be a whole number in [1, {MAX_ROUNDS:,}] or 'auto', "
-                         f"got {text!r}")
-    return value
-
-
-def _constant(name: str, value: float | None) -> float | None:
-    from dpcli.algorithms.brc import MAX_C
-
-    if value is not None and not 1 <= value <= MAX_C:
-        raise UsageError(f"{name} must be a number in [1, {MAX_C:g}], got {value}")
-    return value
 
 
 def label_undeclared(spec: Path, public: tuple[str, ...], label: str) -> str:

@@ -39,7 +39,7 @@ def validate(spec: Spec, data: Path, *, validation: Path | None = None,
     """
     import numpy as np
 
-    from dpcli import checks, protect
+    from dpcli import params, protect
     from dpcli.algorithms import inputs
     from dpcli.algorithms import validate as tuning
     from dpcli.budget import Budget
@@ -48,8 +48,7 @@ def validate(spec: Spec, data: Path, *, validation: Path | None = None,
     from dpcli.fingerprint import input_digest
     from dpcli.io import dumps_json
     from dpcli.mechanisms import Plan
-    from dpcli.spec import ValidateSection, auto_or_number, lambda_value
-    from dpcli.spec import grid as parse_grid
+    from dpcli.spec import ValidateSection
 
     reporter = reporter or Silent()
     data = Path(data)
@@ -59,22 +58,13 @@ def validate(spec: Spec, data: Path, *, validation: Path | None = None,
     if learner not in tuning.LEARNERS:
         raise UsageError(f"--learner must be one of {', '.join(tuning.LEARNERS)}, got "
                          f"{learner!r}")
-    for name, value, options in (("--method", method, tuning.METHODS),
-                                 ("--score", score, tuning.SCORES),
-                                 ("--trainer", trainer, tuning.TRAINERS)):
-        if value is not None and value not in options:
-            raise UsageError(f"{name} must be one of {', '.join(options)}, got {value!r}")
-    if delta is not None and not tuning.MIN_DELTA <= delta < 1:
-        raise UsageError(f"--delta must be in [{tuning.MIN_DELTA:g}, 1), got {delta}")
     s = spec
-    if grid is not None and not isinstance(grid, str):
-        grid = ",".join(repr(float(v)) for v in grid)
-    grid_values = parse_grid(grid, checks.Where(Path("--grid"))) if grid is not None else None
-    top = tuning.MAX_SHARE
-    lam_value = None if lam is None else lambda_value(str(lam), checks.Where(Path("--lambda")))
-    share_value = None if threshold_share is None else auto_or_number(
-        str(threshold_share), checks.Where(Path("--threshold-share")), f"in [0, {top:g}]",
-        lambda v: 0 <= v <= top)
+    # one declaration per parameter (dpcli.params): the same checks as the spec's, each a
+    # UsageError naming the option; method, score, trainer and delta are checked by override
+    grid_values = None if grid is None else params.grid(grid, params.Option("--grid"))
+    lam_value = None if lam is None else params.lambda_value(lam, params.Option("--lambda"))
+    share_value = None if threshold_share is None else params.threshold_share(
+        threshold_share, params.Option("--threshold-share"))
     section = resolve_section(s, "validate", ValidateSection, epsilon, columns, grid=grid_values,
                               method=method, score=score, trainer=trainer, delta=delta,
                               lam=lam_value, threshold_share=share_value)

@@ -460,7 +460,7 @@ def _refused(project: Project, r, *needles: str, out: str = "m.json") -> None:
     (["--columns", "age,words"], ["'words'", "tokens"]),
     (["--columns", "member"], ["every chosen column is declared public"]),
     (["--columns", "age,height"], ["'height'"]),
-    (["--rounds", "0"], ["--rounds", "'0'"]),
+    (["--rounds", "0"], ["--rounds", "at least 1"]),
     (["--rounds", "many"], ["--rounds", "'many'"]),
     (["--rounds", "1.5"], ["--rounds"]),
     (["--rounds", "10001"], ["--rounds"]),

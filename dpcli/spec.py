@@ -30,13 +30,6 @@ from dpcli.data.schema import (
     parse_schema,
 )
 from dpcli.errors import UsageError
-from dpcli.params import (  # noqa: F401 - the value parsers, also read by the commands
-    MAX_BINS,
-    auto_or_number,
-    grid,
-    lambda_value,
-    score_range,
-)
 
 _DATASET_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 

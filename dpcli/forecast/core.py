@@ -20,6 +20,8 @@ import numpy as np
 
 LEVEL = 0.9   # the level of every interval unless a forecast says otherwise
 
+MetricsAt = Callable[[float], Mapping[str, "MetricForecast"]]
+
 
 @dataclass(frozen=True)
 class MetricForecast:
@@ -87,6 +89,16 @@ class Forecast:
     metrics: Mapping[str, MetricForecast]
     verdict: Verdict
     extra: Mapping[str, Any] = field(default_factory=dict)
+    # the metrics at any other total ε (same n, split rule, domains): what `dpcli plan
+    # --target` solves with; not part of the record
+    at: MetricsAt | None = field(default=None, compare=False, repr=False)
+
+    def epsilon_for(self, metric: str, target: float) -> float | None:
+        """The smallest total ε whose median error of ``metric`` is at most ``target``."""
+        if self.at is None or metric not in self.metrics:
+            raise KeyError(f"{self.command}: no forecast of {metric!r} to solve for")
+        at = self.at
+        return solve_epsilon(lambda e: at(e)[metric].expected, target)
 
     def to_json(self) -> dict[str, Any]:
         """The ``forecast`` object of ``--dry-run --json``, ``dpcli plan --json`` and the
@@ -107,9 +119,6 @@ class Forecast:
         return out
 
 
-MetricsAt = Callable[[float], Mapping[str, MetricForecast]]
-
-
 def make_forecast(command: str, epsilon: float, n: int, method: str, metrics_at: MetricsAt, *,
                   headline: str, target: float, note: str = "",
                   extra: Mapping[str, Any] | None = None) -> Forecast:
@@ -126,7 +135,7 @@ def make_forecast(command: str, epsilon: float, n: int, method: str, metrics_at:
     needed = solve_epsilon(lambda e: metrics_at(e)[headline].expected, target)
     return Forecast(command, epsilon, n, method, metrics,
                     Verdict(usable, headline, target, needed, "" if usable else note),
-                    dict(extra or {}))
+                    dict(extra or {}), metrics_at)
 
 
 def solve_epsilon(error_at: Callable[[float], float], target: float, *, lo: float = 1e-3,

@@ -70,3 +70,15 @@ def test_metric_forecast_refuses_nonsense() -> None:
 
 def test_an_unknown_command_has_no_forecast() -> None:
     assert not has_forecast("ledger")
+
+
+def test_a_forecast_solves_for_any_of_its_metrics() -> None:
+    def at(e: float) -> dict[str, MetricForecast]:
+        return {"auc": laplace_error(1.0 / e, "a", sensitivity_scale=0.01),
+                "curve": laplace_error(1.0 / e, "c", sensitivity_scale=0.1)}
+
+    fc = make_forecast("roc", 1.0, 1000, "closed form", at, headline="auc", target=0.01)
+    needed = fc.epsilon_for("curve", 0.01)
+    assert needed is not None and needed == pytest.approx(10 * math.log(2.0), rel=0.02)
+    with pytest.raises(KeyError):
+        fc.epsilon_for("nope", 0.1)

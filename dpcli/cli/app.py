@@ -16,6 +16,7 @@ from dpcli.cli import (
     init_cmd,
     inspect_cmd,
     ledger_cmd,
+    plan_cmd,
     predict_cmd,
     publish_grid_cmd,
     roc_cmd,
@@ -114,6 +115,7 @@ app.command("predict")(predict_cmd.predict)
 app.command("roc")(roc_cmd.roc)
 app.command("evaluate")(evaluate_cmd.evaluate)
 app.command("show")(show_cmd.show)
+app.command("plan")(plan_cmd.plan)
 
 
 def _version(value: bool) -> None:

@@ -25,7 +25,7 @@ from dpcli.forecast.core import (
 )
 
 __all__ = ["LEVEL", "Forecast", "MetricForecast", "Verdict", "forecast", "from_samples",
-           "has_forecast", "laplace_error", "make_forecast", "solve_epsilon"]
+           "has_forecast", "laplace_error", "make_forecast", "module_for", "solve_epsilon"]
 
 # the commands with a forecast module; a command missing here has none yet
 COMMANDS = ("tabulate", "evaluate", "roc", "publish-grid", "train-nb", "validate", "train-brc",
@@ -36,7 +36,7 @@ def has_forecast(command: str) -> bool:
     if command not in COMMANDS:
         return False
     try:
-        _module(command)
+        module_for(command)
     except ModuleNotFoundError as e:
         if e.name != _name(command):
             raise  # the module exists and one of its imports is missing: a real error
@@ -48,7 +48,7 @@ def forecast(command: str, spec: Any, section: Any, n: int, **context: Any) -> F
     """The forecast of ``command`` at ``section.epsilon`` on ``n`` records (costs nothing)."""
     if not has_forecast(command):
         raise KeyError(f"{command} has no forecast")
-    result: Forecast = _module(command).forecast(spec, section, n, **context)
+    result: Forecast = module_for(command).forecast(spec, section, n, **context)
     return result
 
 
@@ -56,5 +56,6 @@ def _name(command: str) -> str:
     return f"dpcli.forecast.{command.replace('-', '_')}"
 
 
-def _module(command: str) -> Any:
+def module_for(command: str) -> Any:
+    """The forecast module of ``command`` (its ``forecast`` and ``plan`` functions)."""
     return importlib.import_module(_name(command))

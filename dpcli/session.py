@@ -72,6 +72,18 @@ class Session:
         """What the ledger has charged for this dataset so far, every run included."""
         return self._ledger().spent
 
+    def plan(self, *, rows: int | None = None, data: str | Path | None = None,
+             targets: Sequence[str] = ()) -> Any:
+        """The spec's workload on ``rows`` records (or ``data``'s record count): each command's
+        ε, steps, forecast and verdict, each target (``"roc.auc=0.005"``) solved for its ε —
+        a :class:`dpcli.api.plan.Workload` (``.fits``, ``.to_json()``). Free: reads no value."""
+        from dpcli.api.plan import Target, record_count, workload
+
+        if (rows is None) == (data is None):
+            raise UsageError("give rows= or data=, not both")
+        n = rows if rows is not None else record_count(Path(data))  # type: ignore[arg-type]
+        return workload(self.spec, n, targets=[Target.parse(t) for t in targets])
+
     def _keep(self, done: Released | DryRun) -> Any:
         if isinstance(done, DryRun):
             return done

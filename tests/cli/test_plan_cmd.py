@@ -157,3 +157,11 @@ def test_with_epsilons_keeps_comments_and_adds_a_missing_line() -> None:
     assert "  epsilon: 0.47   # all of it\n" in new
     assert "evaluate:\n  epsilon: 0.2\n  cutoff: 0.5\n" in new
     assert yaml.safe_load(new)["roc"] == {"epsilon": 0.47, "counts": "laplace"}
+
+
+def test_session_plan_is_the_same_workload(project: Project, stand_in: None) -> None:
+    import dpcli
+
+    w = dpcli.Session(project.spec).plan(rows=1000, targets=["tabulate.cell=10"])
+    assert w.fits and w.items[0].solved[0].epsilon == pytest.approx(0.56)
+    assert w.to_json()[0]["command"] == "tabulate"

@@ -33,7 +33,7 @@ from dpcli.mechanisms import Plan
 TARGET = 0.01
 PREVALENCE = 0.25
 ACCURACY = 0.8
-DRAWS = 400
+DRAWS = 1000
 BAR_DRAWS = 2000
 
 METRICS = ("accuracy", "precision", "recall")
@@ -136,7 +136,7 @@ def error_bars(matrix: np.ndarray, epsilon: float, classes: tuple[str, ...],
     for cls, name in enumerate(classes):
         e = simulate(m, epsilon, cls, BAR_DRAWS)
         point = metrics_of(m, cls)
-        bars = []
+        bars: list[list[float] | None] = []
         for j in range(len(METRICS)):
             ej = e[:, j][np.isfinite(e[:, j])]
             if not np.isfinite(point[j]) or ej.size == 0:

@@ -7,7 +7,11 @@ and a grid's average cell holds at least n/T records. Metrics:
 
 - ``cell``: a cell count's error (exact discrete Laplace quantiles);
 - ``relative``: that error over the mean cell count of the finest grid
-  allowed, n/max(T, 2) — a grid needs two cells to classify anything;
+  allowed, n/max(T, 2) — a grid needs two cells to classify anything. At
+  another ε (the verdict's, ``dpcli plan --target``'s) T stays the one of
+  this ε: PrivPfC spends more ε on finer grids at the same relative noise
+  (T grows with ε), so the question solved is how well grids of this size
+  are estimated;
 - ``loss``: a bound on the expected extra misclassification rate the noise
   causes in the synopsis' histogram classifier: a cell of margin x flips its
   majority with probability e^(−rx)(1 + rx/2)/2 (r = ε_hist/Δ; PrivPfC's
@@ -19,6 +23,7 @@ Headline ``relative``: usable when at most :data:`TARGET` (PrivPfC's own
 rule keeps the mean |noise| under 0.2 of an average cell; below T = 2 it
 fails). At another ε the histogram keeps the share of ε it has at this one
 (the column pre-selection, used only for very large pools, changes it).
+``loss`` likewise keeps this ε's T.
 """
 
 from __future__ import annotations
@@ -64,13 +69,17 @@ def forecast(spec: Any, section: Any, n: int, **context: Any) -> Forecast:
     share = float(d.plan.step(privpfc.HISTOGRAM).budget.epsilon) / float(section.epsilon)
     n = max(int(n), 1)
 
+    # the grid size allowed at this ε (at least 2), fixed at every other ε: PrivPfC turns more
+    # ε into finer grids at a constant relative noise, so the forecast asks instead how well
+    # grids of THIS size are estimated (monotone in ε, which solving for ε needs)
+    t = max(d.threshold, 2)
+
     def metrics_at(eps: float) -> dict[str, MetricForecast]:
         eps_hist = share * eps
-        t = privpfc.cell_threshold(n, eps_hist)
         scale = privpfc.HIST_SENSITIVITY / eps_hist
         bound = min(t * FLIP_MAX * scale / (2.0 * n), 1.0)
         return {"relative": count_error(scale, "cell error / mean cell count (n/T)",
-                                        per=n / max(t, 2)),
+                                        per=n / t),
                 "cell": count_error(scale, "cell count error"),
                 "loss": MetricForecast("bound on the noise's extra misclassification",
                                        bound, (0.0, bound))}

@@ -59,10 +59,15 @@ def evaluate(spec: Spec, data: Path, *, model: Path | None = None,
             raise UsageError(f"{data}: holds no records to evaluate")
         return fc.plan(si.spec, section, n)
 
+    # public: a released model's own class share sets the forecast's class balance
+    prevalence = (None if si.model is None or len(si.classes) != 2
+                  else fc.model_prevalence(si.model, si.positive))
+    fc_context = {} if prevalence is None else {"prevalence": prevalence}
     spend = Spend.prepare(si.spec, plan_for, data, si.columns, command="evaluate",
                           reporter=reporter, outputs=[out], total=total, dry_run=dry_run,
                           inputs=protect.model_inputs(model, si.model),
-                          forecast=forecast_of("evaluate", si.spec, section))
+                          forecast=forecast_of("evaluate", si.spec, section,
+                                               **fc_context))
     if dry_run:
         return spend.dry_run()
     plan = spend.plan

@@ -47,6 +47,7 @@ def roc(spec: Spec, data: Path, *, model: Path | None = None, out: Path | None =
     from dpcli.api.spend import forecast_of
     from dpcli.budget import Budget
     from dpcli.errors import DataError
+    from dpcli.forecast import evaluate as efc
     from dpcli.forecast import roc as fc
     from dpcli.io import dumps_json
     from dpcli.mechanisms import Plan
@@ -81,10 +82,15 @@ def roc(spec: Spec, data: Path, *, model: Path | None = None, out: Path | None =
     if out is not None and out.exists() and not out.is_dir():
         raise UsageError(f"--out {out}: is a file; give a folder")
     files = [] if out is None else [out / f for f in FILES]
+    # public: a released model's own class share sets the forecast's class balance
+    prevalence = (None if si.model is None or len(si.classes) != 2
+                  else efc.model_prevalence(si.model, si.positive))
+    fc_context = {} if prevalence is None else {"prevalence": prevalence}
     spend = Spend.prepare(si.spec, plan_for, data, si.columns, command="roc", reporter=reporter,
                           outputs=files, total=total, dry_run=dry_run,
                           inputs=protect.model_inputs(model, si.model),
-                          forecast=forecast_of("roc", si.spec, section))
+                          forecast=forecast_of("roc", si.spec, section,
+                                               **fc_context))
     if dry_run:
         return spend.dry_run()
     plan = spend.plan

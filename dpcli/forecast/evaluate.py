@@ -6,7 +6,8 @@ then the nearest non-negative matrix summing to n, rounded with the same
 sum (:mod:`dpcli.algorithms.evaluate`) — on a synthetic confusion matrix of
 n records drawn from stated public assumptions: the declared K classes,
 the positive class at a share of :data:`PREVALENCE` (binary; balanced
-otherwise; ``prevalence=`` overrides it) and every class recognised at
+otherwise; ``prevalence=`` overrides it: the commands pass a released naive
+Bayes model's own class share, :func:`model_prevalence`) and every class recognised at
 :data:`ACCURACY` (the rest spread evenly over the other classes;
 ``accuracy=`` overrides it). Errors are released − true of accuracy, and
 of the positive class's (binary; else the first class's) precision and
@@ -45,6 +46,18 @@ def plan(spec: Any, section: Any, n: int, **context: Any) -> Plan:
     from dpcli.budget import Budget
 
     return ev.plan(Budget(section.epsilon), spec.schema.n_classes)
+
+
+def model_prevalence(model: Any, positive: int) -> float | None:
+    """The positive class's share by a released model's own noisy class counts (naive Bayes:
+    public, already released), or None for a model without them (then the stated default)."""
+    counts = getattr(model, "class_counts", None)
+    if counts is None:
+        return None
+    c = np.maximum(np.asarray(counts, dtype=np.float64), 0.0)
+    if c.size != 2 or c.sum() <= 0:
+        return None
+    return float(min(max(c[positive] / c.sum(), 0.001), 0.999))
 
 
 def reference_matrix(n: int, classes: int, *, prevalence: float = PREVALENCE,

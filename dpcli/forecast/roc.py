@@ -6,7 +6,8 @@ release — ½ + (D + Z_D)/(2·ñ1·(n − ñ1)), ñ1 = n1 + Z_n clipped to
 [1, n − 1], the AUC clipped to [0, 1] — over :data:`AUC_DRAWS` fixed draws, at
 stated public assumptions: the positive class at a share of
 :data:`PREVALENCE` and a true AUC of :data:`AUC` (``prevalence=`` and
-``auc=`` override them). Its median agrees with roc_scale's first-order
+``auc=`` override them; with a released naive Bayes model the command
+passes the model's own class share, public). Its median agrees with roc_scale's first-order
 ``auc_error`` (the error the roc module already states) when |AUC − ½| is
 at its bound; the simulation keeps the sign, so it gives an interval.
 
@@ -15,7 +16,8 @@ Curve: simulation of the curve's counts and their post-processing
 scores of the same AUC and prevalence, binned into the plan's bins over
 [−4, μ + 4] (μ = √2·Φ⁻¹(AUC)); with recursive-median thresholds the bins
 stand for the noisy medians. ``tpr`` and ``fpr`` are the signed errors at
-a threshold, pooled over the curve's points and :data:`CURVE_DRAWS` draws.
+a threshold, pooled over :data:`CURVE_DRAWS` draws and the curve's points
+whose true rate lies within (0.05, 0.95) (where the curve is informative).
 The score transform only moves where the bins fall on the score; the
 errors come from the counts' noise, which does not depend on it.
 
@@ -103,6 +105,12 @@ def curve_errors(counts: np.ndarray, cfg: Any, run_plan: Plan,
                  draws: int = CURVE_DRAWS) -> tuple[np.ndarray, np.ndarray]:
     """Signed TPR and FPR errors (draws × points) of the curve released from ``counts``:
     the real prefix-sum mechanism and post-processing, a fixed public seed."""
+    tpr, fpr, _ = _curve_errors(counts, cfg, run_plan, draws)
+    return tpr, fpr
+
+
+def _curve_errors(counts: np.ndarray, cfg: Any, run_plan: Plan,
+                  draws: int) -> tuple[np.ndarray, np.ndarray, Any]:
     from dpcli.algorithms.roc import CHANGES, curve_from_prefix
     from dpcli.mechanisms.range_queries import noisy_prefix_sums
 
@@ -120,7 +128,7 @@ def curve_errors(counts: np.ndarray, cfg: Any, run_plan: Plan,
                                    changes=CHANGES, branching=cfg.branching)
         c = curve_from_prefix(prefix, thresholds, n=n, upper=float(bins))
         tpr[i], fpr[i] = c.tpr - truth.tpr, c.fpr - truth.fpr
-    return tpr, fpr
+    return tpr, fpr, truth
 
 
 def forecast(spec: Any, section: Any, n: int, **context: Any) -> Forecast:
@@ -133,10 +141,13 @@ def forecast(spec: Any, section: Any, n: int, **context: Any) -> Forecast:
 
     def metrics_at(eps: float) -> dict[str, MetricForecast]:
         p = plan(spec, dataclasses.replace(section, epsilon=eps), n)
-        tpr, fpr = curve_errors(counts, cfg, p)
-        inner = slice(1, -1)   # (0, 0) and (1, 1) are fixed, not released
-        out = {"tpr": from_samples(tpr[:, inner].ravel(), "TPR error at a curve point"),
-               "fpr": from_samples(fpr[:, inner].ravel(), "FPR error at a curve point")}
+        tpr, fpr, truth = _curve_errors(counts, cfg, p, CURVE_DRAWS)
+        # the points where the curve says something: true rate within (0.05, 0.95) (the ends
+        # are pinned by the isotonic step and the clipping, and would flatter the median)
+        keep_t = (truth.tpr > 0.05) & (truth.tpr < 0.95)
+        keep_f = (truth.fpr > 0.05) & (truth.fpr < 0.95)
+        out = {"tpr": from_samples(tpr[:, keep_t].ravel(), "TPR error at a curve point"),
+               "fpr": from_samples(fpr[:, keep_f].ravel(), "FPR error at a curve point")}
         if "auc" in {s.name for s in p}:
             e = auc_errors(n, auc, prevalence * n, p)
         else:   # the trapezoid AUC of the noisy curve

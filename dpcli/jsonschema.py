@@ -131,6 +131,13 @@ def envelope_schema() -> dict[str, Any]:
             "seeded": {"type": "boolean",
                        "description": "true: the noise was seeded (tests and benchmarks)"},
             "payload": {"type": "object"},
+            "forecast": {"type": "object",
+                         "description": "the error expected before the spend, from public "
+                                        "facts only (docs/forecast.md): command, epsilon, n, "
+                                        "method, forecast (metric → expected, interval, "
+                                        "level), verdict",
+                         "required": ["command", "epsilon", "n", "method", "forecast",
+                                      "verdict"]},
         },
     }
 

@@ -66,10 +66,16 @@ def level_names(schema: Schema, column: str, bins: int) -> list[str]:
 
 def release(stats: Stats, p: Plan, schema: Schema, columns: Sequence[str], bins: int,
             rng: np.random.Generator) -> list[dict[str, object]]:
-    """Add the planned noise to every table; returns rows (table, level, class, count).
+    """Add the planned noise to every table; returns rows (table, level, class, count, lower,
+    upper).
 
-    Costs exactly ``p.total``. Everything after the noise is post-processing.
+    Costs exactly ``p.total``. Everything after the noise is post-processing,
+    including each cell's 90 % error bar [lower, upper] = [max(count − k, 0), count + k],
+    with k the smallest integer P(|noise| ≤ k) ≥ 0.9 (docs/forecast.md): it covers the
+    true count whenever |noise| ≤ k (a count clipped to 0 had true ≤ −noise ≤ k).
     """
+    from dpcli.forecast.tabulate import half_width
+
     classes = schema.label.classes
     rows: list[dict[str, object]] = []
 
@@ -78,10 +84,12 @@ def release(stats: Stats, p: Plan, schema: Schema, columns: Sequence[str], bins:
         sens = 2 if step == CLASS_STEP else table_sensitivity(schema, step.split(":", 1)[1])
         noisy = discrete_laplace_mechanism(counts, sensitivity=sens, epsilon=eps, rng=rng)
         noisy = np.maximum(noisy, 0)
+        half = half_width(sens, float(eps))
         for k, cls in enumerate(classes):
             for j, level in enumerate(levels):
-                rows.append({"table": table, "level": level, "class": cls,
-                             "count": int(noisy[k, j])})
+                count = int(noisy[k, j])
+                rows.append({"table": table, "level": level, "class": cls, "count": count,
+                             "lower": max(count - half, 0), "upper": count + half})
 
     emit(schema.label.column, ["all"], stats.class_counts.reshape(-1, 1), CLASS_STEP)
     for name in columns:

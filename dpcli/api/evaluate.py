@@ -26,7 +26,9 @@ def evaluate(spec: Spec, data: Path, *, model: Path | None = None,
     from dpcli import protect
     from dpcli.algorithms import evaluate as ev
     from dpcli.api.scoring import parse_range, score_input
+    from dpcli.api.spend import forecast_of
     from dpcli.budget import Budget
+    from dpcli.forecast import evaluate as fc
     from dpcli.io import dumps_json
     from dpcli.mechanisms import Plan
     from dpcli.spec import EvaluateSection
@@ -55,11 +57,17 @@ def evaluate(spec: Spec, data: Path, *, model: Path | None = None,
     def plan_for(n: int) -> Plan:
         if n < 1:
             raise UsageError(f"{data}: holds no records to evaluate")
-        return ev.plan(total, len(si.classes))
+        return fc.plan(si.spec, section, n)
 
+    # public: a released model's own class share sets the forecast's class balance
+    prevalence = (None if si.model is None or len(si.classes) != 2
+                  else fc.model_prevalence(si.model, si.positive))
+    fc_context = {} if prevalence is None else {"prevalence": prevalence}
     spend = Spend.prepare(si.spec, plan_for, data, si.columns, command="evaluate",
                           reporter=reporter, outputs=[out], total=total, dry_run=dry_run,
-                          inputs=protect.model_inputs(model, si.model))
+                          inputs=protect.model_inputs(model, si.model),
+                          forecast=forecast_of("evaluate", si.spec, section,
+                                               **fc_context))
     if dry_run:
         return spend.dry_run()
     plan = spend.plan
@@ -74,7 +82,9 @@ def evaluate(spec: Spec, data: Path, *, model: Path | None = None,
                                       rng=run.rng,
                                       positive=si.positive if len(si.classes) == 2 else None)
         del confusion  # nothing below may touch private values
+        # error bars from the released matrix and the noise alone (post-processing, free)
         payload = {**result.to_payload(), **si.source_note,
+                   "intervals": fc.error_bars(result.matrix, section.epsilon, si.classes),
                    **({"cutoff": threshold} if threshold is not None else {}),
                    "breakdown": plan.to_json()}
         envelope = run.envelope("evaluation", payload)

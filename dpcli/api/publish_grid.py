@@ -27,8 +27,10 @@ def publish_grid(spec: Spec, data: Path | str, *, out: Path | None = None,
 
     from dpcli.algorithms import privpfc
     from dpcli.algorithms import synopsis as syn_io
+    from dpcli.api.spend import forecast_of
     from dpcli.budget import Budget
     from dpcli.data.location import location_text, parse_location
+    from dpcli.forecast import publish_grid as fc
     from dpcli.io import dumps_json
     from dpcli.spec import PublishGridSection
     from dpcli.stats import StatsRequest
@@ -55,14 +57,16 @@ def publish_grid(spec: Spec, data: Path | str, *, out: Path | None = None,
     designs: list[privpfc.Design] = []
 
     def plan_for(n: int) -> privpfc.Plan:
-        designs.append(privpfc.design(hierarchies, n, total, section.max_pool))
+        designs.append(fc.design(s, section, n, hierarchies))
         return designs[-1].plan
 
     grid_file, cells_file = (None, None) if out is None else (
         out / syn_io.GRID_FILE, out / syn_io.CELLS_FILE)
     spend = Spend.prepare(s, plan_for, location, chosen, command="publish-grid",
                           reporter=reporter, outputs=[grid_file, cells_file], total=total,
-                          engine=engine, dry_run=dry_run)
+                          engine=engine, dry_run=dry_run,
+                          forecast=forecast_of("publish-grid", s, section,
+                                               hierarchies=hierarchies))
     if dry_run:
         return spend.dry_run()
     plan = spend.plan

@@ -44,8 +44,11 @@ def roc(spec: Spec, data: Path, *, model: Path | None = None, out: Path | None =
     from dpcli.algorithms import roc as pr
     from dpcli.algorithms import roc_scale
     from dpcli.api.scoring import parse_range, score_input
+    from dpcli.api.spend import forecast_of
     from dpcli.budget import Budget
     from dpcli.errors import DataError
+    from dpcli.forecast import evaluate as efc
+    from dpcli.forecast import roc as fc
     from dpcli.io import dumps_json
     from dpcli.mechanisms import Plan
     from dpcli.spec import RocSection
@@ -74,14 +77,20 @@ def roc(spec: Spec, data: Path, *, model: Path | None = None, out: Path | None =
         if n < 2:
             raise UsageError(f"{data}: an ROC curve needs at least 2 records, found {n}")
         checked_n = n
-        return pr.plan(config, n, total)
+        return fc.plan(si.spec, section, n)
 
     if out is not None and out.exists() and not out.is_dir():
         raise UsageError(f"--out {out}: is a file; give a folder")
     files = [] if out is None else [out / f for f in FILES]
+    # public: a released model's own class share sets the forecast's class balance
+    prevalence = (None if si.model is None or len(si.classes) != 2
+                  else efc.model_prevalence(si.model, si.positive))
+    fc_context = {} if prevalence is None else {"prevalence": prevalence}
     spend = Spend.prepare(si.spec, plan_for, data, si.columns, command="roc", reporter=reporter,
                           outputs=files, total=total, dry_run=dry_run,
-                          inputs=protect.model_inputs(model, si.model))
+                          inputs=protect.model_inputs(model, si.model),
+                          forecast=forecast_of("roc", si.spec, section,
+                                               **fc_context))
     if dry_run:
         return spend.dry_run()
     plan = spend.plan
@@ -100,6 +109,8 @@ def roc(spec: Spec, data: Path, *, model: Path | None = None, out: Path | None =
             raise DataError(f"{data}: changed while being read ({n:,} records, {checked_n:,} "
                             "when checked)")
         curve, cuts = roc_pass.release(plan, run.rng)
+        # error bars from the released values and the noise alone (post-processing, free)
+        bars = fc.error_bars(curve, config, plan, n)
         noise = pr.count_noise_scale(config, n, plan)
         scaled_cuts = cuts
         if scale.transform != "identity":  # thresholds back on the score's own scale
@@ -112,7 +123,7 @@ def roc(spec: Spec, data: Path, *, model: Path | None = None, out: Path | None =
                    f"{curve.auc_error:.3g} (over {roc_scale.NOISE_DOMINATES:g}). Spend more ε "
                    "(or a larger --auc-share), or evaluate on more records."
                    if dominated else None)
-        payload = {**curve.to_payload(), "n": n,
+        payload = {**_with_bars(curve.to_payload(), bars), "n": n,
                    "positive_class": si.classes[si.positive],
                    "rule": "predicted positive when score > threshold",
                    "score_range": [si.lower, si.upper], "parameters": config.parameters(n),
@@ -132,11 +143,12 @@ def roc(spec: Spec, data: Path, *, model: Path | None = None, out: Path | None =
             from dpcli.plot import roc_png
 
             title = f"private ROC, ε={section.epsilon:g} ({config.thresholds}, {config.counts})"
-            run.write(out / "curve.csv", _csv(curve))
+            run.write(out / "curve.csv", _csv(curve, bars))
             run.write(out / "curve.json", dumps_json(envelope))
             run.write_bytes(out / "curve.png", roc_png(curve, title=title,
                                                        true_curve=true_curve))
         run.summary = {"auc": round(curve.auc, 6), "bins": config.bins(n),
+                       "auc_interval": bars["auc"],
                        **({"auc_error": curve.auc_error} if curve.auc_error else {}),
                        **({"non_private_output": "curve.png shows the true curve "
                            "(spec declares public_data)"} if compare_true else {})}
@@ -167,8 +179,19 @@ def _folder(roc_pass: RocPass, positive: int, kept: list[tuple[np.ndarray, np.nd
     return add
 
 
-def _csv(curve: object) -> str:
-    lines = ["threshold,fpr,tpr"]
-    for t, f, r in zip(curve.thresholds, curve.fpr, curve.tpr, strict=True):  # type: ignore[attr-defined]
-        lines.append(f"{float(t)!r},{float(f)!r},{float(r)!r}")
+def _with_bars(payload: dict[str, Any], bars: dict[str, Any]) -> dict[str, Any]:
+    """The curve's payload with the AUC's interval and each point's TPR/FPR error bars."""
+    keys = ("tpr_lower", "tpr_upper", "fpr_lower", "fpr_upper")
+    points = [{**p, **{k: float(bars[k][i]) for k in keys}}
+              for i, p in enumerate(payload["points"])]
+    return {**payload, "auc_interval": bars["auc"], "points": points,
+            "error_bars": {"level": bars["level"], "method": bars["method"]}}
+
+
+def _csv(curve: object, bars: dict[str, Any]) -> str:
+    keys = ("tpr_lower", "tpr_upper", "fpr_lower", "fpr_upper")
+    lines = ["threshold,fpr,tpr," + ",".join(keys)]
+    for i, (t, f, r) in enumerate(zip(curve.thresholds, curve.fpr, curve.tpr, strict=True)):  # type: ignore[attr-defined]
+        extra = ",".join(repr(float(bars[k][i])) for k in keys)
+        lines.append(f"{float(t)!r},{float(f)!r},{float(r)!r},{extra}")
     return "\n".join(lines) + "\n"

@@ -91,7 +91,8 @@ def select_features(spec: Spec, data: Path | str, *, out: Path | None = None,
              else fs.SPLIT_CAP * total_epsilon)  # the unlocked budget look: at most this
     spend = Spend.prepare(s, make_plan, location, chosen, command="select-features",
                           reporter=reporter, outputs=[out], engine=engine, total=Budget(upper),
-                          dry_run=dry_run)
+                          dry_run=dry_run,
+                          forecast=Spend.forecast_of("select-features", s, section))
     if dry_run:
         return spend.dry_run(extra=checked)
     plan = spend.plan

@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -34,6 +34,12 @@ from dpcli.data.source import BatchSource, Source
 from dpcli.errors import UsageError
 from dpcli.mechanisms import Plan
 from dpcli.spec import Spec
+
+if TYPE_CHECKING:
+    from dpcli.forecast import Forecast
+
+#: a command's forecast once n is known (dpcli.forecast; None: the command has none)
+ForecastAt = Callable[[int], "Forecast | None"]
 
 
 @dataclass(frozen=True)
@@ -46,6 +52,7 @@ class DryRun:
     budget: Budget
     neighbouring: str
     extra: dict[str, Any] = field(default_factory=dict)
+    forecast: Forecast | None = None
 
     @property
     def fits(self) -> bool:
@@ -60,7 +67,29 @@ class DryRun:
                 "relation": {"neighbours": neighbours, "protected": protected,
                              "public": public},
                 "breakdown": self.plan.to_json(), "remaining": self.remaining.to_json(),
-                "fits": self.fits, **self.extra}
+                "fits": self.fits, **forecast_json(self.forecast), **self.extra}
+
+
+def forecast_json(fc: Forecast | None) -> dict[str, Any]:
+    """The keys a forecast adds to ``--dry-run --json`` (the same ``forecast`` object as
+    ``dpcli plan --json``: metric → {expected, interval, level}; and the verdict)."""
+    if fc is None:
+        return {}
+    return {"forecast": {k: m.to_json() for k, m in fc.metrics.items()},
+            "verdict": fc.verdict.to_json(), "forecast_method": fc.method, "forecast_n": fc.n}
+
+
+def forecast_of(command: str, spec: Spec, section: Any, **context: Any) -> ForecastAt | None:
+    """``n ↦`` the command's forecast (:mod:`dpcli.forecast`), or None when it has none yet.
+
+    For :meth:`Spend.prepare`'s ``forecast``: computed from public facts once n
+    is known (costs nothing, reads no data).
+    """
+    from dpcli.forecast import forecast, has_forecast
+
+    if not has_forecast(command):
+        return None
+    return lambda n: forecast(command, spec, section, n, **context)
 
 
 def resolve_section(spec: Spec, name: str, default: type, epsilon: float | None,
@@ -99,8 +128,10 @@ class Spend:
 
     def __init__(self, spec: Spec, plan: Plan, source: Source, n: int, data: Path | str, *,
                  command: str, reporter: Reporter, neighbouring: str,
-                 companions: dict[str, Companion] | None = None) -> None:
+                 companions: dict[str, Companion] | None = None,
+                 forecast: Forecast | None = None) -> None:
         self.spec = spec
+        self.forecast = forecast
         self.plan = plan
         self.n = n
         self._source = source
@@ -117,7 +148,8 @@ class Spend:
                 inputs: Sequence[tuple[str, Any]] = (), total: Budget | None = None,
                 engine: str = "local", neighbouring: str | None = None,
                 dry_run: bool = False,
-                companions: dict[str, Companion] | None = None) -> Spend:
+                companions: dict[str, Companion] | None = None,
+                forecast: ForecastAt | None = None) -> Spend:
         """Every check before the charge; the plan is shown.
 
         ``outputs`` must be writable and replace none of the protected files:
@@ -128,7 +160,9 @@ class Spend:
         whether the plan fits). ``plan`` may be a function of the record count
         n (public under replace-one), with its ``total`` given. ``companions``
         holds the run's other private inputs (a validation file), opened by
-        :meth:`Companion.open` — possibly while the plan is made.
+        :meth:`Companion.open` — possibly while the plan is made. ``forecast``
+        (:func:`forecast_of`) gives the release's forecast from n: shown right
+        after the plan, carried by the dry run and recorded in the envelope.
         """
         from dpcli import NEIGHBOURING_RELATION, protect
         from dpcli.io import Outputs
@@ -148,8 +182,19 @@ class Spend:
         made = plan if isinstance(plan, Plan) else plan(n)
         relation = neighbouring or NEIGHBOURING_RELATION
         reporter.plan(spec, made, relation)
+        fc = None if forecast is None else forecast(n)
+        if fc is not None:
+            show = getattr(reporter, "forecast", None)  # a reporter may render it itself (-v)
+            if callable(show):
+                show(fc)
+            else:
+                for line in fc.lines():
+                    reporter.say(line)
         return cls(spec, made, source, n, data, command=command, reporter=reporter,
-                   neighbouring=relation, companions=companions)
+                   neighbouring=relation, companions=companions, forecast=fc)
+
+    #: :func:`forecast_of`, for api modules that import only :class:`Spend`
+    forecast_of = staticmethod(forecast_of)
 
     def dry_run(self, extra: dict[str, Any] | None = None) -> DryRun:
         """What this run would spend against what remains (reads the ledger, charges nothing)."""
@@ -157,7 +202,7 @@ class Spend:
 
         summary = open_ledger(self.spec).summary(runs=False)
         return DryRun(self.spec.dataset, self.plan, summary.remaining, summary.total,
-                      self.neighbouring, dict(extra or {}))
+                      self.neighbouring, dict(extra or {}), self.forecast)
 
     def _generator(self, seed: int | None, arguments: dict[str, Any]) -> np.random.Generator:
         """OS entropy, or a seeded stream with a warning (docs/design.md, "seeded runs").
@@ -299,10 +344,13 @@ class Charged:
         from dpcli.io import envelope
 
         spend = self._spend
-        return envelope(kind, payload, dataset=spend.spec.dataset,
-                        spec_digest=spend.spec.digest, epsilon=spend.plan.total.eps,
-                        delta=spend.plan.total.dlt, run_id=self.run_id, seeded=self.seeded,
-                        neighbouring=spend.neighbouring)
+        out = envelope(kind, payload, dataset=spend.spec.dataset,
+                       spec_digest=spend.spec.digest, epsilon=spend.plan.total.eps,
+                       delta=spend.plan.total.dlt, run_id=self.run_id, seeded=self.seeded,
+                       neighbouring=spend.neighbouring)
+        if spend.forecast is not None:   # what was expected before the spend (public)
+            out["forecast"] = spend.forecast.to_json()
+        return out
 
     def write_bytes(self, out: Path, data: bytes) -> None:
         """Stage ``data`` for ``out`` (see :meth:`write`)."""

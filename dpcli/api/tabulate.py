@@ -25,8 +25,9 @@ def tabulate(spec: Spec, data: Path | str, *, out: Path | None = None,
     record of the release beside it. The value is the list of count rows.
     """
     from dpcli.algorithms import tabulate as algo
-    from dpcli.budget import Budget
+    from dpcli.api.spend import forecast_of
     from dpcli.data.location import location_text, parse_location
+    from dpcli.forecast import tabulate as fc
     from dpcli.io import dumps_json
     from dpcli.spec import TabulateSection
 
@@ -37,7 +38,7 @@ def tabulate(spec: Spec, data: Path | str, *, out: Path | None = None,
     chosen = section.columns or algo.default_columns(s.schema)
     if not chosen:
         raise UsageError("no columns to tabulate: pass --columns")
-    plan = algo.plan(s.schema, chosen, Budget(section.epsilon))
+    plan = fc.plan(s, section, 0)   # the plan `dpcli plan` shows (n does not change it)
     request = algo.request(s.schema, chosen, section.bins)
     request.validate(s.schema)  # before the charge: a bad request must cost nothing
     if out is not None and out.suffix.lower() == ".json":
@@ -45,7 +46,8 @@ def tabulate(spec: Spec, data: Path | str, *, out: Path | None = None,
                          "release is written beside it with the same stem")
     meta = out.with_suffix(".json") if out is not None else None
     spend = Spend.prepare(s, plan, location, chosen, command="tabulate", reporter=reporter,
-                          outputs=[out, meta], engine=engine, dry_run=dry_run)
+                          outputs=[out, meta], engine=engine, dry_run=dry_run,
+                          forecast=forecast_of("tabulate", s, section))
     if dry_run:
         return spend.dry_run()
     arguments: dict[str, Any] = {
@@ -56,6 +58,8 @@ def tabulate(spec: Spec, data: Path | str, *, out: Path | None = None,
         stats = run.statistics(request, "counting")
         rows = algo.release(stats, plan, s.schema, chosen, section.bins, run.rng)
         payload = {"columns": list(chosen), "bins": section.bins,
+                   "error_bars": {"columns": ["lower", "upper"], "level": 0.9,
+                                  "of": "the noise alone (post-processing, free)"},
                    "breakdown": plan.to_json(), "table_file": None if out is None else out.name}
         envelope = run.envelope("tabulate", payload)
         if out is not None and meta is not None:
@@ -63,6 +67,8 @@ def tabulate(spec: Spec, data: Path | str, *, out: Path | None = None,
 
             run.write_bytes(out, pd.DataFrame(rows).to_csv(index=False).encode())
             run.write(meta, dumps_json(envelope))
-        run.summary = {"tables": len(chosen) + 1, "rows_out": len(rows)}
+        halves = sorted({int(r["upper"]) - int(r["count"]) for r in rows})  # type: ignore[call-overload]
+        run.summary = {"tables": len(chosen) + 1, "rows_out": len(rows),
+                       "error_bar": halves[-1] if halves else 0}
     return Released("tabulate", rows, envelope, plan, run.run_id, out, dict(run.summary),
                     tuple(stats.report.lines()), {"meta": meta})

@@ -88,7 +88,8 @@ def train_brc(spec: Spec, data: Path, *, out: Path | None = None,
 
     spend = Spend.prepare(s, plan_for, data, chosen, command="train-brc", reporter=reporter,
                           outputs=[out], total=total, neighbouring=neighbouring,
-                          dry_run=dry_run)
+                          dry_run=dry_run,
+                          forecast=Spend.forecast_of("train-brc", s, section))
     if dry_run:
         return spend.dry_run()
     plan = spend.plan

@@ -78,7 +78,8 @@ def train_nb(spec: Spec, data: Path | str, *, epsilon: float | None = None,
     spend = Spend.prepare(spec, make_plan, location, chosen, command="train-nb",
                           reporter=reporter, outputs=[out], total=total, engine=engine,
                           inputs=protect.inputs("the --features file", features),
-                          dry_run=dry_run)
+                          dry_run=dry_run,
+                          forecast=Spend.forecast_of("train-nb", spec, section))
     if dry_run:
         return spend.dry_run()
     plan = spend.plan

@@ -144,7 +144,8 @@ def validate(spec: Spec, data: Path, *, validation: Path | None = None,
 
     spend = Spend.prepare(s, plan_for, data, chosen, command="validate", reporter=reporter,
                           outputs=[out], total=total, dry_run=dry_run, companions=companions,
-                          inputs=protect.inputs("the --validation file", validation))
+                          inputs=protect.inputs("the --validation file", validation),
+                          forecast=Spend.forecast_of("validate", s, section))
     if dry_run:
         return spend.dry_run()
     plan = spend.plan

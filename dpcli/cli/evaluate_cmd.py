@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -58,12 +58,27 @@ def evaluate(
                  dry_run=opts.dry_run, reporter=UIReporter(ui))
     done = released(ui, result)
     _show(ui, done.value)
+    _bars(ui, done.payload.get("intervals"))
     ui.say(f"spent {done.plan.total} (run {done.run_id[:8]})"
            + (f"; wrote {out}" if out is not None else ""))
     if opts.json:
         ui.emit_json({"command": "evaluate", "dataset": done.envelope["dataset"],
                       "run_id": done.run_id, **done.payload,
                       "spent": done.plan.total.to_json()})
+
+
+def _bars(ui: UI, bars: dict[str, Any] | None) -> None:
+    """The released metrics' error bars (noise only, from the released matrix)."""
+    if not bars:
+        return
+    level = f"{bars['level']:.0%}"
+    if bars.get("accuracy"):
+        lo, hi = bars["accuracy"]
+        ui.say(f"error bars ({level}, noise only): accuracy [{lo:.4f}, {hi:.4f}]", markup=False)
+    for c, m in bars["per_class"].items():
+        parts = [f"{k} [{v[0]:.3f}, {v[1]:.3f}]" for k, v in m.items() if v is not None]
+        if parts:
+            ui.say(f"  class {c}: " + ", ".join(parts), markup=False)
 
 
 def _show(ui: UI, result: Evaluation) -> None:

@@ -98,6 +98,9 @@ def roc(
     ui.say(f"private ROC: AUC {curve.auc:.3f}{error} over {d['thresholds']:,} thresholds "
            f"({d['rule']}, {d['counts']}); wrote {out}/curve.csv, curve.json, curve.png; spent "
            f"{done.plan.total} (run {done.run_id[:8]})")
+    lo, hi = done.summary["auc_interval"]
+    ui.say(f"error bars (90 %, noise only): AUC [{lo:.3f}, {hi:.3f}]; each curve point's TPR "
+           "and FPR in curve.csv (tpr_lower … fpr_upper)", markup=False)
     if opts.json:
         ui.emit_json({"command": "roc", "dataset": done.envelope["dataset"],
                       "run_id": done.run_id, "auc": curve.auc, "auc_error": curve.auc_error,

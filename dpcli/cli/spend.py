@@ -14,6 +14,7 @@ from dpcli.spec import Spec
 if TYPE_CHECKING:
     from dpcli.api.result import Released
     from dpcli.api.spend import DryRun
+    from dpcli.forecast import Forecast
 
 
 def show_plan(ui: UI, spec: Spec, plan: Plan, neighbouring: str | None = None) -> None:
@@ -144,6 +145,12 @@ class UIReporter:
 
     def plan(self, spec: Spec, plan: Plan, relation: str) -> None:
         show_plan(self.ui, spec, plan, relation)
+
+    def forecast(self, fc: Forecast) -> None:
+        """The forecast right after the plan: its headline and the verdict (``-v``: every
+        metric), before anything is charged."""
+        for line in fc.lines(self.ui.verbose):
+            self.ui.say(line, markup=False)
 
     def progress(self, description: str, total: int | None, unit: str = "rows") -> Any:
         return self.ui.progress(description, total, unit)

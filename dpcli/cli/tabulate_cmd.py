@@ -58,6 +58,8 @@ def tabulate(
     tables, rows = done.summary["tables"], done.summary["rows_out"]
     ui.say(f"released {tables} tables ({rows} noisy counts) to {out}, spent {done.plan.total} "
            f"(run {done.run_id[:8]})")
+    ui.say(f"error bars: each count ± {done.summary['error_bar']:,} at most (90 % of the noise; "
+           "columns lower, upper)")
     if opts.json:
         ui.emit_json({"command": "tabulate", "dataset": done.envelope["dataset"],
                       "run_id": done.run_id, "spent": done.plan.total.to_json(),

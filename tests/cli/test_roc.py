@@ -54,9 +54,12 @@ def test_roc_with_a_model_writes_curve_files_and_charges(project: Project, cli, 
     summary = json.loads(r.stdout.strip().splitlines()[-1])
     assert summary["command"] == "roc" and 0 <= summary["auc"] <= 1
     curve = pd.read_csv(out / "curve.csv")
-    assert list(curve.columns) == ["threshold", "fpr", "tpr"]
+    assert list(curve.columns) == ["threshold", "fpr", "tpr", "tpr_lower", "tpr_upper",
+                                   "fpr_lower", "fpr_upper"]
+    assert (curve["tpr_lower"] <= curve["tpr"]).all() and (curve["tpr"] <= curve["tpr_upper"]).all()
     assert (np.diff(curve["fpr"]) >= 0).all() and (np.diff(curve["tpr"]) >= 0).all()
-    assert curve.iloc[0].tolist()[1:] == [0.0, 0.0] and curve.iloc[-1].tolist()[1:] == [1.0, 1.0]
+    assert curve.iloc[0].tolist()[1:3] == [0.0, 0.0]
+    assert curve.iloc[-1].tolist()[1:3] == [1.0, 1.0]
     assert curve["threshold"].iloc[-1] == -np.inf
     env = json.loads((out / "curve.json").read_text())
     assert env["kind"] == "roc_curve" and env["epsilon"] == 0.4 and env["seeded"] is True

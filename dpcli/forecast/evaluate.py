@@ -1,0 +1,164 @@
+"""evaluate's forecast and error bars: a simulation of the confusion-matrix mechanism.
+
+Simulation (no closed form survives the post-processing). The mechanism is
+run as released — discrete Laplace of scale 2/ε on each of the K×K cells,
+then the nearest non-negative matrix summing to n, rounded with the same
+sum (:mod:`dpcli.algorithms.evaluate`) — on a synthetic confusion matrix of
+n records drawn from stated public assumptions: the declared K classes,
+the positive class at a share of :data:`PREVALENCE` (binary; balanced
+otherwise; ``prevalence=`` overrides it: the commands pass a released naive
+Bayes model's own class share, :func:`model_prevalence`) and every class recognised at
+:data:`ACCURACY` (the rest spread evenly over the other classes;
+``accuracy=`` overrides it). Errors are released − true of accuracy, and
+of the positive class's (binary; else the first class's) precision and
+recall, over :data:`DRAWS` fixed draws. Headline ``accuracy``: usable when
+its median error is at most :data:`TARGET`.
+
+Error bars on a release use the same simulation with the *released* matrix
+as the truth (a parametric bootstrap: post-processing of released values,
+free): the interval [m − e_hi, m − e_lo] of each metric m, e_lo and e_hi
+the 5 % and 95 % quantiles of the simulated error.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import numpy as np
+
+from dpcli.forecast._noise import noise, uniforms
+from dpcli.forecast.core import LEVEL, Forecast, MetricForecast, from_samples, make_forecast
+from dpcli.mechanisms import Plan
+
+TARGET = 0.01
+PREVALENCE = 0.25
+ACCURACY = 0.8
+DRAWS = 1000
+BAR_DRAWS = 2000
+
+METRICS = ("accuracy", "precision", "recall")
+
+
+def plan(spec: Any, section: Any, n: int, **context: Any) -> Plan:
+    """evaluate's plan at ``section.epsilon`` (the one its api module spends)."""
+    from dpcli.algorithms import evaluate as ev
+    from dpcli.budget import Budget
+
+    return ev.plan(Budget(section.epsilon), spec.schema.n_classes)
+
+
+def model_prevalence(model: Any, positive: int) -> float | None:
+    """The positive class's share by a released model's own noisy class counts (naive Bayes:
+    public, already released), or None for a model without them (then the stated default)."""
+    counts = getattr(model, "class_counts", None)
+    if counts is None:
+        return None
+    c = np.maximum(np.asarray(counts, dtype=np.float64), 0.0)
+    if c.size != 2 or c.sum() <= 0:
+        return None
+    return float(min(max(c[positive] / c.sum(), 0.001), 0.999))
+
+
+def reference_matrix(n: int, classes: int, *, prevalence: float = PREVALENCE,
+                     accuracy: float = ACCURACY, positive: int = 1) -> np.ndarray:
+    """The synthetic confusion matrix of the stated assumptions (rows true, columns predicted;
+    integers summing to n)."""
+    from dpcli.mechanisms.consistency import round_with_total
+
+    if classes == 2:
+        share = np.array([1.0 - prevalence, prevalence]) if positive == 1 else \
+            np.array([prevalence, 1.0 - prevalence])
+    else:
+        share = np.full(classes, 1.0 / classes)
+    off = (1.0 - accuracy) / max(classes - 1, 1)
+    rates = np.full((classes, classes), off)
+    np.fill_diagonal(rates, accuracy)
+    return np.asarray(round_with_total(n * share[:, None] * rates, n), dtype=np.int64)
+
+
+def metrics_of(matrix: np.ndarray, cls: int) -> np.ndarray:
+    """(accuracy, precision, recall) of class ``cls``; NaN where undefined."""
+    m = np.asarray(matrix, dtype=np.float64)
+    n = m.sum()
+    tp, predicted, actual = m[cls, cls], m[:, cls].sum(), m[cls, :].sum()
+    return np.array([np.trace(m) / n if n > 0 else np.nan,
+                     tp / predicted if predicted > 0 else np.nan,
+                     tp / actual if actual > 0 else np.nan])
+
+
+def simulate(truth: np.ndarray, epsilon: float, cls: int, draws: int = DRAWS) -> np.ndarray:
+    """Signed errors (draws × 3) of the released metrics when the true matrix is ``truth``:
+    the real mechanism and post-processing, fixed public draws (costs nothing)."""
+    from dpcli.algorithms.evaluate import SENSITIVITY
+    from dpcli.mechanisms.consistency import nonnegative_with_total, round_with_total
+
+    truth = np.asarray(truth, dtype=np.int64)
+    n = int(truth.sum())
+    z = noise(uniforms((draws, *truth.shape)), SENSITIVITY / epsilon)
+    base = metrics_of(truth, cls)
+    out = np.empty((draws, len(METRICS)))
+    for i in range(draws):
+        released = round_with_total(nonnegative_with_total(truth + z[i], n), n)
+        out[i] = metrics_of(released, cls) - base
+    return out
+
+
+def _metric(errors: np.ndarray, what: str) -> MetricForecast:
+    e = errors[np.isfinite(errors)]
+    if e.size == 0:   # undefined in every draw (an empty class): no error to speak of
+        return MetricForecast(what, 0.0, (0.0, 0.0))
+    return from_samples(e, what)
+
+
+def forecast(spec: Any, section: Any, n: int, **context: Any) -> Forecast:
+    """Median |error| and 90 % interval of accuracy, precision and recall (simulation)."""
+    k = spec.schema.n_classes
+    positive = spec.schema.label.positive_index if k == 2 else None
+    cls = 0 if positive is None else positive
+    prevalence = float(context.get("prevalence", PREVALENCE))
+    accuracy = float(context.get("accuracy", ACCURACY))
+    truth = reference_matrix(max(n, 1), k, prevalence=prevalence, accuracy=accuracy,
+                             positive=cls)
+    which = "the positive class" if positive is not None else "the first class"
+
+    def metrics_at(eps: float) -> dict[str, MetricForecast]:
+        e = simulate(truth, dataclasses.replace(section, epsilon=eps).epsilon, cls)
+        return {"accuracy": _metric(e[:, 0], "accuracy error"),
+                "precision": _metric(e[:, 1], f"precision error of {which}"),
+                "recall": _metric(e[:, 2], f"recall error of {which}")}
+
+    method = (f"simulation ({DRAWS} draws of the mechanism on a synthetic {k}×{k} matrix: "
+              + (f"positive share {prevalence:g}, " if k == 2 else "balanced classes, ")
+              + f"accuracy {accuracy:g})")
+    return make_forecast("evaluate", section.epsilon, n, method, metrics_at, headline="accuracy",
+                         target=TARGET, note="the accuracy is mostly noise",
+                         extra={"assumptions": {"prevalence": prevalence if k == 2 else None,
+                                                "accuracy": accuracy}})
+
+
+def error_bars(matrix: np.ndarray, epsilon: float, classes: tuple[str, ...],
+               level: float = LEVEL) -> dict[str, Any]:
+    """90 % intervals of accuracy and each class's precision and recall from the released
+    matrix alone (parametric bootstrap; post-processing, free)."""
+    m = np.asarray(matrix, dtype=np.int64)
+    tail = (1.0 - level) / 2.0
+    out: dict[str, Any] = {"level": level, "method": "parametric bootstrap of the noise "
+                           f"around the released matrix ({BAR_DRAWS} draws)"}
+    per_class: dict[str, Any] = {}
+    for cls, name in enumerate(classes):
+        e = simulate(m, epsilon, cls, BAR_DRAWS)
+        point = metrics_of(m, cls)
+        bars: list[list[float] | None] = []
+        for j in range(len(METRICS)):
+            ej = e[:, j][np.isfinite(e[:, j])]
+            if not np.isfinite(point[j]) or ej.size == 0:
+                bars.append(None)
+                continue
+            lo, hi = np.quantile(ej, [tail, 1.0 - tail])
+            bars.append([float(max(point[j] - hi, 0.0)), float(min(point[j] - lo, 1.0))])
+        if cls == 0:
+            out["accuracy"] = bars[0]
+        per_class[name] = {"precision": bars[1], "recall": bars[2]}
+    out["per_class"] = per_class
+    return out

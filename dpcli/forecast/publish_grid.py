@@ -1,0 +1,90 @@
+"""publish-grid's forecast: the per-cell noise next to n/T, and the classifier's noise loss.
+
+Closed form. PrivPfC (:mod:`dpcli.algorithms.privpfc`) gives the histogram
+ε_hist of its plan and allows grids of at most T = ⌊0.2·n·ε_hist/Δ⌋ cells
+(Δ = 2), so every cell's count gets discrete Laplace noise of scale Δ/ε_hist
+and a grid's average cell holds at least n/T records. Metrics:
+
+- ``cell``: a cell count's error (exact discrete Laplace quantiles);
+- ``relative``: that error over the mean cell count of the finest grid
+  allowed, n/max(T, 2) — a grid needs two cells to classify anything. At
+  another ε (the verdict's, ``dpcli plan --target``'s) T stays the one of
+  this ε: PrivPfC spends more ε on finer grids at the same relative noise
+  (T grows with ε), so the question solved is how well grids of this size
+  are estimated;
+- ``loss``: a bound on the expected extra misclassification rate the noise
+  causes in the synopsis' histogram classifier: a cell of margin x flips its
+  majority with probability e^(−rx)(1 + rx/2)/2 (r = ε_hist/Δ; PrivPfC's
+  Lemma 1), costing x records; x·P(flip) is at most 0.587/(2r) (at rx = √2),
+  so T cells lose at most T·0.587/(2r·n). A bound, reached only when every
+  cell's margin is the worst one: its ``interval`` is [0, bound].
+
+Headline ``relative``: usable when at most :data:`TARGET` (PrivPfC's own
+rule keeps the mean |noise| under 0.2 of an average cell; below T = 2 it
+fails). At another ε the histogram keeps the share of ε it has at this one
+(the column pre-selection, used only for very large pools, changes it).
+``loss`` likewise keeps this ε's T.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from dpcli.forecast._noise import count_error
+from dpcli.forecast.core import Forecast, MetricForecast, make_forecast
+from dpcli.mechanisms import Plan
+
+TARGET = 0.14
+#: max over y of y·e^(−y)(1 + y/2), at y = √2
+FLIP_MAX = math.sqrt(2.0) * math.exp(-math.sqrt(2.0)) * (1.0 + math.sqrt(2.0) / 2.0)
+
+METHOD = "closed form (discrete Laplace quantiles; PrivPfC's flip probability)"
+
+
+def design(spec: Any, section: Any, n: int, hierarchies: Any = None) -> Any:
+    """PrivPfC's design (T, pool, plan) at ``section.epsilon`` on n records (reads no data);
+    ``hierarchies`` are the candidate taxonomies when the caller has loaded them already."""
+    from dpcli.algorithms import privpfc
+    from dpcli.budget import Budget
+
+    if hierarchies is None:
+        hierarchies = privpfc.candidate_hierarchies(spec.schema, section.columns)
+    return privpfc.design(hierarchies, max(int(n), 1), Budget(section.epsilon),
+                          section.max_pool)
+
+
+def plan(spec: Any, section: Any, n: int, **context: Any) -> Plan:
+    """publish-grid's plan at ``section.epsilon`` on n records (the one its api spends)."""
+    result: Plan = design(spec, section, n, context.get("hierarchies")).plan
+    return result
+
+
+def forecast(spec: Any, section: Any, n: int, **context: Any) -> Forecast:
+    """``relative`` (headline), ``cell`` and the ``loss`` bound (closed form); context
+    ``hierarchies=`` saves loading the taxonomies again."""
+    from dpcli.algorithms import privpfc
+
+    d = design(spec, section, n, context.get("hierarchies"))
+    share = float(d.plan.step(privpfc.HISTOGRAM).budget.epsilon) / float(section.epsilon)
+    n = max(int(n), 1)
+
+    # the grid size allowed at this ε (at least 2), fixed at every other ε: PrivPfC turns more
+    # ε into finer grids at a constant relative noise, so the forecast asks instead how well
+    # grids of THIS size are estimated (monotone in ε, which solving for ε needs)
+    t = max(d.threshold, 2)
+
+    def metrics_at(eps: float) -> dict[str, MetricForecast]:
+        eps_hist = share * eps
+        scale = privpfc.HIST_SENSITIVITY / eps_hist
+        bound = min(t * FLIP_MAX * scale / (2.0 * n), 1.0)
+        return {"relative": count_error(scale, "cell error / mean cell count (n/T)",
+                                        per=n / t),
+                "cell": count_error(scale, "cell count error"),
+                "loss": MetricForecast("bound on the noise's extra misclassification",
+                                       bound, (0.0, bound))}
+
+    return make_forecast("publish-grid", section.epsilon, n, METHOD, metrics_at,
+                         headline="relative", target=TARGET,
+                         note="too few records per cell for a grid of two cells",
+                         extra={"cells_at_most": d.threshold, "pool": d.pool_size})

@@ -1,0 +1,217 @@
+"""roc's forecast and error bars: the AUC's error and the curve's, from n, ε and the plan.
+
+AUC (released from a noisy signed pair count D and a noisy count of
+positives n1, :mod:`dpcli.algorithms.roc_scale`): simulation of exactly that
+release — ½ + (D + Z_D)/(2·ñ1·(n − ñ1)), ñ1 = n1 + Z_n clipped to
+[1, n − 1], the AUC clipped to [0, 1] — over :data:`AUC_DRAWS` fixed draws, at
+stated public assumptions: the positive class at a share of
+:data:`PREVALENCE` and a true AUC of :data:`AUC` (``prevalence=`` and
+``auc=`` override them; with a released naive Bayes model the command
+passes the model's own class share, public). Its median agrees with roc_scale's first-order
+``auc_error`` (the error the roc module already states) when |AUC − ½| is
+at its bound; the simulation keeps the sign, so it gives an interval.
+
+Curve: simulation of the curve's counts and their post-processing
+(:func:`dpcli.algorithms.roc.curve_from_prefix`) on synthetic binormal
+scores of the same AUC and prevalence, binned into the plan's bins over
+[−4, μ + 4] (μ = √2·Φ⁻¹(AUC)); with recursive-median thresholds the bins
+stand for the noisy medians. ``tpr`` and ``fpr`` are the signed errors at
+a threshold, pooled over :data:`CURVE_DRAWS` draws and the curve's points
+whose true rate lies within (0.05, 0.95) (where the curve is informative).
+The score transform only moves where the bins fall on the score; the
+errors come from the counts' noise, which does not depend on it.
+
+Headline ``auc``: usable when its median error is at most :data:`TARGET`.
+
+Error bars on a release use the same simulations with the released values
+as the truth (parametric bootstrap, post-processing, free): the AUC from
+the released AUC and ñ1 (the central interval of the simulated error);
+each curve point from the per-bin counts the released curve implies, as
+± the ``level`` quantile of its simulated |error| (symmetric: the central
+interval of a bootstrap around an isotonic, already smoothed curve covered
+only about 75 % in simulation; the symmetric one about 95 %, conservative).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any
+
+import numpy as np
+
+from dpcli.forecast._noise import SEED, noise, uniforms
+from dpcli.forecast.core import LEVEL, Forecast, MetricForecast, from_samples, make_forecast
+from dpcli.mechanisms import Plan
+
+TARGET = 0.02
+PREVALENCE = 0.25
+AUC = 0.85
+AUC_DRAWS = 4000
+CURVE_DRAWS = 40
+BAR_DRAWS = 200
+
+
+def config(section: Any) -> Any:
+    from dpcli.algorithms.roc import ROCConfig
+
+    return ROCConfig(**section.config_values())
+
+
+def plan(spec: Any, section: Any, n: int, **context: Any) -> Plan:
+    """roc's plan at ``section.epsilon`` on n records (the one its api module spends)."""
+    from dpcli.algorithms import roc as pr
+    from dpcli.budget import Budget
+
+    return pr.plan(config(section), max(int(n), 2), Budget(section.epsilon))
+
+
+def auc_errors(n: int, auc: float, positives: float, run_plan: Plan,
+               draws: int = AUC_DRAWS) -> np.ndarray:
+    """Signed errors of the released AUC when the truth is (``auc``, ``positives``) (public)."""
+    from dpcli.algorithms import roc_scale
+
+    eps_d = float(run_plan.step("auc").budget.epsilon)
+    eps_n = float(run_plan.step("auc_positives").budget.epsilon)
+    n1 = float(min(max(round(positives), 1), max(n - 1, 1)))
+    d = (auc - 0.5) * 2.0 * n1 * (n - n1)
+    u = uniforms((2, draws))
+    z_d = noise((u[0][0], u[1][0]), roc_scale.pair_sensitivity(n) / eps_d)
+    z_n = noise((u[0][1], u[1][1]), 1.0 / eps_n)
+    m1 = np.clip(n1 + z_n, 1.0, max(n - 1.0, 1.0))
+    m0 = np.maximum(n - m1, 1.0)
+    released = np.clip(0.5 + (d + z_d) / (2.0 * m1 * m0), 0.0, 1.0)
+    return np.asarray(released - auc)
+
+
+def reference_counts(n: int, bins: int, *, prevalence: float, auc: float) -> np.ndarray:
+    """(2, bins) counts of positives and negatives by DEcreasing score (the order PriROC
+    counts in) of binormal scores with the given AUC, binned equally over [−4, μ + 4]."""
+    from statistics import NormalDist
+
+    from dpcli.mechanisms.consistency import round_with_total
+
+    mu = math.sqrt(2.0) * NormalDist().inv_cdf(min(max(auc, 1e-6), 1 - 1e-6))
+    edges = np.linspace(-4.0, mu + 4.0, bins + 1)
+    edges[0], edges[-1] = -np.inf, np.inf
+    cdf = np.vectorize(NormalDist().cdf)
+    n1 = int(min(max(round(prevalence * n), 1), max(n - 1, 1)))
+    pos = round_with_total(np.diff(cdf(edges - mu)) * n1, n1)
+    neg = round_with_total(np.diff(cdf(edges)) * (n - n1), n - n1)
+    return np.stack([pos, neg])[:, ::-1].astype(np.int64)
+
+
+def curve_errors(counts: np.ndarray, cfg: Any, run_plan: Plan,
+                 draws: int = CURVE_DRAWS) -> tuple[np.ndarray, np.ndarray]:
+    """Signed TPR and FPR errors (draws × points) of the curve released from ``counts``:
+    the real prefix-sum mechanism and post-processing, a fixed public seed."""
+    tpr, fpr, _ = _curve_errors(counts, cfg, run_plan, draws)
+    return tpr, fpr
+
+
+def _curve_errors(counts: np.ndarray, cfg: Any, run_plan: Plan,
+                  draws: int) -> tuple[np.ndarray, np.ndarray, Any]:
+    from dpcli.algorithms.roc import CHANGES, curve_from_prefix
+    from dpcli.mechanisms.range_queries import noisy_prefix_sums
+
+    counts = np.asarray(counts, dtype=np.int64)
+    n = int(counts.sum())
+    bins = counts.shape[1]
+    thresholds = np.arange(1, bins, dtype=np.float64)
+    truth = curve_from_prefix(np.cumsum(counts, axis=1), thresholds, n=n, upper=float(bins))
+    eps = float(run_plan.step("counts").budget.epsilon)
+    rng = np.random.default_rng(SEED)
+    tpr = np.empty((draws, truth.tpr.size))
+    fpr = np.empty_like(tpr)
+    for i in range(draws):
+        prefix = noisy_prefix_sums(counts, strategy=cfg.counts, epsilon=eps, rng=rng,
+                                   changes=CHANGES, branching=cfg.branching)
+        c = curve_from_prefix(prefix, thresholds, n=n, upper=float(bins))
+        tpr[i], fpr[i] = c.tpr - truth.tpr, c.fpr - truth.fpr
+    return tpr, fpr, truth
+
+
+def forecast(spec: Any, section: Any, n: int, **context: Any) -> Forecast:
+    """``auc`` (median |error|, 90 % interval), ``tpr`` and ``fpr`` at a curve point."""
+    cfg = config(section)
+    prevalence = float(context.get("prevalence", PREVALENCE))
+    auc = float(context.get("auc", AUC))
+    n = max(int(n), 2)
+    counts = reference_counts(n, cfg.bins(n), prevalence=prevalence, auc=auc)
+
+    def metrics_at(eps: float) -> dict[str, MetricForecast]:
+        p = plan(spec, dataclasses.replace(section, epsilon=eps), n)
+        tpr, fpr, truth = _curve_errors(counts, cfg, p, CURVE_DRAWS)
+        # the points where the curve says something: true rate within (0.05, 0.95) (the ends
+        # are pinned by the isotonic step and the clipping, and would flatter the median)
+        keep_t = (truth.tpr > 0.05) & (truth.tpr < 0.95)
+        keep_f = (truth.fpr > 0.05) & (truth.fpr < 0.95)
+        out = {"tpr": from_samples(tpr[:, keep_t].ravel(), "TPR error at a curve point"),
+               "fpr": from_samples(fpr[:, keep_f].ravel(), "FPR error at a curve point")}
+        if "auc" in {s.name for s in p}:
+            e = auc_errors(n, auc, prevalence * n, p)
+        else:   # the trapezoid AUC of the noisy curve
+            from dpcli.algorithms.roc import trapezoid_auc
+
+            truth = trapezoid_auc(np.concatenate(([0.0], np.cumsum(counts[1]) / counts[1].sum())),
+                                  np.concatenate(([0.0], np.cumsum(counts[0]) / counts[0].sum())))
+            e = _trapezoid_errors(counts, cfg, p) - truth
+        return {"auc": from_samples(e, "|AUC error|"), **out}
+
+    method = (f"simulation (the release on synthetic binormal scores: positive share "
+              f"{prevalence:g}, AUC {auc:g}; {AUC_DRAWS} AUC draws, {CURVE_DRAWS} curves)")
+    return make_forecast("roc", section.epsilon, n, method, metrics_at, headline="auc",
+                         target=TARGET, note="the AUC is mostly noise",
+                         extra={"assumptions": {"prevalence": prevalence, "auc": auc},
+                                "bins": cfg.bins(n)})
+
+
+def _trapezoid_errors(counts: np.ndarray, cfg: Any, run_plan: Plan) -> np.ndarray:
+    from dpcli.algorithms.roc import CHANGES, curve_from_prefix
+    from dpcli.mechanisms.range_queries import noisy_prefix_sums
+
+    n = int(counts.sum())
+    bins = counts.shape[1]
+    thresholds = np.arange(1, bins, dtype=np.float64)
+    eps = float(run_plan.step("counts").budget.epsilon)
+    rng = np.random.default_rng(SEED + 1)
+    return np.array([curve_from_prefix(
+        noisy_prefix_sums(counts, strategy=cfg.counts, epsilon=eps, rng=rng, changes=CHANGES,
+                          branching=cfg.branching), thresholds, n=n, upper=float(bins)).auc
+        for _ in range(CURVE_DRAWS)])
+
+
+def released_counts(curve: Any) -> np.ndarray:
+    """The (2, bins) per-bin counts, by decreasing score, that a released curve implies."""
+    tp = np.asarray(curve.tpr[1:], dtype=np.float64) * float(curve.positives)
+    fp = np.asarray(curve.fpr[1:], dtype=np.float64) * float(curve.negatives)
+    prefix = np.round(np.stack([tp, fp]))
+    return np.maximum(np.diff(prefix, axis=1, prepend=0.0), 0.0).astype(np.int64)
+
+
+def error_bars(curve: Any, cfg: Any, run_plan: Plan, n: int,
+               level: float = LEVEL) -> dict[str, Any]:
+    """90 % intervals of the released AUC and of each curve point's TPR and FPR, from the
+    released values and the noise alone (parametric bootstrap; post-processing, free)."""
+    tail = (1.0 - level) / 2.0
+    tpr, fpr = curve_errors(released_counts(curve), cfg, run_plan, BAR_DRAWS)
+
+    def band(point: np.ndarray, errors: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        # symmetric: the isotonic step biases a bootstrap around an already smoothed curve,
+        # and central quantiles of its errors covered only ~75 % in simulation; ± the
+        # ``level`` quantile of |error| covered ~95 % (tests/forecast/test_commands.py)
+        half = np.quantile(np.abs(errors), level, axis=0)
+        return np.clip(point - half, 0.0, 1.0), np.clip(point + half, 0.0, 1.0)
+
+    tpr_lo, tpr_hi = band(np.asarray(curve.tpr), tpr)
+    fpr_lo, fpr_hi = band(np.asarray(curve.fpr), fpr)
+    if curve.auc_release is not None:
+        e = auc_errors(n, float(curve.auc), float(curve.auc_release.positives), run_plan)
+    else:
+        e = _trapezoid_errors(released_counts(curve), cfg, run_plan) - float(curve.auc)
+    lo, hi = np.quantile(e, [tail, 1.0 - tail])
+    return {"level": level,
+            "method": "parametric bootstrap of the noise around the released values",
+            "auc": [float(max(curve.auc - hi, 0.0)), float(min(curve.auc - lo, 1.0))],
+            "tpr_lower": tpr_lo, "tpr_upper": tpr_hi, "fpr_lower": fpr_lo,
+            "fpr_upper": fpr_hi}

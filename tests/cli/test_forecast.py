@@ -1,0 +1,122 @@
+"""End-to-end: the forecast and verdict before every spend, in --dry-run --json, in the
+envelope; the error bars in the outputs and on the terminal (issue 27)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from tests.cli.conftest import Project
+
+
+@pytest.fixture
+def scored(project: Project) -> Path:
+    """The toy data plus a score column p in [0, 10] that tracks the label."""
+    frame = pd.read_parquet(project.data)
+    rng = np.random.default_rng(5)
+    frame["p"] = np.clip(rng.normal(4 + 3 * frame["label"], 2), 0, 10)
+    path = project.root / "scored.parquet"
+    frame.to_parquet(path, index=False)
+    return path
+
+
+def _check_forecast(obj: dict, headline: str) -> None:
+    """The ``forecast`` object of dpcli plan --json: metric → {expected, interval, level}."""
+    fc = obj["forecast"]
+    assert headline in fc
+    for m in fc.values():
+        assert m["expected"] >= 0 and m["interval"][0] <= m["interval"][1]
+        assert m["level"] == 0.9
+    assert obj["verdict"]["metric"] == headline
+    assert isinstance(obj["verdict"]["usable"], bool)
+    assert obj["verdict"]["text"].startswith("verdict: ")
+
+
+@pytest.mark.parametrize(("command", "args", "headline"), [
+    ("tabulate", (), "relative"),
+    ("evaluate", ("--score-column", "p", "--score-range", "0,10"), "accuracy"),
+    ("roc", ("--score-column", "p", "--score-range", "0,10"), "auc"),
+    ("publish-grid", ("--columns", "color,member"), "relative"),
+])
+def test_dry_run_json_carries_forecast_and_verdict(project: Project, cli, scored, command,
+                                                   args, headline) -> None:
+    r = cli(command, scored, "--spec", project.spec, *args, "--epsilon", 0.3, "--dry-run",
+            "--json")
+    assert r.exit_code == 0, r.stderr
+    out = json.loads(r.stdout)
+    _check_forecast(out, headline)
+    assert out["forecast_n"] == 400 and out["forecast_method"]
+    # the terminal: one forecast line and the verdict, after the plan
+    assert "forecast (n = 400" in r.stderr and "verdict: " in r.stderr
+    assert r.stderr.index("privacy plan") < r.stderr.index("forecast (n = ")
+    assert project.no_runs()
+
+
+def test_verbose_lists_every_metric(project: Project, cli) -> None:
+    quiet = cli("tabulate", project.data, "--spec", project.spec, "--dry-run")
+    loud = cli("tabulate", project.data, "--spec", project.spec, "--dry-run", "-v")
+    assert "cell:color:" not in quiet.stderr and "cell:color:" in loud.stderr
+
+
+def test_tabulate_verdict_before_the_spend_and_in_the_envelope(project: Project, cli) -> None:
+    out = project.root / "counts.csv"
+    r = cli("tabulate", project.data, "--spec", project.spec, "--out", out, "--seed", 3)
+    assert r.exit_code == 0, r.stderr
+    assert r.stderr.index("verdict: ") < r.stderr.index("released ")
+    assert "error bars: each count ±" in r.stderr
+    env = json.loads(out.with_suffix(".json").read_text())
+    _check_forecast(env["forecast"], "relative")
+    assert env["forecast"]["command"] == "tabulate" and env["forecast"]["n"] == 400
+    table = pd.read_csv(out)
+    assert list(table.columns) == ["table", "level", "class", "count", "lower", "upper"]
+    assert (table["lower"] <= table["count"]).all() and (table["count"] < table["upper"]).all()
+    assert (table["lower"] >= 0).all()
+
+
+def test_evaluate_error_bars_in_the_file_and_on_the_terminal(project: Project, cli,
+                                                             scored) -> None:
+    out = project.root / "ev.json"
+    r = cli("evaluate", scored, "--spec", project.spec, "--score-column", "p",
+            "--score-range", "0,10", "--epsilon", 0.2, "--out", out, "--seed", 1)
+    assert r.exit_code == 0, r.stderr
+    assert r.stderr.index("verdict: ") < r.stderr.index("error bars (90%")
+    env = json.loads(out.read_text())
+    _check_forecast(env["forecast"], "accuracy")
+    bars = env["payload"]["intervals"]
+    lo, hi = bars["accuracy"]
+    assert lo <= env["payload"]["accuracy"] <= hi and bars["level"] == 0.9
+    assert set(bars["per_class"]) == {"0", "1"}
+
+
+def test_roc_error_bars_in_the_files(project: Project, cli, scored) -> None:
+    out = project.root / "roc"
+    r = cli("roc", scored, "--spec", project.spec, "--score-column", "p", "--score-range",
+            "0,10", "--epsilon", 0.4, "--out", out, "--seed", 2)
+    assert r.exit_code == 0, r.stderr
+    assert "error bars (90 %, noise only): AUC [" in r.stderr
+    env = json.loads((out / "curve.json").read_text())
+    _check_forecast(env["forecast"], "auc")
+    payload = env["payload"]
+    lo, hi = payload["auc_interval"]
+    assert 0 <= lo <= payload["auc"] <= hi <= 1
+    for p in payload["points"]:
+        assert p["tpr_lower"] <= p["tpr"] <= p["tpr_upper"]
+        assert p["fpr_lower"] <= p["fpr"] <= p["fpr_upper"]
+    curve = pd.read_csv(out / "curve.csv")
+    assert {"tpr_lower", "tpr_upper", "fpr_lower", "fpr_upper"} <= set(curve.columns)
+
+
+def test_a_command_without_a_forecast_prints_none(project: Project, cli, monkeypatch) -> None:
+    import dpcli.forecast as forecast
+
+    monkeypatch.setattr(forecast, "COMMANDS", ())
+    r = cli("tabulate", project.data, "--spec", project.spec, "--dry-run", "--json")
+    assert r.exit_code == 0, r.stderr
+    assert "forecast" not in json.loads(r.stdout) and "verdict:" not in r.stderr
+    out = project.root / "c.csv"
+    assert cli("tabulate", project.data, "--spec", project.spec, "--out", out).exit_code == 0
+    assert "forecast" not in json.loads(out.with_suffix(".json").read_text())

@@ -1,0 +1,299 @@
+"""The forecasts of tabulate, evaluate, roc and publish-grid against Monte-Carlo runs of the
+real mechanisms on synthetic data with a known truth, and their error bars' coverage.
+
+Every random draw has a fixed seed, so each test is deterministic; the tolerances are
+stated with the false-failure rate α they would have over fresh seeds (binomial bounds).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from itertools import pairwise
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from dpcli.forecast import forecast
+from dpcli.forecast._noise import abs_quantile, covers
+from dpcli.mechanisms import discrete_laplace_mechanism
+
+CONFIGS = Path(__file__).resolve().parents[2] / "configs"
+ALPHA = 1e-4
+EPSILONS = (0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0)
+
+
+@pytest.fixture(scope="module")
+def adult():
+    from dpcli.spec import load_spec
+
+    return load_spec(CONFIGS / "adult.yaml")
+
+
+def _consistent(hits: int, runs: int, p: float) -> bool:
+    """Two-sided binomial test at α = 1e-4: ``hits`` of ``runs`` is consistent with p."""
+    return bool(stats.binomtest(hits, runs, p).pvalue > ALPHA)
+
+
+# ------------------------------------------------------------------------------ the noise
+
+
+@pytest.mark.parametrize("scale", [0.3, 2.0, 6.5, 40.0])
+def test_discrete_laplace_quantiles_match_the_mechanism(scale: float) -> None:
+    # the median and 90 % bound of |Z| are the smallest k with P(|Z| <= k) >= 0.5 / 0.9, and
+    # the mechanism's draws hit P(|Z| <= k) (binomial, α = 1e-4 each)
+    rng = np.random.default_rng(11)
+    draws = np.abs(discrete_laplace_mechanism(np.zeros(20_000, dtype=np.int64), sensitivity=2,
+                                              epsilon=2.0 / scale, rng=rng))
+    for p in (0.5, 0.9):
+        k = abs_quantile(scale, p)
+        assert covers(scale, k) >= p and (k == 0 or covers(scale, k - 1) < p)
+        assert _consistent(int((draws <= k).sum()), draws.size, covers(scale, k))
+
+
+# ------------------------------------------------------------------------------ tabulate
+
+
+def test_tabulate_forecast_is_the_mechanism_s_error(adult) -> None:
+    from dpcli.forecast import tabulate as ft
+
+    section = adult.sections["tabulate"]
+    f = forecast("tabulate", adult, section, 30_162)
+    p = ft.plan(adult, section, 30_162)
+    step = p.step("counts:education")
+    cells = ft.tables(adult, section, ft._columns(adult, section))["counts:education"][1]
+    rng = np.random.default_rng(3)
+    truth = np.full(20_000, 500, dtype=np.int64)
+    errors = discrete_laplace_mechanism(truth, sensitivity=2, epsilon=float(step.budget.eps),
+                                        rng=rng) - truth
+    m = f.metrics["cell:education"]
+    # the 90 % interval covers P(|Z| <= k) of the runs, at least 0.9 (binomial, α = 1e-4)
+    k = int(m.bound)
+    assert covers(2 / float(step.budget.eps), k) >= 0.9
+    assert _consistent(int((np.abs(errors) <= k).sum()), errors.size,
+                       covers(2 / float(step.budget.eps), k))
+    # the measured median |error| is the forecast's (an integer: within one unit)
+    assert abs(np.median(np.abs(errors)) - m.expected) <= 1
+    # relative: the worst table's median over its mean cell count n/cells
+    assert f.metrics["relative"].expected >= m.expected / (30_162 / cells) - 1e-12
+    assert f.verdict.metric == "relative"
+
+
+def test_tabulate_error_bars_cover_the_true_counts(adult) -> None:
+    from dpcli.algorithms import tabulate as algo
+    from dpcli.budget import Budget
+
+    columns = ("sex", "education")
+    p = algo.plan(adult.schema, columns, Budget(0.3))
+    rng = np.random.default_rng(5)
+    truth = {c: rng.integers(0, 40 if c == "sex" else 400,
+                             (2, len(algo.level_names(adult.schema, c, 10)))) for c in columns}
+    st = SimpleNamespace(class_counts=np.array([700, 300]), histograms={}, contingency=truth)
+    hits = total = 0
+    for _ in range(1000):
+        rows = algo.release(st, p, adult.schema, columns, 10, rng)
+        for row in rows:
+            if row["table"] == "education":
+                j = algo.level_names(adult.schema, "education", 10).index(row["level"])
+                k = [str(c) for c in adult.schema.label.classes].index(str(row["class"]))
+                true = truth["education"][k, j]
+                hits += row["lower"] <= true <= row["upper"]
+                total += 1
+                assert row["lower"] <= row["count"] <= row["upper"]
+    # each bar covers with probability >= 0.9 (clipping at 0 only adds coverage): one-sided
+    # binomial at α = 1e-4 against 0.9
+    assert stats.binomtest(hits, total, 0.9, alternative="less").pvalue > ALPHA
+    assert hits / total < 0.99   # and is not vacuous
+
+
+# ------------------------------------------------------------------------------ evaluate
+
+
+def test_evaluate_forecast_matches_the_mechanism(adult) -> None:
+    from dpcli.algorithms import evaluate as ev
+    from dpcli.forecast import evaluate as fe
+
+    n, eps = 2000, 0.5
+    section = dataclasses.replace(adult.sections["evaluate"], epsilon=eps)
+    f = forecast("evaluate", adult, section, n)
+    truth = fe.reference_matrix(n, 2)
+    base = fe.metrics_of(truth, 1)
+    rng = np.random.default_rng(8)
+    errors = np.array([fe.metrics_of(ev.private_confusion(truth, ("0", "1"), epsilon=eps,
+                                                          rng=rng).matrix, 1) - base
+                       for _ in range(2000)])
+    for j, name in enumerate(fe.METRICS):
+        m = f.metrics[name]
+        # the forecast's median is from 1,000 fixed draws: within 20 % of 2,000 runs' median,
+        # give or take one step of the metric's lattice (1/n for the accuracy)
+        assert abs(np.median(np.abs(errors[:, j])) - m.expected) <= 0.2 * m.expected + 1 / n
+        inside = int(((errors[:, j] >= m.interval[0]) & (errors[:, j] <= m.interval[1])).sum())
+        # 90 % interval: between 85 % and 95 % of 2,000 runs (binomial sd 0.7 %; the
+        # interval's own estimate from 1,000 draws moves its coverage by about 1.5 %)
+        assert 0.85 <= inside / 2000 <= 0.95
+
+
+def test_evaluate_error_bars_cover(adult, monkeypatch) -> None:
+    from dpcli.algorithms import evaluate as ev
+    from dpcli.forecast import evaluate as fe
+
+    monkeypatch.setattr(fe, "BAR_DRAWS", 400)
+    truth = fe.reference_matrix(1500, 2)
+    base = fe.metrics_of(truth, 1)
+    rng = np.random.default_rng(9)
+    hits = np.zeros(3)
+    runs = 300
+    for _ in range(runs):
+        released = ev.private_confusion(truth, ("0", "1"), epsilon=0.3, rng=rng).matrix
+        bars = fe.error_bars(released, 0.3, ("0", "1"))
+        got = [bars["accuracy"], bars["per_class"]["1"]["precision"],
+               bars["per_class"]["1"]["recall"]]
+        hits += [lo <= b <= hi for (lo, hi), b in zip(got, base, strict=True)]
+    # a bootstrap interval at 90 %: at least 80 % of 300 runs (P(X <= 240 | p = 0.9) < 1e-6)
+    assert (hits / runs >= 0.8).all(), hits / runs
+
+
+# ------------------------------------------------------------------------------ roc
+
+
+def _binormal(n: int, prevalence: float, auc: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    from statistics import NormalDist
+
+    rng = np.random.default_rng(seed)
+    mu = math.sqrt(2.0) * NormalDist().inv_cdf(auc)
+    positive = np.zeros(n, dtype=bool)
+    positive[: round(prevalence * n)] = True
+    scores = rng.normal(0.0, 1.0, n) + mu * positive
+    return scores, positive
+
+
+def test_roc_forecast_matches_the_mechanism(adult) -> None:
+    from dpcli.algorithms import roc as pr
+    from dpcli.forecast import roc as fr
+
+    n, eps = 3000, 0.5
+    section = dataclasses.replace(adult.sections["roc"], epsilon=eps)
+    scores, positive = _binormal(n, 0.25, 0.85, 1)
+    true_auc = pr.true_roc(scores, positive).auc
+    f = forecast("roc", adult, section, n, auc=true_auc, prevalence=0.25)
+    cfg = fr.config(section)
+    p = fr.plan(adult, section, n)
+    mu = math.sqrt(2.0) * 1.0364333894937898   # Φ⁻¹(0.85)
+    rng = np.random.default_rng(4)
+    auc_err, tpr_err = [], []
+    truth_curve = None
+    for _ in range(600):
+        curve, _ = pr.private_roc(scores, positive, lower=-4.0, upper=mu + 4.0, config=cfg,
+                                  run_plan=p, rng=rng)
+        auc_err.append(curve.auc - true_auc)
+        if truth_curve is None:
+            truth_curve = _true_at(scores, positive, curve.thresholds)
+        tpr_err.append((curve.tpr - truth_curve)[1:-1])
+    auc_err_a = np.array(auc_err)
+    m = f.metrics["auc"]
+    # the AUC's median |error| within 15 % of 600 runs' (its 4,000-draw simulation is exact
+    # up to the binning ties); its 90 % interval covers 85-95 % (binomial sd 1.2 %)
+    assert np.median(np.abs(auc_err_a)) == pytest.approx(m.expected, rel=0.15)
+    inside = ((auc_err_a >= m.interval[0]) & (auc_err_a <= m.interval[1])).mean()
+    assert 0.85 <= inside <= 0.95
+    # curve points: a synthetic curve of the same shape, so the median within a factor 1.5
+    t = np.abs(np.concatenate(tpr_err))
+    assert f.metrics["tpr"].expected / 1.5 <= np.median(t) <= f.metrics["tpr"].expected * 1.5
+
+
+def _true_at(scores: np.ndarray, positive: np.ndarray, thresholds: np.ndarray) -> np.ndarray:
+    """The true TPR at each released threshold (score > threshold)."""
+    pos = np.sort(scores[positive])
+    return 1.0 - np.searchsorted(pos, thresholds, side="right") / pos.size
+
+
+def test_roc_error_bars_cover(adult, monkeypatch) -> None:
+    from dpcli.algorithms import roc as pr
+    from dpcli.forecast import roc as fr
+
+    monkeypatch.setattr(fr, "BAR_DRAWS", 60)
+    n = 1500
+    section = dataclasses.replace(adult.sections["roc"], epsilon=0.5)
+    scores, positive = _binormal(n, 0.3, 0.8, 2)
+    true_auc = pr.true_roc(scores, positive).auc
+    cfg, p = fr.config(section), fr.plan(adult, section, n)
+    rng = np.random.default_rng(6)
+    auc_hits, point_hits, points = 0, 0, 0
+    runs = 100
+    for _ in range(runs):
+        curve, _ = pr.private_roc(scores, positive, lower=-4.0, upper=5.0, config=cfg,
+                                  run_plan=p, rng=rng)
+        bars = fr.error_bars(curve, cfg, p, n)
+        lo, hi = bars["auc"]
+        auc_hits += lo <= true_auc <= hi
+        truth = _true_at(scores, positive, curve.thresholds)[1:-1]
+        inner = slice(1, -1)
+        point_hits += int(((bars["tpr_lower"][inner] - 1e-12 <= truth)
+                           & (truth <= bars["tpr_upper"][inner] + 1e-12)).sum())
+        points += truth.size
+    # 90 % bootstrap bars: the AUC's cover at least 75 of 100 runs (P(X <= 75 | 0.9) < 1e-4);
+    # the curve points' (correlated within a curve: no binomial bound) at least 85 % pooled,
+    # and they are not vacuous
+    assert auc_hits >= 75, auc_hits
+    assert 0.85 <= point_hits / points <= 0.99, point_hits / points
+
+
+# ------------------------------------------------------------------------------ publish-grid
+
+
+def test_publish_grid_forecast_is_the_histogram_s_noise(adult) -> None:
+    from dpcli.algorithms import privpfc
+    from dpcli.forecast import publish_grid as fg
+
+    section = adult.sections["publish-grid"]
+    n = 30_162
+    hierarchies = privpfc.candidate_hierarchies(adult.schema, section.columns)
+    f = forecast("publish-grid", adult, section, n, hierarchies=hierarchies)
+    d = fg.design(adult, section, n, hierarchies)
+    eps = float(d.plan.step(privpfc.HISTOGRAM).budget.eps)
+    assert f.extra["cells_at_most"] == d.threshold == privpfc.cell_threshold(n, eps)
+    rng = np.random.default_rng(12)
+    z = discrete_laplace_mechanism(np.zeros(20_000, dtype=np.int64), sensitivity=2,
+                                   epsilon=eps, rng=rng)
+    m = f.metrics["cell"]
+    assert _consistent(int((np.abs(z) <= m.bound).sum()), z.size, covers(2 / eps, int(m.bound)))
+    assert f.metrics["relative"].expected == pytest.approx(m.expected * max(d.threshold, 2) / n)
+    # the loss bound: cells at the worst margin x = √2/r flip as often as the bound says
+    # (continuous Laplace in the bound, discrete noise here: within 15 %)
+    r = eps / 2
+    x = round(math.sqrt(2) / r)
+    a = discrete_laplace_mechanism(np.full(20_000, 1000 + x), sensitivity=2, epsilon=eps,
+                                   rng=rng)
+    b = discrete_laplace_mechanism(np.full(20_000, 1000), sensitivity=2, epsilon=eps, rng=rng)
+    flips = (b > a).mean() + 0.5 * (a == b).mean()
+    per_cell = fg.FLIP_MAX / (2 * r)
+    assert x * flips == pytest.approx(per_cell, rel=0.15)
+    assert f.metrics["loss"].expected == pytest.approx(min(d.threshold * per_cell / n, 1.0))
+
+
+# ------------------------------------------------------------------------------ all four
+
+
+@pytest.mark.parametrize("command", ["tabulate", "evaluate", "roc", "publish-grid"])
+def test_forecasts_do_not_grow_with_epsilon_and_need_no_context(adult, command) -> None:
+    f = forecast(command, adult, adult.sections[command], 5000)   # no context at all
+    assert f.at is not None and f.method
+    for name in f.metrics:
+        errors = [f.at(e)[name].expected for e in EPSILONS]
+        assert all(b <= a + 1e-12 for a, b in pairwise(errors)), \
+            (name, errors)
+    # the verdict inverts the headline: at the ε it names, the target is met
+    v = f.verdict
+    assert v.epsilon_usable is not None
+    assert f.at(v.epsilon_usable)[v.metric].expected <= v.target
+
+
+@pytest.mark.parametrize("command", ["tabulate", "evaluate", "roc", "publish-grid"])
+def test_plan_is_the_command_s_plan(adult, command) -> None:
+    from dpcli.forecast import _module  # type: ignore[attr-defined]
+
+    plan = _module(command).plan(adult, adult.sections[command], 5000)
+    assert float(plan.total.eps) == pytest.approx(adult.sections[command].epsilon)

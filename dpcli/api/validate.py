@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -286,8 +287,7 @@ def plan_at(spec: Spec, section: Any, rows: int, *, columns: Sequence[str] | Non
         c for c in spec.schema.names if inputs.usable(spec.schema.column(c))))
     d = inputs.design_width(spec.schema, chosen)
     if validation_rows is None:
-        m = int(tuning.validation_rows(rows, config.validation_fraction,
-                                       config.split_seed).sum())
+        m = held_out(rows, config.validation_fraction, config.split_seed)
         n = rows - m
     else:
         m, n = validation_rows, rows
@@ -301,3 +301,12 @@ def plan_at(spec: Spec, section: Any, rows: int, *, columns: Sequence[str] | Non
                              split=validation_rows is None)
     return ValidatePlan(tuning.full_plan(config, decision, n, m, d, rows_all), decision, config,
                         n, m, rows_all, d)
+
+
+@functools.lru_cache(maxsize=64)
+def held_out(rows: int, fraction: float, seed: int) -> int:
+    """How many of ``rows`` the public hash rule holds out for validation (cached: a
+    forecast's verdict evaluates the plan at many ε on the same n)."""
+    from dpcli.algorithms import validate as tuning
+
+    return int(tuning.validation_rows(rows, fraction, seed).sum())

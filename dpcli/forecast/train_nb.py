@@ -279,7 +279,18 @@ class _Simulation:
     @classmethod
     def build(cls, schema: Any, columns: Sequence[str], smoothing: float, distribution: str,
               n: int) -> _Simulation:
-        return _simulation(schema, tuple(columns), smoothing, distribution, n)
+        from dpcli.data.schema import NumericColumn, TokensColumn
+
+        # the public facts the synthetic model is drawn from, hashable for the cache (a
+        # schema may hold unhashable taxonomies)
+        facts: list[tuple[str, float, float]] = []
+        for c in columns:
+            col = schema.column(c)
+            if isinstance(col, NumericColumn):
+                facts.append((c, col.lower, col.upper))
+            elif not isinstance(col, TokensColumn):   # tokens: left out (module docstring)
+                facts.append((c, float(len(col.levels)), math.nan))
+        return _simulation(schema.n_classes, tuple(facts), smoothing, distribution, n)
 
     def accuracy_errors(self, scales: _Scales) -> tuple[np.ndarray, float]:
         """Accuracy of each noisy fit minus the exact model's, on the test rows, and the
@@ -343,36 +354,32 @@ def _gaussian(means: np.ndarray, variances: np.ndarray, lows: np.ndarray, highs:
 
 
 @functools.lru_cache(maxsize=16)
-def _simulation(schema: Any, columns: tuple[str, ...], smoothing: float, distribution: str,
-                n: int) -> _Simulation:
-    from dpcli.data.schema import NumericColumn, TokensColumn
-
+def _simulation(k: int, facts: tuple[tuple[str, float, float], ...], smoothing: float,
+                distribution: str, n: int) -> _Simulation:
+    """``facts``: per column (name, lower, upper) if numeric, else (name, cells, NaN)."""
     rng = np.random.default_rng(SEED)   # public seed: the forecast is not a release
-    k = schema.n_classes
     labels = np.arange(TEST_ROWS) % k
     tables: dict[str, np.ndarray] = {}
     numeric: dict[str, tuple[float, float, np.ndarray, float]] = {}
     rows: dict[str, np.ndarray] = {}
     unit = {"prior": rng.laplace(0.0, 1.0, (REPLICATES, k))}
     exact = np.full((k, TEST_ROWS), math.log(1.0 / k))
-    for c in columns:
-        col = schema.column(c)
-        if isinstance(col, TokensColumn):
-            continue   # left out of the accuracy simulation (module docstring)
-        if isinstance(col, NumericColumn):
-            sigma = col.width / SPREAD
-            mid = (col.lower + col.upper) / 2
-            mu = np.clip(mid + TILT * sigma * rng.standard_normal(k), col.lower, col.upper)
-            numeric[c] = (col.lower, col.upper, mu, sigma)
+    for c, first, second in facts:
+        if not math.isnan(second):
+            lower, upper = first, second
+            sigma = (upper - lower) / SPREAD
+            mid = (lower + upper) / 2
+            mu = np.clip(mid + TILT * sigma * rng.standard_normal(k), lower, upper)
+            numeric[c] = (lower, upper, mu, sigma)
             rows[c] = np.clip(mu[labels] + sigma * rng.standard_normal(TEST_ROWS),
-                              col.lower, col.upper)
+                              lower, upper)
             unit[f"mean:{c}"] = rng.laplace(0.0, 1.0, (REPLICATES, k))
             unit[f"variance:{c}"] = rng.laplace(0.0, 1.0, (REPLICATES, k))
             exact += _gaussian(mu[:, None], np.full((k, 1), sigma ** 2),
-                               np.array([col.lower]), np.array([col.upper]),
+                               np.array([lower]), np.array([upper]),
                                rows[c][:, None], distribution == "truncated")
             continue
-        cells = len(col.levels)
+        cells = int(first)
         base = rng.dirichlet(np.ones(cells))
         p = base[None] * np.exp(TILT * rng.standard_normal((k, cells)))
         p /= p.sum(axis=1, keepdims=True)

@@ -99,7 +99,7 @@ def test_accuracy_forecast_against_the_real_fit(spec) -> None:
     for n, eps in ((3000, 1.0), (30_000, 0.5)):
         sec = replace(section, epsilon=eps)
         f = forecast("train-nb", spec, sec, n)
-        sim = nbf._simulation(spec.schema, columns, 1.0, "truncated", n)
+        sim = nbf._Simulation.build(spec.schema, columns, 1.0, "truncated", n)
         config = nb.NBConfig(**sec.config_values())
         batch = _draw(sim, columns, n, seed=2)
         stats = compute_batches(spec.schema, nb.request(spec.schema, columns, config), [batch])

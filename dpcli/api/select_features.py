@@ -31,7 +31,6 @@ def select_features(spec: Spec, data: Path | str, *, out: Path | None = None,
     ``out`` gets the selection file that trainers take as ``features``.
     """
     from dpcli.algorithms import feature_selection as fs
-    from dpcli.api.defaults import select_features_defaults
     from dpcli.budget import Budget
     from dpcli.data.location import location_text, parse_location
     from dpcli.io import dumps_json
@@ -48,13 +47,10 @@ def select_features(spec: Spec, data: Path | str, *, out: Path | None = None,
                               epsilon if total_epsilon is None else total_epsilon, columns,
                               score=score, method=method, threshold=threshold, k=k, r=r,
                               min_effect=min_effect, allow_noise=allow_noise or None)
-    values, defaults = select_features_defaults(s.schema, section.columns,
-                                                section.config_values())
+    schema, chosen, config, defaults = setup(s, section)
     for note in defaults:
         reporter.say(f"default: {note}")
-    config = fs.FSConfig(**values)
-    chosen = fs.scored_columns(s.schema, section.columns, config.score)
-    s = replace(s, schema=fs.selection_schema(s.schema, chosen, config.r))
+    s = replace(s, schema=schema)
     fs.positive_index(s.schema)
     if config.method == "perturb" and config.score not in ("tc", "dc"):
         reporter.warn(f"perturb with {config.score} adds noise scaled to every candidate's "
@@ -66,11 +62,10 @@ def select_features(spec: Spec, data: Path | str, *, out: Path | None = None,
 
     def make_plan(n: int) -> Plan:
         """The plan at n (public): the split rule's ε, and the noise check before any charge."""
-        eps = section.epsilon
-        if total_epsilon is not None:
-            needed = fs.noise_check(s.schema, chosen, config, n, total_epsilon).needed_epsilon
-            split = fs.split_rule(total_epsilon, needed)
-            eps = split.selection
+        eps, split = selection_epsilon(s.schema, chosen, config, n, section.epsilon,
+                                       total_epsilon)
+        if split is not None:
+            assert total_epsilon is not None
             checked["split"] = split.to_json()
             reporter.say(f"split rule: selection ε = {split.selection:g}, training ε = "
                          f"{split.training:g} of the total {total_epsilon:g} (set by the "
@@ -85,7 +80,7 @@ def select_features(spec: Spec, data: Path | str, *, out: Path | None = None,
                 raise UsageError("refused before any charge: " + check.message() + total_note)
             reporter.warn("--allow-noise: " + check.message().split(". Train on")[0]
                           + "; selecting anyway (recorded in the output under 'noise_check')")
-        return fs.plan(s.schema, chosen, Budget(eps), config)
+        return plan_at(s, section, n, total_epsilon=total_epsilon, prepared=(chosen, config))
 
     upper = (section.epsilon if total_epsilon is None
              else fs.SPLIT_CAP * total_epsilon)  # the unlocked budget look: at most this
@@ -123,3 +118,49 @@ def select_features(spec: Spec, data: Path | str, *, out: Path | None = None,
                   if selection.released is not None else {})}
     return Released("feature_selection", selection, envelope, plan, run.run_id, out,
                     dict(run.summary), tuple(stats.report.lines()), details)
+
+
+def setup(spec: Spec, section: Any) -> tuple[Any, tuple[str, ...], Any, list[str]]:
+    """The selection's schema, scored columns and FSConfig from the section (public facts),
+    with the defaults it chose (said on stderr by the command)."""
+    from dpcli.algorithms import feature_selection as fs
+    from dpcli.api.defaults import select_features_defaults
+
+    values, defaults = select_features_defaults(spec.schema, section.columns,
+                                                section.config_values())
+    config = fs.FSConfig(**values)
+    chosen = fs.scored_columns(spec.schema, section.columns, config.score)
+    return fs.selection_schema(spec.schema, chosen, config.r), chosen, config, defaults
+
+
+def selection_epsilon(schema: Any, chosen: Sequence[str], config: Any, n: int,
+                      epsilon: float, total_epsilon: float | None) -> tuple[float, Any]:
+    """The selection's ε: ``epsilon``, or under ``total_epsilon`` the split rule's share
+    (with the Split); public facts only."""
+    from dpcli.algorithms import feature_selection as fs
+
+    if total_epsilon is None:
+        return epsilon, None
+    needed = fs.noise_check(schema, chosen, config, n, total_epsilon).needed_epsilon
+    split = fs.split_rule(total_epsilon, needed)
+    return split.selection, split
+
+
+def plan_at(spec: Spec, section: Any, n: int, *, total_epsilon: float | None = None,
+            prepared: tuple[tuple[str, ...], Any] | None = None) -> Any:
+    """select-features' plan at ``section.epsilon`` on ``n`` records (public facts only).
+
+    The one builder of the plan: the command's run and dry run use it, and so does
+    its forecast (``dpcli.forecast.select_features.plan``). ``spec`` is the command's
+    spec; with ``prepared`` (the scored columns and FSConfig of :func:`setup`) its
+    schema is already the selection's.
+    """
+    from dpcli.algorithms import feature_selection as fs
+    from dpcli.budget import Budget
+
+    if prepared is None:
+        schema, chosen, config, _ = setup(spec, section)
+    else:
+        schema, (chosen, config) = spec.schema, prepared
+    eps, _ = selection_epsilon(schema, chosen, config, n, section.epsilon, total_epsilon)
+    return fs.plan(schema, chosen, Budget(eps), config)

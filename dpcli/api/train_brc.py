@@ -67,8 +67,7 @@ def train_brc(spec: Spec, data: Path, *, out: Path | None = None,
                                   if mode == "partial" else "Algorithm 3 (all private)"))
     neighbouring = brc.relation(mode, public)
     total = Budget(section.epsilon)
-    base = brc.BRCConfig(**{k: v for k, v in section.config_values().items()
-                            if k != "rounds"}, counted=mode == "private")
+    base = base_config(s, section, chosen)
     configs: list[brc.BRCConfig] = []
     sizes: list[int] = []
 
@@ -76,15 +75,13 @@ def train_brc(spec: Spec, data: Path, *, out: Path | None = None,
         if n == 0:
             raise UsageError(f"{data}: holds no rows to train on")
         sizes.append(n)
-        t = section.config_values().get("rounds") or brc.auto_rounds(
-            section.epsilon, n, base.c1, base.c2, base.counted)
-        configs.append(replace(base, rounds=t))
+        configs.append(config_at(section, n, base))
         if brc.breaks_rule(configs[-1], section.epsilon, n):
             ratio = brc.noise_scale(configs[-1], section.epsilon, n)
             reporter.warn(f"c1·c2·T/(ε_r·n) = {ratio:.3g} exceeds the paper's rule of thumb "
                           f"({brc.RULE_OF_THUMB:g}): the noise may swamp each round's error. "
                           "Use --rounds auto, fewer rounds or more ε.")
-        return brc.plan(total, configs[-1], n)
+        return plan_at(s, section, n, config=configs[-1])
 
     spend = Spend.prepare(s, plan_for, data, chosen, command="train-brc", reporter=reporter,
                           outputs=[out], total=total, neighbouring=neighbouring,
@@ -138,6 +135,42 @@ def train_brc(spec: Spec, data: Path, *, out: Path | None = None,
                "degenerate": bool(payload.get("degeneracy", {}).get("degenerate"))}
     return Released(brc.KIND, model, envelope, plan, run.run_id, out, dict(run.summary),
                     tuple(spend.data_report()), details)
+
+
+def config_at(section: Any, n: int, base: Any) -> Any:
+    """``base`` (a BRCConfig) with its rounds: the section's, else ``auto_rounds`` at n."""
+    from dpcli.algorithms import brc
+
+    t = section.config_values().get("rounds") or brc.auto_rounds(
+        section.epsilon, n, base.c1, base.c2, base.counted)
+    return replace(base, rounds=t)
+
+
+def base_config(spec: Spec, section: Any, columns: Sequence[str] | None = None) -> Any:
+    """The BRCConfig before its rounds: the section's values, the label's mode (public facts)."""
+    from dpcli.algorithms import brc, inputs
+
+    chosen = tuple(columns or section.columns or (
+        c for c in spec.schema.names if inputs.usable(spec.schema.column(c))))
+    mode, _ = brc.resolve_mode(chosen, section.public, bool(spec.schema.label.public))
+    return brc.BRCConfig(**{k: v for k, v in section.config_values().items()
+                            if k != "rounds"}, counted=mode == "private")
+
+
+def plan_at(spec: Spec, section: Any, n: int, *, columns: Sequence[str] | None = None,
+            config: Any = None) -> Any:
+    """train-brc's plan at ``section.epsilon`` on ``n`` records (public facts only).
+
+    The one builder of the plan: the command's run and dry run use it, and so does
+    its forecast (``dpcli.forecast.train_brc.plan``). ``config`` is the BRCConfig with
+    its rounds (default: :func:`base_config` and :func:`config_at` at n).
+    """
+    from dpcli.algorithms import brc
+    from dpcli.budget import Budget
+
+    if config is None:
+        config = config_at(section, n, base_config(spec, section, columns))
+    return brc.plan(Budget(section.epsilon), config, n)
 
 
 def label_undeclared(spec: Path, public: tuple[str, ...], label: str) -> str:

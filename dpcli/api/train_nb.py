@@ -73,7 +73,7 @@ def train_nb(spec: Spec, data: Path | str, *, epsilon: float | None = None,
         split.update(alloc.to_json())
         for reason in alloc.reasons:
             reporter.say(f"budget split: {reason}")
-        return nb.plan(s.schema, chosen, total, config, n)
+        return plan_at(s, section, n, columns=chosen, config=config)
 
     spend = Spend.prepare(spec, make_plan, location, chosen, command="train-nb",
                           reporter=reporter, outputs=[out], total=total, engine=engine,
@@ -120,3 +120,21 @@ def train_nb(spec: Spec, data: Path | str, *, epsilon: float | None = None,
                        "threshold": model.threshold}
     return Released("naive_bayes", model, envelope, plan, run.run_id, out, dict(run.summary),
                     tuple(stats.report.lines()))
+
+
+def plan_at(spec: Spec, section: Any, n: int, *, columns: Sequence[str] | None = None,
+            config: Any = None) -> Any:
+    """train-nb's plan at ``section.epsilon`` on ``n`` records (public facts only).
+
+    The one builder of the plan: the command's run and dry run use it, and so does
+    its forecast (``dpcli.forecast.train_nb.plan``). ``columns`` defaults to the
+    section's (else every declared column); ``config`` to the section's NBConfig.
+    """
+    from dpcli.algorithms import naive_bayes as nb
+    from dpcli.algorithms.common import cap_tokens
+    from dpcli.budget import Budget
+
+    chosen = tuple(columns or section.columns or spec.schema.names)
+    config = config if config is not None else nb.NBConfig(**section.config_values())
+    schema = cap_tokens(spec.schema, chosen, section.r)
+    return nb.plan(schema, chosen, Budget(section.epsilon), config, n)

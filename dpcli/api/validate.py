@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -103,23 +104,15 @@ def validate(spec: Spec, data: Path, *, validation: Path | None = None,
         DataSource(validation, s.schema).check_structure(chosen)
 
     def plan_for(rows: int) -> Plan:
-        if validation is None:
-            m = int(tuning.validation_rows(rows, config.validation_fraction,
-                                           config.split_seed).sum())
-            n = rows - m
-        else:   # its validation pass, after every structural check
+        m_file = None
+        if validation is not None:   # its validation pass, after every structural check
             companions["validation"] = Companion()
-            m = companions["validation"].open(s, validation, chosen, total, dry_run=dry_run)
-            n = rows
+            m_file = companions["validation"].open(s, validation, chosen, total,
+                                                   dry_run=dry_run)
         where = f"{data}" if validation is None else f"{data} or {validation}"
-        need_n = config.k if config.method == "data-split" else 1
-        if n < need_n or m < 1:
-            raise UsageError(f"{where}: {n} training and {m} validation rows; validate needs at "
-                             f"least {need_n} and 1 (more rows, or another "
-                             "validate.validation_fraction)")
-        rows_all = rows + (m if validation is not None else 0)
-        decision = tuning.decide(config, section.epsilon, n, m, d, rows_all,
-                                 split=validation is None)
+        planned = plan_at(s, section, rows, columns=chosen, validation_rows=m_file,
+                          where=where)
+        n, m, rows_all, decision = planned.n, planned.m, planned.n_all, planned.decision
         sizes.update(n=n, m=m, n_all=rows_all)
         decided["decision"] = decision
         if decision.mode == "auto":
@@ -140,7 +133,7 @@ def validate(spec: Spec, data: Path, *, validation: Path | None = None,
                 f"threshold ε = {float(decision.epsilon_threshold):.3g}: the class cut may "
                 "be far from the best; more ε or rows help (or threshold_share 0 for the "
                 "0.5 cut)")
-        return tuning.full_plan(config, decision, n, m, d, rows_all)
+        return planned.plan
 
     spend = Spend.prepare(s, plan_for, data, chosen, command="validate", reporter=reporter,
                           outputs=[out], total=total, dry_run=dry_run, companions=companions,
@@ -263,3 +256,58 @@ def check_disjoint(data: Path, validation: Path, out: Path | None) -> None:
     if same:
         raise UsageError(f"--validation {validation}: is the training file {data} (or a copy of "
                          "it); the validation rows must be disjoint from the training rows")
+
+
+@dataclass(frozen=True)
+class ValidatePlan:
+    """validate's plan at a row count, with the public decision and sizes behind it."""
+
+    plan: Any          # dpcli.mechanisms.Plan
+    decision: Any      # dpcli.algorithms.validate.Decision
+    config: Any        # dpcli.algorithms.validate.ValidateConfig
+    n: int             # training rows (DATA less its validation rows, or all of DATA)
+    m: int             # validation rows
+    n_all: int         # every row the class threshold reads
+    d: int             # the design's width
+
+
+def plan_at(spec: Spec, section: Any, rows: int, *, columns: Sequence[str] | None = None,
+            validation_rows: int | None = None, where: str = "the data") -> ValidatePlan:
+    """validate's plan at ``section.epsilon`` on ``rows`` records of DATA (public facts only).
+
+    The one builder of the plan: the command's run and dry run use it, and so does
+    its forecast (``dpcli.forecast.validate.plan``). Without ``validation_rows``
+    (the --validation file's count) the validation rows are cut from DATA by the
+    public hash rule. ``columns`` defaults to the section's, else every usable one.
+    """
+    from dpcli.algorithms import inputs
+    from dpcli.algorithms import validate as tuning
+
+    config = tuning.ValidateConfig(**section.config_values())
+    chosen = tuple(columns or section.columns or (
+        c for c in spec.schema.names if inputs.usable(spec.schema.column(c))))
+    d = inputs.design_width(spec.schema, chosen)
+    if validation_rows is None:
+        m = held_out(rows, config.validation_fraction, config.split_seed)
+        n = rows - m
+    else:
+        m, n = validation_rows, rows
+    need_n = config.k if config.method == "data-split" else 1
+    if n < need_n or m < 1:
+        raise UsageError(f"{where}: {n} training and {m} validation rows; validate needs at "
+                         f"least {need_n} and 1 (more rows, or another "
+                         "validate.validation_fraction)")
+    rows_all = rows + (m if validation_rows is not None else 0)
+    decision = tuning.decide(config, section.epsilon, n, m, d, rows_all,
+                             split=validation_rows is None)
+    return ValidatePlan(tuning.full_plan(config, decision, n, m, d, rows_all), decision, config,
+                        n, m, rows_all, d)
+
+
+@functools.lru_cache(maxsize=64)
+def held_out(rows: int, fraction: float, seed: int) -> int:
+    """How many of ``rows`` the public hash rule holds out for validation (cached: a
+    forecast's verdict evaluates the plan at many ε on the same n)."""
+    from dpcli.algorithms import validate as tuning
+
+    return int(tuning.validation_rows(rows, fraction, seed).sum())

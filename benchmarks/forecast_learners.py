@@ -1,0 +1,265 @@
+"""Forecast versus measured error for train-nb, train-brc and validate (issue 27).
+
+For each dataset (UCI Adult and UCI credit default from ../shared/data, statsmodels
+fair; the suite's train / test splits, benchmarks/suite.py), each ε and --seeds
+seeded runs of the command's own algorithm (in process, the statistics computed once),
+the forecast made from public facts only (n, ε, the spec) is put next to the error
+measured on the data:
+
+* train-nb (global method, every declared column, argmax decision as in the
+  forecast's simulation): the test accuracy of each noisy fit minus the same model's
+  at ε = 1e4 (noise negligible) — the forecast's ``accuracy`` metric — and the share
+  of that model's edge over chance (1/K) lost, its ``edge_lost`` headline;
+* train-brc (auto rounds, spec defaults, the label private): released minus exact
+  weighted error of every round (recorded at the mechanism), the forecast's
+  ``round_error``; the class weights ρ come from the run's own noisy count;
+* validate (stability, ramp, objective perturbation, auto λ and share): the class
+  cut's utility loss as a share of the rows (recorded at the exponential mechanism:
+  best utility minus the chosen one), the forecast's ``threshold`` (a worst-case
+  bound).
+
+Per cell: the forecast's median and interval, the measured median |error|, their
+ratio and the share of runs (rounds for train-brc) inside the interval. Nothing is
+chosen on a test split (nothing is chosen at all). select-features is not here: its
+forecast is the mechanism's noise alone (no data term), checked against the real
+selection in tests/forecast/test_select_features.py.
+
+    PYTHONPATH=$PWD /work/bench-venv/bin/python benchmarks/forecast_learners.py \\
+        --data /work/shared/data
+
+Writes benchmarks/results/forecast_learners.{md,json}.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+DATASETS = ("adult", "credit", "fair")
+EPSILONS = (0.1, 0.5, 1.0)
+REFERENCE_EPS = 1e4
+
+
+def load(name: str, data: Path) -> tuple[Any, Path, Path] | None:
+    import suite
+
+    from dpcli.spec import load_spec
+
+    info = suite.prepare(name, data)
+    if info is None:
+        return None
+    return load_spec(suite.SPECS / f"{name}.yaml"), HERE / info["train"], HERE / info["test"]
+
+
+def batches(spec: Any, path: Path, columns: tuple[str, ...]) -> list[Any]:
+    from dpcli.data import DataSource
+
+    return list(DataSource(path, spec.schema).batches(columns, rng=np.random.default_rng(0)))
+
+
+def summary(forecast_metric: Any, errors: np.ndarray) -> dict[str, Any]:
+    lo, hi = forecast_metric.interval
+    med = float(np.median(np.abs(errors)))
+    return {"forecast_median": forecast_metric.expected, "interval": [lo, hi],
+            "level": forecast_metric.level, "measured_median": med,
+            "ratio": med / forecast_metric.expected if forecast_metric.expected > 0 else None,
+            "inside": float(np.mean((errors >= lo - 1e-12) & (errors <= hi + 1e-12))),
+            "runs": int(errors.size)}
+
+
+def run_nb(spec: Any, train: Path, test: Path, seeds: int) -> list[dict[str, Any]]:
+    from dpcli.algorithms import naive_bayes as nb
+    from dpcli.data import DataSource
+    from dpcli.forecast import forecast
+    from dpcli.forecast import train_nb as nbf
+    from dpcli.spec import TrainNBSection
+    from dpcli.stats import LocalEngine
+
+    cols = tuple(spec.schema.names)
+    cfg = nb.NBConfig(method="global")
+    stats = LocalEngine().compute(DataSource(train, spec.schema),
+                                  nb.request(spec.schema, cols, cfg), rng=np.random.default_rng(0))
+    n = int(stats.n)
+    test_batches = batches(spec, test, cols)
+    labels = np.concatenate([b.label for b in test_batches])
+
+    def accuracy(eps: float, seed: int) -> float:
+        p = nbf.plan(spec, TrainNBSection(epsilon=eps, method="global"), n)
+        model = nb.fit(stats, spec.schema, cols, p, cfg, np.random.default_rng(seed))
+        pred = np.concatenate([model.classify(b)[1] for b in test_batches])
+        return float((pred == labels).mean())
+
+    ref = accuracy(REFERENCE_EPS, 0)
+    edge = ref - 1.0 / spec.schema.n_classes
+    rows = []
+    for eps in EPSILONS:
+        f = forecast("train-nb", spec, TrainNBSection(epsilon=eps, method="global"), n)
+        errors = np.array([accuracy(eps, seed) - ref for seed in range(seeds)])
+        rows.append({"command": "train-nb", "epsilon": eps, "n": n, "reference": ref,
+                     "verdict": f.verdict.line(),
+                     "accuracy": summary(f.metrics["accuracy"], errors),
+                     "edge_lost": summary(f.metrics["edge_lost"], -errors / edge)})
+    return rows
+
+
+def run_brc(spec: Any, train: Path, seeds: int) -> list[dict[str, Any]]:
+    from dpcli.algorithms import brc, inputs
+    from dpcli.api.train_brc import base_config, config_at
+    from dpcli.forecast import forecast
+    from dpcli.spec import TrainBRCSection
+
+    cols = tuple(c for c in spec.schema.names if inputs.usable(spec.schema.column(c)))
+    positive = spec.schema.label.positive_index
+    data = brc.training_set(batches(spec, train, cols), spec.schema, cols, (),
+                            1 if positive is None else positive)
+    n = data.n
+    recorded: list[float] = []
+    real = brc.grid_laplace_mechanism
+
+    def record(value: float, **kwargs: Any) -> Any:
+        out = real(value, **kwargs)
+        recorded.append(float(out) - float(value))
+        return out
+
+    brc.grid_laplace_mechanism = record   # the rounds' mechanism, recorded (restored below)
+    rows = []
+    try:
+        for eps in EPSILONS:
+            section = TrainBRCSection(epsilon=eps, columns=cols)
+            f = forecast("train-brc", spec, section, n, columns=cols)
+            config = config_at(section, n, base_config(spec, section, cols))
+            recorded.clear()
+            for seed in range(seeds):
+                brc.fit(data, config, eps, np.random.default_rng(seed))
+            rows.append({"command": "train-brc", "epsilon": eps, "n": n,
+                         "rounds": config.rounds, "verdict": f.verdict.line(),
+                         "round_error": summary(f.metrics["round_error"],
+                                                np.asarray(recorded))})
+    finally:
+        brc.grid_laplace_mechanism = real
+    return rows
+
+
+def run_validate(spec: Any, train: Path, seeds: int) -> list[dict[str, Any]]:
+    from dpcli.algorithms import inputs
+    from dpcli.algorithms import validate as tuning
+    from dpcli.api.validate import plan_at
+    from dpcli.forecast import forecast
+    from dpcli.spec import ValidateSection
+
+    cols = tuple(c for c in spec.schema.names if inputs.usable(spec.schema.column(c)))
+    positive = spec.schema.label.positive_index
+    x, y = tuning.design_rows(batches(spec, train, cols), spec.schema, cols,
+                              1 if positive is None else positive)
+    rows_all = len(y)
+    losses: list[float] = []
+    real = tuning.threshold_index
+
+    def record(logits: Any, yy: Any, cands: Any, weights: Any, epsilon: Any, rng: Any) -> int:
+        i = real(logits, yy, cands, weights, epsilon, rng)
+        utility = tuning.threshold_utility(logits, yy, cands, weights)
+        losses.append(float(utility.max() - utility[i]) / len(yy))
+        return i
+
+    tuning.threshold_index = record   # the cut's mechanism, recorded (restored below)
+    rows = []
+    try:
+        for eps in EPSILONS:
+            section = ValidateSection(epsilon=eps, columns=cols)
+            planned = plan_at(spec, section, rows_all, columns=cols)
+            f = forecast("validate", spec, section, rows_all, columns=cols)
+            decision = planned.decision
+            if decision.mode == "select":
+                print(f"validate ε = {eps}: the grid is searched; skipped", file=sys.stderr)
+                continue
+            losses.clear()
+            for seed in range(seeds):
+                rng = np.random.default_rng(seed)
+                outcome = tuning.fit_fixed(planned.config, decision, x, y, rng)
+                model = tuning.LogRegModel(inputs.model_schema(spec.schema, cols), cols,
+                                           outcome.fit.weights, {})
+                logits = np.asarray(x @ model.weights)
+                tuning.choose_threshold(model, logits, y, decision.epsilon_threshold, rng)
+            rows.append({"command": "validate", "epsilon": eps, "n": rows_all,
+                         "lambda_rule": decision.mode, "verdict": f.verdict.line(),
+                         "threshold": summary(f.metrics["threshold"], -np.asarray(losses))})
+    finally:
+        tuning.threshold_index = real
+    return rows
+
+
+def fmt(x: float | None) -> str:
+    return "—" if x is None else (f"{x:.2g}" if abs(x) < 0.01 else f"{x:.3g}")
+
+
+def table(rows: list[dict[str, Any]], metric: str) -> list[str]:
+    out = ["| dataset | ε | n | forecast median | forecast interval | measured median "
+           "|error| | measured / forecast | inside the interval | runs | verdict |",
+           "| --- | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | --- |"]
+    for r in rows:
+        s = r[metric]
+        lo, hi = s["interval"]
+        out.append(f"| {r['dataset']} | {r['epsilon']:g} | {r['n']:,} | "
+                   f"{fmt(s['forecast_median'])} | [{fmt(lo)}, {fmt(hi)}] ({s['level']:.0%}) | "
+                   f"{fmt(s['measured_median'])} | {fmt(s['ratio'])} | {s['inside']:.0%} | "
+                   f"{s['runs']} | {r['verdict'].replace('verdict: ', '')} |")
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--data", type=Path, default=HERE.parent.parent / "shared" / "data")
+    parser.add_argument("--datasets", default=",".join(DATASETS))
+    parser.add_argument("--seeds", type=int, default=20)
+    parser.add_argument("--commands", default="train-nb,train-brc,validate")
+    parser.add_argument("--out", type=Path, default=HERE / "results" / "forecast_learners")
+    args = parser.parse_args()
+    commands = args.commands.split(",")
+    rows: list[dict[str, Any]] = []
+    started = time.perf_counter()
+    for name in args.datasets.split(","):
+        got = load(name, args.data)
+        if got is None:
+            continue
+        spec, train, test = got
+        for command, run in (("train-nb", lambda: run_nb(spec, train, test, args.seeds)),
+                             ("train-brc", lambda: run_brc(spec, train, args.seeds)),
+                             ("validate", lambda: run_validate(spec, train, args.seeds))):
+            if command not in commands:
+                continue
+            t0 = time.perf_counter()
+            for r in run():
+                r["dataset"] = name
+                rows.append(r)
+            print(f"{name} {command}: {time.perf_counter() - t0:.1f} s", file=sys.stderr)
+    from _common import environment
+
+    env = environment("numpy", "scipy")
+    lines = ["# Forecast versus measured: train-nb, train-brc, validate (issue 27)", "",
+             f"{env.get('date', '')} {env.get('git', '')}; {args.seeds} seeded runs per cell; "
+             f"{time.perf_counter() - started:.0f} s. Produced by "
+             "`benchmarks/forecast_learners.py` (its docstring says what is measured).", ""]
+    for command, metrics in (("train-nb", ("accuracy", "edge_lost")),
+                             ("train-brc", ("round_error",)), ("validate", ("threshold",))):
+        mine = [r for r in rows if r["command"] == command]
+        for metric in metrics:
+            if mine:
+                lines += [f"## {command}: {metric}", "", *table(mine, metric), ""]
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.with_suffix(".json").write_text(json.dumps({"environment": env, "rows": rows},
+                                                        indent=1))
+    args.out.with_suffix(".md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()

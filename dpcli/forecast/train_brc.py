@@ -1,0 +1,81 @@
+"""train-brc's forecast: each round's noise against the weighted error's range (closed form).
+
+Round t releases the weighted error of a random classifier, in [0, 1], with
+Laplace noise of scale b = ρ·c1·c2·T/(ε_r·n) (:func:`dpcli.algorithms.brc.noise_scale`;
+ε_r the rounds' share of ε, T the rounds, ``auto`` resolved at n as the command
+does). What the error must resolve is a random hyperplane's edge |err − ½|,
+typically about 0.1 (:data:`dpcli.algorithms.brc.EDGE`): the verdict calls a
+release usable when the median |noise| is at most half of it (0.05). The
+class-weight ratio ρ is set by the released positive count (private): the
+forecast takes the balanced ρ = 1 and reports the cap ρ may reach
+(:func:`dpcli.algorithms.brc.weight_cap`), which multiplies the noise.
+
+Also forecast: the calibration histogram's noise on a class total, over the
+smaller class (n/2, the balanced proxy), which the command's near-chance
+warning reads (:func:`dpcli.algorithms.brc.calibration_noise`), and, with a
+private label, the noisy positive count as a share of n.
+
+With ``rounds: auto`` T grows with ε so that the noise stays below the edge:
+b then stays just under 0.1/√2 and is not monotone in ε (a saw-tooth between
+T's integer steps); it decreases with ε where T is fixed, at its floor of 10,
+its cap of 200, or set in the spec.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+from typing import Any
+
+from dpcli.forecast.core import Forecast, MetricForecast, laplace_error, make_forecast
+
+COMMAND = "train-brc"
+HEADLINE = "round_error"
+#: the verdict's target: median |noise| on a round's error at most half a typical edge
+TARGET = 0.05
+#: the normal quantiles of a sum of many Laplace terms: median |·| and the 90 % bound
+_MEDIAN_Z, _BOUND_Z = 0.6745, 1.6449
+
+
+def plan(spec: Any, section: Any, n: int, **context: Any) -> Any:
+    """The plan the command shows at ``section.epsilon`` on ``n`` records."""
+    from dpcli.api.train_brc import plan_at
+
+    return plan_at(spec, section, n, columns=context.get("columns"))
+
+
+def forecast(spec: Any, section: Any, n: int, **context: Any) -> Forecast:
+    """Each round's noise on its released error at ``section.epsilon`` (``columns`` in
+    ``context``: the chosen columns). Costs nothing: public facts only."""
+    from dpcli.algorithms import brc
+    from dpcli.api.train_brc import base_config, config_at
+
+    n = max(int(n), 1)
+    base = base_config(spec, section, context.get("columns"))
+
+    def metrics_at(e: float) -> dict[str, MetricForecast]:
+        config = config_at(replace(section, epsilon=e), n, base)
+        out = {HEADLINE: laplace_error(brc.noise_scale(config, e, n),
+                                       "round error noise (ρ = 1)")}
+        # a class total of the margin histogram sums its `bins` counts, each with discrete
+        # Laplace noise of scale 2/ε_cal (variance 2·scale²): close to normal
+        cal_eps = float(e * brc.CALIBRATION_SHARE)
+        sd = math.sqrt(brc.CALIBRATION_BINS * 2.0) * brc.HIST_SENSITIVITY / cal_eps
+        rel = sd / max(n / 2.0, 1.0)
+        out["calibration"] = MetricForecast("class total noise / smaller class (n/2)",
+                                            _MEDIAN_Z * rel, (-_BOUND_Z * rel, _BOUND_Z * rel))
+        if config.counted:
+            out["class_count"] = laplace_error(
+                brc.COUNT_SENSITIVITY / float(e * brc.CLASS_COUNT_SHARE),
+                "positive share error", sensitivity_scale=1.0 / n)
+        return out
+
+    config = config_at(section, n, base)
+    extra = {"rounds": config.rounds,
+             "class_ratio_cap": brc.weight_cap(config, section.epsilon, n),
+             "edge": brc.EDGE}
+    return make_forecast(COMMAND, section.epsilon, n, "closed form", metrics_at,
+                         headline=HEADLINE, target=TARGET,
+                         note=f"each round's noise exceeds half a random classifier's edge "
+                              f"({brc.EDGE:g}): expect near-chance output",
+                         extra=extra)

@@ -101,6 +101,7 @@ class Workload:
     items: list[Item]
     remaining: Budget
     total_budget: Budget
+    ledger: bool = True              # False: no ledger yet, the spec's budget is all there is
 
     @property
     def spec_total(self) -> Fraction:
@@ -185,6 +186,10 @@ def workload(spec: Spec, n: int, *, targets: Sequence[Target] = (),
             needed = fc.epsilon_for(t.metric, t.value)
             item.solved.append(Solved(t, None if needed is None else round_up(needed)))
         items.append(item)
+    if not spec.ledger_path.exists():
+        # nothing released yet: the whole lifetime budget remains (a plan is how one starts)
+        return Workload(spec.dataset, n, n_source, items, spec.budget, spec.budget,
+                        ledger=False)
     summary = open_ledger(spec).summary(runs=False)
     return Workload(spec.dataset, n, n_source, items, summary.remaining, summary.total)
 

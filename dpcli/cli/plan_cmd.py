@@ -105,8 +105,10 @@ def _lines(w: object, verbose: bool) -> list[str]:
     out.append(f"total: spec ε {format_amount(w.spec_total)}"
                + (f", with the targets' ε {format_amount(w.planned_total)}"
                   if any(i.solved for i in w.items) else "")
-               + f"; the ledger has {format_amount(w.remaining.epsilon)} left of "
-               f"{format_amount(w.total_budget.epsilon)} (spent {format_amount(spent.epsilon)})")
+               + (f"; the ledger has {format_amount(w.remaining.epsilon)} left of "
+                  f"{format_amount(w.total_budget.epsilon)} (spent {format_amount(spent.epsilon)})"
+                  if w.ledger else f"; no ledger yet: the spec's budget of "
+                  f"{format_amount(w.total_budget.epsilon)} is all there is"))
     if w.unsolved:
         out.append("does NOT fit: " + ", ".join(str(s.target) for s in w.unsolved)
                    + " cannot be met at this n")

@@ -165,3 +165,12 @@ def test_session_plan_is_the_same_workload(project: Project, stand_in: None) -> 
     w = dpcli.Session(project.spec).plan(rows=1000, targets=["tabulate.cell=10"])
     assert w.fits and w.items[0].solved[0].epsilon == pytest.approx(0.56)
     assert w.to_json()[0]["command"] == "tabulate"
+
+
+def test_without_a_ledger_the_spec_budget_is_what_remains(project: Project, cli,
+                                                          stand_in: None) -> None:
+    project.ledger.unlink()
+    r = cli("plan", "--spec", project.spec, "--rows", 1000)
+    assert r.exit_code == 0, r.stderr
+    assert "no ledger yet" in r.stdout
+    assert not project.ledger.exists()       # plan creates nothing

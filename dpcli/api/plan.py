@@ -66,7 +66,7 @@ class Item:
 
     command: str
     epsilon: float                   # the spec's ε for it
-    steps: list[dict[str, Any]]      # the plan's sub-steps at that ε (name, mechanism, ε, δ)
+    plan: Any | None                 # the plan's sub-steps at that ε (dpcli.mechanisms.Plan)
     forecast: Any | None             # dpcli.forecast.Forecast, or None (no forecast module)
     solved: list[Solved] = field(default_factory=list)
 
@@ -83,7 +83,8 @@ class Item:
             "command": self.command, "epsilon": self.epsilon,
             "forecast": None if fc is None else fc["forecast"],
             "verdict": None if fc is None else fc["verdict"],
-            "method": None if fc is None else fc["method"], "steps": self.steps}
+            "method": None if fc is None else fc["method"],
+            "steps": [] if self.plan is None else self.plan.to_json()}
         if self.solved:
             out["targets"] = [{"metric": s.target.metric, "value": s.target.value,
                                "epsilon": s.epsilon} for s in self.solved]
@@ -171,12 +172,11 @@ def workload(spec: Spec, n: int, *, targets: Sequence[Target] = (),
     items: list[Item] = []
     for command in commands:
         section = spec.sections[command]
-        steps: list[dict[str, Any]] = []
-        fc = None
+        fc = plan = None
         if has_forecast(command):
             fc = forecast(command, spec, section, n)
-            steps = _steps(command, spec, section, n)
-        item = Item(command, float(section.epsilon), steps, fc)
+            plan = _plan(command, spec, section, n)
+        item = Item(command, float(section.epsilon), plan, fc)
         for t in (t for t in targets if t.command == command):
             if fc is None:
                 raise UsageError(f"--target {t}: {command} has no forecast to solve with")
@@ -194,13 +194,11 @@ def workload(spec: Spec, n: int, *, targets: Sequence[Target] = (),
     return Workload(spec.dataset, n, n_source, items, summary.remaining, summary.total)
 
 
-def _steps(command: str, spec: Spec, section: Any, n: int) -> list[dict[str, Any]]:
+def _plan(command: str, spec: Spec, section: Any, n: int) -> Any | None:
     from dpcli.forecast import module_for
 
     builder = getattr(module_for(command), "plan", None)
-    if builder is None:
-        return []
-    return list(builder(spec, section, n).to_json())
+    return None if builder is None else builder(spec, section, n)
 
 
 def round_up(epsilon: float) -> float:

@@ -74,12 +74,14 @@ def plan(
 def _lines(w: object, verbose: bool) -> list[str]:
     from dpcli.api.plan import Workload
     from dpcli.budget import format_amount
+    from dpcli.cli.spend import numbered_runs
 
     assert isinstance(w, Workload)
     out = [f"workload for dataset {w.dataset} on n = {w.n:,} records (from {w.n_source}):"]
     width = max(len(i.command) for i in w.items)
     for item in w.items:
-        steps = f"{len(item.steps)} step{'s' if len(item.steps) != 1 else ''}"
+        count = 0 if item.plan is None else len(item.plan)
+        steps = f"{count} step{'s' if count != 1 else ''}"
         head = f"  {item.command:<{width}}  ε {format_amount(item.epsilon):<6} {steps:>9}"
         fc = item.forecast
         if fc is None:
@@ -92,9 +94,9 @@ def _lines(w: object, verbose: bool) -> list[str]:
                 out += [f"      {name}: {m.line()}" for name, m in fc.metrics.items()
                         if name != fc.verdict.metric]
                 out.append(f"      forecast by {fc.method}")
-        if verbose:
-            out += [f"      step {s['step']}: {s['mechanism']}, ε {format_amount(s['epsilon'])}"
-                    for s in item.steps]
+        if verbose and item.plan is not None:
+            out += [f"      step {name}: {step.mechanism}, ε {format_amount(step.budget.epsilon)}"
+                    for name, step in numbered_runs(item.plan)]
         for solved in item.solved:
             t = solved.target
             answer = ("no ε up to 1000 meets it at this n" if solved.epsilon is None

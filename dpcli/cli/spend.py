@@ -75,7 +75,7 @@ def _plan_table(ui: UI, spec: Spec, plan: Plan, relation: str) -> None:
                   title_justify="left")
     for col in ("step", "mechanism", "ε", "δ", "calibration"):
         table.add_column(col, justify="right" if col in ("ε", "δ") else "left")
-    for name, step in _numbered_runs(plan):
+    for name, step in numbered_runs(plan):
         table.add_row(name, step.mechanism, format_amount(step.budget.epsilon),
                       format_amount(step.budget.delta), step.note)
     ui.show(table)
@@ -91,7 +91,7 @@ def show_relation(ui: UI, relation: str) -> None:
         ui.say(line, markup=False)
 
 
-def _numbered_runs(plan: Plan) -> list[tuple[str, Any]]:
+def numbered_runs(plan: Plan) -> list[tuple[str, Any]]:
     """Steps for display, a run of like steps named prefix1 … prefixK shown as one row.
 
     Like steps share mechanism, budget and note; the row shows "each" ε

@@ -68,7 +68,8 @@ class UI:
 
     def __post_init__(self) -> None:
         # markup off: paths and messages may hold '[...]', which rich would eat or reject
-        self.err = Console(stderr=True, highlight=False, soft_wrap=True, markup=False)
+        self.err = Console(stderr=True, highlight=False, soft_wrap=True, markup=False,
+                           emoji=False)
 
     def say(self, text: str = "", **kwargs: Any) -> None:
         """A line of talk on stderr (suppressed by --quiet)."""
@@ -83,7 +84,7 @@ class UI:
         """The command's own result for a reader (a table, a total) on stdout, so that
         ``> file`` and pipes get it; talk and warnings stay on stderr. Not silenced by
         --quiet: asking for a report and then hiding it helps nobody."""
-        Console(highlight=False, soft_wrap=True, markup=False).print(renderable)
+        Console(highlight=False, soft_wrap=True, markup=False, emoji=False).print(renderable)
 
     def warn(self, text: str) -> None:
         """Warnings are shown even with --quiet."""

@@ -62,7 +62,8 @@ class Verdict:
     usable: bool
     metric: str                      # the headline metric the verdict is about
     target: float                    # the median error under which it is called usable
-    epsilon_usable: float | None     # the smallest ε that meets the target (None: none ≤ 1e3)
+    epsilon_usable: float | None     # not usable: the smallest ε that meets the target (None:
+                                     # none ≤ 1e3); usable: None (Forecast.epsilon_for solves)
     note: str = ""                   # why, in a few words, when not usable
 
     def line(self) -> str:
@@ -132,7 +133,10 @@ def make_forecast(command: str, epsilon: float, n: int, method: str, metrics_at:
     if headline not in metrics:
         raise KeyError(f"{command}: the headline metric {headline!r} is not forecast")
     usable = metrics[headline].expected <= target
-    needed = solve_epsilon(lambda e: metrics_at(e)[headline].expected, target)
+    # inverted only when the answer is shown: a forecast runs before every spend, and a
+    # simulated one evaluated ~30 times would add seconds to a run that is fine as it is
+    needed = None if usable else solve_epsilon(lambda e: metrics_at(e)[headline].expected,
+                                               target)
     return Forecast(command, epsilon, n, method, metrics,
                     Verdict(usable, headline, target, needed, "" if usable else note),
                     dict(extra or {}), metrics_at)

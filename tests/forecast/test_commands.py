@@ -191,7 +191,8 @@ def test_roc_forecast_matches_the_mechanism(adult) -> None:
         auc_err.append(curve.auc - true_auc)
         if truth_curve is None:
             truth_curve = _true_at(scores, positive, curve.thresholds)
-        tpr_err.append((curve.tpr - truth_curve)[1:-1])
+        keep = (truth_curve > 0.05) & (truth_curve < 0.95)   # as the forecast pools them
+        tpr_err.append((curve.tpr - truth_curve)[keep])
     auc_err_a = np.array(auc_err)
     m = f.metrics["auc"]
     # the AUC's median |error| within 15 % of 600 runs' (its 4,000-draw simulation is exact

@@ -286,10 +286,12 @@ def test_forecasts_do_not_grow_with_epsilon_and_need_no_context(adult, command) 
         errors = [f.at(e)[name].expected for e in EPSILONS]
         assert all(b <= a + 1e-12 for a, b in pairwise(errors)), \
             (name, errors)
-    # the verdict inverts the headline: at the ε it names, the target is met
+    # the headline inverted: at the ε solved for the verdict's target, the target is met
     v = f.verdict
-    assert v.epsilon_usable is not None
-    assert f.at(v.epsilon_usable)[v.metric].expected <= v.target
+    needed = f.epsilon_for(v.metric, v.target)
+    assert needed is not None
+    assert f.at(needed)[v.metric].expected <= v.target
+    assert v.usable == (f.metrics[v.metric].expected <= v.target)
 
 
 @pytest.mark.parametrize("command", ["tabulate", "evaluate", "roc", "publish-grid"])

@@ -296,7 +296,8 @@ def test_forecasts_do_not_grow_with_epsilon_and_need_no_context(adult, command) 
 
 @pytest.mark.parametrize("command", ["tabulate", "evaluate", "roc", "publish-grid"])
 def test_plan_is_the_command_s_plan(adult, command) -> None:
-    from dpcli.forecast import _module  # type: ignore[attr-defined]
+    import importlib
 
-    plan = _module(command).plan(adult, adult.sections[command], 5000)
+    module = importlib.import_module(f"dpcli.forecast.{command.replace('-', '_')}")
+    plan = module.plan(adult, adult.sections[command], 5000)
     assert float(plan.total.eps) == pytest.approx(adult.sections[command].epsilon)

@@ -182,7 +182,12 @@ class Spend:
         made = plan if isinstance(plan, Plan) else plan(n)
         relation = neighbouring or NEIGHBOURING_RELATION
         reporter.plan(spec, made, relation)
-        fc = None if forecast is None else forecast(n)
+        fc = None
+        if forecast is not None:
+            try:
+                fc = forecast(n)
+            except Exception as exc:  # advisory: a failing forecast must not block the run
+                reporter.warn(f"no forecast for this run ({type(exc).__name__}: {exc})")
         if fc is not None:
             show = getattr(reporter, "forecast", None)  # a reporter may render it itself (-v)
             if callable(show):

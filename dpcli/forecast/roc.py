@@ -144,8 +144,8 @@ def forecast(spec: Any, section: Any, n: int, **context: Any) -> Forecast:
         tpr, fpr, truth = _curve_errors(counts, cfg, p, CURVE_DRAWS)
         # the points where the curve says something: true rate within (0.05, 0.95) (the ends
         # are pinned by the isotonic step and the clipping, and would flatter the median)
-        keep_t = (truth.tpr > 0.05) & (truth.tpr < 0.95)
-        keep_f = (truth.fpr > 0.05) & (truth.fpr < 0.95)
+        keep_t = _informative(truth.tpr)
+        keep_f = _informative(truth.fpr)
         out = {"tpr": from_samples(tpr[:, keep_t].ravel(), "TPR error at a curve point"),
                "fpr": from_samples(fpr[:, keep_f].ravel(), "FPR error at a curve point")}
         if "auc" in {s.name for s in p}:
@@ -164,6 +164,12 @@ def forecast(spec: Any, section: Any, n: int, **context: Any) -> Forecast:
                          target=TARGET, note="the AUC is mostly noise",
                          extra={"assumptions": {"prevalence": prevalence, "auc": auc},
                                 "bins": cfg.bins(n)})
+
+
+def _informative(rate: np.ndarray) -> np.ndarray:
+    """The points whose true rate is within (0.05, 0.95); every point when none is (tiny n)."""
+    keep = (rate > 0.05) & (rate < 0.95)
+    return keep if keep.any() else np.ones(rate.shape, dtype=bool)
 
 
 def _trapezoid_errors(counts: np.ndarray, cfg: Any, run_plan: Plan) -> np.ndarray:

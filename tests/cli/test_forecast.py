@@ -120,3 +120,33 @@ def test_a_command_without_a_forecast_prints_none(project: Project, cli, monkeyp
     out = project.root / "c.csv"
     assert cli("tabulate", project.data, "--spec", project.spec, "--out", out).exit_code == 0
     assert "forecast" not in json.loads(out.with_suffix(".json").read_text())
+
+
+def test_a_failing_forecast_warns_and_the_run_goes_on(project: Project, cli,
+                                                      monkeypatch) -> None:
+    import dpcli.forecast.tabulate as ft
+
+    def broken(*_a: object, **_k: object) -> None:
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(ft, "forecast", broken)
+    out = project.root / "c.csv"
+    r = cli("tabulate", project.data, "--spec", project.spec, "--out", out)
+    assert r.exit_code == 0, r.stderr
+    assert "no forecast for this run (RuntimeError: boom)" in r.stderr
+    assert "forecast" not in json.loads(out.with_suffix(".json").read_text())
+
+
+def test_roc_with_a_model_forecasts_at_the_model_s_class_share(project: Project, cli) -> None:
+    from dpcli.forecast.evaluate import model_prevalence
+    from dpcli.predict import load_model
+
+    model = project.root / "nb.json"
+    assert cli("train-nb", project.data, "--spec", project.spec, "--out", model,
+               "--epsilon", 0.3, "--seed", 1, "-q").exit_code == 0
+    r = cli("roc", project.data, "--spec", project.spec, "--model", model, "--epsilon", 0.3,
+            "--dry-run", "--json")
+    assert r.exit_code == 0, r.stderr
+    share = model_prevalence(load_model(model)[0], 1)
+    assert share is not None
+    assert f"positive share {share:g}" in json.loads(r.stdout)["forecast_method"]

@@ -286,8 +286,13 @@ def sensitivity(score: str, m: int, s: int, n: int) -> tuple[float, float]:
 
 
 # -------------------------------------------------------------------------- plan
-def plan(schema: Schema, columns: Sequence[str], total: Budget, config: FSConfig) -> Plan:
-    """One step, the whole ε, with its calibration (computable without data)."""
+def plan(schema: Schema, columns: Sequence[str], total: Budget, config: FSConfig,
+         n: int | None = None) -> Plan:
+    """One step, the whole ε, with its calibration (computable without data).
+
+    The step's sensitivity is the one its mechanism is handed: per candidate for
+    topk and threshold, the L1 of every score for perturb, 2·s for cluster's count
+    vectors; ``ig``'s depends on the public n (unknown without it: None)."""
     m = len(candidates(schema, columns))
     s = row_cap(schema, columns)
     mech = {"perturb": "discrete_laplace" if config.score in INTEGER_SCORES else "laplace",
@@ -315,7 +320,12 @@ def plan(schema: Schema, columns: Sequence[str], total: Budget, config: FSConfig
         "topk": f"{config.score}, Δ={per}, k={config.k} rounds of ε/k",
         "cluster": f"count vectors of {m:,} candidates, Δ1={2 * s}, then k-means",
     }[config.method]
-    return p.with_notes({STEP: note})
+    sens: float | None = None
+    if config.score != "ig" or n is not None:
+        per_d, l1_d = sensitivity(config.score, m, s, n or 0)
+        sens = {"topk": per_d, "threshold": per_d, "perturb": l1_d,
+                "cluster": 2.0 * s}[config.method]
+    return p.with_fields({STEP: {"note": note, "sensitivity": sens}})
 
 
 def request(schema: Schema, columns: Sequence[str], config: FSConfig) -> StatsRequest:
@@ -442,7 +452,7 @@ def select(stats: Stats, schema: Schema, columns: Sequence[str], p: Plan, config
     cands = candidates(schema, columns)
     m, s, n = len(cands), row_cap(schema, columns), int(stats.n)
     per, l1 = sensitivity(config.score, m, s, n)
-    eps = p.step(STEP).budget.eps
+    eps = p.draw(STEP).budget.eps   # the one step, drawn once
     released: ReleasedCheck | None = None
     noisy: np.ndarray | None  # released scores (cluster, perturb); None when only the choice is
     if config.method == "cluster":

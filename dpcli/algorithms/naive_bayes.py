@@ -233,8 +233,14 @@ def plan(schema: Schema, columns: Sequence[str], total: Budget, config: NBConfig
         shares[CHECK] = ("discrete_laplace", t_share * nb_allocation.CHECK_PART)
     p = Plan.split(total, shares)
     notes = {}
+    # each step's sensitivity, computed here once: the noise calls read it from the plan
+    sensitivities: dict[str, float] = {}
     for step in p:
         eps = step.budget.eps
+        if step.name in (THRESHOLD, CHECK):
+            # the check counts rows (Δ = 1); the threshold's utility is bounded by 1 in its
+            # units (balanced accuracy: released-count weights ≥ 1 scale it; the note says how)
+            sensitivities[step.name] = 1.0
         if step.name == THRESHOLD:
             notes[step.name] = (
                 f"{nb_allocation.THRESHOLD_CANDIDATES} public log-odds candidates, "
@@ -248,11 +254,16 @@ def plan(schema: Schema, columns: Sequence[str], total: Budget, config: NBConfig
                                 f"Δ=1, scale {1 / eps:.4g}")
         elif step.name == PRIOR or step.name.startswith("counts:"):
             sens: float = 2 if step.name == PRIOR else table_sensitivity(schema, step.name[7:])
+            sensitivities[step.name] = sens
             notes[step.name] = f"Δ={sens}, scale {sens / eps:.4g}"
         elif step.mechanism.startswith("smooth"):
             col = schema.column(step.name.split(":", 1)[1])
             assert isinstance(col, NumericColumn)
             grid = smooth_grids(col)[0 if step.name.startswith("mean:") else 1]
+            # the public bound of the smooth sensitivity S the noise is scaled to: a trimmed
+            # mean in [L, U] moves by at most U − L, a variance by at most (U − L)²/4
+            sensitivities[step.name] = (col.width if step.name.startswith("mean:")
+                                        else col.width ** 2 / 4)
             notes[step.name] = (f"ε/2 per class, β={smooth_beta(eps / 2, config.gamma):.3g}, "
                                 f"grid 2^{math.log2(grid):.0f}, "
                                 f"scale {2 * (config.gamma + 1) * 2 / eps:.3g}·(S + grid), "
@@ -263,6 +274,7 @@ def plan(schema: Schema, columns: Sequence[str], total: Budget, config: NBConfig
             assert isinstance(col, NumericColumn)
             h = col.width / 2
             sens = 2 * h if step.name.startswith("mean:") else h * h
+            sensitivities[step.name] = sens
             grid, units = laplace_grid(sens, CLASS_CHANGES)
             fell = " (smooth → global: public bound)" if column in alloc.fallback else ""
             public = (" (variance public: (U−L)²/12)" if column in alloc.public_variance
@@ -270,7 +282,7 @@ def plan(schema: Schema, columns: Sequence[str], total: Budget, config: NBConfig
             notes[step.name] = (f"class sums, Δ={sens:.4g}, grid 2^{math.log2(grid):.0f}, "
                                 f"Δ'={units}·grid={units * grid:.4g}, "
                                 f"scale {units * grid / eps:.4g}{fell}{public}")
-    return p.with_notes(notes)
+    return p.with_notes(notes).with_sensitivities(sensitivities)
 
 
 def column_methods(p: Plan, schema: Schema, columns: Sequence[str]) -> dict[str, str]:
@@ -474,8 +486,10 @@ def fit(stats: Stats, schema: Schema, columns: Sequence[str], p: Plan, config: N
     T and V up to floating-point summation order.
     """
     k = schema.n_classes
+    prior = p.draw(PRIOR)
     noisy_counts = discrete_laplace_mechanism(
-        stats.class_counts, sensitivity=2, epsilon=p.step(PRIOR).budget.eps, rng=rng)
+        stats.class_counts, sensitivity=prior.integer_sensitivity(), epsilon=prior.budget.eps,
+        rng=rng)
     class_counts = np.maximum(noisy_counts, 0).astype(float)
     model = NaiveBayesModel(schema=schema, columns=tuple(columns), config=config,
                             class_counts=class_counts)
@@ -488,15 +502,15 @@ def fit(stats: Stats, schema: Schema, columns: Sequence[str], p: Plan, config: N
     for name in columns:
         col = schema.column(name)
         if not isinstance(col, NumericColumn):
-            eps = p.step(f"counts:{name}").budget.eps
+            step = p.draw(f"counts:{name}")
             noisy = discrete_laplace_mechanism(stats.contingency[name],
-                                               sensitivity=table_sensitivity(schema, name),
-                                               epsilon=eps, rng=rng)
+                                               sensitivity=step.integer_sensitivity(),
+                                               epsilon=step.budget.eps, rng=rng)
             model.tables[name] = np.maximum(noisy, 0).astype(float)
             continue
-        eps_mean = p.step(f"mean:{name}").budget.eps
+        eps_mean = p.draw(f"mean:{name}").budget.eps
         # no variance step: the variance is the public (U−L)²/12 (nb_allocation), no ε
-        eps_var = (p.step(f"variance:{name}").budget.eps
+        eps_var = (p.draw(f"variance:{name}").budget.eps
                    if has_step(p, f"variance:{name}") else None)
         if methods[name] == "smooth":
             mean, var = _smooth_numeric(samples[name], col, class_counts, eps_mean, eps_var,
@@ -665,7 +679,7 @@ def fit_threshold(model: NaiveBayesModel, p: Plan, batches: Iterable[EncodedBatc
     prior_cut = float(log_prior[pos] - log_prior[1 - pos])
     cands = nb_threshold.candidates((lo, hi), prior_cut, nb_allocation.THRESHOLD_CANDIDATES)
     released = (float(model.class_counts[pos]), float(model.class_counts[1 - pos]))
-    epsilon = p.step(THRESHOLD).budget.eps
+    epsilon = p.draw(THRESHOLD).budget.eps
     # the pass is made whatever the rule: the check needs its counts (no third pass)
     counts = nb_threshold.count(model, batches, cands)
     if nb_threshold.resolvable(released, epsilon, len(cands), model.config.threshold):
@@ -688,7 +702,7 @@ def fit_threshold(model: NaiveBayesModel, p: Plan, batches: Iterable[EncodedBatc
     model.threshold = cut
     if has_step(p, CHECK):
         model.rows_check = nb_threshold.release_check(counts, cut,
-                                                      epsilon=p.step(CHECK).budget.eps, rng=rng)
+                                                      epsilon=p.draw(CHECK).budget.eps, rng=rng)
     return model.threshold
 
 

@@ -222,7 +222,10 @@ def _notes(plan: Plan, t: int, size: int, k: int | None, d: int) -> Plan:
     else:
         notes[SELECT_COLUMNS] = (f"pool ≥ {size:,} grids: top {k} of {d} columns by χ², "
                                  f"Δ={CHI2_SENSITIVITY:g}, {k} rounds of ε/k")
-    return plan.with_notes(notes)
+    sens = {SELECT_GRID: quality_sensitivity(rate), HISTOGRAM: float(HIST_SENSITIVITY)}
+    if k is not None:
+        sens[SELECT_COLUMNS] = float(CHI2_SENSITIVITY)
+    return plan.with_notes(notes).with_sensitivities(sens)
 
 
 # ------------------------------------------------------------------------ quality
@@ -521,23 +524,28 @@ class Synopsis:
 
 def publish(table: JointTable, hierarchies: Sequence[Hierarchy], d: Design, positive: int,
             rng: np.random.Generator,
-            progress: Callable[[int], None] | None = None) -> Synopsis:
-    """Algorithm 1 on the sparse joint table of every candidate; costs ``d.plan.total``."""
+            progress: Callable[[int], None] | None = None, *,
+            plan: Plan | None = None) -> Synopsis:
+    """Algorithm 1 on the sparse joint table of every candidate; costs ``d.plan.total``.
+
+    ``plan``: the run's spending plan (``d.plan`` by default), each step drawn once.
+    """
+    spend = d.plan if plan is None else plan
     hierarchies = tuple(hierarchies)
     selected: tuple[str, ...] | None = None
     columns = list(range(len(hierarchies)))
     if d.select_k is not None:
-        eps_fs = d.plan.step(SELECT_COLUMNS).budget.eps
+        eps_fs = spend.draw(SELECT_COLUMNS).budget.eps
         chosen = select_columns(table, hierarchies, d.select_k, eps_fs, positive, rng)
         columns = sorted(int(c) for c in chosen)
         selected = tuple(hierarchies[j].column for j in columns)
     sub = [hierarchies[j] for j in columns]
     sub_table = JointTable(tuple(h.column for h in sub), table.leaves[:, columns], table.counts)
-    eps_hist = d.plan.step(HISTOGRAM).budget.eps
+    eps_hist = spend.draw(HISTOGRAM).budget.eps   # drawn once: the histogram's noise below
     rate = eps_hist / HIST_SENSITIVITY
     grids = pool([h.sizes for h in sub], d.threshold)
     quality = score_pool(sub_table, sub, grids, rate, positive, progress)
-    best = select_grid(quality, rate, d.plan.step(SELECT_GRID).budget.eps, rng)
+    best = select_grid(quality, rate, spend.draw(SELECT_GRID).budget.eps, rng)
     hist = cells_of(grid_histogram(cell_rows(sub_table, positive), sub, grids[best]))
     levels = [0] * len(hierarchies)
     for j, level in zip(columns, grids[best], strict=True):

@@ -85,7 +85,7 @@ def select_features(spec: Spec, data: Path | str, *, out: Path | None = None,
                 raise UsageError("refused before any charge: " + check.message() + total_note)
             reporter.warn("--allow-noise: " + check.message().split(". Train on")[0]
                           + "; selecting anyway (recorded in the output under 'noise_check')")
-        return fs.plan(s.schema, chosen, Budget(eps), config)
+        return fs.plan(s.schema, chosen, Budget(eps), config, n)
 
     upper = (section.epsilon if total_epsilon is None
              else fs.SPLIT_CAP * total_epsilon)  # the unlocked budget look: at most this
@@ -103,7 +103,7 @@ def select_features(spec: Spec, data: Path | str, *, out: Path | None = None,
         "allow_noise": config.allow_noise, **config.parameters()}
     with spend.charged(arguments, seed=seed) as run:
         stats = run.statistics(request)
-        selection = fs.select(stats, s.schema, chosen, plan, config, run.rng)
+        selection = fs.select(stats, s.schema, chosen, run.plan, config, run.rng)
         payload = {**selection.to_payload(), **checked, "breakdown": plan.to_json()}
         envelope = run.envelope("feature_selection", payload)
         if out is not None:

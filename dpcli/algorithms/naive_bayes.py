@@ -508,15 +508,19 @@ def fit(stats: Stats, schema: Schema, columns: Sequence[str], p: Plan, config: N
                                                epsilon=step.budget.eps, rng=rng)
             model.tables[name] = np.maximum(noisy, 0).astype(float)
             continue
-        eps_mean = p.draw(f"mean:{name}").budget.eps
+        mean_step = p.draw(f"mean:{name}")
+        eps_mean = mean_step.budget.eps
         # no variance step: the variance is the public (U−L)²/12 (nb_allocation), no ε
-        eps_var = (p.draw(f"variance:{name}").budget.eps
-                   if has_step(p, f"variance:{name}") else None)
+        var_step = p.draw(f"variance:{name}") if has_step(p, f"variance:{name}") else None
+        eps_var = None if var_step is None else var_step.budget.eps
         if methods[name] == "smooth":
             mean, var = _smooth_numeric(samples[name], col, class_counts, eps_mean, eps_var,
                                         config, rng)
         else:
-            mean, var = _global_numeric(stats, name, col, class_counts, eps_mean, eps_var, rng)
+            mean, var = _global_numeric(
+                stats, name, col, class_counts, eps_mean, eps_var, rng,
+                sensitivities=(mean_step.noise_sensitivity(),
+                               None if var_step is None else var_step.noise_sensitivity()))
         mean, var = _post_process(mean, var, col)
         if eps_var is None:
             var = np.full(k, nb_allocation.public_variance(col))
@@ -619,10 +623,14 @@ def smooth_grids(col: NumericColumn) -> tuple[float, float]:
 
 def _global_numeric(stats: Stats, name: str, col: NumericColumn, noisy_counts: np.ndarray,
                     eps_mean: float, eps_var: float | None,
-                    rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+                    rng: np.random.Generator, *,
+                    sensitivities: tuple[float, float | None] | None = None
+                    ) -> tuple[np.ndarray, np.ndarray]:
     """Per-class sums with Laplace noise (global sensitivity), divided by released counts.
 
     ``eps_var`` None: only the sums of x − mid are released (NaN for the variance).
+    ``sensitivities``: the plan steps' (2h and h², :func:`plan`); the same from the
+    declared bounds when not given.
     """
     mom = stats.moments[name]
     mid, h = (col.lower + col.upper) / 2, col.width / 2
@@ -633,13 +641,14 @@ def _global_numeric(stats: Stats, name: str, col: NumericColumn, noisy_counts: n
     squares = np.where(count > 0, squares, 0.0)
     # float-safe: the sums are rounded to a public grid and get integer noise in grid units;
     # a replaced record changes at most two classes' sums
-    noisy_c = laplace_mechanism(centred, sensitivity=2 * h, epsilon=eps_mean, rng=rng,
+    sens_mean, sens_var = sensitivities or (2 * h, h * h)
+    noisy_c = laplace_mechanism(centred, sensitivity=sens_mean, epsilon=eps_mean, rng=rng,
                                 changes=CLASS_CHANGES)
     n = np.maximum(noisy_counts, 1.0)
     mean = mid + noisy_c / n
     if eps_var is None:
         return mean, np.full_like(mean, np.nan)
-    noisy_s = laplace_mechanism(squares, sensitivity=h * h, epsilon=eps_var, rng=rng,
+    noisy_s = laplace_mechanism(squares, sensitivity=sens_var or h * h, epsilon=eps_var, rng=rng,
                                 changes=CLASS_CHANGES)
     second = noisy_s / n + h * h / 2                                # E[(x − mid)²]
     return mean, second - (np.clip(mean, col.lower, col.upper) - mid) ** 2

@@ -126,3 +126,24 @@ def test_every_step_is_drawn_in_a_clean_run(project: Project, cli,
     assert out.exists()
     assert counts and all(v == 1 for v in counts[0].values())
     assert set(counts[0]) == {s["step"] for s in project.reserves()[-1]["breakdown"]}
+
+
+def test_dry_run_shows_and_records_each_steps_sensitivity(project: Project, cli,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """The plan's sensitivity field, not the note's text: the -v table's Δ column and the
+    --json breakdown's ``sensitivity`` (tabulate: Δ = 2 a table, 2·max_per_row for tokens)."""
+    monkeypatch.setenv("COLUMNS", "200")
+    cols = ("--columns", "color,words")
+    r = cli("tabulate", project.data, "--spec", project.spec, *cols, "--dry-run", "--json")
+    assert r.exit_code == 0, r.stderr
+    steps = {s["step"]: s["sensitivity"] for s in json.loads(r.stdout)["breakdown"]}
+    assert steps["class_counts"] == 2 and steps["counts:color"] == 2
+    assert steps["counts:words"] == 6          # 2 · max_per_row 3
+    r = cli("tabulate", project.data, "--spec", project.spec, *cols, "--dry-run", "-v")
+    assert r.exit_code == 0, r.stderr
+    header = next(line for line in r.stderr.splitlines() if "mechanism" in line)
+    assert " Δ " in header
+    row = next(line for line in r.stderr.splitlines() if "counts:words" in line)
+    cells = [c.strip() for c in row.replace("┃", "│").split("│")]
+    assert "6" in cells
+    assert project.no_runs()

@@ -147,3 +147,36 @@ def test_dry_run_shows_and_records_each_steps_sensitivity(project: Project, cli,
     cells = [c.strip() for c in row.replace("┃", "│").split("│")]
     assert "6" in cells
     assert project.no_runs()
+
+
+def test_brc_and_validate_draw_every_step_where_their_epsilon_is_handed_over() -> None:
+    """brc.fit and validate's search take an ε and split it by their own rule: the door
+    draws each planned step there and refuses a plan whose steps are not that split."""
+    from types import SimpleNamespace
+
+    from dpcli.algorithms import brc
+    from dpcli.api.train_brc import _draw as brc_draw
+    from dpcli.api.validate import _draw as validate_draw
+    from dpcli.budget import Budget
+    from dpcli.mechanisms import Plan, PlanMisuse, Spending, Step
+
+    config = brc.BRCConfig(rounds=12, counted=True)
+    plan = Spending(brc.plan(Budget(0.16), config, 1000))
+    brc_draw(plan, config, 0.16)
+    assert plan.undrawn() == []
+    with pytest.raises(PlanMisuse, match="twice"):
+        brc_draw(plan, config, 0.16)
+    with pytest.raises(PlanMisuse, match="brc would spend"):
+        brc_draw(Spending(brc.plan(Budget(0.16), config, 1000)), config, 0.2)
+
+    steps = Plan([Step("train", "objective_perturbation", Budget(0.75), sensitivity=2),
+                  Step("threshold_prior", "discrete_laplace", Budget(0.25 / 8), sensitivity=1),
+                  Step("threshold", "exponential", Budget(0.25 * 6 / 8), sensitivity=1),
+                  Step("threshold_check", "discrete_laplace", Budget(0.25 / 8), sensitivity=1)])
+    decision = SimpleNamespace(epsilon_model=0.75, epsilon_threshold=0.25)
+    spending = Spending(steps)
+    validate_draw(spending, decision)
+    assert spending.undrawn() == []
+    with pytest.raises(PlanMisuse, match="on the model"):
+        validate_draw(Spending(steps), SimpleNamespace(epsilon_model=0.7,
+                                                       epsilon_threshold=0.25))

@@ -90,6 +90,7 @@ from dpcli.data.schema import (
 from dpcli.errors import SpecError, UsageError
 from dpcli.mechanisms import (
     Plan,
+    PlanMisuse,
     discrete_laplace_mechanism,
     exponential_top_k,
     laplace_grid,
@@ -452,7 +453,14 @@ def select(stats: Stats, schema: Schema, columns: Sequence[str], p: Plan, config
     cands = candidates(schema, columns)
     m, s, n = len(cands), row_cap(schema, columns), int(stats.n)
     per, l1 = sensitivity(config.score, m, s, n)
-    eps = p.draw(STEP).budget.eps   # the one step, drawn once
+    step = p.draw(STEP)   # the one step, drawn once
+    eps = step.budget.eps
+    handed = {"topk": per, "threshold": per, "perturb": l1, "cluster": 2.0 * s}[config.method]
+    if step.sensitivity is not None and not math.isclose(step.sensitivity, handed,
+                                                         rel_tol=1e-12):
+        # the plan's Δ is the one the ledger and --dry-run show: the noise must use it
+        raise PlanMisuse(f"select-features: the plan's sensitivity {step.sensitivity:g} is "
+                         f"not the {handed:g} the mechanism is handed at n = {n:,}")
     released: ReleasedCheck | None = None
     noisy: np.ndarray | None  # released scores (cluster, perturb); None when only the choice is
     if config.method == "cluster":

@@ -187,20 +187,24 @@ def _score_column(raw: Any, where: Where) -> str:
 
 
 def score_range(raw: Any, where: Where) -> tuple[float, float]:
-    """A [lower, upper] pair of finite numbers with lower < upper (or 'lower,upper' text)."""
+    """A [lower, upper] pair of finite numbers with lower < upper (or 'LOWER,UPPER' text: the
+    spec's ``score_range`` and ``--score-range`` alike; an :class:`Option` makes the error a
+    usage error naming the option)."""
     pair = raw
     if isinstance(raw, str):
         pair = [p.strip() for p in raw.split(",")]
         try:
             pair = [float(p) for p in pair]
         except ValueError:
-            raise where.error(f"must be two numbers 'lower,upper', got {raw!r}") from None
+            raise where.error(f"must be two numbers LOWER,UPPER, got {raw!r}") from None
+        if len(pair) != 2:
+            raise where.error(f"must be two numbers LOWER,UPPER, got {raw!r}")
     if not isinstance(pair, list | tuple) or len(pair) != 2:
         raise where.error("must be a pair [lower, upper]")
     lower = float(checks.number(pair[0], where / 0))
     upper = float(checks.number(pair[1], where / 1))
     if not (math.isfinite(lower) and math.isfinite(upper) and lower < upper):
-        raise where.error(f"must be finite with lower < upper, got [{lower}, {upper}]")
+        raise where.error(f"must be finite with LOWER < UPPER, got [{lower}, {upper}]")
     return lower, upper
 
 

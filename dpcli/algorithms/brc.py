@@ -241,7 +241,13 @@ def plan(total: Budget, config: BRCConfig, n: int) -> Plan:
     cal_scale = HIST_SENSITIVITY / float(total.epsilon * CALIBRATION_SHARE)
     notes[CALIBRATION] = (f"Δ = {HIST_SENSITIVITY} ({CALIBRATION_BINS} margin bins × 2 classes), "
                           f"scale {cal_scale:.3g}")
-    return Plan.split(total, steps).with_notes(notes)
+    # sensitivities, once: a round's error has Δ = ρ·c1·c2/n with ρ the released (or public)
+    # class-weight ratio, at most MAX_CLASS_RATIO: the step records that public bound
+    bounds = {name: sens * MAX_CLASS_RATIO for name in steps if name.startswith(STEP)}
+    bounds[CALIBRATION] = HIST_SENSITIVITY
+    if config.counted:
+        bounds[CLASS_COUNT] = COUNT_SENSITIVITY
+    return Plan.split(total, steps).with_notes(notes).with_sensitivities(bounds)
 
 
 # ------------------------------------------------------------------ class balance

@@ -31,8 +31,10 @@ def plan(total: Budget, classes: int) -> Plan:
     """One step: the K×K confusion matrix under discrete Laplace, Δ = 2."""
     p = Plan.split(total, {"confusion": ("discrete_laplace", 1)})
     eps = float(p.step("confusion").budget.epsilon)
-    return p.with_notes({"confusion": f"{classes}×{classes} counts, Δ={SENSITIVITY} "
-                                      f"(replace-one), scale {SENSITIVITY / eps:.4g}"})
+    return p.with_fields({"confusion": {
+        "note": f"{classes}×{classes} counts, Δ={SENSITIVITY} (replace-one), "
+                f"scale {SENSITIVITY / eps:.4g}",
+        "sensitivity": SENSITIVITY}})
 
 
 def confusion_counts(true: np.ndarray, predicted: np.ndarray, classes: int) -> np.ndarray:
@@ -124,10 +126,14 @@ class Evaluation:
 
 
 def private_confusion(counts: np.ndarray, classes: tuple[str, ...], *, epsilon: float,
-                      rng: np.random.Generator, positive: int | None = None) -> Evaluation:
-    """Release ``counts`` (K×K, private) with noise and consistency; cost ε (module docstring)."""
+                      rng: np.random.Generator, positive: int | None = None,
+                      sensitivity: int = SENSITIVITY) -> Evaluation:
+    """Release ``counts`` (K×K, private) with noise and consistency; cost ε (module docstring).
+
+    ``sensitivity``: the plan step's (:func:`plan` records Δ = 2 under replace-one)."""
     counts = np.asarray(counts, dtype=np.int64)
     n = int(counts.sum())  # public: the test set's size
-    noisy = discrete_laplace_mechanism(counts, sensitivity=SENSITIVITY, epsilon=epsilon, rng=rng)
+    noisy = discrete_laplace_mechanism(counts, sensitivity=sensitivity, epsilon=epsilon,
+                                       rng=rng)
     consistent = round_with_total(nonnegative_with_total(noisy, n), n)
     return Evaluation(classes=classes, matrix=consistent, epsilon=epsilon, positive=positive)

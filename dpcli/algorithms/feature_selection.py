@@ -90,6 +90,7 @@ from dpcli.data.schema import (
 from dpcli.errors import SpecError, UsageError
 from dpcli.mechanisms import (
     Plan,
+    PlanMisuse,
     discrete_laplace_mechanism,
     exponential_top_k,
     laplace_grid,
@@ -286,8 +287,13 @@ def sensitivity(score: str, m: int, s: int, n: int) -> tuple[float, float]:
 
 
 # -------------------------------------------------------------------------- plan
-def plan(schema: Schema, columns: Sequence[str], total: Budget, config: FSConfig) -> Plan:
-    """One step, the whole ε, with its calibration (computable without data)."""
+def plan(schema: Schema, columns: Sequence[str], total: Budget, config: FSConfig,
+         n: int | None = None) -> Plan:
+    """One step, the whole ε, with its calibration (computable without data).
+
+    The step's sensitivity is the one its mechanism is handed: per candidate for
+    topk and threshold, the L1 of every score for perturb, 2·s for cluster's count
+    vectors; ``ig``'s depends on the public n (unknown without it: None)."""
     m = len(candidates(schema, columns))
     s = row_cap(schema, columns)
     mech = {"perturb": "discrete_laplace" if config.score in INTEGER_SCORES else "laplace",
@@ -315,7 +321,12 @@ def plan(schema: Schema, columns: Sequence[str], total: Budget, config: FSConfig
         "topk": f"{config.score}, Δ={per}, k={config.k} rounds of ε/k",
         "cluster": f"count vectors of {m:,} candidates, Δ1={2 * s}, then k-means",
     }[config.method]
-    return p.with_notes({STEP: note})
+    sens: float | None = None
+    if config.score != "ig" or n is not None:
+        per_d, l1_d = sensitivity(config.score, m, s, n or 0)
+        sens = {"topk": per_d, "threshold": per_d, "perturb": l1_d,
+                "cluster": 2.0 * s}[config.method]
+    return p.with_fields({STEP: {"note": note, "sensitivity": sens}})
 
 
 def request(schema: Schema, columns: Sequence[str], config: FSConfig) -> StatsRequest:
@@ -442,7 +453,14 @@ def select(stats: Stats, schema: Schema, columns: Sequence[str], p: Plan, config
     cands = candidates(schema, columns)
     m, s, n = len(cands), row_cap(schema, columns), int(stats.n)
     per, l1 = sensitivity(config.score, m, s, n)
-    eps = p.step(STEP).budget.eps
+    step = p.draw(STEP)   # the one step, drawn once
+    eps = step.budget.eps
+    handed = {"topk": per, "threshold": per, "perturb": l1, "cluster": 2.0 * s}[config.method]
+    if step.sensitivity is not None and not math.isclose(step.sensitivity, handed,
+                                                         rel_tol=1e-12):
+        # the plan's Δ is the one the ledger and --dry-run show: the noise must use it
+        raise PlanMisuse(f"select-features: the plan's sensitivity {step.sensitivity:g} is "
+                         f"not the {handed:g} the mechanism is handed at n = {n:,}")
     released: ReleasedCheck | None = None
     noisy: np.ndarray | None  # released scores (cluster, perturb); None when only the choice is
     if config.method == "cluster":

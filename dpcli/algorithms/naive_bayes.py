@@ -233,8 +233,14 @@ def plan(schema: Schema, columns: Sequence[str], total: Budget, config: NBConfig
         shares[CHECK] = ("discrete_laplace", t_share * nb_allocation.CHECK_PART)
     p = Plan.split(total, shares)
     notes = {}
+    # each step's sensitivity, computed here once: the noise calls read it from the plan
+    sensitivities: dict[str, float] = {}
     for step in p:
         eps = step.budget.eps
+        if step.name in (THRESHOLD, CHECK):
+            # the check counts rows (Δ = 1); the threshold's utility is bounded by 1 in its
+            # units (balanced accuracy: released-count weights ≥ 1 scale it; the note says how)
+            sensitivities[step.name] = 1.0
         if step.name == THRESHOLD:
             notes[step.name] = (
                 f"{nb_allocation.THRESHOLD_CANDIDATES} public log-odds candidates, "
@@ -248,11 +254,16 @@ def plan(schema: Schema, columns: Sequence[str], total: Budget, config: NBConfig
                                 f"Δ=1, scale {1 / eps:.4g}")
         elif step.name == PRIOR or step.name.startswith("counts:"):
             sens: float = 2 if step.name == PRIOR else table_sensitivity(schema, step.name[7:])
+            sensitivities[step.name] = sens
             notes[step.name] = f"Δ={sens}, scale {sens / eps:.4g}"
         elif step.mechanism.startswith("smooth"):
             col = schema.column(step.name.split(":", 1)[1])
             assert isinstance(col, NumericColumn)
             grid = smooth_grids(col)[0 if step.name.startswith("mean:") else 1]
+            # the public bound of the smooth sensitivity S the noise is scaled to: a trimmed
+            # mean in [L, U] moves by at most U − L, a variance by at most (U − L)²/4
+            sensitivities[step.name] = (col.width if step.name.startswith("mean:")
+                                        else col.width ** 2 / 4)
             notes[step.name] = (f"ε/2 per class, β={smooth_beta(eps / 2, config.gamma):.3g}, "
                                 f"grid 2^{math.log2(grid):.0f}, "
                                 f"scale {2 * (config.gamma + 1) * 2 / eps:.3g}·(S + grid), "
@@ -263,6 +274,7 @@ def plan(schema: Schema, columns: Sequence[str], total: Budget, config: NBConfig
             assert isinstance(col, NumericColumn)
             h = col.width / 2
             sens = 2 * h if step.name.startswith("mean:") else h * h
+            sensitivities[step.name] = sens
             grid, units = laplace_grid(sens, CLASS_CHANGES)
             fell = " (smooth → global: public bound)" if column in alloc.fallback else ""
             public = (" (variance public: (U−L)²/12)" if column in alloc.public_variance
@@ -270,7 +282,7 @@ def plan(schema: Schema, columns: Sequence[str], total: Budget, config: NBConfig
             notes[step.name] = (f"class sums, Δ={sens:.4g}, grid 2^{math.log2(grid):.0f}, "
                                 f"Δ'={units}·grid={units * grid:.4g}, "
                                 f"scale {units * grid / eps:.4g}{fell}{public}")
-    return p.with_notes(notes)
+    return p.with_notes(notes).with_sensitivities(sensitivities)
 
 
 def column_methods(p: Plan, schema: Schema, columns: Sequence[str]) -> dict[str, str]:
@@ -474,8 +486,10 @@ def fit(stats: Stats, schema: Schema, columns: Sequence[str], p: Plan, config: N
     T and V up to floating-point summation order.
     """
     k = schema.n_classes
+    prior = p.draw(PRIOR)
     noisy_counts = discrete_laplace_mechanism(
-        stats.class_counts, sensitivity=2, epsilon=p.step(PRIOR).budget.eps, rng=rng)
+        stats.class_counts, sensitivity=prior.integer_sensitivity(), epsilon=prior.budget.eps,
+        rng=rng)
     class_counts = np.maximum(noisy_counts, 0).astype(float)
     model = NaiveBayesModel(schema=schema, columns=tuple(columns), config=config,
                             class_counts=class_counts)
@@ -488,21 +502,25 @@ def fit(stats: Stats, schema: Schema, columns: Sequence[str], p: Plan, config: N
     for name in columns:
         col = schema.column(name)
         if not isinstance(col, NumericColumn):
-            eps = p.step(f"counts:{name}").budget.eps
+            step = p.draw(f"counts:{name}")
             noisy = discrete_laplace_mechanism(stats.contingency[name],
-                                               sensitivity=table_sensitivity(schema, name),
-                                               epsilon=eps, rng=rng)
+                                               sensitivity=step.integer_sensitivity(),
+                                               epsilon=step.budget.eps, rng=rng)
             model.tables[name] = np.maximum(noisy, 0).astype(float)
             continue
-        eps_mean = p.step(f"mean:{name}").budget.eps
+        mean_step = p.draw(f"mean:{name}")
+        eps_mean = mean_step.budget.eps
         # no variance step: the variance is the public (U−L)²/12 (nb_allocation), no ε
-        eps_var = (p.step(f"variance:{name}").budget.eps
-                   if has_step(p, f"variance:{name}") else None)
+        var_step = p.draw(f"variance:{name}") if has_step(p, f"variance:{name}") else None
+        eps_var = None if var_step is None else var_step.budget.eps
         if methods[name] == "smooth":
             mean, var = _smooth_numeric(samples[name], col, class_counts, eps_mean, eps_var,
                                         config, rng)
         else:
-            mean, var = _global_numeric(stats, name, col, class_counts, eps_mean, eps_var, rng)
+            mean, var = _global_numeric(
+                stats, name, col, class_counts, eps_mean, eps_var, rng,
+                sensitivities=(mean_step.noise_sensitivity(),
+                               None if var_step is None else var_step.noise_sensitivity()))
         mean, var = _post_process(mean, var, col)
         if eps_var is None:
             var = np.full(k, nb_allocation.public_variance(col))
@@ -605,10 +623,14 @@ def smooth_grids(col: NumericColumn) -> tuple[float, float]:
 
 def _global_numeric(stats: Stats, name: str, col: NumericColumn, noisy_counts: np.ndarray,
                     eps_mean: float, eps_var: float | None,
-                    rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+                    rng: np.random.Generator, *,
+                    sensitivities: tuple[float, float | None] | None = None
+                    ) -> tuple[np.ndarray, np.ndarray]:
     """Per-class sums with Laplace noise (global sensitivity), divided by released counts.
 
     ``eps_var`` None: only the sums of x − mid are released (NaN for the variance).
+    ``sensitivities``: the plan steps' (2h and h², :func:`plan`); the same from the
+    declared bounds when not given.
     """
     mom = stats.moments[name]
     mid, h = (col.lower + col.upper) / 2, col.width / 2
@@ -619,13 +641,14 @@ def _global_numeric(stats: Stats, name: str, col: NumericColumn, noisy_counts: n
     squares = np.where(count > 0, squares, 0.0)
     # float-safe: the sums are rounded to a public grid and get integer noise in grid units;
     # a replaced record changes at most two classes' sums
-    noisy_c = laplace_mechanism(centred, sensitivity=2 * h, epsilon=eps_mean, rng=rng,
+    sens_mean, sens_var = sensitivities or (2 * h, h * h)
+    noisy_c = laplace_mechanism(centred, sensitivity=sens_mean, epsilon=eps_mean, rng=rng,
                                 changes=CLASS_CHANGES)
     n = np.maximum(noisy_counts, 1.0)
     mean = mid + noisy_c / n
     if eps_var is None:
         return mean, np.full_like(mean, np.nan)
-    noisy_s = laplace_mechanism(squares, sensitivity=h * h, epsilon=eps_var, rng=rng,
+    noisy_s = laplace_mechanism(squares, sensitivity=sens_var or h * h, epsilon=eps_var, rng=rng,
                                 changes=CLASS_CHANGES)
     second = noisy_s / n + h * h / 2                                # E[(x − mid)²]
     return mean, second - (np.clip(mean, col.lower, col.upper) - mid) ** 2
@@ -665,7 +688,7 @@ def fit_threshold(model: NaiveBayesModel, p: Plan, batches: Iterable[EncodedBatc
     prior_cut = float(log_prior[pos] - log_prior[1 - pos])
     cands = nb_threshold.candidates((lo, hi), prior_cut, nb_allocation.THRESHOLD_CANDIDATES)
     released = (float(model.class_counts[pos]), float(model.class_counts[1 - pos]))
-    epsilon = p.step(THRESHOLD).budget.eps
+    epsilon = p.draw(THRESHOLD).budget.eps
     # the pass is made whatever the rule: the check needs its counts (no third pass)
     counts = nb_threshold.count(model, batches, cands)
     if nb_threshold.resolvable(released, epsilon, len(cands), model.config.threshold):
@@ -688,7 +711,7 @@ def fit_threshold(model: NaiveBayesModel, p: Plan, batches: Iterable[EncodedBatc
     model.threshold = cut
     if has_step(p, CHECK):
         model.rows_check = nb_threshold.release_check(counts, cut,
-                                                      epsilon=p.step(CHECK).budget.eps, rng=rng)
+                                                      epsilon=p.draw(CHECK).budget.eps, rng=rng)
     return model.threshold
 
 

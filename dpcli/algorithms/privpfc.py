@@ -222,7 +222,10 @@ def _notes(plan: Plan, t: int, size: int, k: int | None, d: int) -> Plan:
     else:
         notes[SELECT_COLUMNS] = (f"pool ≥ {size:,} grids: top {k} of {d} columns by χ², "
                                  f"Δ={CHI2_SENSITIVITY:g}, {k} rounds of ε/k")
-    return plan.with_notes(notes)
+    sens = {SELECT_GRID: quality_sensitivity(rate), HISTOGRAM: float(HIST_SENSITIVITY)}
+    if k is not None:
+        sens[SELECT_COLUMNS] = float(CHI2_SENSITIVITY)
+    return plan.with_notes(notes).with_sensitivities(sens)
 
 
 # ------------------------------------------------------------------------ quality
@@ -452,7 +455,8 @@ def column_scores(table: JointTable, hierarchies: Sequence[Hierarchy],
 
 
 def select_columns(table: JointTable, hierarchies: Sequence[Hierarchy], k: int, epsilon: float,
-                   positive: int, rng: np.random.Generator) -> np.ndarray:
+                   positive: int, rng: np.random.Generator, *,
+                   sensitivity: float = CHI2_SENSITIVITY) -> np.ndarray:
     """Indices of k columns, best first, by PrivPfC's χ² top-k: ε-DP.
 
     Releases: which columns (never a score).
@@ -464,22 +468,24 @@ def select_columns(table: JointTable, hierarchies: Sequence[Hierarchy], k: int, 
     top-k (:func:`dpcli.mechanisms.exponential_top_k`). Cost: ε.
     """
     return exponential_top_k(column_scores(table, hierarchies, positive), k,
-                             sensitivity=CHI2_SENSITIVITY, epsilon=epsilon, rng=rng)
+                             sensitivity=sensitivity, epsilon=epsilon, rng=rng)
 
 
 def select_grid(quality: np.ndarray, rate: float, epsilon: float,
-                rng: np.random.Generator) -> int:
+                rng: np.random.Generator, *, sensitivity: float | None = None) -> int:
     """Index of one grid, sampled ∝ exp(−ε·q/(2Δq)): ε-DP.
 
     Releases: which grid (never a quality). Sensitivity: Δq =
     :func:`quality_sensitivity` of the histogram's noise rate.
-    Noise: the exponential mechanism on the scores −q. Cost: ε.
+    Noise: the exponential mechanism on the scores −q. Cost: ε. ``sensitivity``: the plan
+    step's (the same Δq, computed once where the plan is made).
     """
-    return exponential_mechanism(-quality, sensitivity=quality_sensitivity(rate),
-                                 epsilon=epsilon, rng=rng)
+    delta_q = quality_sensitivity(rate) if sensitivity is None else sensitivity
+    return exponential_mechanism(-quality, sensitivity=delta_q, epsilon=epsilon, rng=rng)
 
 
-def noisy_counts(hist: np.ndarray, epsilon: float, rng: np.random.Generator) -> np.ndarray:
+def noisy_counts(hist: np.ndarray, epsilon: float, rng: np.random.Generator, *,
+                 sensitivity: int = HIST_SENSITIVITY) -> np.ndarray:
     """The grid's (cells, 2) counts with discrete Laplace noise, clamped at 0: ε-DP.
 
     Releases: every cell's two counts, empty cells included.
@@ -489,7 +495,7 @@ def noisy_counts(hist: np.ndarray, epsilon: float, rng: np.random.Generator) -> 
     non-negative integers is post-processing. Cost: ε.
     """
     exact = np.rint(hist.reshape(-1, 2)).astype(np.int64)
-    noisy = discrete_laplace_mechanism(exact, sensitivity=HIST_SENSITIVITY, epsilon=epsilon,
+    noisy = discrete_laplace_mechanism(exact, sensitivity=sensitivity, epsilon=epsilon,
                                        rng=rng)
     return np.maximum(np.asarray(noisy), 0)
 
@@ -521,26 +527,35 @@ class Synopsis:
 
 def publish(table: JointTable, hierarchies: Sequence[Hierarchy], d: Design, positive: int,
             rng: np.random.Generator,
-            progress: Callable[[int], None] | None = None) -> Synopsis:
-    """Algorithm 1 on the sparse joint table of every candidate; costs ``d.plan.total``."""
+            progress: Callable[[int], None] | None = None, *,
+            plan: Plan | None = None) -> Synopsis:
+    """Algorithm 1 on the sparse joint table of every candidate; costs ``d.plan.total``.
+
+    ``plan``: the run's spending plan (``d.plan`` by default), each step drawn once.
+    """
+    spend = d.plan if plan is None else plan
     hierarchies = tuple(hierarchies)
     selected: tuple[str, ...] | None = None
     columns = list(range(len(hierarchies)))
     if d.select_k is not None:
-        eps_fs = d.plan.step(SELECT_COLUMNS).budget.eps
-        chosen = select_columns(table, hierarchies, d.select_k, eps_fs, positive, rng)
+        fs_step = spend.draw(SELECT_COLUMNS)
+        chosen = select_columns(table, hierarchies, d.select_k, fs_step.budget.eps, positive,
+                                rng, sensitivity=fs_step.noise_sensitivity())
         columns = sorted(int(c) for c in chosen)
         selected = tuple(hierarchies[j].column for j in columns)
     sub = [hierarchies[j] for j in columns]
     sub_table = JointTable(tuple(h.column for h in sub), table.leaves[:, columns], table.counts)
-    eps_hist = d.plan.step(HISTOGRAM).budget.eps
-    rate = eps_hist / HIST_SENSITIVITY
+    hist_step = spend.draw(HISTOGRAM)   # drawn once: the histogram's noise below
+    eps_hist = hist_step.budget.eps
+    rate = eps_hist / hist_step.noise_sensitivity()
     grids = pool([h.sizes for h in sub], d.threshold)
     quality = score_pool(sub_table, sub, grids, rate, positive, progress)
-    best = select_grid(quality, rate, d.plan.step(SELECT_GRID).budget.eps, rng)
+    grid_step = spend.draw(SELECT_GRID)
+    best = select_grid(quality, rate, grid_step.budget.eps, rng,
+                       sensitivity=grid_step.noise_sensitivity())
     hist = cells_of(grid_histogram(cell_rows(sub_table, positive), sub, grids[best]))
     levels = [0] * len(hierarchies)
     for j, level in zip(columns, grids[best], strict=True):
         levels[j] = int(level)
-    return Synopsis(hierarchies, tuple(levels), noisy_counts(hist, eps_hist, rng), d,
-                    selected, len(grids))
+    counts = noisy_counts(hist, eps_hist, rng, sensitivity=hist_step.integer_sensitivity())
+    return Synopsis(hierarchies, tuple(levels), counts, d, selected, len(grids))

@@ -225,7 +225,16 @@ def plan(config: ROCConfig, n: int, total: Budget) -> Plan:
         pos_eps = float(p.step("auc_positives").budget.epsilon)
         notes["auc_positives"] = (f"the number of positives n1 for the AUC's n1·n0, Δ=1, "
                                   f"scale {1 / pos_eps:.4g}")
-    return p.with_notes(notes)
+    # each step's sensitivity, computed once here (the mechanisms recompute the same from
+    # the same public facts: strategy, bins, n); the medians' is the public bound of the
+    # cell index their smooth sensitivity S* is capped by
+    sens = {"counts": float(delta)}
+    if config.thresholds == "recursive-medians":
+        sens["thresholds"] = float(2 ** FINE_LEVELS)
+    if auc > 0:
+        sens["auc"] = float(roc_scale.pair_sensitivity(n))
+        sens["auc_positives"] = 1.0
+    return p.with_notes(notes).with_sensitivities(sens)
 
 
 def count_noise_scale(config: ROCConfig, n: int, run_plan: Plan) -> float:
@@ -630,9 +639,9 @@ def _with_auc(released: tuple[Curve, np.ndarray], fine: FineHistogram | None, n:
     assert fine is not None
     d = roc_scale.pair_count(fine.counts)  # occupied cells, ascending: ties within a cell
     auc = roc_scale.release_auc(d, int(fine.counts[0].sum()), n=n,
-                                epsilon=float(run_plan.step("auc").budget.epsilon),
+                                epsilon=float(run_plan.draw("auc").budget.epsilon),
                                 positives_epsilon=float(
-                                    run_plan.step("auc_positives").budget.epsilon), rng=rng)
+                                    run_plan.draw("auc_positives").budget.epsilon), rng=rng)
     return replace(curve, auc=auc.auc, curve_auc=curve.auc, auc_release=auc), thresholds
 
 
@@ -649,7 +658,7 @@ def _clamped(scores: np.ndarray, positive: np.ndarray, lower: float, upper: floa
 def _release_medians(h: FineHistogram, config: ROCConfig, n: int, run_plan: Plan,
                      rng: np.random.Generator) -> tuple[Curve, np.ndarray]:
     cuts = recursive_median_cells(h, levels=config.levels(n),
-                                  epsilon=run_plan.step("thresholds").budget.epsilon, rng=rng)
+                                  epsilon=run_plan.draw("thresholds").budget.epsilon, rng=rng)
     return _release(h.bin_counts(cuts), h.points(cuts), config, n, h.upper, run_plan, rng)
 
 
@@ -658,7 +667,7 @@ def _release(counts: np.ndarray, thresholds: np.ndarray, config: ROCConfig, n: i
              ) -> tuple[Curve, np.ndarray]:
     """Steps 2 and 3 of the module docstring, on the (2, bins) counts at public thresholds."""
     prefix = noisy_prefix_sums(counts, strategy=config.counts,
-                               epsilon=float(run_plan.step("counts").budget.epsilon), rng=rng,
+                               epsilon=float(run_plan.draw("counts").budget.epsilon), rng=rng,
                                changes=CHANGES, branching=config.branching)
     return curve_from_prefix(prefix, thresholds, n=n, upper=upper), thresholds
 

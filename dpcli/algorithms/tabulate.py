@@ -44,7 +44,7 @@ def plan(schema: Schema, columns: Sequence[str], total: Budget) -> Plan:
     sens = {CLASS_STEP: 2, **{f"counts:{c}": table_sensitivity(schema, c) for c in columns}}
     notes = {step.name: f"Δ={sens[step.name]}, scale {sens[step.name] / step.budget.eps:.4g}"
              for step in p}
-    return p.with_notes(notes)
+    return p.with_notes(notes).with_sensitivities(sens)
 
 
 def request(schema: Schema, columns: Sequence[str], bins: int) -> StatsRequest:
@@ -80,11 +80,11 @@ def release(stats: Stats, p: Plan, schema: Schema, columns: Sequence[str], bins:
     rows: list[dict[str, object]] = []
 
     def emit(table: str, levels: list[str], counts: np.ndarray, step: str) -> None:
-        eps = p.step(step).budget.eps
-        sens = 2 if step == CLASS_STEP else table_sensitivity(schema, step.split(":", 1)[1])
-        noisy = discrete_laplace_mechanism(counts, sensitivity=sens, epsilon=eps, rng=rng)
+        drawn = p.draw(step)   # the step's one draw: its ε and the sensitivity planned for it
+        noisy = discrete_laplace_mechanism(counts, sensitivity=drawn.integer_sensitivity(),
+                                           epsilon=drawn.budget.eps, rng=rng)
         noisy = np.maximum(noisy, 0)
-        half = half_width(sens, float(eps))
+        half = half_width(drawn.integer_sensitivity(), drawn.budget.eps)
         for k, cls in enumerate(classes):
             for j, level in enumerate(levels):
                 count = int(noisy[k, j])

@@ -600,8 +600,10 @@ def plan(config: ValidateConfig, epsilon: float | Fraction, n: int, m: int, d: i
                        f"noise Exp(mean 2β/ε2 = "
                        f"{selection_noise_mean(config, float(epsilon), n, m, d):.3g})")
         return Plan([
-            Step("select", "noisy_max_exponential", Budget(half, exact(c.delta)), select_note),
-            Step("final", trainer, Budget(half),
+            Step("select", "noisy_max_exponential", Budget(half, exact(c.delta)), select_note,
+                 sensitivity=c.beta),
+            Step("final", trainer, Budget(half), sensitivity=trainer_sensitivity(
+                config.trainer, n, min(config.grid)), note=
                  "the chosen λ retrained on T with fresh noise (ε′ and Δ of CMS Alg. 2)"
                  f"; {_grid_note(config, n, float(half), d)}"
                  if config.trainer == "objective" else
@@ -623,6 +625,13 @@ def plan(config: ValidateConfig, epsilon: float | Fraction, n: int, m: int, d: i
                       notes[config.method])])
 
 
+def trainer_sensitivity(trainer: str, n: int, lam: float) -> float:
+    """The replace-one sensitivity a private fit is calibrated to: objective perturbation's
+    gradient bound 2 (noise density ∝ exp(−ε′‖b‖/2)), output perturbation's 2/(nλ) in L2
+    (before the lattice's rounding inflation, which the step's note states)."""
+    return 2.0 if trainer == "objective" else 2.0 / (n * lam)
+
+
 def full_plan(config: ValidateConfig, decision: Decision, n: int, m: int, d: int, n_all: int
               ) -> Plan:
     """The ledger's steps for a run decided by :func:`decide`: the model (searched by
@@ -637,21 +646,24 @@ def full_plan(config: ValidateConfig, decision: Decision, n: int, m: int, d: int
                           float(eps_model), d)
         steps = [Step("train", trainer, Budget(eps_model),
                       f"λ = {decision.lam:.4g} ({decision.reason}) on n = "
-                      f"{decision.n_model:,} rows; {grid}")]
+                      f"{decision.n_model:,} rows; {grid}",
+                      sensitivity=trainer_sensitivity(config.trainer, decision.n_model,
+                                                      decision.lam))]
     eps_thr = decision.epsilon_threshold
     if eps_thr > 0:
         err = threshold_error(n_all, float(eps_thr))
         steps += [
             Step("threshold_prior", "discrete_laplace", Budget(eps_thr * PRIOR_PART),
                  f"number of positives among N = {n_all:,} rows (Δ = 1): the threshold's "
-                 "class weights"),
+                 "class weights", sensitivity=1.0),
             Step("threshold", "exponential", Budget(eps_thr * CUT_PART),
                  f"class cut: {THRESHOLD_CANDIDATES} public candidate logits, utility "
                  f"a₊·TP + a₋·TN (Δ = 1); share {float(decision.share):g} of ε; forecast "
-                 f"utility error ≤ {100 * err:.2g} % of N (probability 0.95)"),
+                 f"utility error ≤ {100 * err:.2g} % of N (probability 0.95)",
+                 sensitivity=1.0),
             Step("threshold_check", "discrete_laplace", Budget(eps_thr * CHECK_PART),
                  "number of rows above the released cut (Δ = 1): are both classes "
-                 "predicted on the data?"),
+                 "predicted on the data?", sensitivity=1.0),
         ]
     return Plan(steps)
 

@@ -78,8 +78,9 @@ def evaluate(spec: Spec, data: Path, *, model: Path | None = None,
     with spend.charged(arguments, seed=seed) as run:
         confusion = ev.ConfusionPass(len(si.classes))  # K² counts, whatever the rows
         run.fold(si.columns, lambda b: si.predictions(b, threshold), confusion.add)
-        result = ev.private_confusion(confusion.counts, si.classes, epsilon=section.epsilon,
-                                      rng=run.rng,
+        step = run.plan.draw("confusion")   # the plan's one step, drawn once
+        result = ev.private_confusion(confusion.counts, si.classes, epsilon=step.budget.eps,
+                                      sensitivity=step.integer_sensitivity(), rng=run.rng,
                                       positive=si.positive if len(si.classes) == 2 else None)
         del confusion  # nothing below may touch private values
         # error bars from the released matrix and the noise alone (post-processing, free)

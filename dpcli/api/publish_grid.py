@@ -83,7 +83,8 @@ def publish_grid(spec: Spec, data: Path | str, *, out: Path | None = None,
         assert stats.joint is not None
         with reporter.progress("scoring", d.pool_size if d.select_k is None else None,
                                "grids") as advance:
-            synopsis = privpfc.publish(stats.joint, hierarchies, d, positive, run.rng, advance)
+            synopsis = privpfc.publish(stats.joint, hierarchies, d, positive, run.rng, advance,
+                                       plan=run.plan)
         table = syn_io.cells_table(synopsis)
         cells = syn_io.parquet_bytes(table)
         payload = syn_io.payload(synopsis, s.schema, hashlib.sha256(cells).hexdigest(),

@@ -108,7 +108,7 @@ def roc(spec: Spec, data: Path, *, model: Path | None = None, out: Path | None =
         if n != checked_n:
             raise DataError(f"{data}: changed while being read ({n:,} records, {checked_n:,} "
                             "when checked)")
-        curve, cuts = roc_pass.release(plan, run.rng)
+        curve, cuts = roc_pass.release(run.plan, run.rng)   # draws each step once
         # error bars from the released values and the noise alone (post-processing, free)
         bars = fc.error_bars(curve, config, plan, n)
         noise = pr.count_noise_scale(config, n, plan)

@@ -63,12 +63,14 @@ def schema_suggest(spec: Spec, data: Path | str, *, epsilon: float,
         share = Budget(epsilon).scaled(each)
         if todo[c] == "numeric":
             steps.append(Step(f"bounds:{c}", "exponential", share,
-                              "two quantiles on the public grid, Δ=1, ε/2 each"))
+                              "two quantiles on the public grid, Δ=1, ε/2 each",
+                              sensitivity=1.0))
         else:
             budget = Budget(share.epsilon, Fraction(str(delta)) / len(categorical))
             tau = algo.threshold(float(share.epsilon), float(budget.delta))
             steps.append(Step(f"categories:{c}", "thresholded_discrete_laplace", budget,
-                              f"Δ=2, scale {2 / float(share.epsilon):.4g}, released if ≥ {tau}"))
+                              f"Δ=2, scale {2 / float(share.epsilon):.4g}, released if ≥ {tau}",
+                              sensitivity=2.0))
     plan = Plan(steps)
     if plan.total.delta > 0 and s.budget.delta == 0:
         raise UsageError(f"{s.path}: budget.delta is 0, and suggesting categories needs δ "
@@ -119,7 +121,7 @@ def schema_suggest(spec: Spec, data: Path | str, *, epsilon: float,
         "data": location_text(location), "out": None if out is None else str(out.resolve()),
         "columns": chosen, "epsilon": epsilon, "delta": delta}
     with spend.charged(arguments, seed=seed) as run:
-        found = _release(run, chosen, todo, plan)
+        found = _release(run, chosen, todo, run.plan)
         text = suggestions_yaml(s.path.name, chosen, todo, found, plan, coverage)
         if out is not None:
             run.write(out, text)
@@ -152,7 +154,8 @@ def _release(run: Charged, chosen: list[str], todo: dict[str, str],
             algo.add_counts(counts[c], raw.column(c).cast(pa.string()))
     found: dict[str, Any] = {}
     for c in chosen:
-        step = plan.step(f"bounds:{c}" if todo[c] == "numeric" else f"categories:{c}")
+        # the column's step, drawn once
+        step = plan.draw(f"bounds:{c}" if todo[c] == "numeric" else f"categories:{c}")
         if todo[c] == "numeric":
             found[c] = list(algo.private_bounds(below[c], n, step.budget.eps, run.rng))
         else:

@@ -59,20 +59,11 @@ class ScoreInput:
 
 
 def parse_range(text: str | None) -> tuple[float, float] | None:
-    """--score-range LOWER,UPPER as two finite numbers with LOWER < UPPER."""
-    import math
+    """--score-range LOWER,UPPER, checked by its one declaration (:func:`dpcli.params.
+    score_range`): a usage error naming the option."""
+    from dpcli import params
 
-    if text is None:
-        return None
-    parts = text.split(",")
-    try:
-        lower, upper = (float(p) for p in parts) if len(parts) == 2 else (math.nan, math.nan)
-    except ValueError:
-        lower = upper = math.nan
-    if not (math.isfinite(lower) and math.isfinite(upper) and lower < upper):
-        raise UsageError(f"--score-range must be LOWER,UPPER with finite LOWER < UPPER, "
-                         f"got {text!r}")
-    return lower, upper
+    return None if text is None else params.score_range(text, params.Option("--score-range"))
 
 
 def score_input(spec: Spec, section: Any, model: Path | None, score_column: str | None,

@@ -99,7 +99,7 @@ def select_features(spec: Spec, data: Path | str, *, out: Path | None = None,
         "allow_noise": config.allow_noise, **config.parameters()}
     with spend.charged(arguments, seed=seed) as run:
         stats = run.statistics(request)
-        selection = fs.select(stats, s.schema, chosen, plan, config, run.rng)
+        selection = fs.select(stats, s.schema, chosen, run.plan, config, run.rng)
         payload = {**selection.to_payload(), **checked, "breakdown": plan.to_json()}
         envelope = run.envelope("feature_selection", payload)
         if out is not None:
@@ -163,4 +163,4 @@ def plan_at(spec: Spec, section: Any, n: int, *, total_epsilon: float | None = N
     else:
         schema, (chosen, config) = spec.schema, prepared
     eps, _ = selection_epsilon(schema, chosen, config, n, section.epsilon, total_epsilon)
-    return fs.plan(schema, chosen, Budget(eps), config)
+    return fs.plan(schema, chosen, Budget(eps), config, n)

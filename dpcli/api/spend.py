@@ -32,7 +32,7 @@ from dpcli.api.report import Reporter, Silent
 from dpcli.budget import Budget
 from dpcli.data.source import BatchSource, Source
 from dpcli.errors import UsageError
-from dpcli.mechanisms import Plan
+from dpcli.mechanisms import Plan, Spending
 from dpcli.spec import Spec
 
 if TYPE_CHECKING:
@@ -243,7 +243,9 @@ class Spend:
         ``arguments`` are recorded in the ledger (and key a seeded stream and
         ``--reuse``). ``rng`` replaces the generator (for tests that compare
         with an in-memory fit). On a clean exit the outputs are committed and
-        the entry completed.
+        the entry completed — only if every planned step was drawn from
+        :attr:`Charged.plan` (else :class:`~dpcli.mechanisms.PlanMisuse`, an
+        internal error, with nothing written).
         """
         from dpcli.io import Outputs
         from dpcli.run import charged
@@ -255,6 +257,10 @@ class Spend:
                      neighbouring=self.neighbouring) as charge, outputs:
             run = Charged(self, charge, generator, outputs, seeded=seed is not None)
             yield run
+            # every planned step drawn, or nothing is released: the ledger's charge must be
+            # what the mechanisms spent (raised before the commit: nothing written, the run
+            # recorded as failed, the charge kept)
+            run.plan.check_spent()
             charge.outputs = outputs.commit()
             charge.summary = run.summary
 
@@ -265,7 +271,12 @@ class Spend:
 
 
 class Charged:
-    """A reserved run: its noise, its reads of the data, its release."""
+    """A reserved run: its noise, its reads of the data, its release.
+
+    :attr:`plan` is the run's :class:`~dpcli.mechanisms.Spending` plan: the
+    algorithm draws each step's budget from it once (``plan.draw(name)``, where
+    the noise is drawn), and the run releases only if every step was drawn.
+    """
 
     def __init__(self, spend: Spend, charge: Any, rng: np.random.Generator, outputs: Any, *,
                  seeded: bool) -> None:
@@ -275,14 +286,16 @@ class Charged:
         self._outputs = outputs
         self.seeded = seeded
         self.summary: dict[str, Any] = {}
+        self._plan = Spending(spend.plan)
 
     @property
     def run_id(self) -> str:
         return str(self._charge.run_id)
 
     @property
-    def plan(self) -> Plan:
-        return self._spend.plan
+    def plan(self) -> Spending:
+        """The reserved plan, handing out each step's budget once (see the class)."""
+        return self._plan
 
     def statistics(self, request: Any, label: str = "reading") -> Any:
         """The run's statistics pass (counts, sums, histograms) by the source's engine."""

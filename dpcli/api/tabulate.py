@@ -56,7 +56,7 @@ def tabulate(spec: Spec, data: Path | str, *, out: Path | None = None,
         "bins": section.bins, "epsilon": section.epsilon}
     with spend.charged(arguments, seed=seed) as run:
         stats = run.statistics(request, "counting")
-        rows = algo.release(stats, plan, s.schema, chosen, section.bins, run.rng)
+        rows = algo.release(stats, run.plan, s.schema, chosen, section.bins, run.rng)
         payload = {"columns": list(chosen), "bins": section.bins,
                    "error_bars": {"columns": ["lower", "upper"], "level": 0.9,
                                   "of": "the noise alone (post-processing, free)"},

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -11,6 +12,7 @@ from dpcli.api.report import Reporter, Silent
 from dpcli.api.result import Released
 from dpcli.api.spend import DryRun, Spend, resolve_section
 from dpcli.errors import UsageError
+from dpcli.mechanisms import Spending
 from dpcli.spec import Spec
 
 
@@ -101,6 +103,7 @@ def train_brc(spec: Spec, data: Path, *, out: Path | None = None,
         # One pass over the file per round and one for the calibration, a batch at a time
         # (decoded a batch ahead in a second thread). brc reads no tokens column, so reading
         # draws nothing from rng: the noise comes in the same order as with rows in memory.
+        _draw(run.plan, config, section.epsilon)
         stream = brc.TrainingStream(run.batch_source(chosen), n, s.schema, tuple(chosen),
                                     public, positive)
         with reporter.progress(f"boosting (class count, {config.rounds} rounds, calibration: "
@@ -171,6 +174,24 @@ def plan_at(spec: Spec, section: Any, n: int, *, columns: Sequence[str] | None =
     if config is None:
         config = config_at(section, n, base_config(spec, section, columns))
     return brc.plan(Budget(section.epsilon), config, n)
+
+
+def _draw(plan: Spending, config: Any, epsilon: float) -> None:
+    """Draw every planned step where brc's ε is handed over, checking that each is the ε
+    :func:`brc.fit` spends on it (its split rule: the class count's share, ε_r/T a round, the
+    calibration's share); a plan that disagrees is refused before any noise."""
+    from dpcli.algorithms import brc
+    from dpcli.mechanisms import PlanMisuse
+
+    expected = {brc.CALIBRATION: float(epsilon * brc.CALIBRATION_SHARE)}
+    if config.counted:
+        expected[brc.CLASS_COUNT] = float(epsilon * brc.CLASS_COUNT_SHARE)
+    for t in range(1, config.rounds + 1):
+        expected[f"{brc.STEP}{t}"] = brc.rounds_epsilon(epsilon, config.counted) / config.rounds
+    for name, eps in expected.items():
+        if not math.isclose(plan.draw(name).budget.eps, eps, rel_tol=1e-9):
+            raise PlanMisuse(f"brc would spend ε = {eps:g} on step {name!r}, not the plan's "
+                             f"{plan.step(name).budget.eps:g}")
 
 
 def label_undeclared(spec: Path, public: tuple[str, ...], label: str) -> str:

@@ -102,11 +102,12 @@ def train_nb(spec: Spec, data: Path | str, *, epsilon: float | None = None,
             # numeric columns only, so the encoder draws nothing from rng)
             return run.passes(numeric, "re-reading")
 
-        model = nb.fit(stats, spec.schema, chosen, plan, config, run.rng, reread=reread)
+        # the algorithm draws each step's budget from the run's plan (once each)
+        model = nb.fit(stats, spec.schema, chosen, run.plan, config, run.rng, reread=reread)
         if nb.has_step(plan, nb.THRESHOLD):
             # the decision threshold: a second pass scores the training rows with the
             # released model (still after the charge) and the exponential mechanism picks
-            nb.fit_threshold(model, plan, run.passes(chosen, "threshold"), run.rng)
+            nb.fit_threshold(model, run.plan, run.passes(chosen, "threshold"), run.rng)
             if (note := nb.threshold_note(model)) is not None:
                 reporter.say(note)
         payload = {**model.to_payload(), "breakdown": plan.to_json(), "allocation": split,

@@ -164,6 +164,7 @@ def validate(spec: Spec, data: Path, *, validation: Path | None = None,
         y: np.ndarray | None  # x too: both dropped (None) once split, to free the memory
         x, y = tuning.design_rows(run.passes(chosen), s.schema, chosen, positive)
         decision = decided["decision"]
+        _draw(run.plan, decision)
         valid_set = None
         if validation is not None:
             valid_set = tuning.design_rows(run.passes(chosen, "validation",
@@ -311,3 +312,30 @@ def held_out(rows: int, fraction: float, seed: int) -> int:
     from dpcli.algorithms import validate as tuning
 
     return int(tuning.validation_rows(rows, fraction, seed).sum())
+
+
+def _draw(plan: Any, decision: Any) -> None:
+    """Draw every planned step where validate's ε is handed over (the model's ε to the
+    search or the fit, the threshold's to :func:`tuning.choose_threshold`), checking that
+    the steps add up to what those functions spend; a plan that disagrees is refused
+    before any noise."""
+    import math
+
+    from dpcli.algorithms import validate as tuning
+    from dpcli.mechanisms import PlanMisuse
+
+    parts = {"threshold_prior": tuning.PRIOR_PART, "threshold": tuning.CUT_PART,
+             "threshold_check": tuning.CHECK_PART}
+    model = 0.0
+    for step in list(plan):
+        eps = plan.draw(step.name).budget.eps
+        if step.name in parts:
+            expected = float(decision.epsilon_threshold * parts[step.name])
+            if not math.isclose(eps, expected, rel_tol=1e-9):
+                raise PlanMisuse(f"validate would spend ε = {expected:g} on step "
+                                 f"{step.name!r}, not the plan's {eps:g}")
+        else:
+            model += eps
+    if not math.isclose(model, float(decision.epsilon_model), rel_tol=1e-9):
+        raise PlanMisuse(f"validate would spend ε = {float(decision.epsilon_model):g} on the "
+                         f"model, not the plan's {model:g}")

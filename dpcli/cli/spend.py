@@ -73,11 +73,13 @@ def _plan_table(ui: UI, spec: Spec, plan: Plan, relation: str) -> None:
 
     table = Table(title=f"privacy plan for dataset {spec.dataset} (neighbours: {relation})",
                   title_justify="left")
-    for col in ("step", "mechanism", "ε", "δ", "calibration"):
-        table.add_column(col, justify="right" if col in ("ε", "δ") else "left")
+    for col in ("step", "mechanism", "ε", "δ", "Δ", "calibration"):
+        table.add_column(col, justify="right" if col in ("ε", "δ", "Δ") else "left")
     for name, step in numbered_runs(plan):
+        # Δ: the sensitivity the step's noise is calibrated to, the plan's own field
         table.add_row(name, step.mechanism, format_amount(step.budget.epsilon),
-                      format_amount(step.budget.delta), step.note)
+                      format_amount(step.budget.delta),
+                      "—" if step.sensitivity is None else f"{step.sensitivity:.4g}", step.note)
     ui.show(table)
     ui.say(f"calibration: each step's sensitivity under {relation} and the noise it sets "
            f"(for Laplace, scale = Δ / ε of the step); total {plan.total}")

@@ -6,7 +6,7 @@ sensitivity the caller must supply (under replace-one neighbours), the noise
 and its scale, and the ε (δ) it costs.
 """
 
-from dpcli.mechanisms.composition import Plan, Step
+from dpcli.mechanisms.composition import Plan, PlanMisuse, Spending, Step
 from dpcli.mechanisms.erm import (
     PrivateFit,
     l2_laplace_vector,
@@ -51,7 +51,9 @@ from dpcli.mechanisms.smooth_stats import (
 
 __all__ = [
     "Plan",
+    "PlanMisuse",
     "PrivateFit",
+    "Spending",
     "Step",
     "Trimmed",
     "discrete_laplace_cdf",

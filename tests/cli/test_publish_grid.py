@@ -214,7 +214,9 @@ def test_a_label_with_three_classes_is_refused(project: Project, cli) -> None:
     assert not (project.root / "syn").exists()
 
 
-def test_dry_run_shows_the_plan_and_charges_nothing(project: Project, cli) -> None:
+def test_dry_run_shows_the_plan_and_charges_nothing(project: Project, cli,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "200")   # the table's notes unwrapped, to be read whole
     _grid_spec(project, taxonomy={"bins": [2, 4, 8]})
     r = _publish(cli, project, "--dry-run", "-v")   # -v: every step, by name
     assert r.exit_code == 0, r.stderr

@@ -114,6 +114,7 @@ def test_roc_reads_the_spec_section(project: Project, cli, scored) -> None:
     (("--score-column", "p"), "--score-range"),
     (("--score-column", "p", "--score-range", "5,1"), "LOWER < UPPER"),
     (("--score-column", "p", "--score-range", "a,b"), "LOWER,UPPER"),
+    (("--score-column", "p", "--score-range", "0,1,2"), "--score-range must be two numbers"),
     (("--score-column", "nope", "--score-range", "0,1"), "nope"),
     (("--score-column", "label", "--score-range", "0,1"), "label column"),
     ((), "--model"),

@@ -7,7 +7,7 @@ from fractions import Fraction
 import pytest
 
 from dpcli.budget import Budget
-from dpcli.mechanisms import Plan, Step
+from dpcli.mechanisms import Plan, PlanMisuse, Spending, Step
 
 
 def test_split_one_into_1_2_1_is_exact() -> None:
@@ -114,12 +114,66 @@ def test_with_notes_returns_a_new_plan() -> None:
 
 def test_to_json() -> None:
     plan = Plan.split(Budget(1, 1e-6), {"a": ("laplace", 3), "b": ("exponential", 1)})
-    plan = plan.with_notes({"b": "Δ = 1"})
+    plan = plan.with_notes({"b": "Δ = 1"}).with_sensitivities({"b": 1})
     assert plan.to_json() == [
-        {"step": "a", "mechanism": "laplace", "epsilon": 0.75, "delta": 7.5e-7, "note": ""},
+        {"step": "a", "mechanism": "laplace", "epsilon": 0.75, "delta": 7.5e-7,
+         "sensitivity": None, "note": ""},
         {"step": "b", "mechanism": "exponential", "epsilon": 0.25, "delta": 2.5e-7,
-         "note": "Δ = 1"},
+         "sensitivity": 1.0, "note": "Δ = 1"},
     ]
+
+
+@pytest.mark.parametrize("bad", [0, -1.0, float("inf"), float("nan"), True, "2"])
+def test_a_sensitivity_is_a_positive_finite_number(bad: object) -> None:
+    with pytest.raises(ValueError, match="sensitivity"):
+        Step("a", "laplace", Budget(1), sensitivity=bad)  # type: ignore[arg-type]
+
+
+def test_with_sensitivities_keeps_budgets_and_notes_and_refuses_unknown_steps() -> None:
+    plan = Plan.split(Budget(1), {"a": ("laplace", 1), "b": ("exponential", 1)})
+    plan = plan.with_notes({"a": "Δ=2"}).with_sensitivities({"a": 2})
+    assert plan.step("a").sensitivity == 2.0 and plan.step("a").note == "Δ=2"
+    assert plan.step("b").sensitivity is None and plan.total == Budget(1)
+    with pytest.raises(KeyError, match="'c'"):
+        plan.with_sensitivities({"c": 1})
+
+
+def test_noise_sensitivity_refuses_an_unplanned_or_fractional_one() -> None:
+    step = Step("a", "discrete_laplace", Budget(1))
+    with pytest.raises(PlanMisuse, match="without a sensitivity"):
+        step.noise_sensitivity()
+    assert Step("a", "laplace", Budget(1), sensitivity=2.5).noise_sensitivity() == 2.5
+    assert Step("a", "discrete_laplace", Budget(1), sensitivity=2).integer_sensitivity() == 2
+    with pytest.raises(PlanMisuse, match="whole-number"):
+        Step("a", "discrete_laplace", Budget(1), sensitivity=2.5).integer_sensitivity()
+
+
+def _spending() -> Spending:
+    plan = Plan.split(Budget(1), {"a": ("laplace", 1), "b": ("exponential", 1)})
+    return Spending(plan.with_fields({"b": {"parallel": True}}))
+
+
+def test_a_plain_plan_draw_is_a_look() -> None:
+    plan = Plan.split(Budget(1), {"a": ("laplace", 1)})
+    assert plan.draw("a") is plan.draw("a") is plan.step("a")
+
+
+def test_spending_hands_out_each_step_once() -> None:
+    spend = _spending()
+    assert spend.undrawn() == ["a", "b"]
+    assert spend.step("a") == spend.step("a")        # looks are free
+    assert spend.draw("a").budget == Budget(Fraction(1, 2))
+    with pytest.raises(PlanMisuse, match="'a' twice"):
+        spend.draw("a")
+    with pytest.raises(PlanMisuse, match="not in its plan"):
+        spend.draw("c")
+    with pytest.raises(PlanMisuse, match="without drawing planned step b"):
+        spend.check_spent()
+    spend.draw("b")
+    spend.draw("b")                                   # a parallel step: once per part
+    assert spend.drawn("b") == 2 and spend.undrawn() == []
+    spend.check_spent()
+    assert spend.total == Budget(1) and spend.to_json() == _spending().to_json()
 
 
 def test_steps_are_immutable() -> None:

@@ -104,6 +104,9 @@ def _binary(model: Any) -> None:
 def _naive_bayes(model: Any) -> None:
     k = model.schema.n_classes
     _array(model.class_counts, (k,), "class_counts", minimum=0)
+    for name, value in model.pseudo.items():
+        if name not in model.columns or not (math.isfinite(value) and value >= 0):
+            raise _Bad(f"pseudo-count of {name!r} is not a non-negative number of a column")
     for name in model.columns:
         col = model.schema.column(name)
         if isinstance(col, NumericColumn):

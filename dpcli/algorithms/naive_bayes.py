@@ -381,6 +381,9 @@ class NaiveBayesModel:
     threshold_rule: str | None = None
     #: the released count of training rows predicted positive at the threshold (nb_threshold)
     rows_check: RowsCheck | None = None
+    #: per count table / histogram column: a public pseudo-count added to each cell when
+    #: predicting, half the table's noise scale (:func:`pseudo_count`); absent: none
+    pseudo: dict[str, float] = field(default_factory=dict)
 
     # ------------------------------------------------------------ predict
     @property
@@ -413,12 +416,13 @@ class NaiveBayesModel:
             if isinstance(col, NumericColumn):
                 p = self.numeric[name]
                 out += (self._numeric_loglik(p, np.asarray(values)) if p.bins is None
-                        else p.log_density(np.asarray(values, float), alpha))
+                        else p.log_density(np.asarray(values, float),
+                                           alpha + self.pseudo.get(name, 0.0)))
             elif isinstance(col, TokensColumn):
                 assert isinstance(values, TokenSets)
                 out += self._bernoulli_loglik(self.tables[name], values, alpha)
             else:
-                table = self.tables[name] + alpha
+                table = self.tables[name] + alpha + self.pseudo.get(name, 0.0)
                 logp = np.log(table / table.sum(axis=1, keepdims=True))
                 out += logp[:, np.asarray(values)].T
         return out
@@ -466,6 +470,7 @@ class NaiveBayesModel:
             "threshold": self.threshold,
             "threshold_rule": self.threshold_rule,
             "threshold_check": None if self.rows_check is None else self.rows_check.to_json(),
+            "pseudo_counts": dict(self.pseudo),
             "schema": schema_to_dict(self.schema),
             "columns": list(self.columns),
             "class_counts": self.class_counts.tolist(),
@@ -499,6 +504,7 @@ class NaiveBayesModel:
             threshold=payload.get("threshold"),
             threshold_rule=payload.get("threshold_rule"),
             rows_check=_rows_check(payload.get("threshold_check")),
+            pseudo={str(k): float(v) for k, v in (payload.get("pseudo_counts") or {}).items()},
         )
 
 
@@ -547,11 +553,14 @@ def fit(stats: Stats, schema: Schema, columns: Sequence[str], p: Plan, config: N
             noisy = discrete_laplace_mechanism(stats.contingency[name],
                                                sensitivity=table_sensitivity(schema, name),
                                                epsilon=eps, rng=rng)
-            model.tables[name] = shrink(noisy, table_sensitivity(schema, name) / eps,
-                                        isinstance(col, TokensColumn))
+            model.tables[name] = np.maximum(noisy, 0).astype(float)
+            if not isinstance(col, TokensColumn):
+                model.pseudo[name] = pseudo_count(table_sensitivity(schema, name) / eps)
             continue
         if methods[name] == "histogram":
             model.numeric[name] = _histogram_numeric(stats, name, col, p, rng)
+            model.pseudo[name] = pseudo_count(nb_allocation.HISTOGRAM_SENSITIVITY
+                                              / p.step(f"{BINS}{name}").budget.eps)
             continue
         eps_mean = p.step(f"mean:{name}").budget.eps
         # no variance step: the variance is the public (U−L)²/12 (nb_allocation), no ε
@@ -704,7 +713,7 @@ def _histogram_numeric(stats: Stats, name: str, col: NumericColumn, p: Plan,
     noisy = discrete_laplace_mechanism(
         np.asarray(stats.histograms[name]), sensitivity=nb_allocation.HISTOGRAM_SENSITIVITY,
         epsilon=eps, rng=rng)
-    counts = shrink(noisy, nb_allocation.HISTOGRAM_SENSITIVITY / eps)
+    counts = np.maximum(noisy, 0).astype(float)
     edges = np.asarray(stats.edges[name], float)
     mids = (edges[:-1] + edges[1:]) / 2
     weight = counts + 1e-12
@@ -718,8 +727,8 @@ def _histogram_numeric(stats: Stats, name: str, col: NumericColumn, p: Plan,
 PSEUDO_COUNT = 0.5
 
 
-def shrink(noisy: np.ndarray, scale: float, tokens: bool = False) -> np.ndarray:
-    """A released count table, clipped at 0, plus PSEUDO_COUNT × its noise scale per cell.
+def pseudo_count(scale: float) -> float:
+    """PSEUDO_COUNT × a count table's noise scale: added to each cell when predicting.
 
     Post-processing of released values with a public constant (the noise scale
     Δ/ε of the table's own step). A cell whose true count is small next to the
@@ -729,10 +738,10 @@ def shrink(noisy: np.ndarray, scale: float, tokens: bool = False) -> np.ndarray:
     fades as n·ε grows). Half the scale was chosen on a split of adult_train
     (ε = 0.1: accuracy +1.6 points, AUC +3.5; ε = 1: no change): see
     benchmarks/results/learners_r5.md. A tokens table keeps the plain clip: its
-    Bernoulli shares divide by the class count, not by the table's sum.
+    Bernoulli shares divide by the class count, not by the table's sum. The model
+    file keeps the released counts and this constant apart (``pseudo_counts``).
     """
-    counts = np.maximum(noisy, 0).astype(float)
-    return counts if tokens else counts + PSEUDO_COUNT * scale
+    return PSEUDO_COUNT * scale
 
 
 def _post_process(mean: np.ndarray, var: np.ndarray,

@@ -88,8 +88,9 @@ about 6.7, besides their load on the prior's class counts); above, both are
 nearly noise-free and the histogram has no shape error (a Gaussian over a
 zero-inflated column such as capital gains, or over a bounded skewed one, is
 wrong whatever ε). So ``auto`` gives every numeric column the histogram when n
-is known; ``numeric: gaussian`` (or a library caller without n) keeps the mean
-and variance and the two rules above; ``bins: B`` overrides the rule's B.
+is known and the method is ``global``; ``numeric: gaussian``, ``--method
+smooth`` (a Gaussian estimator by name) or a library caller without n keep the
+mean and variance and the two rules above; ``bins: B`` overrides the rule's B.
 Measured on a split of adult_train (tuning) and reported on adult_test once
 (benchmarks/results/learners_r5.md).
 
@@ -232,7 +233,9 @@ def allocate(schema: Schema, columns: Sequence[str], *, n: int, epsilon: float, 
     binary = schema.n_classes == 2
     t_share = threshold_share(n, epsilon) if threshold and binary else Fraction(0)
     numeric_cols = [c for c in columns if isinstance(schema.column(c), NumericColumn)]
-    as_histogram = numeric == "histogram" or (numeric == "auto" and split is None)
+    # auto: the histogram, unless the spec chose weights or the smooth (Gaussian) estimator
+    as_histogram = numeric == "histogram" or (numeric == "auto" and split is None
+                                               and method != "smooth")
     n_bins = bins or histogram_bins(n, epsilon, k, len(columns))
     histograms = {c: n_bins for c in numeric_cols} if as_histogram else {}
     methods = {c: "histogram" if c in histograms else method for c in numeric_cols}

@@ -851,7 +851,8 @@ def test_payload_holds_only_public_values_and_released_parameters(
         rel, model = capture.fit(compute(rows, config), config, epsilon=0.5, seed=3)
         released.append(rel)
         payloads.append(model.to_payload())
-    public_keys = {"model", "method", "config", "schema", "columns"}
+    # pseudo_counts: half each table's noise scale, a function of the plan only (public)
+    public_keys = {"model", "method", "config", "schema", "columns", "pseudo_counts"}
     for payload in payloads:
         assert set(payload) == public_keys | {"class_counts", "tables", "numeric", "threshold",
                                                  "threshold_rule", "threshold_check"}

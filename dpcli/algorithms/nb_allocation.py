@@ -175,7 +175,7 @@ def threshold_share(n: int, epsilon: float, candidates: int = THRESHOLD_CANDIDAT
 
 
 def histogram_bins(n: int, epsilon: float, k: int, columns: int) -> int:
-    """B = round(√(n·ε/(2√2·K·m))) in [MIN_BINS, MAX_BINS]: a histogram's bins (module docstring)."""
+    """B = round(√(n·ε/(2√2·K·m))) in [MIN_BINS, MAX_BINS]: a histogram's bins (module doc)."""
     raw = math.sqrt(max(n, 1) * epsilon / (2 * math.sqrt(2) * max(k, 2) * max(columns, 1)))
     return int(min(MAX_BINS, max(MIN_BINS, round(raw))))
 

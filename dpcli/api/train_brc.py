@@ -76,9 +76,13 @@ def train_brc(spec: Spec, data: Path, *, out: Path | None = None,
         if n == 0:
             raise UsageError(f"{data}: holds no rows to train on")
         sizes.append(n)
-        t = section.config_values().get("rounds") or brc.auto_rounds(
-            section.epsilon, n, base.c1, base.c2, base.counted)
-        configs.append(replace(base, rounds=t))
+        given = section.config_values()
+        # c1 = c2 from n and ε unless the spec sets either (brc.auto_constant)
+        c = (base.c1, base.c2) if "c1" in given or "c2" in given else (
+            (brc.auto_constant(section.epsilon, n, base.counted),) * 2)
+        t = given.get("rounds") or brc.auto_rounds(section.epsilon, n, c[0], c[1],
+                                                   base.counted)
+        configs.append(replace(base, rounds=t, c1=c[0], c2=c[1]))
         if brc.breaks_rule(configs[-1], section.epsilon, n):
             ratio = brc.noise_scale(configs[-1], section.epsilon, n)
             reporter.warn(f"c1·c2·T/(ε_r·n) = {ratio:.3g} exceeds the paper's rule of thumb "

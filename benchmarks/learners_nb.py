@@ -56,7 +56,13 @@ def main() -> None:
     ap.add_argument("--numeric", default=None, help="auto, histogram or gaussian")
     ap.add_argument("--bins", type=int, default=None)
     ap.add_argument("--columns", default=None)
+    ap.add_argument("--max-share", default=None, help="exploration: the threshold's cap")
     a = ap.parse_args()
+    if a.max_share:
+        from fractions import Fraction
+
+        from dpcli.algorithms import nb_allocation
+        nb_allocation.THRESHOLD_MAX_SHARE = Fraction(a.max_share)
     if a.make_split:
         make_split(a.make_split, Path(a.train).parent)
     spec = load_spec(a.spec)
@@ -85,13 +91,14 @@ def main() -> None:
         pred = np.concatenate([m.classify(b)[1] for b in test])
         proba = np.vstack([m.predict_proba(b) for b in test])
         rows.append(((pred == y).mean(), auc(proba[:, 1], y == 1),
-                     0.5 * ((pred[y == 1] == 1).mean() + (pred[y == 0] == 0).mean())))
+                     0.5 * ((pred[y == 1] == 1).mean() + (pred[y == 0] == 0).mean()),
+                     float(min((pred == 1).mean(), (pred == 0).mean()) < 1e-3)))
     r = np.array(rows)
     print(f"eps={a.eps:g} n={n:,} threshold={a.threshold} numeric={extra.get('numeric', '-')} "
           f"bins={getattr(alloc, 'bins', {}) and sorted(set(alloc.bins.values()))} "
           f"seeds={a.reps}: accuracy {r[:, 0].mean():.4f} ± {r[:, 0].std(ddof=1):.4f} "
           f"(min {r[:, 0].min():.4f}) AUC {r[:, 1].mean():.4f} ± {r[:, 1].std(ddof=1):.4f} "
-          f"balanced accuracy {r[:, 2].mean():.4f}")
+          f"balanced accuracy {r[:, 2].mean():.4f}; one-class runs {int(r[:, 3].sum())}")
 
 
 if __name__ == "__main__":

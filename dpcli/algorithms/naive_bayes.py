@@ -538,6 +538,9 @@ def fit(stats: Stats, schema: Schema, columns: Sequence[str], p: Plan, config: N
     noisy_counts = discrete_laplace_mechanism(
         stats.class_counts, sensitivity=2, epsilon=p.step(PRIOR).budget.eps, rng=rng)
     class_counts = np.maximum(noisy_counts, 0).astype(float)
+    # every released estimate of the class sizes: (noisy per-class totals, noise variance)
+    estimates = [(np.asarray(noisy_counts, float),
+                  _variance(2 / p.step(PRIOR).budget.eps))]
     model = NaiveBayesModel(schema=schema, columns=tuple(columns), config=config,
                             class_counts=class_counts)
     methods = column_methods(p, schema, columns)
@@ -555,10 +558,17 @@ def fit(stats: Stats, schema: Schema, columns: Sequence[str], p: Plan, config: N
                                                epsilon=eps, rng=rng)
             model.tables[name] = np.maximum(noisy, 0).astype(float)
             if not isinstance(col, TokensColumn):
+                # a categorical or binary table holds each record in one cell: its noisy
+                # row sums estimate the class sizes too (a tokens table counts words)
+                scale = table_sensitivity(schema, name) / eps
+                estimates.append((np.asarray(noisy, float).sum(axis=1),
+                                  np.shape(noisy)[1] * _variance(scale)))
                 model.pseudo[name] = pseudo_count(table_sensitivity(schema, name) / eps)
             continue
         if methods[name] == "histogram":
-            model.numeric[name] = _histogram_numeric(stats, name, col, p, rng)
+            model.numeric[name], noisy_bins = _histogram_numeric(stats, name, col, p, rng)
+            scale = nb_allocation.HISTOGRAM_SENSITIVITY / p.step(f"{BINS}{name}").budget.eps
+            estimates.append((noisy_bins.sum(axis=1), noisy_bins.shape[1] * _variance(scale)))
             model.pseudo[name] = pseudo_count(nb_allocation.HISTOGRAM_SENSITIVITY
                                               / p.step(f"{BINS}{name}").budget.eps)
             continue
@@ -575,8 +585,39 @@ def fit(stats: Stats, schema: Schema, columns: Sequence[str], p: Plan, config: N
         if eps_var is None:
             var = np.full(k, nb_allocation.public_variance(col))
         model.numeric[name] = NumericParams(col.lower, col.upper, mean, var)
+    if len(estimates) > 1 and pool_class_counts(model):
+        model.class_counts = _pooled(estimates)
     assert len(model.class_counts) == k
     return model
+
+
+def pool_class_counts(model: NaiveBayesModel) -> bool:
+    """Whether the model's class sizes are pooled from its count tables: when no numeric
+    column uses the Gaussian (global or smooth), whose released means and variances were
+    divided by the prior's counts and must stay consistent with them."""
+    return all(p.bins is not None for p in model.numeric.values())
+
+
+def _variance(scale: float) -> float:
+    """Variance of discrete Laplace noise of scale b: 2q/(1 − q)², q = e^(−1/b)."""
+    q = math.exp(-1.0 / scale)
+    return 2 * q / (1 - q) ** 2
+
+
+def _pooled(estimates: Sequence[tuple[np.ndarray, float]]) -> np.ndarray:
+    """The class sizes, post-processing: the inverse-variance weighted mean of every
+    released estimate — the prior's noisy counts and each table's (or histogram's) noisy
+    row sums, which count every record of the class once — rounded and clipped at 0.
+
+    The prior is one statistic among many (its share of ε is small); with 64 tables of
+    two cells the pooled counts have a noise sd some √64 / √2 times below the tables'
+    row sums, which the threshold's target and its Δ read (nb_threshold).
+    """
+    # a noise-free estimate (a huge ε: variance 0) is exact: it takes (almost) all the weight
+    weights = np.array([1.0 / max(v, 1e-12) for _, v in estimates])
+    values = np.vstack([e for e, _ in estimates])
+    pooled = (weights[:, None] * values).sum(axis=0) / weights.sum()
+    return np.maximum(np.round(pooled), 0.0)
 
 
 def _class_samples(stats: Stats, schema: Schema, columns: Sequence[str], p: Plan,
@@ -700,7 +741,7 @@ def _global_numeric(stats: Stats, name: str, col: NumericColumn, noisy_counts: n
 
 
 def _histogram_numeric(stats: Stats, name: str, col: NumericColumn, p: Plan,
-                       rng: np.random.Generator) -> NumericParams:
+                       rng: np.random.Generator) -> tuple[NumericParams, np.ndarray]:
     """Release the per-class counts over the column's equal-width bins: discrete Laplace.
 
     Statistic: counts[c, b] = records of class c whose clamped value is in bin b.
@@ -708,6 +749,7 @@ def _histogram_numeric(stats: Stats, name: str, col: NumericColumn, p: Plan,
     one, so the table moves by at most 2 in L1 (Δ = 2, the class move included);
     noise scale 2/ε_step, ε_step-DP. Then clipped at 0; the mean and variance the
     model file shows are the released histogram's (bin midpoints): post-processing.
+    Returns the parameters and the unclipped noisy counts (for the pooled class sizes).
     """
     eps = p.step(f"{BINS}{name}").budget.eps
     noisy = discrete_laplace_mechanism(
@@ -720,7 +762,7 @@ def _histogram_numeric(stats: Stats, name: str, col: NumericColumn, p: Plan,
     mean = (weight * mids).sum(axis=1) / weight.sum(axis=1)
     var = (weight * (mids[None, :] - mean[:, None]) ** 2).sum(axis=1) / weight.sum(axis=1)
     mean, var = _post_process(mean, var, col)
-    return NumericParams(col.lower, col.upper, mean, var, counts)
+    return NumericParams(col.lower, col.upper, mean, var, counts), np.asarray(noisy, float)
 
 
 #: a count table's pseudo-count, in units of its noise scale (``shrink``)

@@ -231,7 +231,7 @@ def auto_constant(epsilon: float, n: int, counted: bool = False) -> float:
     :func:`auto_rounds` at c1·c2 = 2 already reaches its cap, the doubled noise costs
     no round and boosting's adaptivity is kept; below the cap, c = 1 halves the noise
     (and doubles T). Measured on a 70/30 split of balanced adult_train (never the test
-    file), ε = 0.16, 10 seeds: accuracy 0.716 → 0.727 all-private, 0.734 → 0.746
+    file), ε = 0.16, 10 seeds: accuracy 0.701 → 0.727 all-private, 0.721 → 0.746
     partial; at ε = 1 (T at the cap either way) √2 was as good or better
     (benchmarks/results/learners_r5.md). A spec's c1 or c2 overrides the rule.
     """

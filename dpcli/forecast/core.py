@@ -1,0 +1,181 @@
+"""The shapes every forecast shares: a metric's error, a verdict, the ε that makes it usable.
+
+A forecast says, before anything is spent, how far a release may land from
+the value it estimates. It is a function of public facts only — ε and its
+split, the sensitivities, the declared domains and n (public under
+replace-one) — so computing it costs nothing and reveals nothing
+(docs/forecast.md). Errors are "released minus true" in the metric's own
+unit; ``expected`` is the median absolute error and ``interval`` the central
+``level`` interval of the signed error.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+LEVEL = 0.9   # the level of every interval unless a forecast says otherwise
+
+MetricsAt = Callable[[float], Mapping[str, "MetricForecast"]]
+
+
+@dataclass(frozen=True)
+class MetricForecast:
+    """The error of one released metric: median |error| and an interval of the signed error."""
+
+    what: str                        # a short human name: "|AUC error|", "cell count error"
+    expected: float                  # median of |released − true|
+    interval: tuple[float, float]    # central `level` interval of released − true
+    level: float = LEVEL
+
+    def __post_init__(self) -> None:
+        lo, hi = self.interval
+        if not (math.isfinite(self.expected) and self.expected >= 0):
+            raise ValueError(f"{self.what}: expected error must be finite and >= 0")
+        if not lo <= hi:
+            raise ValueError(f"{self.what}: interval [{lo}, {hi}] is reversed")
+        if not 0 < self.level < 1:
+            raise ValueError(f"{self.what}: level must be in (0, 1)")
+
+    @property
+    def bound(self) -> float:
+        """The larger side of the interval: |error| stays below it with about ``level``."""
+        return max(abs(self.interval[0]), abs(self.interval[1]))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"expected": self.expected, "interval": [self.interval[0], self.interval[1]],
+                "level": self.level, "what": self.what}
+
+    def line(self) -> str:
+        return (f"{self.what} median {_fmt(self.expected)}, "
+                f"{self.level:.0%} ≤ {_fmt(self.bound)}")
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """Whether the headline metric's forecast error is small enough to use the release."""
+
+    usable: bool
+    metric: str                      # the headline metric the verdict is about
+    target: float                    # the median error under which it is called usable
+    epsilon_usable: float | None     # the smallest ε that meets the target (None: none ≤ 1e3)
+    note: str = ""                   # why, in a few words, when not usable
+
+    def line(self) -> str:
+        if self.usable:
+            return "verdict: usable"
+        where = ("no ε up to 1000 makes it usable at this n" if self.epsilon_usable is None
+                 else f"usable from ε ≥ {_fmt(self.epsilon_usable)}")
+        note = self.note or "expect near-chance output"
+        return f"verdict: noise dominates: {note}; {where}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"usable": self.usable, "metric": self.metric, "target": self.target,
+                "epsilon_usable": self.epsilon_usable, "text": self.line()}
+
+
+@dataclass(frozen=True)
+class Forecast:
+    """A command's forecast at one ε and n: its metrics, how they were made, the verdict."""
+
+    command: str
+    epsilon: float
+    n: int
+    method: str                      # "closed form" or "simulation (…)" — say which
+    metrics: Mapping[str, MetricForecast]
+    verdict: Verdict
+    extra: Mapping[str, Any] = field(default_factory=dict)
+    # the metrics at any other total ε (same n, split rule, domains): what `dpcli plan
+    # --target` solves with; not part of the record
+    at: MetricsAt | None = field(default=None, compare=False, repr=False)
+
+    def epsilon_for(self, metric: str, target: float) -> float | None:
+        """The smallest total ε whose median error of ``metric`` is at most ``target``."""
+        if self.at is None or metric not in self.metrics:
+            raise KeyError(f"{self.command}: no forecast of {metric!r} to solve for")
+        at = self.at
+        return solve_epsilon(lambda e: at(e)[metric].expected, target)
+
+    def to_json(self) -> dict[str, Any]:
+        """The ``forecast`` object of ``--dry-run --json``, ``dpcli plan --json`` and the
+        envelope: metric → {expected, interval, level}, with the verdict beside it."""
+        return {"command": self.command, "epsilon": self.epsilon, "n": self.n,
+                "method": self.method,
+                "forecast": {k: m.to_json() for k, m in self.metrics.items()},
+                "verdict": self.verdict.to_json(), **dict(self.extra)}
+
+    def lines(self, verbose: bool = False) -> list[str]:
+        """One line (the headline and the verdict), or every metric with ``verbose``."""
+        head = self.metrics[self.verdict.metric]
+        out = [f"forecast (n = {self.n:,}, {self.method}): {head.line()}"]
+        if verbose:
+            out += [f"  {name}: {m.line()}" for name, m in self.metrics.items()
+                    if name != self.verdict.metric]
+        out.append(self.verdict.line())
+        return out
+
+
+def make_forecast(command: str, epsilon: float, n: int, method: str, metrics_at: MetricsAt, *,
+                  headline: str, target: float, note: str = "",
+                  extra: Mapping[str, Any] | None = None) -> Forecast:
+    """Evaluate ``metrics_at(epsilon)`` and judge ``headline`` against ``target``.
+
+    ``metrics_at`` must give the metrics at any total ε with everything else
+    fixed (the same split rule, n and domains); the verdict inverts it for the
+    smallest ε whose median error meets ``target``.
+    """
+    metrics = dict(metrics_at(epsilon))
+    if headline not in metrics:
+        raise KeyError(f"{command}: the headline metric {headline!r} is not forecast")
+    usable = metrics[headline].expected <= target
+    needed = solve_epsilon(lambda e: metrics_at(e)[headline].expected, target)
+    return Forecast(command, epsilon, n, method, metrics,
+                    Verdict(usable, headline, target, needed, "" if usable else note),
+                    dict(extra or {}), metrics_at)
+
+
+def solve_epsilon(error_at: Callable[[float], float], target: float, *, lo: float = 1e-3,
+                  hi: float = 1e3, rel: float = 0.01) -> float | None:
+    """The smallest ε in [lo, hi] with ``error_at(ε) <= target`` (to ``rel``), or None.
+
+    Assumes the error does not grow with ε (more budget, less noise); a
+    geometric bisection, so a slow forecast is evaluated ~30 times.
+    """
+    if error_at(hi) > target:
+        return None
+    if error_at(lo) <= target:
+        return lo
+    while hi / lo > 1 + rel:
+        mid = math.sqrt(lo * hi)
+        if error_at(mid) <= target:
+            hi = mid
+        else:
+            lo = mid
+    return hi
+
+
+def laplace_error(scale: float, what: str, *, sensitivity_scale: float = 1.0,
+                  level: float = LEVEL) -> MetricForecast:
+    """The error of one Laplace(``scale``) draw, multiplied by ``sensitivity_scale``
+    (e.g. 1/n for a count turned into a rate): median b·ln 2, interval ±b·ln(1/(1−level))."""
+    b = scale * sensitivity_scale
+    half = b * math.log(1.0 / (1.0 - level))
+    return MetricForecast(what, b * math.log(2.0), (-half, half), level)
+
+
+def from_samples(errors: np.ndarray, what: str, *, level: float = LEVEL) -> MetricForecast:
+    """A forecast from simulated signed errors (synthetic data from the declared domains)."""
+    e = np.asarray(errors, dtype=np.float64)
+    if e.size == 0 or not np.all(np.isfinite(e)):
+        raise ValueError(f"{what}: simulated errors must be finite and non-empty")
+    tail = (1.0 - level) / 2.0
+    lo, hi = np.quantile(e, [tail, 1.0 - tail])
+    return MetricForecast(what, float(np.median(np.abs(e))), (float(lo), float(hi)), level)
+
+
+def _fmt(x: float) -> str:
+    return f"{x:.2g}" if abs(x) < 0.01 else f"{x:.3g}"

@@ -78,8 +78,12 @@ def run(train, test, schema, cols, mode: str, eps: float, seed: int,
     new = hasattr(brc, "CLASS_COUNT")
     if new:
         counted = mode == "private"
-        t = rounds or brc.auto_rounds(eps, data.n, brc.C_DEFAULT, brc.C_DEFAULT, counted)
-        config = brc.BRCConfig(rounds=t, counted=counted)
+        # as train-brc: c1 = c2 by the rule of n and ε where it exists (the paper's √2 for the
+        # fixed T = 25 rows)
+        c = (brc.auto_constant(eps, data.n, counted)
+             if rounds is None and hasattr(brc, "auto_constant") else brc.C_DEFAULT)
+        t = rounds or brc.auto_rounds(eps, data.n, c, c, counted)
+        config = brc.BRCConfig(rounds=t, counted=counted, c1=c, c2=c)
     else:
         config = brc.BRCConfig(rounds=rounds or 25)
     ens, cal, _ = brc.fit(data, config, eps, make_rng(seed))
@@ -88,7 +92,7 @@ def run(train, test, schema, cols, mode: str, eps: float, seed: int,
     proba, codes = model.classify(test)
     y = test.label == 1
     pred = codes == 1
-    out = {"T": config.rounds, "accuracy": float(np.mean(pred == y)),
+    out = {"T": config.rounds, "c": config.c1, "accuracy": float(np.mean(pred == y)),
            "balanced_accuracy": float((np.mean(pred[y]) + np.mean(~pred[~y])) / 2),
            "auc": auc(proba[:, 1], y), "positive_share": float(np.mean(pred))}
     if new:

@@ -104,12 +104,19 @@ def _binary(model: Any) -> None:
 def _naive_bayes(model: Any) -> None:
     k = model.schema.n_classes
     _array(model.class_counts, (k,), "class_counts", minimum=0)
+    for name, value in model.pseudo.items():
+        if name not in model.columns or not (math.isfinite(value) and value >= 0):
+            raise _Bad(f"pseudo-count of {name!r} is not a non-negative number of a column")
     for name in model.columns:
         col = model.schema.column(name)
         if isinstance(col, NumericColumn):
             p = model.numeric.get(name)
             if p is None:
                 raise _Bad(f"numeric column {name!r} has no mean and variance")
+            if p.bins is not None:
+                if np.ndim(p.bins) != 2 or np.shape(p.bins)[1] < 1:
+                    raise _Bad(f"histogram of {name!r} is not a table of classes by bins")
+                _array(p.bins, (k, np.shape(p.bins)[1]), f"histogram of {name!r}", minimum=0)
             _array(p.mean, (k,), f"mean of {name!r}")
             _array(p.variance, (k,), f"variance of {name!r}", positive=True)
             lower, upper = _number(p.lower, f"lower of {name!r}"), _number(p.upper,

@@ -32,6 +32,11 @@ NB_METHODS = ("smooth", "global")
 NB_DISTRIBUTIONS = ("truncated", "gaussian")
 NB_THRESHOLDS = ("balanced", "accuracy", "none")
 NB_SPLIT_PARTS = ("prior", "categorical", "mean", "variance")
+#: how train-nb models a numeric column: by the rule (nb_allocation), a per-class histogram
+#: over equal-width bins of the declared bounds, or a per-class mean and variance
+NB_NUMERIC = ("auto", "histogram", "gaussian")
+#: the most bins of a train-nb numeric histogram
+NB_MAX_BINS = 64
 #: train-nb's split weights when the spec sets none (each part weight 1; the rule of public
 #: facts in nb_allocation replaces it when n is known)
 EQUAL_SPLIT = {"prior": 1, "categorical": 1, "mean": 1, "variance": 1}
@@ -348,6 +353,10 @@ SECTIONS: dict[str, Section] = {s.name: s for s in (
         Param("threshold", _nb_threshold, {"oneOf": [_enum(NB_THRESHOLDS),
                                                       {"type": "boolean"}]},
               "the binary decision threshold: balanced, accuracy or none"),
+        Param("numeric", _choice(NB_NUMERIC), _enum(NB_NUMERIC),
+              "numeric columns as a histogram or a mean and variance (auto: the rule)"),
+        Param("bins", _int(2, NB_MAX_BINS), {**_INT, "minimum": 2, "maximum": NB_MAX_BINS},
+              "bins of a numeric histogram (default: the rule from n and ε)"),
     ), "a naive Bayes model"),
     Section("select-features", (
         EPSILON,

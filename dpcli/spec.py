@@ -56,12 +56,15 @@ class TrainNBSection:
     smoothing: float | None = None
     split: tuple[tuple[str, float], ...] = ()   # only the parts the spec sets
     threshold: str | None = None   # balanced, accuracy or none (false)
+    numeric: str | None = None     # auto, histogram or gaussian
+    bins: int | None = None        # a numeric histogram's bins (None: the rule)
 
     def config_values(self) -> dict[str, Any]:
         """The section's NBConfig fields that were set (a partial split: weight 1 elsewhere)."""
         from dpcli.params import EQUAL_SPLIT
 
-        out = _set(self, ("method", "trim", "distribution", "smoothing", "threshold"))
+        out = _set(self, ("method", "trim", "distribution", "smoothing", "threshold", "numeric",
+                          "bins"))
         if self.split:
             out["split"] = {**EQUAL_SPLIT, **dict(self.split)}
         return out

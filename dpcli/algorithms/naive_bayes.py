@@ -9,7 +9,10 @@ What is released (all under replace-one neighbours, n public):
   in one cell; replacing it empties one cell and fills another).
 * **token columns** — the table of counts per (class, word) of a public
   vocabulary with at most r words per row: L1 sensitivity 2r.
-* **numeric columns** — per class a mean and a variance.
+* **numeric columns** — per class a histogram over B equal-width bins of the
+  declared bounds (``histogram``, the rule's default when n is known: a count
+  table, discrete Laplace with L1 sensitivity 2, read as a piecewise-constant
+  density), or a mean and a variance (``gaussian``):
 
   ``smooth``: the mean and the variance of the class sample
   *trimmed* by m values at each end, released on a public grid (2^-30 of
@@ -145,6 +148,10 @@ class NBConfig:
     #: the private class-decision threshold's utility (binary labels; nb_threshold):
     #: "balanced" (balanced accuracy), "accuracy", or "none" (no threshold: the argmax)
     threshold: str = "balanced"
+    #: numeric columns: "auto" (the rule of nb_allocation), "histogram" or "gaussian"
+    numeric: str = "auto"
+    #: a numeric histogram's bins (None: the rule's, from n and ε)
+    bins: int | None = None
 
     def __post_init__(self) -> None:
         if self.method not in METHODS:
@@ -160,6 +167,11 @@ class NBConfig:
                              f"{self.threshold!r}")
         if not self.smoothing > 0:
             raise UsageError(f"smoothing must be positive, got {self.smoothing}")
+        if self.numeric not in params.NB_NUMERIC:
+            raise UsageError(f"numeric must be one of {', '.join(params.NB_NUMERIC)}, got "
+                             f"{self.numeric!r}")
+        if self.bins is not None and not 2 <= self.bins <= params.NB_MAX_BINS:
+            raise UsageError(f"bins must be in [2, {params.NB_MAX_BINS}], got {self.bins}")
         if self.split is None:
             return
         if set(self.split) != set(SPLIT_PARTS):
@@ -175,6 +187,7 @@ def _kind(schema: Schema, column: str) -> str:
 
 
 EQUAL_SPLIT = params.EQUAL_SPLIT
+BINS = "bins:"   # a numeric column's histogram step: "bins:<column>"
 THRESHOLD = "threshold"
 CHECK = "threshold_check"
 
@@ -193,7 +206,8 @@ def allocation(schema: Schema, columns: Sequence[str], total: Budget, config: NB
         return nb_allocation.allocate(schema, columns, n=n, epsilon=total.eps,
                                       method=config.method, trim=config.trim,
                                       gamma=config.gamma, split=config.split,
-                                      threshold=config.threshold != "none")
+                                      threshold=config.threshold != "none",
+                                      numeric=config.numeric, bins=config.bins)
     split = config.split or EQUAL_SPLIT
     raw = {PRIOR: float(split["prior"])}
     methods = {}
@@ -221,7 +235,7 @@ def plan(schema: Schema, columns: Sequence[str], total: Budget, config: NBConfig
     heavy = "cauchy" if config.gamma == 2 else f"heavy_tailed(γ={config.gamma:g})"
     shares: dict[str, tuple[str, Fraction]] = {}
     for name, weight in alloc.weights.items():
-        if name == PRIOR or name.startswith("counts:"):
+        if name == PRIOR or name.startswith(("counts:", BINS)):
             shares[name] = ("discrete_laplace", weight)
         else:
             column = name.split(":", 1)[1]
@@ -252,6 +266,14 @@ def plan(schema: Schema, columns: Sequence[str], total: Budget, config: NBConfig
         elif step.name == CHECK:
             notes[step.name] = ("training rows predicted positive at the released cut, "
                                 f"Δ=1, scale {1 / eps:.4g}")
+        elif step.name.startswith(BINS):
+            col = schema.column(step.name[len(BINS):])
+            assert isinstance(col, NumericColumn)
+            sensitivities[step.name] = nb_allocation.HISTOGRAM_SENSITIVITY
+            notes[step.name] = (f"per-class histogram, {alloc.bins[col.name]} equal-width bins "
+                                f"over [{col.lower:g}, {col.upper:g}], "
+                                f"Δ={nb_allocation.HISTOGRAM_SENSITIVITY}, "
+                                f"scale {nb_allocation.HISTOGRAM_SENSITIVITY / eps:.4g}")
         elif step.name == PRIOR or step.name.startswith("counts:"):
             sens: float = 2 if step.name == PRIOR else table_sensitivity(schema, step.name[7:])
             sensitivities[step.name] = sens
@@ -286,8 +308,10 @@ def plan(schema: Schema, columns: Sequence[str], total: Budget, config: NBConfig
 
 
 def column_methods(p: Plan, schema: Schema, columns: Sequence[str]) -> dict[str, str]:
-    """Each numeric column's method as the plan chose it (its mean step's mechanism)."""
-    return {c: "smooth" if p.step(f"mean:{c}").mechanism.startswith("smooth") else "global"
+    """Each numeric column's method as the plan chose it: "histogram" (a ``bins:`` step),
+    else its mean step's mechanism ("smooth" or "global")."""
+    return {c: "histogram" if has_step(p, f"{BINS}{c}")
+            else "smooth" if p.step(f"mean:{c}").mechanism.startswith("smooth") else "global"
             for c in columns if _kind(schema, c) == "numeric"}
 
 
@@ -296,7 +320,8 @@ def has_step(p: Plan, name: str) -> bool:
 
 
 def request(schema: Schema, columns: Sequence[str], config: NBConfig, *,
-            rows_in_memory: bool = True, p: Plan | None = None) -> StatsRequest:
+            rows_in_memory: bool = True, p: Plan | None = None,
+            bins: dict[str, int] | None = None) -> StatsRequest:
     """The statistics the run's pass must compute.
 
     Tables for categorical, binary and tokens columns; per-class moments of
@@ -305,20 +330,27 @@ def request(schema: Schema, columns: Sequence[str], config: NBConfig, *,
     row and column; ``fit`` needs nothing else, and may be called many times),
     else a histogram of ``ORDER_BINS`` bins per class (bounded memory; ``fit``
     must then be given ``reread``). With the plan ``p``, each numeric column's
-    method is the plan's (a smooth column may have fallen back to global).
+    method is the plan's (a smooth column may have fallen back to global); a
+    histogram column's counts per (class, bin) need ``bins`` (column -> B, the
+    allocation's ``bins``).
     """
     numeric = tuple(c for c in columns if _kind(schema, c) == "numeric")
     tables = tuple(c for c in columns if _kind(schema, c) != "numeric")
     methods = (column_methods(p, schema, columns) if p is not None
                else dict.fromkeys(numeric, config.method))
     smooth = tuple(c for c in numeric if methods[c] == "smooth")
-    moments = tuple(c for c in numeric if methods[c] != "smooth")
+    moments = tuple(c for c in numeric if methods[c] == "global")
+    binned = tuple(c for c in numeric if methods[c] == "histogram")
+    if binned and (bins is None or any(c not in bins for c in binned)):
+        raise ValueError("a histogram column needs its bins (the allocation's 'bins')")
+    histograms = tuple((c, bins[c]) for c in binned) if bins else ()
     if not smooth:
-        return StatsRequest(contingency=tables, moments=moments)
+        return StatsRequest(contingency=tables, moments=moments, histograms=histograms)
     if rows_in_memory:
-        return StatsRequest(contingency=tables, keep_values=smooth, moments=moments)
+        return StatsRequest(contingency=tables, keep_values=smooth, moments=moments,
+                            histograms=histograms)
     return StatsRequest(contingency=tables, moments=moments,
-                        histograms=tuple((c, ORDER_BINS) for c in smooth))
+                        histograms=histograms + tuple((c, ORDER_BINS) for c in smooth))
 
 
 @dataclass
@@ -327,6 +359,22 @@ class NumericParams:
     upper: float
     mean: np.ndarray
     variance: np.ndarray
+    #: released counts per (class, bin) of a histogram column (None: the Gaussian); the
+    #: mean and variance are then the histogram's (bin midpoints), for reading only
+    bins: np.ndarray | None = None
+
+    def log_density(self, x: np.ndarray, alpha: float) -> np.ndarray:
+        """log p(x | c) of a histogram column, shape (rows, classes): Laplace-smoothed
+        shares of the released counts over the bin's width (post-processing)."""
+        from dpcli.stats.accumulators import bin_index
+
+        assert self.bins is not None
+        counts = self.bins + alpha
+        width = (self.upper - self.lower) / counts.shape[1]
+        logp = np.log(counts / counts.sum(axis=1, keepdims=True)) - math.log(width)
+        edges = np.linspace(self.lower, self.upper, counts.shape[1] + 1)
+        edges[-1] = self.upper
+        return logp[:, bin_index(np.clip(x, self.lower, self.upper), edges)].T
 
 
 @dataclass
@@ -346,6 +394,9 @@ class NaiveBayesModel:
     threshold_rule: str | None = None
     #: the released count of training rows predicted positive at the threshold (nb_threshold)
     rows_check: RowsCheck | None = None
+    #: per count table / histogram column: a public pseudo-count added to each cell when
+    #: predicting, half the table's noise scale (:func:`pseudo_count`); absent: none
+    pseudo: dict[str, float] = field(default_factory=dict)
 
     # ------------------------------------------------------------ predict
     @property
@@ -376,12 +427,15 @@ class NaiveBayesModel:
             col = self.schema.column(name)
             values = batch.columns[name]
             if isinstance(col, NumericColumn):
-                out += self._numeric_loglik(self.numeric[name], np.asarray(values))
+                p = self.numeric[name]
+                out += (self._numeric_loglik(p, np.asarray(values)) if p.bins is None
+                        else p.log_density(np.asarray(values, float),
+                                           alpha + self.pseudo.get(name, 0.0)))
             elif isinstance(col, TokensColumn):
                 assert isinstance(values, TokenSets)
                 out += self._bernoulli_loglik(self.tables[name], values, alpha)
             else:
-                table = self.tables[name] + alpha
+                table = self.tables[name] + alpha + self.pseudo.get(name, 0.0)
                 logp = np.log(table / table.sum(axis=1, keepdims=True))
                 out += logp[:, np.asarray(values)].T
         return out
@@ -424,16 +478,20 @@ class NaiveBayesModel:
                        "smoothing": self.config.smoothing,
                        "distribution": self.config.distribution,
                        "split": None if self.config.split is None else dict(self.config.split),
-                       "threshold": self.config.threshold},
+                       "threshold": self.config.threshold, "numeric": self.config.numeric,
+                       "bins": self.config.bins},
             "threshold": self.threshold,
             "threshold_rule": self.threshold_rule,
             "threshold_check": None if self.rows_check is None else self.rows_check.to_json(),
+            "pseudo_counts": dict(self.pseudo),
             "schema": schema_to_dict(self.schema),
             "columns": list(self.columns),
             "class_counts": self.class_counts.tolist(),
             "tables": {k: v.tolist() for k, v in self.tables.items()},
             "numeric": {k: {"lower": p.lower, "upper": p.upper, "mean": p.mean.tolist(),
-                            "variance": p.variance.tolist()} for k, p in self.numeric.items()},
+                            "variance": p.variance.tolist(),
+                            **({} if p.bins is None else {"bins": p.bins.tolist()})}
+                        for k, p in self.numeric.items()},
         }
 
     @classmethod
@@ -443,7 +501,8 @@ class NaiveBayesModel:
         cfg = payload["config"]
         config = NBConfig(method=payload["method"], trim=cfg["trim"], gamma=cfg["gamma"],
                           smoothing=cfg["smoothing"], distribution=cfg["distribution"],
-                          split=cfg.get("split"), threshold=cfg.get("threshold", "none"))
+                          split=cfg.get("split"), threshold=cfg.get("threshold", "none"),
+                          numeric=cfg.get("numeric", "gaussian"), bins=cfg.get("bins"))
         return cls(
             schema=schema_from_dict(payload["schema"], source),
             columns=tuple(payload["columns"]),
@@ -451,11 +510,14 @@ class NaiveBayesModel:
             class_counts=np.asarray(payload["class_counts"], dtype=float),
             tables={k: np.asarray(v, dtype=float) for k, v in payload["tables"].items()},
             numeric={k: NumericParams(v["lower"], v["upper"], np.asarray(v["mean"], float),
-                                      np.asarray(v["variance"], float))
+                                      np.asarray(v["variance"], float),
+                                      None if v.get("bins") is None
+                                      else np.asarray(v["bins"], float))
                      for k, v in payload["numeric"].items()},
             threshold=payload.get("threshold"),
             threshold_rule=payload.get("threshold_rule"),
             rows_check=_rows_check(payload.get("threshold_check")),
+            pseudo={str(k): float(v) for k, v in (payload.get("pseudo_counts") or {}).items()},
         )
 
 
@@ -491,6 +553,9 @@ def fit(stats: Stats, schema: Schema, columns: Sequence[str], p: Plan, config: N
         stats.class_counts, sensitivity=prior.integer_sensitivity(), epsilon=prior.budget.eps,
         rng=rng)
     class_counts = np.maximum(noisy_counts, 0).astype(float)
+    # every released estimate of the class sizes: (noisy per-class totals, noise variance)
+    estimates = [(np.asarray(noisy_counts, float),
+                  _variance(2 / p.step(PRIOR).budget.eps))]
     model = NaiveBayesModel(schema=schema, columns=tuple(columns), config=config,
                             class_counts=class_counts)
     methods = column_methods(p, schema, columns)
@@ -507,6 +572,20 @@ def fit(stats: Stats, schema: Schema, columns: Sequence[str], p: Plan, config: N
                                                sensitivity=step.integer_sensitivity(),
                                                epsilon=step.budget.eps, rng=rng)
             model.tables[name] = np.maximum(noisy, 0).astype(float)
+            if not isinstance(col, TokensColumn):
+                # a categorical or binary table holds each record in one cell: its noisy
+                # row sums estimate the class sizes too (a tokens table counts words)
+                scale = step.integer_sensitivity() / step.budget.eps
+                estimates.append((np.asarray(noisy, float).sum(axis=1),
+                                  np.shape(noisy)[1] * _variance(scale)))
+                model.pseudo[name] = pseudo_count(scale)
+            continue
+        if methods[name] == "histogram":
+            model.numeric[name], noisy_bins = _histogram_numeric(stats, name, col, p, rng)
+            look = p.step(f"{BINS}{name}")   # drawn above; its noise's scale, a look
+            scale = look.integer_sensitivity() / look.budget.eps
+            estimates.append((noisy_bins.sum(axis=1), noisy_bins.shape[1] * _variance(scale)))
+            model.pseudo[name] = pseudo_count(scale)
             continue
         mean_step = p.draw(f"mean:{name}")
         eps_mean = mean_step.budget.eps
@@ -525,8 +604,39 @@ def fit(stats: Stats, schema: Schema, columns: Sequence[str], p: Plan, config: N
         if eps_var is None:
             var = np.full(k, nb_allocation.public_variance(col))
         model.numeric[name] = NumericParams(col.lower, col.upper, mean, var)
+    if len(estimates) > 1 and pool_class_counts(model):
+        model.class_counts = _pooled(estimates)
     assert len(model.class_counts) == k
     return model
+
+
+def pool_class_counts(model: NaiveBayesModel) -> bool:
+    """Whether the model's class sizes are pooled from its count tables: when no numeric
+    column uses the Gaussian (global or smooth), whose released means and variances were
+    divided by the prior's counts and must stay consistent with them."""
+    return all(p.bins is not None for p in model.numeric.values())
+
+
+def _variance(scale: float) -> float:
+    """Variance of discrete Laplace noise of scale b: 2q/(1 − q)², q = e^(−1/b)."""
+    q = math.exp(-1.0 / scale)
+    return 2 * q / (1 - q) ** 2
+
+
+def _pooled(estimates: Sequence[tuple[np.ndarray, float]]) -> np.ndarray:
+    """The class sizes, post-processing: the inverse-variance weighted mean of every
+    released estimate — the prior's noisy counts and each table's (or histogram's) noisy
+    row sums, which count every record of the class once — rounded and clipped at 0.
+
+    The prior is one statistic among many (its share of ε is small); with 64 tables of
+    two cells the pooled counts have a noise sd some √64 / √2 times below the tables'
+    row sums, which the threshold's target and its Δ read (nb_threshold).
+    """
+    # a noise-free estimate (a huge ε: variance 0) is exact: it takes (almost) all the weight
+    weights = np.array([1.0 / max(v, 1e-12) for _, v in estimates])
+    values = np.vstack([e for e, _ in estimates])
+    pooled = (weights[:, None] * values).sum(axis=0) / weights.sum()
+    return np.maximum(np.round(pooled), 0.0)
 
 
 def _class_samples(stats: Stats, schema: Schema, columns: Sequence[str], p: Plan,
@@ -654,6 +764,52 @@ def _global_numeric(stats: Stats, name: str, col: NumericColumn, noisy_counts: n
     return mean, second - (np.clip(mean, col.lower, col.upper) - mid) ** 2
 
 
+def _histogram_numeric(stats: Stats, name: str, col: NumericColumn, p: Plan,
+                       rng: np.random.Generator) -> tuple[NumericParams, np.ndarray]:
+    """Release the per-class counts over the column's equal-width bins: discrete Laplace.
+
+    Statistic: counts[c, b] = records of class c whose clamped value is in bin b.
+    Replace-one: the old record leaves one (class, bin) cell and the new one joins
+    one, so the table moves by at most 2 in L1 (Δ = 2, the class move included);
+    noise scale 2/ε_step, ε_step-DP. Then clipped at 0; the mean and variance the
+    model file shows are the released histogram's (bin midpoints): post-processing.
+    Returns the parameters and the unclipped noisy counts (for the pooled class sizes).
+    """
+    step = p.draw(f"{BINS}{name}")   # the step's one draw: its ε and its planned Δ
+    noisy = discrete_laplace_mechanism(
+        np.asarray(stats.histograms[name]), sensitivity=step.integer_sensitivity(),
+        epsilon=step.budget.eps, rng=rng)
+    counts = np.maximum(noisy, 0).astype(float)
+    edges = np.asarray(stats.edges[name], float)
+    mids = (edges[:-1] + edges[1:]) / 2
+    weight = counts + 1e-12
+    mean = (weight * mids).sum(axis=1) / weight.sum(axis=1)
+    var = (weight * (mids[None, :] - mean[:, None]) ** 2).sum(axis=1) / weight.sum(axis=1)
+    mean, var = _post_process(mean, var, col)
+    return NumericParams(col.lower, col.upper, mean, var, counts), np.asarray(noisy, float)
+
+
+#: a count table's pseudo-count, in units of its noise scale (``shrink``)
+PSEUDO_COUNT = 0.5
+
+
+def pseudo_count(scale: float) -> float:
+    """PSEUDO_COUNT × a count table's noise scale: added to each cell when predicting.
+
+    Post-processing of released values with a public constant (the noise scale
+    Δ/ε of the table's own step). A cell whose true count is small next to the
+    noise comes out as 0 or as |noise|, and its log share, read by every row in
+    that cell, swings by the log of that ratio; a pseudo-count of half the
+    noise scale bounds the swing (a shrinkage towards the uniform table, which
+    fades as n·ε grows). Half the scale was chosen on a split of adult_train
+    (ε = 0.1: accuracy +1.6 points, AUC +3.5; ε = 1: no change): see
+    benchmarks/results/learners_r5.md. A tokens table keeps the plain clip: its
+    Bernoulli shares divide by the class count, not by the table's sum. The model
+    file keeps the released counts and this constant apart (``pseudo_counts``).
+    """
+    return PSEUDO_COUNT * scale
+
+
 def _post_process(mean: np.ndarray, var: np.ndarray,
                   col: NumericColumn) -> tuple[np.ndarray, np.ndarray]:
     floor = (col.width / 20) ** 2
@@ -695,6 +851,12 @@ def fit_threshold(model: NaiveBayesModel, p: Plan, batches: Iterable[EncodedBatc
         cut = nb_threshold.select(counts, released, utility=model.config.threshold,
                                   epsilon=epsilon, rng=rng)
         model.threshold_rule = "exponential mechanism"
+    elif model.config.threshold == "accuracy":
+        # accuracy cannot be resolved at this ε either: the most probable class (cut 0) is the
+        # accuracy-optimal cut of a calibrated model, and a choice from public facts (the
+        # prior's cut below aims at balanced accuracy instead)
+        cut = 0.0
+        model.threshold_rule = "argmax"
     else:
         # the prior odds' cut, unless a count of the rows above it (half the step's ε) says it
         # is far from the prior's share; then, at the other half, the cut nearest that share,
@@ -717,6 +879,9 @@ def fit_threshold(model: NaiveBayesModel, p: Plan, batches: Iterable[EncodedBatc
 
 def threshold_note(model: NaiveBayesModel) -> str | None:
     """One line for the user when the cut was not chosen by the balanced-accuracy mechanism."""
+    if model.threshold_rule == "argmax":
+        return ("note: the threshold step's ε is too small to choose a cut by accuracy at this "
+                "n; the model predicts the most probable class (cut 0)")
     if model.threshold_rule == "prior quantile":
         return ("note: the threshold step's ε is too small to choose a cut by balanced "
                 "accuracy at this n, and the released prior odds' cut was far from the prior's "

@@ -73,8 +73,30 @@ method's scale ((U − L)/(ε·n_c) for the mean, h²/(ε·n_c) for the variance
 the smooth method cannot beat the global one at this n and ε: the column
 uses the global method (``fallback``), whatever the data.
 
-An explicit ``train-nb.split`` in the spec sets the weights and turns both
-rules above off (the user decides); the threshold keeps its share.
+**Histogram or mean and variance, per numeric column** (``numeric: auto``).
+A numeric column can instead be released as a per-class histogram over B
+equal-width bins of its declared bounds (a count table: discrete Laplace,
+Δ = 2, like a categorical column of B levels, c = 2K·B/n), read as a
+piecewise-constant density. B is chosen from public facts: with m model
+columns each getting about ε/m, a cell holds about n/(K·B) records and its
+noise has sd 2√2·m/ε, a relative error 2√2·K·B·m/(n·ε); the histogram's
+resolution error is about 1/B. Balancing the two,
+B = round(√(n·ε/(2√2·K·m))), kept in [2, 16] (:func:`histogram_bins`). At
+B ≤ 8 the histogram's one table has a lower error weight than the mean and
+variance together in the Lagrange total ((2B)^(2/3) ≤ 6^(2/3) + (9/√2)^(2/3),
+about 6.7, besides their load on the prior's class counts); above, both are
+nearly noise-free and the histogram has no shape error (a Gaussian over a
+zero-inflated column such as capital gains, or over a bounded skewed one, is
+wrong whatever ε). So ``auto`` gives every numeric column the histogram when n
+is known and the method is ``global``; ``numeric: gaussian``, ``--method
+smooth`` (a Gaussian estimator by name) or a library caller without n keep the
+mean and variance and the two rules above; ``bins: B`` overrides the rule's B.
+Measured on a split of adult_train (tuning) and reported on adult_test once
+(benchmarks/results/learners_r5.md).
+
+An explicit ``train-nb.split`` in the spec sets the weights and turns the
+public-variance and fallback rules off (the user decides); a histogram's table
+takes the ``categorical`` weight; the threshold keeps its share.
 
 **Threshold.** A binary model also releases a class-decision threshold
 (:mod:`dpcli.algorithms.nb_threshold`) with a share
@@ -109,6 +131,11 @@ THRESHOLD_TOLERANCE = 0.02
 MINORITY_FLOOR = 20
 #: the typical spread of a numeric column: σ_typ = (U − L)/SPREAD (bounds at about ±3σ)
 SPREAD = 6
+#: a numeric histogram's bins by the rule: at least / at most
+MIN_BINS = 2
+MAX_BINS = 16
+#: L1 sensitivity of a per-class histogram under replace-one (one cell out, one in)
+HISTOGRAM_SENSITIVITY = 2
 
 
 @dataclass(frozen=True)
@@ -121,6 +148,7 @@ class Allocation:
     fallback: tuple[str, ...] = ()               # smooth asked, global chosen by the bound
     rule: str = "lagrange"                       # "lagrange" or "spec" (explicit split)
     reasons: tuple[str, ...] = ()
+    bins: dict[str, int] = field(default_factory=dict)   # histogram column -> bins
 
     def to_json(self) -> dict[str, Any]:
         shares = {k: float(v) for k, v in self.weights.items()}
@@ -130,7 +158,8 @@ class Allocation:
             shares["threshold_check"] = float(rest * CHECK_PART)
         return {"rule": self.rule, "shares": shares,
                 "methods": dict(self.methods), "public_variance": list(self.public_variance),
-                "smooth_fallback": list(self.fallback), "reasons": list(self.reasons)}
+                "smooth_fallback": list(self.fallback), "reasons": list(self.reasons),
+                "bins": dict(self.bins)}
 
 
 def public_variance(col: NumericColumn) -> float:
@@ -143,6 +172,12 @@ def threshold_share(n: int, epsilon: float, candidates: int = THRESHOLD_CANDIDAT
     rule = 2 * math.log(candidates) * MINORITY_FLOOR / (THRESHOLD_TOLERANCE * max(n, 1)
                                                            * epsilon)
     return min(THRESHOLD_MAX_SHARE, Fraction(_round(rule)))
+
+
+def histogram_bins(n: int, epsilon: float, k: int, columns: int) -> int:
+    """B = round(√(n·ε/(2√2·K·m))) in [MIN_BINS, MAX_BINS]: a histogram's bins (module doc)."""
+    raw = math.sqrt(max(n, 1) * epsilon / (2 * math.sqrt(2) * max(k, 2) * max(columns, 1)))
+    return int(min(MAX_BINS, max(MIN_BINS, round(raw))))
 
 
 def smooth_factor(trim: float, gamma: float) -> float:
@@ -181,7 +216,8 @@ def smooth_loses(col: NumericColumn, n_c: float, eps_mean: float, eps_var: float
 
 def allocate(schema: Schema, columns: Sequence[str], *, n: int, epsilon: float, method: str,
              trim: float, gamma: float, split: Mapping[str, float] | None = None,
-             threshold: bool = True) -> Allocation:
+             threshold: bool = True, numeric: str = "auto",
+             bins: int | None = None) -> Allocation:
     """The split of ``epsilon`` among train-nb's steps (see the module docstring).
 
     ``split`` (the spec's ``train-nb.split``: weights for prior, categorical,
@@ -189,19 +225,28 @@ def allocate(schema: Schema, columns: Sequence[str], *, n: int, epsilon: float, 
     choices off: every variance is released and ``method`` holds for every
     numeric column (no fallback). ``threshold`` adds the decision
     threshold's step (binary labels only), whose share is the rule's either way.
+    ``numeric`` ("auto", "histogram", "gaussian") and ``bins`` choose how numeric
+    columns are released: "auto" is a histogram unless ``split`` is given.
     """
     k = max(schema.n_classes, 2)
     n_c = max(n, 1) / k
     binary = schema.n_classes == 2
     t_share = threshold_share(n, epsilon) if threshold and binary else Fraction(0)
-    numeric = [c for c in columns if isinstance(schema.column(c), NumericColumn)]
-    methods = {c: method for c in numeric}
+    numeric_cols = [c for c in columns if isinstance(schema.column(c), NumericColumn)]
+    # auto: the histogram, unless the spec chose weights or the smooth (Gaussian) estimator
+    as_histogram = numeric == "histogram" or (numeric == "auto" and split is None
+                                               and method != "smooth")
+    n_bins = bins or histogram_bins(n, epsilon, k, len(columns))
+    histograms = {c: n_bins for c in numeric_cols} if as_histogram else {}
+    methods = {c: "histogram" if c in histograms else method for c in numeric_cols}
+    numeric = [c for c in numeric_cols if c not in histograms]
     dropped: set[str] = set()
     reasons: list[str] = []
     fallback: list[str] = []
     weights: dict[str, Fraction] = {}
     for _ in range(4):   # settles in two rounds: fallbacks and drops only shrink the steps
-        raw = _raw_weights(schema, columns, n, k, methods, dropped, trim, gamma, split)
+        raw = _raw_weights(schema, columns, n, k, methods, dropped, trim, gamma, split,
+                           histograms)
         weights = _normalise(raw, 1 - t_share)
         changed = False
         for c in numeric:
@@ -223,6 +268,11 @@ def allocate(schema: Schema, columns: Sequence[str], *, n: int, epsilon: float, 
                     changed = True
         if not changed:
             break
+    if histograms:
+        reasons.append(f"{len(histograms)} numeric column(s) as a per-class histogram of "
+                       f"{n_bins} equal-width bins over the declared bounds (Δ = 2"
+                       + (", the spec's bins" if bins else f", bins from n = {n:,} and ε")
+                       + "); the spec's numeric: gaussian keeps a mean and variance")
     if fallback:
         reasons.append(f"smooth → global for {len(fallback)} numeric column(s): at n = {n:,} "
                        "and this ε the smooth noise cannot be below the global one")
@@ -237,10 +287,11 @@ def allocate(schema: Schema, columns: Sequence[str], *, n: int, epsilon: float, 
     return Allocation(weights=weights, methods=methods,
                       public_variance=tuple(c for c in numeric if c in dropped),
                       fallback=tuple(fallback), rule="spec" if split is not None else "lagrange",
-                      reasons=tuple(reasons))
+                      reasons=tuple(reasons), bins=histograms)
 
 
-def error_weight(schema: Schema, column: str, part: str, n: int, k: int) -> float:
+def error_weight(schema: Schema, column: str, part: str, n: int, k: int,
+                 bins: int = 0) -> float:
     """c_i of one statistic (module docstring), for the global method."""
     from dpcli.algorithms.common import table_sensitivity
 
@@ -252,6 +303,8 @@ def error_weight(schema: Schema, column: str, part: str, n: int, k: int) -> floa
         return SPREAD * k / n
     if part == "variance":
         return (SPREAD / 2) ** 2 * k / (math.sqrt(2) * n)
+    if part == "bins":
+        return HISTOGRAM_SENSITIVITY * k * bins / n
     delta = table_sensitivity(schema, column)
     if isinstance(col, TokensColumn):
         r = col.max_per_row or len(col.vocabulary)
@@ -266,19 +319,20 @@ def prior_coupling(schema: Schema, columns: Sequence[str], methods: Mapping[str,
     weight for its use as every global numeric statistic's denominator (module docstring)."""
     factor = 1.0
     for c in columns:
-        if isinstance(schema.column(c), NumericColumn) and methods.get(c) != "smooth":
+        if isinstance(schema.column(c), NumericColumn) and methods.get(c) == "global":
             factor += 1.0 + (0.0 if c in dropped else math.sqrt(2))
     return factor
 
 
 def _raw_weights(schema: Schema, columns: Sequence[str], n: int, k: int,
                  methods: Mapping[str, str], dropped: set[str], trim: float, gamma: float,
-                 split: Mapping[str, float] | None) -> dict[str, float]:
+                 split: Mapping[str, float] | None,
+                 bins: Mapping[str, int]) -> dict[str, float]:
     """Unnormalised weights: c_i^(2/3) (the rule) or the spec's explicit weights."""
     def weight(column: str, part: str) -> float:
         if split is not None:
-            return float(split["categorical" if part == "counts" else part])
-        c = error_weight(schema, column, part, n, k)
+            return float(split["categorical" if part in ("counts", "bins") else part])
+        c = error_weight(schema, column, part, n, k, bins.get(column, 0))
         if part in ("mean", "variance") and methods.get(column) == "smooth":
             c *= smooth_factor(trim, gamma)
         return c ** (2 / 3)
@@ -287,7 +341,9 @@ def _raw_weights(schema: Schema, columns: Sequence[str], n: int, k: int,
            * (prior_coupling(schema, columns, methods, dropped) ** (2 / 3) if split is None
               else 1.0)}
     for c in columns:
-        if isinstance(schema.column(c), NumericColumn):
+        if c in bins:
+            out[f"bins:{c}"] = weight(c, "bins")
+        elif isinstance(schema.column(c), NumericColumn):
             out[f"mean:{c}"] = weight(c, "mean")
             if c not in dropped:
                 out[f"variance:{c}"] = weight(c, "variance")

@@ -141,12 +141,16 @@ def train_brc(spec: Spec, data: Path, *, out: Path | None = None,
 
 
 def config_at(section: Any, n: int, base: Any) -> Any:
-    """``base`` (a BRCConfig) with its rounds: the section's, else ``auto_rounds`` at n."""
+    """``base`` (a BRCConfig) with its c1 = c2 and rounds: the section's, else the rules of n
+    and ε (``auto_constant``, ``auto_rounds``)."""
     from dpcli.algorithms import brc
 
-    t = section.config_values().get("rounds") or brc.auto_rounds(
-        section.epsilon, n, base.c1, base.c2, base.counted)
-    return replace(base, rounds=t)
+    given = section.config_values()
+    # c1 = c2 from n and ε unless the spec sets either (brc.auto_constant)
+    c = (base.c1, base.c2) if "c1" in given or "c2" in given else (
+        (brc.auto_constant(section.epsilon, n, base.counted),) * 2)
+    t = given.get("rounds") or brc.auto_rounds(section.epsilon, n, c[0], c[1], base.counted)
+    return replace(base, rounds=t, c1=c[0], c2=c[1])
 
 
 def base_config(spec: Spec, section: Any, columns: Sequence[str] | None = None) -> Any:

@@ -85,7 +85,8 @@ def train_nb(spec: Spec, data: Path | str, *, epsilon: float | None = None,
     plan = spend.plan
     # the local engine re-reads the file for the smooth method's order statistics (bounded
     # memory) instead of keeping every value
-    request = nb.request(spec.schema, chosen, config, rows_in_memory=False, p=plan)
+    request = nb.request(spec.schema, chosen, config, rows_in_memory=False, p=plan,
+                         bins=split.get("bins"))
     request.validate(spec.schema)  # before the charge: a bad request must cost nothing
     arguments: dict[str, Any] = {
         "data": location_text(location), "engine": engine,

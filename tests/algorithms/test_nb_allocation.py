@@ -35,7 +35,9 @@ COLUMNS = ("x", "y", "c", "b")
 
 
 def _alloc(n: int, eps: float, **kw) -> na.Allocation:
-    args = {"method": "global", "trim": 0.05, "gamma": 4.0, "split": None, "threshold": True}
+    # the Gaussian rules (mean and variance) unless a test asks for the histogram
+    args = {"method": "global", "trim": 0.05, "gamma": 4.0, "split": None, "threshold": True,
+            "numeric": "gaussian"}
     return na.allocate(SCHEMA, COLUMNS, n=n, epsilon=eps, **{**args, **kw})
 
 
@@ -136,3 +138,57 @@ def test_without_n_the_plan_is_the_papers_equal_split() -> None:
     assert {s.name for s in p} == {"prior", "mean:x", "variance:x", "mean:y", "variance:y",
                                    "counts:c", "counts:b"}
     assert all(s.budget.eps == pytest.approx(0.1) for s in p)
+
+
+# ------------------------------------------------------------ numeric histograms
+
+
+def test_histogram_bins_follow_n_eps_and_stay_in_range() -> None:
+    # B = round(√(n·ε/(2√2·K·m))): 30,162·0.1/(2√2·2·14) = 38.1 → 6
+    assert na.histogram_bins(30_162, 0.1, 2, 14) == 6
+    assert na.histogram_bins(1_258, 1.0, 2, 64) == na.MIN_BINS   # √3.5 = 1.9 → 2
+    assert na.histogram_bins(10_000_000, 10.0, 2, 3) == na.MAX_BINS
+    assert na.histogram_bins(10, 0.01, 2, 100) == na.MIN_BINS
+    for n in (100, 5_000, 200_000):
+        for eps in (0.1, 1.0, 4.0):
+            b = na.histogram_bins(n, eps, 2, 4)
+            raw = math.sqrt(n * eps / (2 * math.sqrt(2) * 2 * 4))
+            assert b == min(na.MAX_BINS, max(na.MIN_BINS, round(raw)))
+
+
+def test_auto_releases_numeric_columns_as_histograms_with_c_to_the_two_thirds() -> None:
+    n, eps, k = 100_000, 1.0, 2
+    a = _alloc(n, eps, numeric="auto", threshold=False)
+    b = na.histogram_bins(n, eps, k, len(COLUMNS))
+    assert a.bins == {"x": b, "y": b}
+    assert a.methods == {"x": "histogram", "y": "histogram"}
+    assert not any(s.startswith(("mean:", "variance:")) for s in a.weights)
+    assert sum(a.weights.values(), Fraction(0)) == 1
+    # no Gaussian column: the prior carries no coupling; a histogram is a table of B cells
+    c = {"prior": 2 * k / n, "bins:x": 2 * k * b / n, "bins:y": 2 * k * b / n,
+         "counts:c": 2 * k * 8 / n, "counts:b": 2 * k * 2 / n}
+    for name, weight in c.items():
+        ratio = float(a.weights[name] / a.weights["prior"])
+        assert ratio == pytest.approx((weight / c["prior"]) ** (2 / 3), rel=2e-3)
+    assert a.to_json()["bins"] == {"x": b, "y": b}
+
+
+def test_histogram_noise_weight_beats_mean_and_variance_up_to_eight_bins() -> None:
+    # the rule's claim: one table of B ≤ 8 cells has a lower Σ c^(2/3) than a mean and variance
+    k, n = 2, 10_000
+    gauss = (na.error_weight(SCHEMA, "x", "mean", n, k) ** (2 / 3)
+             + na.error_weight(SCHEMA, "x", "variance", n, k) ** (2 / 3))
+    for bins in range(2, 9):
+        assert na.error_weight(SCHEMA, "x", "bins", n, k, bins) ** (2 / 3) < gauss
+    assert na.error_weight(SCHEMA, "x", "bins", n, k, 9) ** (2 / 3) > gauss
+
+
+def test_spec_bins_split_and_gaussian_override_the_rule() -> None:
+    fixed = _alloc(100_000, 1.0, numeric="auto", bins=5)
+    assert fixed.bins == {"x": 5, "y": 5}
+    gauss = _alloc(100_000, 1.0, numeric="auto",
+                   split={"prior": 1, "categorical": 1, "mean": 1, "variance": 1})
+    assert gauss.bins == {} and "mean:x" in gauss.weights       # an explicit split: Gaussian
+    hist = _alloc(100_000, 1.0, numeric="histogram", threshold=False,
+                  split={"prior": 1, "categorical": 3, "mean": 1, "variance": 1})
+    assert hist.weights["bins:x"] == hist.weights["counts:c"] == 3 * hist.weights["prior"]

@@ -334,3 +334,27 @@ def test_a_calibrated_model_keeps_the_prior_odds_cut() -> None:
     assert model.threshold_rule == "prior odds"
     log_prior = model.log_prior()
     assert model.threshold == pytest.approx(float(log_prior[1] - log_prior[0]))
+
+
+def test_accuracy_threshold_falls_back_to_the_argmax_when_it_cannot_resolve() -> None:
+    """threshold: accuracy at n = 600, ε = 1: its ε cannot resolve 5 % of the rows
+    (ε_t·30/2 < ln 128 + 3), so the cut is 0 — the accuracy-optimal cut of a calibrated
+    model, a public choice — not the prior odds' cut (balanced accuracy's); the check is
+    still released. At n = 60,000 the accuracy mechanism runs."""
+    from dataclasses import replace
+
+    from dpcli.algorithms import naive_bayes as nb
+    from dpcli.budget import Budget
+
+    config = nb.NBConfig(threshold="accuracy")
+    model = replace(_binary_model(60.0, 540.0), config=config)
+    p = nb.plan(model.schema, ["x"], Budget(1.0), config, n=600)
+    assert not nt.resolvable((60.0, 540.0), p.step("threshold").budget.eps, 128, "accuracy")
+    cut = nb.fit_threshold(model, p, _rows(600, 0.1, 0), np.random.default_rng(1))
+    assert cut == 0.0 and model.threshold_rule == "argmax"
+    assert model.rows_check is not None and model.rows_check.rows == 600
+    assert "most probable class" in (nb.threshold_note(model) or "")
+    model = replace(_binary_model(6000.0, 54000.0), config=config)
+    p = nb.plan(model.schema, ["x"], Budget(1.0), config, n=60000)
+    nb.fit_threshold(model, p, _rows(60000, 0.1, 2), np.random.default_rng(3))
+    assert model.threshold_rule == "exponential mechanism"

@@ -46,7 +46,10 @@ def _brc_spec(project: Project, section: dict | None = None, *,
     ``label_public`` is written as the label's ``public:`` declaration (None: not written).
     """
     def mutate(spec: dict) -> None:
-        spec["train-brc"] = ({"epsilon": 0.5, "public": ["member"], "rounds": 5}
+        # the default section pins the paper's c1 = c2 = √2 (unset, brc.auto_constant picks
+        # 1 at this n and ε): the tests below that use it check the paper's accounting
+        spec["train-brc"] = ({"epsilon": 0.5, "public": ["member"], "rounds": 5,
+                              "c1": math.sqrt(2), "c2": math.sqrt(2)}
                              if section is None else section)
         if classes is not None:
             spec["label"]["classes"] = classes
@@ -320,18 +323,21 @@ def test_public_columns_outside_the_chosen_ones_fall_back_to_all_private(project
 
 
 def test_epsilon_alone_runs_without_a_section(project: Project, cli) -> None:
-    """No train-brc section: the defaults (rounds auto, c1 = c2 = √2), nothing public."""
+    """No train-brc section: the defaults (rounds auto, c1 = c2 by brc.auto_constant: 1 here,
+    since at n = 400 and ε = 3 the rounds at √2 stay far below the cap of 200), nothing
+    public."""
     project.write_spec(lambda spec: spec["budget"].update(epsilon=3))
     r = _train(cli, project, "--epsilon", 3, "--seed", 1)
     assert r.exit_code == 0, r.stderr
-    assert "rule of thumb" not in r.stderr  # 2·30 / (0.85·3·400) ≈ 0.06
+    assert "rule of thumb" not in r.stderr  # 1·72 / (0.85·3·400) ≈ 0.07
     env = project.envelope()
     assert env["neighbouring"] == "replace-one" and env["epsilon"] == 3
     p = env["payload"]
-    t = _expected_auto_rounds("3", N, Fraction(2))   # ⌊0.1·400·2.55/(2√2)⌋ = 36
-    assert t == 36
+    assert brc.auto_rounds(3.0, N, math.sqrt(2), math.sqrt(2), True) == 36 < 200
+    t = _expected_auto_rounds("3", N, Fraction(1))   # ⌊0.1·400·2.55/√2⌋ = 72
+    assert t == 72
     assert p["mode"] == "private" and p["T"] == t and p["columns"] == DEFAULT_COLUMNS
-    assert p["c1"] == p["c2"] == pytest.approx(math.sqrt(2))
+    assert p["c1"] == p["c2"] == 1.0
     assert [rnd["kind"] for rnd in p["ensemble"]] == ["private"] * t
     _check_steps(project.reserves()[0]["breakdown"], "3", t, counted=True)
 
@@ -411,9 +417,11 @@ def test_rounds_auto_in_the_spec_and_by_default(project: Project, cli) -> None:
         _brc_spec(project, section, budget=3)
         r = _train(cli, project, "--dry-run", "--json")
         assert r.exit_code == 0, r.stderr
+        # c1 = c2 = 1 by the rule (√2 would give 30 rounds, far below the cap)
         _check_steps(json.loads(r.stdout)["breakdown"], "2.5",
-                     _expected_auto_rounds("2.5", N, Fraction(2)), counted=True)
+                     _expected_auto_rounds("2.5", N, Fraction(1)), counted=True)
     assert _expected_auto_rounds("2.5", N, Fraction(2)) == 30
+    assert _expected_auto_rounds("2.5", N, Fraction(1)) == 60
     assert project.no_runs()
 
 
@@ -431,7 +439,8 @@ def test_rounds_past_the_rule_of_thumb_warn(project: Project, cli) -> None:
 
 
 def test_too_many_rounds_for_epsilon_warns_but_runs(project: Project, cli) -> None:
-    _brc_spec(project, {"epsilon": 0.01, "rounds": 5})  # 2·5 / (0.85·0.01·400) ≈ 2.94 > ½
+    _brc_spec(project, {"epsilon": 0.01, "rounds": 5, "c1": math.sqrt(2),
+                        "c2": math.sqrt(2)})  # 2·5 / (0.85·0.01·400) ≈ 2.94 > ½
     r = _train(cli, project)
     assert r.exit_code == 0, r.stderr
     ratio = f"{_noise_scale('0.01', 5, counted=True):.3g}"
@@ -669,7 +678,9 @@ def test_the_file_is_read_once_per_round_and_the_model_is_the_in_memory_one(
     public = tuple(section.get("public", ()))
     rows = brc.training_set(DataSource(project.data, spec.schema).batches(
         DEFAULT_COLUMNS, rng=make_rng(0)), spec.schema, DEFAULT_COLUMNS, public, positive=1)
-    config = brc.BRCConfig(rounds=6, counted=not public)
+    c = brc.auto_constant(0.5, N, not public)     # no c1, c2 in the section: the rule's (1)
+    assert c == 1.0
+    config = brc.BRCConfig(rounds=6, counted=not public, c1=c, c2=c)
     rounds, calibration, _ = brc.fit(rows, config, 0.5, project.seeded_rng(6))
     model = brc.BRCModel(spec.schema, tuple(DEFAULT_COLUMNS), payload["mode"], public, rounds,
                          config, N, 0.5, calibration)
@@ -786,3 +797,23 @@ def test_calibration_noise_is_the_class_total_sd_over_the_smaller_class() -> Non
     sd = math.sqrt(128)
     assert brc.calibration_noise(cal, 1000, 1.0) == pytest.approx(sd / 100)
     assert brc.calibration_noise(cal, 150, 1.0) == pytest.approx(sd / 50)   # 50 negatives
+
+
+def test_auto_constant_is_the_papers_only_where_the_rounds_reach_their_cap() -> None:
+    """c1 = c2 = √2 exactly where auto_rounds at √2 is 200 (public facts n, ε), else 1."""
+    for n in (400, 15_016, 30_162, 1_000_000):
+        for eps in (0.01, 0.16, 1.0, 10.0):
+            for counted in (False, True):
+                at_paper = brc.auto_rounds(eps, n, math.sqrt(2), math.sqrt(2), counted)
+                expected = math.sqrt(2) if at_paper >= brc.AUTO_MAX_ROUNDS else 1.0
+                assert brc.auto_constant(eps, n, counted) == expected
+    assert brc.auto_constant(0.16, 15_016) == 1.0          # balanced Adult, the issue's goal
+    assert brc.auto_constant(1.0, 30_162) == math.sqrt(2)  # Adult as given at ε = 1
+
+
+def test_spec_constants_override_the_rule(project: Project, cli) -> None:
+    _brc_spec(project, {"epsilon": 0.5, "rounds": 5, "c1": 1.5, "c2": 2})
+    r = _train(cli, project, "--seed", 1)
+    assert r.exit_code == 0, r.stderr
+    p = project.envelope()["payload"]
+    assert (p["c1"], p["c2"]) == (1.5, 2.0)

@@ -18,8 +18,9 @@ from tests.cli.conftest import Project
 from tests.cli.conftest import run_entries as read_entries  # runs only, no genesis
 
 # the toy label is binary: the decision threshold is a step (nb_threshold)
-ALL_STEPS = {"prior", "counts:color", "counts:member", "counts:words", "mean:age",
-             "variance:age", "threshold", "threshold_check"}
+# the default models a numeric column as a per-class histogram (nb_allocation's rule)
+ALL_STEPS = {"prior", "counts:color", "counts:member", "counts:words", "bins:age",
+             "threshold", "threshold_check"}
 
 
 def _train(cli, project: Project, *extra: object, out: str = "m.json", data=None):
@@ -73,19 +74,21 @@ def test_train_writes_envelope_summary_and_ledger(project: Project, cli) -> None
     assert eps["threshold"] == pytest.approx(0.045)        # 3/4 of it chooses the cut,
     assert eps["threshold_check"] == pytest.approx(0.015)  # 1/4 checks the rows above it
     assert eps["counts:color"] / eps["counts:member"] == pytest.approx(2 ** (2 / 3), rel=1e-3)
-    # the prior is also the denominator of age's mean and variance: c × (1 + 1 + √2)
-    assert eps["counts:member"] / eps["prior"] == pytest.approx(
-        (2 / (2 + 2 ** 0.5)) ** (2 / 3), rel=1e-3)
-    assert eps["mean:age"] / eps["variance:age"] == pytest.approx(
-        (6 / (9 / 2 ** 0.5)) ** (2 / 3), rel=1e-3)
+    # no Gaussian column: the prior is a one-cell table (c = 2K/n); age is a histogram of
+    # B = round(√(400·0.6/(2√2·2·4))) = 3 bins, a table of 3 cells
+    assert eps["counts:member"] / eps["prior"] == pytest.approx(2 ** (2 / 3), rel=1e-3)
+    assert eps["bins:age"] / eps["counts:member"] == pytest.approx(1.5 ** (2 / 3), rel=1e-3)
+    assert payload["allocation"]["bins"] == {"age": 3}
+    assert len(payload["numeric"]["age"]["bins"]) == 2
+    assert len(payload["numeric"]["age"]["bins"][0]) == 3
     assert payload["allocation"]["rule"] == "lagrange"
     assert payload["allocation"]["shares"]["threshold"] == pytest.approx(0.075)
     assert payload["allocation"]["shares"]["threshold_check"] == pytest.approx(0.025)
     assert sum(s["epsilon"] for s in breakdown.values()) == pytest.approx(0.6, abs=1e-12)
     assert breakdown["counts:words"]["note"].startswith("Δ=6,")  # 2 · max_per_row
     assert breakdown["counts:color"]["note"].startswith("Δ=2,")
-    assert breakdown["mean:age"]["note"].startswith("class sums, Δ=73,")  # U − L
-    assert breakdown["variance:age"]["note"].startswith("class sums, Δ=1332,")  # h²
+    assert breakdown["bins:age"]["note"].startswith(
+        "per-class histogram, 3 equal-width bins over [17, 90], Δ=2,")
     assert reserve["breakdown"] == summary["breakdown"] == payload["breakdown"]
     outputs = entries[1]["outputs"]
     assert [o["path"].endswith("m.json") for o in outputs] == [True]
@@ -128,8 +131,10 @@ def test_both_methods_train_and_predict(project: Project, cli, method: str) -> N
     assert env["payload"]["method"] == method
     mechanisms = {s["step"]: s["mechanism"] for s in env["payload"]["breakdown"]}
     # at n = 400 the smooth noise's public lower bound is above the global noise: every
-    # numeric column falls back to the global method, said on stderr and in the model
-    assert mechanisms["mean:age"] == "laplace"
+    # numeric column falls back to the global method, said on stderr and in the model;
+    # global's default is the histogram (smooth names a Gaussian estimator: kept)
+    assert mechanisms["mean:age" if method == "smooth" else "bins:age"] == (
+        "laplace" if method == "smooth" else "discrete_laplace")
     assert env["payload"]["allocation"]["smooth_fallback"] == ([] if method == "global"
                                                                 else ["age"])
     assert ("smooth → global" in r.stderr) == (method == "smooth")
@@ -180,9 +185,7 @@ def test_columns_option_restricts_the_model(project: Project, cli) -> None:
     assert payload["columns"] == ["color", "age"]
     assert set(payload["tables"]) == {"color"} and set(payload["numeric"]) == {"age"}
     steps = {s["step"]: s["epsilon"] for s in read_entries(project.ledger)[0]["breakdown"]}
-    assert set(steps) <= {"prior", "counts:color", "mean:age", "variance:age", "threshold",
-                          "threshold_check"}
-    assert {"prior", "counts:color", "mean:age", "threshold", "threshold_check"} <= set(steps)
+    assert set(steps) == {"prior", "counts:color", "bins:age", "threshold", "threshold_check"}
     assert sum(steps.values()) == pytest.approx(0.4, abs=1e-12)
     # 1/10 of ε at n = 400: 3/4 for the cut, 1/4 for the check
     assert steps["threshold"] + steps["threshold_check"] == pytest.approx(0.04)
@@ -415,7 +418,7 @@ def test_dry_run_shows_the_chosen_split_and_why(project: Project, cli) -> None:
     assert "variance:age" not in steps and steps["mean:age"]["mechanism"] == "laplace"
     assert "(variance public" in steps["mean:age"]["note"]
     assert project.no_runs()
-    r = _train(cli, project, "--epsilon", 0.05, "--seed", 2)
+    r = _train(cli, project, "--epsilon", 0.05, "--seed", 2, "--method", "smooth")
     assert r.exit_code == 0, r.stderr
     payload = project.envelope()["payload"]
     assert payload["allocation"]["public_variance"] == ["age"]

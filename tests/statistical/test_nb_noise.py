@@ -186,7 +186,8 @@ def _chi2_discrete_laplace(noise: np.ndarray, scale: float) -> float:
     return float(stats.chisquare(observed, expected).pvalue)
 
 
-def test_priors_and_tables_carry_discrete_laplace_noise() -> None:
+def test_priors_and_tables_carry_discrete_laplace_noise(
+        monkeypatch: pytest.MonkeyPatch) -> None:
     """nb.fit's class counts (Δ = 2), categorical table (Δ = 2) and tokens table
     (Δ = 2r = 4), each at its step's ε, minus the exact counts; all counts are
     >= 300, so clipping at 0 has probability < 1e-15 per draw."""
@@ -200,6 +201,9 @@ def test_priors_and_tables_carry_discrete_laplace_noise() -> None:
     batch = EncodedBatch(n=n, label=label, columns={"c": codes, "t": tokens})
     config = nb.NBConfig()
     columns = ("c", "t")
+    # the model's class sizes are pooled with the tables' row sums (post-processing); this
+    # test reads the prior mechanism's own output
+    monkeypatch.setattr(nb, "pool_class_counts", lambda model: False)
     st = compute_batches(SCHEMA, nb.request(SCHEMA, columns, config), [batch])
     assert st.class_counts.min() >= 300 and st.contingency["c"].min() >= 300
     assert st.contingency["t"].min() >= 300
@@ -220,3 +224,30 @@ def test_priors_and_tables_carry_discrete_laplace_noise() -> None:
         # power: the add/remove calibration (Δ halved) and a 30% larger scale
         assert _chi2_discrete_laplace(noise.ravel(), scale / 2) < ALPHA, sensitivity
         assert _chi2_discrete_laplace(noise.ravel(), scale * 1.3) < ALPHA, sensitivity
+
+
+def test_numeric_histogram_carries_discrete_laplace_noise() -> None:
+    """nb.fit's per-class histogram of a numeric column (Δ = 2) at its step's ε, minus the
+    exact counts; every cell >= 300, so clipping at 0 has probability < 1e-15 per draw.
+    Same α and power checks as the tables above (Δ halved, scale 30 % larger)."""
+    rng = np.random.default_rng(8)
+    n = 6000
+    label = rng.integers(0, 2, n).astype(np.int32)
+    x = rng.uniform(L, U, n)
+    batch = EncodedBatch(n=n, label=label, columns={"x": x})
+    config = nb.NBConfig(numeric="histogram", bins=3, threshold="none")
+    plan = nb.plan(SCHEMA, ("x",), Budget(1.0), config, n=n)
+    st = compute_batches(SCHEMA, nb.request(SCHEMA, ("x",), config, p=plan, bins={"x": 3}),
+                         [batch])
+    assert st.histograms["x"].min() >= 300
+    eps = plan.step("bins:x").budget.eps
+    fit_rng = np.random.default_rng(9)
+    fits = 3000
+    noise = np.empty((fits, 6))
+    for i in range(fits):
+        model = nb.fit(st, SCHEMA, ("x",), plan, config, fit_rng)
+        noise[i] = (model.numeric["x"].bins - st.histograms["x"]).ravel()
+    scale = 2 / eps
+    assert _chi2_discrete_laplace(noise.ravel(), scale) > ALPHA
+    assert _chi2_discrete_laplace(noise.ravel(), scale / 2) < ALPHA
+    assert _chi2_discrete_laplace(noise.ravel(), scale * 1.3) < ALPHA

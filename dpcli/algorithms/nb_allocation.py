@@ -239,7 +239,7 @@ def allocate(schema: Schema, columns: Sequence[str], *, n: int, epsilon: float, 
     n_bins = bins or histogram_bins(n, epsilon, k, len(columns))
     histograms = {c: n_bins for c in numeric_cols} if as_histogram else {}
     methods = {c: "histogram" if c in histograms else method for c in numeric_cols}
-    numeric = [c for c in numeric_cols if c not in histograms]
+    gaussian = [c for c in numeric_cols if c not in histograms]
     dropped: set[str] = set()
     reasons: list[str] = []
     fallback: list[str] = []
@@ -249,7 +249,7 @@ def allocate(schema: Schema, columns: Sequence[str], *, n: int, epsilon: float, 
                            histograms)
         weights = _normalise(raw, 1 - t_share)
         changed = False
-        for c in numeric:
+        for c in gaussian:
             col = schema.column(c)
             assert isinstance(col, NumericColumn)
             eps_mean = epsilon * float(weights[f"mean:{c}"])
@@ -285,7 +285,7 @@ def allocate(schema: Schema, columns: Sequence[str], *, n: int, epsilon: float, 
                        f"(exponential mechanism over {THRESHOLD_CANDIDATES} candidates; "
                        f"{CHECK_PART} of it counts the rows predicted positive)")
     return Allocation(weights=weights, methods=methods,
-                      public_variance=tuple(c for c in numeric if c in dropped),
+                      public_variance=tuple(c for c in gaussian if c in dropped),
                       fallback=tuple(fallback), rule="spec" if split is not None else "lagrange",
                       reasons=tuple(reasons), bins=histograms)
 

@@ -155,10 +155,14 @@ def test_naive_bayes_class_sums_sensitivity_is_the_measured_worst_change(
         adult: dict[str, Any]) -> None:
     """train-nb's global method releases per-class Σ(x − mid) and Σ((x − mid)² − h²/2)
     (naive_bayes._global_numeric): their worst replace-one L1 change is the plan's 2h, h²."""
+    from dpcli.algorithms import naive_bayes as nb
+    from dpcli.budget import Budget
     from dpcli.stats import StatsRequest
 
     spec = adult["spec"]
-    steps = _by_step(adult["plans"]["train-nb"])
+    # the spec's numeric: gaussian (the default models numeric columns as histograms)
+    steps = _by_step(nb.plan(spec.schema, spec.schema.names, Budget(1),
+                             nb.NBConfig(numeric="gaussian"), 30_000).to_json())
     numeric = [s[5:] for s in steps if s.startswith("mean:")]
     assert numeric
     for column in numeric:
@@ -182,6 +186,25 @@ def test_naive_bayes_class_sums_sensitivity_is_the_measured_worst_change(
         if f"variance:{column}" in steps:
             assert _worst_pair(spec.schema, request, rows, records,
                                squares) == pytest.approx(steps[f"variance:{column}"], rel=1e-6)
+
+
+def test_naive_bayes_histogram_sensitivity_is_the_measured_worst_change(
+        adult: dict[str, Any]) -> None:
+    """train-nb's default numeric release: per-class counts over equal-width bins; a replaced
+    record leaves one (class, bin) cell and joins one: the plan's Δ = 2."""
+    from dpcli.stats import StatsRequest
+
+    spec = adult["spec"]
+    steps = _by_step(adult["plans"]["train-nb"])
+    binned = [s[5:] for s in steps if s.startswith("bins:")]
+    assert binned
+    for column in binned[:2]:
+        col = spec.schema.column(column)
+        rows = _small(spec, [column])
+        request = StatsRequest(histograms=((column, 8),))
+        assert _worst_change(spec.schema, request, rows, _neighbours(spec, rows, column),
+                             lambda s, c=column: s.histograms[c]) == steps[f"bins:{column}"]
+        assert col.width > 0
 
 
 def test_evaluate_confusion_sensitivity_is_the_measured_worst_change(

@@ -11,7 +11,8 @@ import pytest
 
 COMMANDS = [["init"], ["schema", "suggest"], ["inspect"], ["tabulate"], ["select-features"],
             ["train-nb"], ["train-brc"], ["validate"], ["predict"],
-            ["roc"], ["evaluate"], ["publish-grid"], ["synthesize"], ["show"], ["ledger", "init"],
+            ["roc"], ["evaluate"], ["publish-grid"], ["synthesize"], ["show"], ["plan"],
+            ["ledger", "init"],
             ["ledger", "show"], ["ledger", "verify"], ["ledger", "raise"], ["ledger", "repair"]]
 README = (Path(__file__).parents[2] / "README.md").read_text()
 
@@ -30,7 +31,7 @@ def test_all_commands_are_listed() -> None:
     names = {c.name for c in app.registered_commands} | {g.name for g in app.registered_groups}
     assert names == {"init", "inspect", "tabulate", "select-features", "train-nb", "train-brc",
                      "validate", "predict", "roc", "evaluate", "publish-grid", "synthesize",
-                     "show", "ledger", "schema"}
+                     "show", "plan", "ledger", "schema"}
 
 
 def test_top_level_help_and_version(cli) -> None:
@@ -236,7 +237,7 @@ def test_docs_examples_run_as_written(cli, tmp_path, monkeypatch, page: Path) ->
 HELP_ORDER = [["ledger", "init"], ["init"], ["schema", "suggest"], ["inspect"], ["tabulate"],
               ["select-features"], ["train-nb"], ["train-brc"], ["validate"], ["predict"],
               ["roc"], ["evaluate"], ["show"], ["publish-grid"], ["synthesize"],
-              ["ledger", "show"],
+              ["plan"], ["ledger", "show"],
               ["ledger", "verify"], ["ledger", "raise"], ["ledger", "repair"]]
 
 

@@ -101,6 +101,12 @@ def prepare_source(spec: Spec, data: Path | str, columns: Sequence[str], total: 
     if not dry_run and not REUSE.get() and not total.fits_in(remaining):
         raise BudgetExhausted(f"budget exhausted for dataset {spec.dataset!r}: this run needs "
                               f"{total} but only {remaining} remains")
+    if engine == "local" and not dry_run:
+        from dpcli.fingerprint import start_input_digest
+
+        # the keyed digest the reservation records reads the file once more: it runs in a
+        # thread now, beside the validation pass below, instead of after it
+        start_input_digest(spec.ledger_path, data)
     n = source.check_values(columns)
     if n == 0:  # a release over no rows is noise alone: refuse it rather than charge for it
         raise DataError(f"{location_text(data)}: holds no records (a header only, or an "

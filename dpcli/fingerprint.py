@@ -108,6 +108,11 @@ def start_input_digest(ledger_path: Path, data: Path | str) -> None:
         future: Future[str] = Future()
         _MEMO[key] = future
 
+    # every module the digest needs is imported here, in this thread: an import in the
+    # worker while this thread imports too could meet a partly initialised module
+    import dpcli.data.location
+    import dpcli.ledger  # noqa: F401
+
     def work() -> None:
         try:
             future.set_result(_input_digest(ledger_path, data))

@@ -265,7 +265,7 @@ def make_spec(workdir: Path, dpcli: list[str]) -> Path:
     raw["schema"] = str((ROOT / "configs" / raw["schema"]).resolve())
     spec = workdir / "adult-scale.yaml"
     spec.write_text(yaml.safe_dump(raw, sort_keys=False))
-    for old in (ledger, ledger.with_name(ledger.name + ".key")):
+    for old in (ledger, *ledger.parent.glob(ledger.name + ".*")):  # its key and sidecars
         old.unlink(missing_ok=True)
     setup([*dpcli, "ledger", "init", "--spec", str(spec)])
     return spec

@@ -260,6 +260,9 @@ def make_spec(workdir: Path, dpcli: list[str]) -> Path:
     raw = yaml.safe_load((ROOT / "configs" / "adult.yaml").read_text())
     raw["dataset"] = "uci-adult-scale-benchmark"
     raw["budget"] = {"epsilon": 1e9, "delta": 0.0}
+    # the 1,000-row fixed-cost file is too small for the selection to beat its noise at the
+    # spec's ε: select anyway (the refusal is a check before any read, not what is timed)
+    raw.setdefault("select-features", {})["allow_noise"] = True
     ledger = workdir / "ledger.jsonl"
     raw["ledger"] = str(ledger)
     raw["schema"] = str((ROOT / "configs" / raw["schema"]).resolve())

@@ -245,3 +245,34 @@ def test_csv_tokens_and_clamps_match_over_workers(tmp_path: Path,
     # other batch sizes give the same counts (sums to rounding), as before
     np.testing.assert_array_equal(stats.contingency["words"], reference.contingency["words"])
     np.testing.assert_allclose(stats.moments["age"].m2, reference.moments["age"].m2, rtol=1e-10)
+
+
+def test_fold_scores_on_every_core_in_file_order(tmp_path: Path,
+                                                 mixed_data: Callable[..., MixedData],
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    from dpcli.predict import fold
+
+    data = mixed_data(n=600, seed=12)
+    path = data.write_parquet(tmp_path / "d.parquet", row_group_size=70)
+
+    def score(batch: object) -> np.ndarray:
+        return np.asarray(batch.columns["age"]) * 2.0 + batch.label  # type: ignore[attr-defined]
+
+    runs = []
+    for workers in (1, 3):
+        monkeypatch.setenv(THREADS_ENV, str(workers))
+        seen: list[tuple[np.ndarray, np.ndarray]] = []
+        done: list[int] = []
+        rows = fold(DataSource(path, data.schema, batch_rows=25), ("age",), score,
+                    lambda v, y, seen=seen: seen.append((v, y)),  # type: ignore[misc]
+                    rng=np.random.default_rng(0),
+                    progress=done.append)
+        assert rows == 600 and sum(done) == 600
+        runs.append(seen)
+    plain = [(score(b), b.label) for b in DataSource(path, data.schema, batch_rows=25)
+             .batches(("age",), rng=np.random.default_rng(0))]
+    for run in runs:
+        assert len(run) == len(plain)
+        for (v, y), (pv, py) in zip(run, plain, strict=True):
+            np.testing.assert_array_equal(v, pv)
+            np.testing.assert_array_equal(y, py)

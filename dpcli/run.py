@@ -4,7 +4,9 @@
    output paths, file readable, columns present with compatible types.
 2. A pre-charge validation pass reads the label column (and, for CSV, parses
    every row) so that a broken file fails with exit code 65 and no charge.
-   It releases nothing but pass/fail to the operator on stderr.
+   It releases nothing but pass/fail to the operator on stderr. The keyed
+   digest of the input that the ledger records is computed in a thread
+   beside it (:func:`dpcli.fingerprint.start_input_digest`).
 3. The run's whole planned budget is reserved in the ledger under a lock.
 4. Only then are values read and statistics computed; noise is added.
 5. Outputs are committed together and the ledger entry is completed. A

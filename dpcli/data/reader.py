@@ -14,7 +14,9 @@ release) splits reading into three steps that a command runs in order:
    labels, missing values in columns whose policy is ``error``.
 3. :meth:`DataSource.batches` streams encoded batches
    (:mod:`dpcli.data.encode`) for the statistics engine, counting clamps and
-   mappings into :attr:`DataSource.report` (custodian-only, stderr).
+   mappings into :attr:`DataSource.report` (custodian-only, stderr);
+   :meth:`DataSource.map_encoded` does the same with the encoding (and a
+   function of each batch) on every core, results in file order.
 
 Error messages name the file, the column and a row number but never quote a
 value, and never pass on a parser message that could quote one: values are

@@ -502,6 +502,12 @@ class DataSource:
         """
         from dpcli.data.prefetch import configure_arrow, ordered_map, usable_cores
 
+        if type(self).batches is not _BATCHES:
+            # a source whose batches() is replaced (a subclass, a wrapper that re-cuts or
+            # counts them) is read through it, in this thread: its batches are the pass
+            for batch in self.batches(columns, rng=rng):
+                yield fn(batch)
+            return
         threads = usable_cores() if workers is None else max(int(workers), 1)
         configure_arrow(threads)
         needed = self.needed_columns(columns)
@@ -644,6 +650,9 @@ class DataSource:
         except (pa.ArrowException, OSError):
             return None
         return None
+
+
+_BATCHES = DataSource.batches  # the encoder's own loop (map_encoded parallelises only this)
 
 
 # ------------------------------------------------------- CSV typing rules

@@ -276,3 +276,23 @@ def test_fold_scores_on_every_core_in_file_order(tmp_path: Path,
         for (v, y), (pv, py) in zip(run, plain, strict=True):
             np.testing.assert_array_equal(v, pv)
             np.testing.assert_array_equal(y, py)
+
+
+def test_a_replaced_batches_is_the_pass(tmp_path: Path, mixed_data: Callable[..., MixedData],
+                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    # a subclass (or a test) that re-cuts batches is read through its own batches()
+    data = mixed_data(n=90, seed=13)
+    path = data.write_parquet(tmp_path / "d.parquet")
+    seen: list[int] = []
+
+    class Counted(DataSource):
+        def batches(self, columns, *, rng):  # type: ignore[no-untyped-def,override]
+            for b in super().batches(columns, rng=rng):
+                seen.append(b.n)
+                yield b
+
+    monkeypatch.setenv(THREADS_ENV, "3")
+    src = Counted(path, data.schema, batch_rows=20)
+    stats = LocalEngine().compute(src, REQUEST, rng=np.random.default_rng(1))
+    assert seen == [20, 20, 20, 20, 10]
+    identical(stats, one_thread(DataSource(path, data.schema, batch_rows=20), REQUEST, 1))

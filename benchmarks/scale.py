@@ -87,7 +87,7 @@ from _common import DEFAULT_DATA, data_missing, dpcli_command, environment, run_
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCE = DEFAULT_DATA / "adult_train.parquet"
-SIZES = (10**6, 10**7, 5 * 10**7)
+SIZES = (10**6, 5 * 10**6, 10**7, 5 * 10**7)
 QUICK_SIZES = (10**5, 10**6)
 FORMATS = ("csv", "parquet")
 COMMANDS = ("select-features", "train-nb", "roc")
@@ -95,7 +95,14 @@ SPARK_COMMANDS = ("select-features", "train-nb")
 CHUNK = 10**6  # rows generated (and written as one row group) at a time
 MODEL_ROWS = 10**6  # roc scores with a model trained on the Parquet file of this size
 FLOOR_ROWS = 1_000  # the fixed cost of each command: the same cells on a tiny file
-GOAL = 2.0  # dpcli within 2× of DuckDB
+GOAL = 1.5  # dpcli within 1.5× of DuckDB (issue 22; roc: 1.2×)
+ROC_GOAL = 1.2  # roc and evaluate: within 1.2×
+SPEEDUP_GOAL = 1.7  # from 1 core to 2
+
+
+def goal(command: str) -> float:
+    """The ratio to DuckDB that ``command`` must stay within (issue 22)."""
+    return ROC_GOAL if command in ("roc", "evaluate") else GOAL
 FLAT = 1.25  # peak RSS called flat when the largest size's is at most this × the smallest's
 SPARK_MASTER = "local[2]"
 
@@ -253,12 +260,15 @@ def make_spec(workdir: Path, dpcli: list[str]) -> Path:
     raw = yaml.safe_load((ROOT / "configs" / "adult.yaml").read_text())
     raw["dataset"] = "uci-adult-scale-benchmark"
     raw["budget"] = {"epsilon": 1e9, "delta": 0.0}
+    # the 1,000-row fixed-cost file is too small for the selection to beat its noise at the
+    # spec's ε: select anyway (the refusal is a check before any read, not what is timed)
+    raw.setdefault("select-features", {})["allow_noise"] = True
     ledger = workdir / "ledger.jsonl"
     raw["ledger"] = str(ledger)
     raw["schema"] = str((ROOT / "configs" / raw["schema"]).resolve())
     spec = workdir / "adult-scale.yaml"
     spec.write_text(yaml.safe_dump(raw, sort_keys=False))
-    for old in (ledger, ledger.with_name(ledger.name + ".key")):
+    for old in (ledger, *ledger.parent.glob(ledger.name + ".*")):  # its key and sidecars
         old.unlink(missing_ok=True)
     setup([*dpcli, "ledger", "init", "--spec", str(spec)])
     return spec
@@ -282,9 +292,18 @@ def load_schema(spec: Path) -> tuple[dict[str, list[str]], dict[str, tuple[float
 
 
 # ----------------------------------------------------------------------------- dpcli
+def pinned(cores: int | None) -> list[str]:
+    """The prefix that runs a command on CPUs 0..cores-1 only (``taskset``), with dpcli's
+    worker threads set to the same number (``DPCLI_THREADS``); [] for all usable CPUs."""
+    if cores is None:
+        return []
+    return ["env", f"DPCLI_THREADS={cores}", "taskset", "-c", f"0-{cores - 1}"]
+
+
 def dpcli_run(dpcli: list[str], command: str, path: Path, spec: Path, workdir: Path,
-              model: Path, engine: str = "local") -> list[str]:
-    """The CLI invocation of ``command`` on ``path`` (outputs in ``workdir``)."""
+              model: Path, engine: str = "local", cores: int | None = None) -> list[str]:
+    """The CLI invocation of ``command`` on ``path`` (outputs in ``workdir``), on ``cores``
+    CPUs (:func:`pinned`)."""
     out = {"select-features": workdir / "features.json", "train-nb": workdir / "nb.json",
            "roc": workdir / "roc"}[command]
     cmd = [*dpcli, command, str(path), "--spec", str(spec), "--out", str(out), "-q"]
@@ -292,7 +311,7 @@ def dpcli_run(dpcli: list[str], command: str, path: Path, spec: Path, workdir: P
         cmd += ["--model", str(model)]
     if engine != "local":
         cmd = ["env", f"DPCLI_SPARK_MASTER={SPARK_MASTER}", *cmd, "--engine", engine]
-    return cmd
+    return [*pinned(cores), *cmd]
 
 
 def train_model(dpcli: list[str], path: Path, spec: Path, workdir: Path) -> Path:
@@ -480,17 +499,19 @@ def measure(cmd: list[str], repeat: int, timeout: float) -> dict:
 
 
 def measure_duckdb(queries: list[str], expected: list[int], threads: int, repeat: int,
-                   timeout: float) -> dict:
+                   timeout: float, cores: int | None = None) -> dict:
+    """DuckDB's wall with ``SET threads = threads``, pinned to ``cores`` CPUs if given."""
     args = json.dumps({"queries": queries, "threads": threads})
-    r = measure([sys.executable, "-c", DUCKDB, args], repeat, timeout)
+    r = measure([*pinned(cores), sys.executable, "-c", DUCKDB, args], repeat, timeout)
     if "checks" in r and r["checks"] != expected:
         raise RuntimeError(f"DuckDB counted {r['checks']}, expected {expected}")
     return r
 
 
-def cell(rows: int, fmt: str, command: str, engine: str, dp: dict, db: dict | None) -> dict:
+def cell(rows: int, fmt: str, command: str, engine: str, dp: dict, db: dict | None,
+         cores: int | None = None) -> dict:
     out: dict[str, Any] = {"rows": rows, "format": fmt, "command": command, "engine": engine,
-                           "dpcli": dp, "duckdb": db}
+                           "cores": cores, "dpcli": dp, "duckdb": db}
     if "wall_s" in dp:
         out["rows_per_s"] = rows / dp["wall_s"]
         if db and "wall_s" in db:
@@ -500,7 +521,8 @@ def cell(rows: int, fmt: str, command: str, engine: str, dp: dict, db: dict | No
 
 def show(r: dict) -> str:
     dp, db = r["dpcli"], r["duckdb"] or {}
-    return (f"{r['rows']:,} {r['format']} {r['command']} ({r['engine']}): dpcli "
+    return (f"{r['rows']:,} {r['format']} {r['command']} ({r['engine']}, "
+            f"{r.get('cores') or 'all'} cores): dpcli "
             f"{fmt_wall(dp)}, DuckDB {fmt_wall(db)}")
 
 
@@ -514,9 +536,9 @@ def fmt_wall(m: dict) -> str:
 
 # ----------------------------------------------------------------------------- report
 def table(results: list[dict]) -> list[str]:
-    lines = ["| rows | format | command | dpcli wall s | rows/s | peak RSS MB | DuckDB wall s "
-             "| DuckDB query s | DuckDB RSS MB | ratio |",
-             "| ---: | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    lines = ["| rows | format | command | cores | dpcli wall s | rows/s | peak RSS MB "
+             "| DuckDB wall s | DuckDB query s | DuckDB RSS MB | ratio |",
+             "| ---: | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for r in results:
         dp, db = r["dpcli"], r["duckdb"] or {}
         name = r["command"] + ("" if r["engine"] == "local" else f" --engine {r['engine']}")
@@ -525,22 +547,50 @@ def table(results: list[dict]) -> list[str]:
             return format(m[key], spec) if key in m else ""
 
         lines.append(
-            f"| {r['rows']:,} | {r['format']} | {name} | {fmt_wall(dp).removesuffix(' s')} | "
+            f"| {r['rows']:,} | {r['format']} | {name} | {r.get('cores') or 'all'} | "
+            f"{fmt_wall(dp).removesuffix(' s')} | "
             f"{num(r, 'rows_per_s', ',.0f')} | {num(dp, 'peak_rss_mb', '.0f')} | "
             f"{fmt_wall(db).removesuffix(' s')} | {num(db, 'query_s')} | "
             f"{num(db, 'peak_rss_mb', '.0f')} | {num(r, 'ratio', '.1f')} |")
     return lines
 
 
+def speedups(results: list[dict]) -> list[str]:
+    """dpcli's and DuckDB's speed-up from the fewest to the most cores measured, per cell."""
+    counts = sorted({r.get("cores") or 0 for r in results if r["engine"] == "local"})
+    if len(counts) < 2:
+        return []
+    low, high = counts[0], counts[-1]
+    out = [f"- Speed-up from {low} to {high} cores (wall at {low} / wall at {high}; goal "
+           f"≥ {SPEEDUP_GOAL:g}× from 1 to 2):"]
+    at = {(r["rows"], r["format"], r["command"], r.get("cores") or 0): r for r in results
+          if r["engine"] == "local" and "wall_s" in r["dpcli"]}
+    for (rows, fmt, command, cores), r in at.items():
+        other = at.get((rows, fmt, command, low))
+        if cores != high or other is None:
+            continue
+        dp = other["dpcli"]["wall_s"] / r["dpcli"]["wall_s"]
+        db = ""
+        if (r["duckdb"] or {}).get("wall_s") and (other["duckdb"] or {}).get("wall_s"):
+            db = f"; DuckDB {other['duckdb']['wall_s'] / r['duckdb']['wall_s']:.2f}×"
+        out.append(f"  - {rows:,} rows {fmt} {command}: dpcli {dp:.2f}× "
+                   f"({other['dpcli']['wall_s']:.2f} → {r['dpcli']['wall_s']:.2f} s){db}")
+    return out
+
+
 def findings(results: list[dict], fixed: list[dict]) -> list[str]:
-    """Where dpcli meets the goals and where it loses, from the numbers measured."""
+    """Where dpcli meets the goals and where it loses, from the numbers measured (ratios and
+    memory at the most cores measured; the speed-up between core counts after them)."""
+    most = max((r.get("cores") or 0 for r in results), default=0)
+    every = results
+    results = [r for r in results if (r.get("cores") or 0) == most]
     local = [r for r in results if r["engine"] == "local"]
     rated = [r for r in local if "ratio" in r]
     out = []
     if rated:
-        over = [r for r in rated if r["ratio"] > GOAL]
-        out.append(f"- Within {GOAL:g}× of DuckDB: {len(rated) - len(over)} of {len(rated)} "
-                   "cells (local engine).")
+        over = [r for r in rated if r["ratio"] > goal(r["command"])]
+        out.append(f"- Within the goal ({GOAL:g}× of DuckDB, roc {ROC_GOAL:g}×): "
+                   f"{len(rated) - len(over)} of {len(rated)} cells (local engine).")
         for r in sorted(over, key=lambda r: -r["ratio"]):
             out.append(f"  - over: {r['rows']:,} rows {r['format']} {r['command']}: "
                        f"{r['ratio']:.1f}× ({r['dpcli']['wall_s']:.2f} s vs "
@@ -579,6 +629,7 @@ def findings(results: list[dict], fixed: list[dict]) -> list[str]:
                     seq = " → ".join(f"{pts[n]:.0f}" for n in sizes if n in pts)
                     verdict = "flat" if b <= FLAT * a else "grows"
                     out.append(f"  - {fmt} {command}: {seq} MB (×{b / a:.2f}, {verdict})")
+    out += speedups(every)
     floor = {r["command"]: r for r in fixed if "wall_s" in r["dpcli"]}
     if floor and sizes:
         parts = []
@@ -647,6 +698,13 @@ def parse_args() -> argparse.Namespace:
                         help="data files (cached), spec, ledger, outputs (default: %(default)s)")
     parser.add_argument("--dpcli", type=str, default=None,
                         help="dpcli executable (default: the one beside this Python)")
+    parser.add_argument("--cores", type=lambda s: [int(c) for c in s.split(",") if c.strip()],
+                        default=None,
+                        help="run every cell on these CPU counts, e.g. 1,2 (taskset -c "
+                             "0-(k-1), DPCLI_THREADS=k, DuckDB SET threads=k); default: all "
+                             "usable CPUs, unpinned")
+    parser.add_argument("--commands", type=lambda s: [c for c in s.split(",") if c],
+                        default=list(COMMANDS), help="a subset of " + ",".join(COMMANDS))
     parser.add_argument("--spark", action="store_true",
                         help=f"also select-features and train-nb with --engine spark "
                              f"({SPARK_MASTER})")
@@ -663,6 +721,13 @@ def parse_args() -> argparse.Namespace:
         args.rows = list(QUICK_SIZES)
     if args.spark_rows is None:
         args.spark_rows = [10**6] if args.quick else [10**7]
+    if set(args.commands) - set(COMMANDS):
+        parser.error(f"--commands: one of {', '.join(COMMANDS)}")
+    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    if args.cores and (min(args.cores) < 1 or max(args.cores) > (usable or 1)):
+        parser.error(f"--cores: between 1 and the {usable} usable CPUs")
+    if args.cores and not shutil.which("taskset"):
+        parser.error("--cores needs taskset (util-linux)")
     bad = set(args.formats) - set(FORMATS)
     if bad:
         parser.error(f"--formats: unknown {', '.join(sorted(bad))} (csv, parquet)")
@@ -710,34 +775,39 @@ def main() -> None:
     model_sql, _ = nb_score_sql(model, schema[2])
     baselines: dict[tuple[int, str, str], dict] = {}
 
-    def duckdb_cell(n: int, fmt: str, command: str, repeat: int) -> dict:
-        if (n, fmt, command) not in baselines:
+    def duckdb_cell(n: int, fmt: str, command: str, repeat: int, cores: int | None) -> dict:
+        if (n, fmt, command, cores) not in baselines:
             src = sql_source(data_path(args.workdir, n, fmt), fmt, types)
             queries, expected = duckdb_queries(command, src, schema, model_sql, n)
-            baselines[n, fmt, command] = measure_duckdb(queries, expected, threads, repeat,
-                                                        args.timeout)
-        return baselines[n, fmt, command]
+            baselines[n, fmt, command, cores] = measure_duckdb(
+                queries, expected, cores or threads, repeat, args.timeout, cores)
+        return baselines[n, fmt, command, cores]
 
     results: list[dict] = []
-    plan = [(FLOOR_ROWS, "parquet", c, "local") for c in COMMANDS]
-    plan += [(n, fmt, c, "local") for n in args.rows for fmt in args.formats for c in COMMANDS]
+    commands = [c for c in COMMANDS if c in args.commands]
+    core_list: list[int | None] = list(args.cores) if args.cores else [None]
+    top = core_list[-1] if args.cores else None
+    plan = [(FLOOR_ROWS, "parquet", c, "local", top) for c in commands]
+    plan += [(n, fmt, c, "local", k) for n in args.rows for fmt in args.formats
+             for c in commands for k in core_list]
     if spark_on:
-        plan += [(n, fmt, c, "spark") for n in args.spark_rows for fmt in args.formats
+        plan += [(n, fmt, c, "spark", None) for n in args.spark_rows for fmt in args.formats
                  for c in SPARK_COMMANDS]
     warmed: set[Path] = set()
-    for n, fmt, command, engine in plan:
+    for n, fmt, command, engine, cores in plan:
         path = data_path(args.workdir, n, fmt)
         if path not in warmed:
             warm(path)
             warmed.add(path)
         repeat = args.repeat or (3 if n <= 10**6 else 1)
-        dp = measure(dpcli_run(dpcli, command, path, spec, args.workdir, model, engine),
+        dp = measure(dpcli_run(dpcli, command, path, spec, args.workdir, model, engine, cores),
                      repeat, args.timeout)
-        results.append(cell(n, fmt, command, engine, dp, duckdb_cell(n, fmt, command, repeat)))
+        results.append(cell(n, fmt, command, engine, dp,
+                            duckdb_cell(n, fmt, command, repeat, cores), cores))
         print(show(results[-1]), file=sys.stderr, flush=True)
     env["total_seconds"] = round(time.perf_counter() - t_start, 1)
     env["load_average_end"] = [round(x, 2) for x in os.getloadavg()]
-    fixed, results = results[:len(COMMANDS)], results[len(COMMANDS):]
+    fixed, results = results[:len(commands)], results[len(commands):]
 
     repeat_note = (f"{args.repeat} run(s) per cell (median wall, largest RSS)." if args.repeat
                    else "Median wall and largest RSS of 3 runs up to 10^6 rows, 1 run above.")

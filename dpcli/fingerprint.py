@@ -10,7 +10,9 @@ from __future__ import annotations
 import hashlib
 import hmac
 import os
+import threading
 from collections.abc import Iterable
+from concurrent.futures import Future
 from pathlib import Path
 
 _CHUNK = 1 << 20
@@ -62,7 +64,90 @@ def listing_digest(files: Iterable[tuple[str, int, int]]) -> str:
     return digest.hexdigest()
 
 
+#: keyed digests of local files computed (or being computed) in this process, by
+#: (ledger, file, the file's identity and size and modification time): a run asks for its
+#: input's digest up to twice (a seeded stream, the ledger entry) and starts it early
+_MEMO: dict[tuple[object, ...], Future[str]] = {}
+_MEMO_LOCK = threading.Lock()
+
+
+def _memo_key(ledger_path: Path, data: Path | str) -> tuple[object, ...] | None:
+    """The memo's key for a local regular file; None for anything else (not memoised)."""
+    from dpcli.data.location import is_remote, local_path
+    from dpcli.ledger import key_path
+
+    if is_remote(data):
+        return None
+    path = local_path(data)
+    try:
+        st = path.stat()
+        key = key_path(Path(ledger_path)).stat()  # a replaced or removed key: digest again
+    except OSError:
+        return None
+    if not path.is_file():
+        return None
+    return (str(Path(ledger_path).resolve()), str(path.resolve()), st.st_dev, st.st_ino,
+            st.st_size, st.st_mtime_ns, key.st_ino, key.st_size, key.st_mtime_ns)
+
+
+def start_input_digest(ledger_path: Path, data: Path | str) -> None:
+    """Start :func:`input_digest` of a local file in a background thread.
+
+    Why: the digest reads every byte of the input once more; hashing releases the
+    GIL, so it can run while the pre-charge validation pass reads the same file
+    (from the page cache), instead of after it. The run asks :func:`input_digest`
+    as before, which waits for this result (or raises its error) — nothing about
+    what is recorded, or when, changes. Does nothing for a remote input or a folder.
+    """
+    key = _memo_key(ledger_path, data)
+    if key is None:
+        return
+    with _MEMO_LOCK:
+        if key in _MEMO:
+            return
+        future: Future[str] = Future()
+        _MEMO[key] = future
+
+    # every module the digest needs is imported here, in this thread: an import in the
+    # worker while this thread imports too could meet a partly initialised module
+    import dpcli.data.location
+    import dpcli.ledger  # noqa: F401
+
+    def work() -> None:
+        try:
+            future.set_result(_input_digest(ledger_path, data))
+        except BaseException as exc:  # handed to whoever asks for the digest
+            future.set_exception(exc)
+
+    threading.Thread(target=work, name="dpcli-digest", daemon=True).start()
+
+
 def input_digest(ledger_path: Path, data: Path | str) -> str:
+    """Keyed digest of a private input (:func:`_input_digest`), computed once per process
+    for an unchanged local file (see :func:`start_input_digest`)."""
+    key = _memo_key(ledger_path, data)
+    if key is None:
+        return _input_digest(ledger_path, data)
+    with _MEMO_LOCK:
+        future = _MEMO.get(key)
+        mine = future is None
+        if future is None:
+            future = _MEMO[key] = Future()
+    if mine:
+        try:
+            future.set_result(_input_digest(ledger_path, data))
+        except BaseException as exc:
+            future.set_exception(exc)
+    try:
+        return future.result()
+    except BaseException:
+        with _MEMO_LOCK:  # an error (a missing key, say) is not remembered: asked again, retry
+            if _MEMO.get(key) is future:
+                del _MEMO[key]
+        raise
+
+
+def _input_digest(ledger_path: Path, data: Path | str) -> str:
     """Keyed digest (HMAC-SHA-256) of a private input file, for the audit log.
 
     A plain hash of private data lets anyone who knows all records but one

@@ -276,10 +276,18 @@ def fold(source: Any, columns: tuple[str, ...], fn: Callable[[EncodedBatch], np.
     ``add`` are private. Raises DataError when the file holds no rows.
     """
     rows = 0
-    for batch in source.batches(columns, rng=rng):
-        add(fn(batch), batch.label)
-        rows += batch.n
-        progress(batch.n)
+    parallel = getattr(source, "map_encoded", None)
+    if parallel is None:  # a source that reads in one thread only
+        for batch in source.batches(columns, rng=rng):
+            add(fn(batch), batch.label)
+            rows += batch.n
+            progress(batch.n)
+    else:
+        # fn (scoring: numpy over the batch) runs on every core; add folds in file order
+        for value, label, n in parallel(columns, lambda b: (fn(b), b.label, b.n), rng=rng):
+            add(value, label)
+            rows += n
+            progress(n)
     if rows == 0:
         raise DataError(f"{source.path}: holds no rows")
     return rows

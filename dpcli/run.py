@@ -4,7 +4,9 @@
    output paths, file readable, columns present with compatible types.
 2. A pre-charge validation pass reads the label column (and, for CSV, parses
    every row) so that a broken file fails with exit code 65 and no charge.
-   It releases nothing but pass/fail to the operator on stderr.
+   It releases nothing but pass/fail to the operator on stderr. The keyed
+   digest of the input that the ledger records is computed in a thread
+   beside it (:func:`dpcli.fingerprint.start_input_digest`).
 3. The run's whole planned budget is reserved in the ledger under a lock.
 4. Only then are values read and statistics computed; noise is added.
 5. Outputs are committed together and the ledger entry is completed. A
@@ -101,6 +103,12 @@ def prepare_source(spec: Spec, data: Path | str, columns: Sequence[str], total: 
     if not dry_run and not REUSE.get() and not total.fits_in(remaining):
         raise BudgetExhausted(f"budget exhausted for dataset {spec.dataset!r}: this run needs "
                               f"{total} but only {remaining} remains")
+    if engine == "local" and not dry_run:
+        from dpcli.fingerprint import start_input_digest
+
+        # the keyed digest the reservation records reads the file once more: it runs in a
+        # thread now, beside the validation pass below, instead of after it
+        start_input_digest(spec.ledger_path, data)
     n = source.check_values(columns)
     if n == 0:  # a release over no rows is noise alone: refuse it rather than charge for it
         raise DataError(f"{location_text(data)}: holds no records (a header only, or an "

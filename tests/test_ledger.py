@@ -500,3 +500,23 @@ def test_an_unusable_ledger_path_is_a_ledger_error(tmp_path: Path) -> None:
         reserve(ledger, 0.1)
     with pytest.raises(LedgerError):
         ledger.verify()
+
+
+def test_input_digest_started_early_is_the_same_and_follows_changes(path: Path,
+                                                                    tmp_path: Path) -> None:
+    from dpcli.fingerprint import _input_digest, start_input_digest
+
+    data = tmp_path / "early.csv"
+    data.write_bytes(b"a,b\n" + b"1,2\n" * 100_000)
+    start_input_digest(path, data)  # in a thread, beside the validation pass
+    assert input_digest(path, data) == _input_digest(path, data)
+    start_input_digest(path, data)  # already known: not computed again
+    assert input_digest(path, data) == _input_digest(path, data)
+    before = input_digest(path, data)
+    data.write_bytes(b"a,b\n" + b"1,3\n" * 100_000)  # same size, new bytes, new time
+    os.utime(data, ns=(1, 10**18))
+    assert input_digest(path, data) == _input_digest(path, data) != before
+    key_path(path).unlink()  # a missing key is an error whenever the digest is asked for
+    start_input_digest(path, data)
+    with pytest.raises(LedgerError, match="key is missing"):
+        input_digest(path, data)

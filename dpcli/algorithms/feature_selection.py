@@ -75,7 +75,6 @@ from fractions import Fraction
 from typing import Any
 
 import numpy as np
-from scipy.special import xlogy
 
 from dpcli import params  # option tuples and limits: one definition (dpcli.params)
 from dpcli.algorithms.common import cap_tokens
@@ -371,6 +370,8 @@ def binary_scores(score: str, a: np.ndarray, n1: int, n: int) -> np.ndarray:
         return np.maximum(np.abs(a1 - a0), np.abs(b1 - b0))
     if score == "ig":
         def g(x: Any) -> Any:
+            from scipy.special import xlogy  # on first use: ~0.2 s of start-up
+
             return xlogy(x, x)
         total = (g(a0) + g(a1) + g(b0) + g(b1) - g(a0 + a1) - g(b0 + b1)
                  - g(float(n1)) - g(float(n0)) + g(float(n)))

@@ -88,7 +88,6 @@ from fractions import Fraction
 from typing import Any
 
 import numpy as np
-from scipy.special import log_ndtr, logsumexp
 
 from dpcli import params  # option tuples and limits: one definition (dpcli.params)
 from dpcli.algorithms import nb_allocation
@@ -132,6 +131,21 @@ THRESHOLD_UTILITIES = ("balanced", "accuracy", "none")
 
 Reread = Callable[[Sequence[str]], Iterable[EncodedBatch]]
 """Columns → a fresh pass of encoded batches over the same data (the smooth method's re-read)."""
+
+
+def logsumexp(*args: Any, **kwargs: Any) -> Any:
+    """scipy.special.logsumexp, imported on first use (scipy.special costs ~0.2 s of every
+    command's start-up, docs/scale.md)."""
+    from scipy.special import logsumexp as impl
+
+    return impl(*args, **kwargs)
+
+
+def log_ndtr(x: Any) -> Any:
+    """scipy.special.log_ndtr, imported on first use (as :func:`logsumexp`)."""
+    from scipy.special import log_ndtr as impl
+
+    return impl(x)
 
 
 @dataclass(frozen=True)

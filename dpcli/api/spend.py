@@ -308,9 +308,8 @@ class Charged:
 
     def passes(self, columns: Sequence[str], label: str = "reading", *,
                companion: str | None = None) -> Iterator[Any]:
-        """One more pass over the encoded records (batches read ahead by a worker thread);
+        """One more pass over the encoded records (encoded ahead on every core, in order);
         of the named companion input instead of the main one if ``companion`` is given."""
-        from dpcli.data.prefetch import prefetch
 
         if companion is None:
             source = self._batches()
@@ -319,7 +318,7 @@ class Charged:
             assert opened is not None, f"the {companion} input was never opened"
             source = self._batches(opened)
         with self._spend.reporter.progress(label, source.num_rows_hint()) as advance:
-            for batch in prefetch(source.batches(columns, rng=self.rng)):
+            for batch in _encoded(source, columns, self.rng):
                 advance(batch.n)
                 yield batch
 
@@ -344,10 +343,9 @@ class Charged:
 
     def batch_source(self, columns: Sequence[str]) -> Callable[[], Iterator[Any]]:
         """A function that starts a fresh pass (for algorithms that make several)."""
-        from dpcli.data.prefetch import prefetch
 
         source = self._batches()
-        return lambda: prefetch(source.batches(columns, rng=self.rng))
+        return lambda: _encoded(source, columns, self.rng)
 
     def _batches(self, source: Source | None = None) -> BatchSource:
         """The source as one this process reads batch by batch (the local engine's)."""
@@ -425,3 +423,14 @@ class Companion:
 def with_schema(spec: Spec, schema: Any) -> Spec:
     """``spec`` with another schema (a selection's, or token columns capped for this run)."""
     return replace(spec, schema=schema)
+
+
+def _encoded(source: Any, columns: Sequence[str], rng: np.random.Generator) -> Iterator[Any]:
+    """The encoded batches of one pass, in file order: encoded on every core when the source
+    can (DataSource.map_encoded), else read one batch ahead by a worker thread."""
+    parallel = getattr(source, "map_encoded", None)
+    if parallel is not None:
+        return parallel(columns, lambda batch: batch, rng=rng)
+    from dpcli.data.prefetch import prefetch
+
+    return prefetch(source.batches(columns, rng=rng))

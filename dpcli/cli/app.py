@@ -138,6 +138,9 @@ def main() -> None:
     if hasattr(signal, "SIGPIPE"):  # `dpcli ledger show | head` must not raise BrokenPipeError
         signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # (a release's summary: see UI.emit_json)
     signals.install()
+    from dpcli.data.pandas_shim import defer_pandas
+
+    defer_pandas()  # pyarrow would import pandas (0.3-0.5 s) on its first array
     code: int | str | None = 0
     try:
         app()

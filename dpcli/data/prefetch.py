@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import queue
 import threading
-from collections.abc import Generator, Iterable
+from collections.abc import Callable, Generator, Iterable
 from typing import TypeVar
 
 T = TypeVar("T")
@@ -105,3 +105,94 @@ def stop_all(timeout: float = 10.0) -> list[str]:
         else:
             _live.pop(worker, None)
     return stuck
+
+
+# ------------------------------------------------------------------ all cores
+
+#: environment variable that fixes the number of worker threads of a pass (and pyarrow's
+#: CPU pool): for benchmarks that compare core counts, or to leave cores to other work
+THREADS_ENV = "DPCLI_THREADS"
+
+
+def usable_cores() -> int:
+    """Worker threads for a pass: ``DPCLI_THREADS`` if set, else the CPUs this process may
+    run on (``taskset`` and container CPU sets are respected; ``os.cpu_count`` is not)."""
+    import os
+
+    text = os.environ.get(THREADS_ENV, "").strip()
+    if text:
+        try:
+            value = int(text)
+        except ValueError:
+            value = 0
+        if value < 1:
+            from dpcli.errors import UsageError
+
+            raise UsageError(f"{THREADS_ENV} must be a positive whole number, got {text!r}")
+        return value
+    try:
+        return max(len(os.sched_getaffinity(0)), 1)
+    except (AttributeError, OSError):  # not on Linux
+        return max(os.cpu_count() or 1, 1)
+
+
+def configure_arrow(threads: int) -> None:
+    """Size pyarrow's CPU pool to ``threads`` (it counts the machine's cores, not the CPUs
+    this process may use: under ``taskset -c 0`` it would still start one per core)."""
+    import pyarrow as pa
+
+    if pa.cpu_count() != threads:
+        pa.set_cpu_count(threads)
+
+
+U = TypeVar("U")
+
+
+def ordered_map(items: Iterable[T], fn: Callable[[T], U], workers: int,
+                depth: int | None = None) -> Generator[U, None, None]:
+    """Yield ``fn(item)`` for each item, in the order of ``items``, computed by ``workers``
+    threads (at most ``depth`` items in flight: memory stays bounded).
+
+    Why threads, not processes: the work per item is numpy and pyarrow kernels over
+    tens of thousands of values, which release the GIL, and a batch handed to a thread
+    is not copied. Why in order: the caller folds the results in the order a plain loop
+    would (so float sums are the same bit for bit whatever the number of workers), and
+    an error is raised at the first item that fails in ``items``' order, as a plain loop
+    would raise it. ``items`` itself is iterated in the calling thread, in order.
+    With ``workers == 1`` this is a plain loop (no thread at all).
+    """
+    if workers <= 1:
+        for item in items:
+            yield fn(item)
+        return
+    from collections import deque
+    from concurrent.futures import Future, ThreadPoolExecutor
+
+    limit = depth if depth is not None else 2 * workers
+    pending: deque[Future[U]] = deque()
+    pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="dpcli-pass")
+    try:
+        source = iter(items)
+        while True:
+            try:
+                item = next(source)
+            except StopIteration:
+                break
+            except BaseException:
+                # the items before the failing one come first, as in a plain loop (one of
+                # them may fail itself, and that error is the one a plain loop would show)
+                while pending:
+                    yield pending.popleft().result()
+                raise
+            pending.append(pool.submit(fn, item))
+            while len(pending) >= limit or (pending and pending[0].done()):
+                yield pending.popleft().result()
+        while pending:
+            yield pending.popleft().result()
+    finally:
+        for future in pending:
+            future.cancel()
+        pool.shutdown(wait=True, cancel_futures=True)
+        close = getattr(items, "close", None)
+        if close is not None:  # a generator's cleanup (open files) runs here, not at GC
+            close()

@@ -14,7 +14,9 @@ release) splits reading into three steps that a command runs in order:
    labels, missing values in columns whose policy is ``error``.
 3. :meth:`DataSource.batches` streams encoded batches
    (:mod:`dpcli.data.encode`) for the statistics engine, counting clamps and
-   mappings into :attr:`DataSource.report` (custodian-only, stderr).
+   mappings into :attr:`DataSource.report` (custodian-only, stderr);
+   :meth:`DataSource.map_encoded` does the same with the encoding (and a
+   function of each batch) on every core, results in file order.
 
 Error messages name the file, the column and a row number but never quote a
 value, and never pass on a parser message that could quote one: values are
@@ -44,7 +46,7 @@ from collections.abc import Callable, Generator, Iterator, Sequence
 from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -54,6 +56,7 @@ import pyarrow.parquet as pq
 
 from dpcli.data.encode import (
     BatchEncoder,
+    BatchPlace,
     EncodedBatch,
     RowPosition,
     encode_label,
@@ -75,6 +78,7 @@ from dpcli.errors import DataError, NoInput, UsageError, private
 CSV_SUFFIXES: dict[str, str] = {".csv": ",", ".csv.gz": ",", ".tsv": "\t", ".tsv.gz": "\t"}
 PARQUET_SUFFIXES: tuple[str, ...] = (".parquet", ".pq")
 _CSV_BLOCK_BYTES = 4 << 20
+T = TypeVar("T")
 _MAX_HEADER_BYTES = 16 << 20
 
 
@@ -482,6 +486,57 @@ class DataSource:
                 raw = rb.slice(start, self.batch_rows)
                 yield raw, encoder.encode(raw)
 
+    def map_encoded(self, columns: Sequence[str], fn: Callable[[EncodedBatch], T], *,
+                    rng: np.random.Generator,
+                    workers: int | None = None) -> Generator[T, None, None]:
+        """``fn(batch)`` for every encoded batch of :meth:`batches`, in file order, with the
+        encoding and ``fn`` run by ``workers`` threads (default: every usable core,
+        :func:`~dpcli.data.prefetch.usable_cores`).
+
+        Why: encoding (pyarrow kernels) and folding a batch into statistics (numpy) are
+        most of a pass and release the GIL; one thread would leave the other cores idle.
+        The raw batches are still read in order by one reader (pyarrow decodes a Parquet
+        row group, or parses a CSV block, on its own threads), each batch's rows are
+        numbered before it is handed out, and each batch counts its clamps into its own
+        report, added to :attr:`report` in file order: the same results, the same
+        report, the same token-cap draws and the same first error as :meth:`batches`.
+        """
+        from dpcli.data.prefetch import configure_arrow, ordered_map, usable_cores
+
+        if type(self).batches is not _BATCHES:
+            # a source whose batches() is replaced (a subclass, a wrapper that re-cuts or
+            # counts them) is read through it, in this thread: its batches are the pass
+            for batch in self.batches(columns, rng=rng):
+                yield fn(batch)
+            return
+        threads = usable_cores() if workers is None else max(int(workers), 1)
+        configure_arrow(threads)
+        needed = self.needed_columns(columns)
+        self.check_structure(columns)
+        report = self.report = DataReport(file=self.path)
+        encoder = BatchEncoder(self.schema, needed, report=report, rng=rng,
+                               file=self.path, with_label=self.label)
+        source: Iterator[pa.RecordBatch]
+        if self.format == "csv":
+            source = self._csv_batches(needed)
+        else:
+            source = self._parquet_batches(needed, encoder)
+
+        def placed() -> Iterator[tuple[pa.RecordBatch, BatchPlace]]:
+            for rb in source:
+                for start in range(0, rb.num_rows, self.batch_rows):
+                    raw = rb.slice(start, self.batch_rows)
+                    yield raw, encoder.place(raw.num_rows)
+
+        def work(item: tuple[pa.RecordBatch, BatchPlace]) -> tuple[T, DataReport]:
+            part = DataReport()
+            return fn(encoder.encode_at(item[0], item[1], part)), part
+
+        with closing(ordered_map(placed(), work, threads)) as results:
+            for result, part in results:
+                report.merge(part)
+                yield result
+
     def _parquet_all_columns(self, encoder: BatchEncoder) -> Iterator[pa.RecordBatch]:
         for f in self._check_readable_parquet():
             encoder.start_file(f)
@@ -596,6 +651,9 @@ class DataSource:
         except (pa.ArrowException, OSError):
             return None
         return None
+
+
+_BATCHES = DataSource.batches  # the encoder's own loop (map_encoded parallelises only this)
 
 
 # ------------------------------------------------------- CSV typing rules

@@ -6,14 +6,9 @@ sensitivity the caller must supply (under replace-one neighbours), the noise
 and its scale, and the ε (δ) it costs.
 """
 
+from typing import TYPE_CHECKING
+
 from dpcli.mechanisms.composition import Plan, PlanMisuse, Spending, Step
-from dpcli.mechanisms.erm import (
-    PrivateFit,
-    l2_laplace_vector,
-    objective_constants,
-    objective_perturbation,
-    output_perturbation,
-)
 from dpcli.mechanisms.exponential import (
     exponential_mechanism,
     exponential_probabilities,
@@ -48,6 +43,30 @@ from dpcli.mechanisms.smooth_stats import (
     trimmed_stats,
     variance_sensitivity_at,
 )
+
+if TYPE_CHECKING:   # the type checker sees the names the lazy import below hands out
+    from dpcli.mechanisms.erm import (
+        PrivateFit,
+        l2_laplace_vector,
+        objective_constants,
+        objective_perturbation,
+        output_perturbation,
+    )
+
+#: names of dpcli.mechanisms.erm, imported on first use (PEP 562): it needs scipy's sparse
+#: and linear-algebra modules, about a third of a second of start-up that only
+#: ``validate`` needs (docs/scale.md, fixed cost)
+_LAZY = {"PrivateFit", "l2_laplace_vector", "objective_constants", "objective_perturbation",
+         "output_perturbation"}
+
+
+def __getattr__(name: str) -> object:
+    if name in _LAZY:
+        from dpcli.mechanisms import erm
+
+        return getattr(erm, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "Plan",

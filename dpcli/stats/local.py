@@ -17,7 +17,6 @@ import numpy as np
 import pyarrow as pa
 
 from dpcli.data.encode import EncodedBatch
-from dpcli.data.prefetch import prefetch
 from dpcli.data.reader import DataSource
 from dpcli.data.report import DataReport
 from dpcli.data.schema import Schema
@@ -51,11 +50,27 @@ class LocalEngine(Engine):
         if not isinstance(source, DataSource):  # the engine a source names reads it
             raise TypeError(f"the local engine reads a local DataSource, not {type(source)}")
         request.validate(source.schema)
-        # decoding and encoding run one batch ahead in a second thread (same order, same draws)
+        schema = source.schema
+
+        def fold(batch: EncodedBatch) -> StatsAccumulator:
+            part = StatsAccumulator(schema, request)
+            part.update(batch)
+            return part
+
+        # every core encodes and folds batches (pyarrow and numpy release the GIL); the
+        # per-batch partial statistics are merged here in file order. Merging a batch's
+        # fresh accumulator is the same arithmetic as updating with the batch, so the
+        # statistics are those of a one-thread loop bit for bit, whatever the core count
+        # (and a seeded run releases the same output on 1 core or 16)
         try:
-            # closed on any exit: its read-ahead thread is joined here, not at garbage collection
-            with closing(prefetch(source.batches(request.columns(), rng=rng))) as batches:
-                stats = compute_batches(source.schema, request, batches, progress=progress)
+            total = StatsAccumulator(schema, request)
+            # closed on any exit: its worker threads are joined here, not at garbage collection
+            with closing(source.map_encoded(request.columns(), fold, rng=rng)) as parts:
+                for part in parts:
+                    total.merge(part)
+                    if progress is not None:
+                        progress(part.n)
+            stats = total.result()
         except (pa.ArrowException, IndexError) as exc:
             # a data page the pre-charge pass did not decode (e.g. a corrupt Parquet page in a
             # feature column); pyarrow's text may quote values, so only its type is named

@@ -254,3 +254,25 @@ def test_batch_encoder_counts_rows_and_continues_row_numbers() -> None:
         enc.encode(pa.record_batch({"y": ["0", "1"], "x": [0.5, None]}))
     assert report.rows == 2 and report.columns["x"].clamped_above == 1
     assert any("clamped" in line for line in report.lines())
+
+
+def test_lookup_codes_of_numbers_through_their_distinct_values() -> None:
+    # long number and boolean arrays are looked up through dictionary_encode: the codes must
+    # be those of looking up every value's text (nulls, NaN, -0.0, 1.0 == "1" included)
+    import pyarrow as pa
+
+    from dpcli.data.encode import NOT_DECLARED, NULL, lookup_codes
+
+    rng = np.random.default_rng(0)
+    values = pa.array(["0", "1", "2", "1.5", "true"], pa.string())
+    ints = [None if i % 17 == 0 else int(v) for i, v in enumerate(rng.integers(-1, 4, 500))]
+    floats = [float("nan") if i % 13 == 0 else None if i % 11 == 0 else v
+              for i, v in enumerate(rng.choice([0.0, -0.0, 1.0, 1.5, 2.0, 7.25], 500))]
+    bools = [None if i % 7 == 0 else bool(v) for i, v in enumerate(rng.integers(0, 2, 500))]
+    for arr in (pa.array(ints, pa.int64()), pa.array(ints, pa.int8()),
+                pa.array(floats, pa.float64()), pa.array(bools, pa.bool_())):
+        got = lookup_codes(arr, values)
+        one_by_one = np.concatenate([lookup_codes(arr.slice(i, 1), values)
+                                     for i in range(len(arr))])
+        np.testing.assert_array_equal(got, one_by_one)
+        assert (got == NULL).any() and (got == NOT_DECLARED).any() | (got >= 0).all()

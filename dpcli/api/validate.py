@@ -212,9 +212,10 @@ def validate(spec: Spec, data: Path, *, validation: Path | None = None,
             reporter.warn(
                 f"degenerate on the data: the released cut (logit {cut.logit:.4g}) calls "
                 f"{'almost every' if side == 'positive' else 'almost no'} row positive "
-                f"(noisy count {cut.noisy_predicted_positive:,} of {cut.n_rows:,}): the "
-                f"{other} class is (almost) never predicted. The model's ranking (score) may "
-                "still be useful; more ε or rows, or threshold_share 0 for the 0.5 cut")
+                f"(noisy count {cut.noisy_predicted_positive:,} ± {cut.check_halfwidth:,} "
+                f"at 95 %, of {cut.n_rows:,}): the {other} class may be (almost) never "
+                "predicted. The model's ranking (score) may still be useful; more ε or rows, "
+                "or threshold_share 0 for the 0.5 cut")
             payload["degeneracy"] = {**payload["degeneracy"], "degenerate": True,
                                      "one_class_on_rows": side}
         envelope = run.envelope(tuning.KIND, payload)

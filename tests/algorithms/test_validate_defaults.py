@@ -217,9 +217,15 @@ def test_choose_threshold_finds_a_rare_class_cut() -> None:
 def test_one_class_on_the_rows_is_read_from_the_released_count() -> None:
     def cut(count: int) -> v.Threshold:
         return v.Threshold(0.5, 1.0, 10, (1.0, 1.0), (-1.0, 1.0, 4096), count, 10_000)
+    # the count's noise (ε = 1/8 of the threshold's 1, Δ = 1) has a 95 % half-width of 25
+    # rows: a count within 25 of 0.1 % of the rows (10) cannot rule out one class
+    assert cut(10).check_halfwidth == 25
     assert cut(10).one_class() == "negative" and cut(-3).one_class() == "negative"
+    assert cut(35).one_class() == "negative"              # 10 + 25: not ruled out
     assert cut(9_990).one_class() == "positive" and cut(12_000).one_class() == "positive"
-    assert cut(11).one_class() is None and cut(5_000).one_class() is None
+    assert cut(9_965).one_class() == "positive"
+    assert cut(36).one_class() is None and cut(9_964).one_class() is None
+    assert cut(5_000).one_class() is None
     assert v.Threshold(0.0, 0.0).one_class() is None     # threshold_share 0: nothing released
     rng = make_rng(6)
     z = rng.normal(size=3000)

@@ -222,22 +222,28 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=20)
     parser.add_argument("--commands", default="train-nb,train-brc,validate")
     parser.add_argument("--out", type=Path, default=HERE / "results" / "forecast_learners")
+    parser.add_argument("--update", action="store_true",
+                        help="keep the other commands' rows of the existing --out JSON")
     args = parser.parse_args()
     commands = args.commands.split(",")
     rows: list[dict[str, Any]] = []
+    if args.update and args.out.with_suffix(".json").exists():
+        rows = [r for r in json.loads(args.out.with_suffix(".json").read_text())["rows"]
+                if r["command"] not in commands]
     started = time.perf_counter()
     for name in args.datasets.split(","):
         got = load(name, args.data)
         if got is None:
             continue
         spec, train, test = got
-        for command, run in (("train-nb", lambda: run_nb(spec, train, test, args.seeds)),
-                             ("train-brc", lambda: run_brc(spec, train, args.seeds)),
-                             ("validate", lambda: run_validate(spec, train, args.seeds))):
+        for command in ("train-nb", "train-brc", "validate"):
             if command not in commands:
                 continue
             t0 = time.perf_counter()
-            for r in run():
+            got_rows = (run_nb(spec, train, test, args.seeds) if command == "train-nb" else
+                        run_brc(spec, train, args.seeds) if command == "train-brc" else
+                        run_validate(spec, train, args.seeds))
+            for r in got_rows:
                 r["dataset"] = name
                 rows.append(r)
             print(f"{name} {command}: {time.perf_counter() - t0:.1f} s", file=sys.stderr)
@@ -245,7 +251,8 @@ def main() -> None:
 
     env = environment("numpy", "scipy")
     lines = ["# Forecast versus measured: train-nb, train-brc, validate (issue 27)", "",
-             f"{env.get('date', '')} {env.get('git', '')}; {args.seeds} seeded runs per cell; "
+             f"{env.get('date_utc', '')}, git {env.get('git_head', '')}; {args.seeds} seeded "
+             f"runs per cell; this run ({', '.join(commands)}) "
              f"{time.perf_counter() - started:.0f} s. Produced by "
              "`benchmarks/forecast_learners.py` (its docstring says what is measured).", ""]
     for command, metrics in (("train-nb", ("accuracy", "edge_lost")),

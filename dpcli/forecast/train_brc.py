@@ -7,18 +7,22 @@ does). What the error must resolve is a random hyperplane's edge |err − ½|,
 typically about 0.1 (:data:`dpcli.algorithms.brc.EDGE`): the verdict calls a
 release usable when the median |noise| is at most half of it (0.05). The
 class-weight ratio ρ is set by the released positive count (private): the
-forecast takes the balanced ρ = 1 and reports the cap ρ may reach
-(:func:`dpcli.algorithms.brc.weight_cap`), which multiplies the noise.
+forecast takes the cap ρ may reach (:func:`dpcli.algorithms.brc.weight_cap`, a
+public function of n, ε, T, c1, c2), which unbalanced labels reach (Adult's
+24 % positives ask for ρ = 3.2; measured in benchmarks/results/forecast_learners.md:
+with ρ = 1 the forecast was 2-3.5 times too small at ε = 0.5 and 1); balanced
+labels get less noise than forecast.
 
 Also forecast: the calibration histogram's noise on a class total, over the
 smaller class (n/2, the balanced proxy), which the command's near-chance
 warning reads (:func:`dpcli.algorithms.brc.calibration_noise`), and, with a
 private label, the noisy positive count as a share of n.
 
-With ``rounds: auto`` T grows with ε so that the noise stays below the edge:
-b then stays just under 0.1/√2 and is not monotone in ε (a saw-tooth between
-T's integer steps); it decreases with ε where T is fixed, at its floor of 10,
-its cap of 200, or set in the spec.
+With ``rounds: auto`` T grows with ε so that the noise stays below the edge,
+and the cap on ρ takes what T leaves: ρ·b is 0.1/√2 wherever 1 ≤ ρ ≤ 20 and
+falls with ε elsewhere, so the forecast never grows with ε; more ε buys more
+rounds and class weights, not less noise per round. (At ρ = 1 alone, b is a
+saw-tooth just under 0.1/√2 inside T's range.)
 """
 
 from __future__ import annotations
@@ -55,8 +59,11 @@ def forecast(spec: Any, section: Any, n: int, **context: Any) -> Forecast:
 
     def metrics_at(e: float) -> dict[str, MetricForecast]:
         config = config_at(replace(section, epsilon=e), n, base)
-        out = {HEADLINE: laplace_error(brc.noise_scale(config, e, n),
-                                       "round error noise (ρ = 1)")}
+        # ρ at the cap the class weights may take (public): the weights spend what the
+        # rounds leave of the noise room, and unbalanced labels (the usual case) reach it
+        rho = brc.weight_cap(config, e, n)
+        out = {HEADLINE: laplace_error(brc.noise_scale(config, e, n, rho),
+                                       "round error noise (ρ at its cap)")}
         # a class total of the margin histogram sums its `bins` counts, each with discrete
         # Laplace noise of scale 2/ε_cal (variance 2·scale²): close to normal
         cal_eps = float(e * brc.CALIBRATION_SHARE)

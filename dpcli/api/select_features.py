@@ -87,7 +87,8 @@ def select_features(spec: Spec, data: Path | str, *, out: Path | None = None,
     spend = Spend.prepare(s, make_plan, location, chosen, command="select-features",
                           reporter=reporter, outputs=[out], engine=engine, total=Budget(upper),
                           dry_run=dry_run,
-                          forecast=Spend.forecast_of("select-features", s, section))
+                          forecast=Spend.forecast_of("select-features", spec, section,
+                                                    total_epsilon=total_epsilon is not None))
     if dry_run:
         return spend.dry_run(extra=checked)
     plan = spend.plan

@@ -88,7 +88,7 @@ def train_brc(spec: Spec, data: Path, *, out: Path | None = None,
     spend = Spend.prepare(s, plan_for, data, chosen, command="train-brc", reporter=reporter,
                           outputs=[out], total=total, neighbouring=neighbouring,
                           dry_run=dry_run,
-                          forecast=Spend.forecast_of("train-brc", s, section))
+                          forecast=Spend.forecast_of("train-brc", s, section, columns=chosen))
     if dry_run:
         return spend.dry_run()
     plan = spend.plan

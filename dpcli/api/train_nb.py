@@ -79,7 +79,7 @@ def train_nb(spec: Spec, data: Path | str, *, epsilon: float | None = None,
                           reporter=reporter, outputs=[out], total=total, engine=engine,
                           inputs=protect.inputs("the --features file", features),
                           dry_run=dry_run,
-                          forecast=Spend.forecast_of("train-nb", spec, section))
+                          forecast=Spend.forecast_of("train-nb", spec, section, columns=chosen))
     if dry_run:
         return spend.dry_run()
     plan = spend.plan

@@ -96,6 +96,8 @@ def validate(spec: Spec, data: Path, *, validation: Path | None = None,
         raise BudgetExhausted(f"the {config.score} score needs δ = {config.run_delta:g}, but the "
                               f"budget of dataset {s.dataset!r} has δ = {s.budget.dlt:g} "
                               f"({s.path}: budget.delta); use --score ramp, which needs none")
+    from dpcli.forecast import forecast as forecast_at
+
     sizes: dict[str, int] = {}
     decided: dict[str, tuning.Decision] = {}
     companions: dict[str, Companion] = {}
@@ -138,7 +140,10 @@ def validate(spec: Spec, data: Path, *, validation: Path | None = None,
     spend = Spend.prepare(s, plan_for, data, chosen, command="validate", reporter=reporter,
                           outputs=[out], total=total, dry_run=dry_run, companions=companions,
                           inputs=protect.inputs("the --validation file", validation),
-                          forecast=Spend.forecast_of("validate", s, section))
+                          forecast=lambda rows: forecast_at(
+                              "validate", s, section, rows, columns=chosen,
+                              validation_rows=None if validation is None
+                              else companions["validation"].n))
     if dry_run:
         return spend.dry_run()
     plan = spend.plan

@@ -100,13 +100,18 @@ def forecast(spec: Any, section: Any, n: int, **context: Any) -> Forecast:
     schema = cap_tokens(spec.schema, chosen, section.r)
     config = nb.NBConfig(**section.config_values())
     n = max(int(n), 1)
-    sim = _Simulation.build(schema, chosen, config.smoothing, config.distribution, n)
 
     @functools.lru_cache(maxsize=256)
     def raw_at(e: float) -> tuple[_Scales, MetricForecast, MetricForecast]:
         # the plan's split (the allocation it is built from: the same shares, without the
         # plan's notes, which cost more than the simulation)
         alloc = nb.allocation(schema, chosen, Budget(e), config, n)
+        # a numeric column released as a per-class histogram is simulated as a table of its
+        # bins (their number is the rule's at this n and ε)
+        histograms = tuple((c, alloc.bins[c]) for c in chosen
+                           if alloc.methods.get(c) == "histogram")
+        sim = _Simulation.build(schema, chosen, config.smoothing, config.distribution, n,
+                                dict(histograms))
         scales = _Scales.of(alloc, e, schema, chosen, config)
         errors, truth = sim.accuracy_errors(scales)
         # the share of the noise-free model's edge over chance (1/K) that the noise takes
@@ -145,6 +150,7 @@ class _Scales:
     tables: dict[str, float]           # a cell's scale, per table column
     means: dict[str, float]            # the class sum of x − mid's scale (∞: none)
     variances: dict[str, float | None]  # the class sum of squares' scale, None: public
+    bins: dict[str, int]               # a histogram numeric column's cells (in ``tables``)
 
     @classmethod
     def of(cls, alloc: Any, epsilon: float, schema: Any, columns: Sequence[str], config: Any
@@ -162,11 +168,16 @@ class _Scales:
         tables: dict[str, float] = {}
         means: dict[str, float] = {}
         variances: dict[str, float | None] = {}
+        bins: dict[str, int] = {}
         smooth = nb_allocation.smooth_factor(config.trim, config.gamma)
         for c in columns:
             col = schema.column(c)
             if not isinstance(col, NumericColumn):
                 tables[c] = table_sensitivity(schema, c) / eps(f"counts:{c}")
+                continue
+            if alloc.methods.get(c) == "histogram":
+                tables[c] = nb_allocation.HISTOGRAM_SENSITIVITY / eps(f"{nb.BINS}{c}")
+                bins[c] = alloc.bins[c]
                 continue
             h = col.width / 2
             factor = smooth if alloc.methods.get(c) == "smooth" else 1.0
@@ -177,7 +188,7 @@ class _Scales:
                 variances[c] = factor * units * grid / eps(f"variance:{c}")
             else:
                 variances[c] = None
-        return cls(2.0 / eps(nb.PRIOR), tables, means, variances)
+        return cls(2.0 / eps(nb.PRIOR), tables, means, variances, bins)
 
 
 def _parameter_errors(scales: _Scales, schema: Any, columns: Sequence[str], n: int
@@ -192,7 +203,9 @@ def _parameter_errors(scales: _Scales, schema: Any, columns: Sequence[str], n: i
     worst: MetricForecast | None = None
     for c, scale in scales.tables.items():
         col = schema.column(c)
-        if isinstance(col, TokensColumn):
+        if c in scales.bins:
+            cell = n_c / scales.bins[c]
+        elif isinstance(col, TokensColumn):
             r = col.max_per_row or len(col.vocabulary)
             cell = n_c * r / len(col.vocabulary)
         else:
@@ -206,7 +219,7 @@ def _parameter_errors(scales: _Scales, schema: Any, columns: Sequence[str], n: i
     var: MetricForecast | None = None
     for c in columns:
         col = schema.column(c)
-        if not isinstance(col, NumericColumn):
+        if not isinstance(col, NumericColumn) or c not in scales.means:
             continue
         sigma = col.width / SPREAD
         m = laplace_error(scales.means[c], f"class mean error / σ ({c})",
@@ -278,7 +291,7 @@ class _Simulation:
 
     @classmethod
     def build(cls, schema: Any, columns: Sequence[str], smoothing: float, distribution: str,
-              n: int) -> _Simulation:
+              n: int, histograms: dict[str, int] | None = None) -> _Simulation:
         from dpcli.data.schema import NumericColumn, TokensColumn
 
         # the public facts the synthetic model is drawn from, hashable for the cache (a
@@ -286,7 +299,9 @@ class _Simulation:
         facts: list[tuple[str, float, float]] = []
         for c in columns:
             col = schema.column(c)
-            if isinstance(col, NumericColumn):
+            if histograms and c in histograms:   # released as a table of its bins
+                facts.append((c, float(histograms[c]), math.nan))
+            elif isinstance(col, NumericColumn):
                 facts.append((c, col.lower, col.upper))
             elif not isinstance(col, TokensColumn):   # tokens: left out (module docstring)
                 facts.append((c, float(len(col.levels)), math.nan))

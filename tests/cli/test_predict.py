@@ -267,9 +267,9 @@ def test_adult_sample_accuracy(samples: Path, cli) -> None:
     assert balanced > 0.72 and accuracy > 0.70
     assert len(result) == 1500
     entries = read_entries(samples / "ledgers" / "uci-adult.jsonl")
-    # the rule's steps: prior, 8 tables, 6 means, 6 variances (none public at ε = 10), threshold
+    # the rule's steps: prior, 8 tables, 6 numeric histograms (the default), threshold
     # and its check of the rows predicted positive
-    assert entries[0]["epsilon"] == 10.0 and len(entries[0]["breakdown"]) == 1 + 2 * 6 + 8 + 2
+    assert entries[0]["epsilon"] == 10.0 and len(entries[0]["breakdown"]) == 1 + 6 + 8 + 2
     r = cli("ledger", "show", "--spec", samples / "configs" / "adult.yaml", "--json")
     assert json.loads(r.stdout)["remaining"]["epsilon"] == 0.0
 

@@ -101,7 +101,7 @@ def test_monotone_where_the_rounds_are_fixed(spec) -> None:
     assert all(a.metrics["round_error"].expected > b.metrics["round_error"].expected
                for a, b in itertools.pairwise(floor))
     inside = [forecast("train-brc", spec, replace(auto, epsilon=e), 30_000)
-              for e in np.geomspace(0.03, 0.15, 12)]
+              for e in np.geomspace(0.01, 0.09, 12)]   # c = 1 (brc.auto_constant): T inside
     for f in inside:
         assert brc.AUTO_MIN_ROUNDS < f.extra["rounds"] < brc.AUTO_MAX_ROUNDS
         assert f.metrics["round_error"].expected == pytest.approx(

@@ -12,12 +12,19 @@ from dpcli import signals
 
 @pytest.fixture
 def installed():
+    # the suite may itself run under nohup or as a background job, which ignore SIGHUP or
+    # SIGINT; install() rightly keeps an ignored signal ignored, so start from the defaults
+    found = {sig: signal.getsignal(sig) for sig in signals.HANDLED}
+    for sig in signals.HANDLED:
+        signal.signal(sig, signal.SIG_DFL if sig != signal.SIGINT else signal.default_int_handler)
     signals.install()
     try:
         yield
     finally:
         signals.restore()
         signals._state.update(holding=0, pending=None, ending=False)
+        for sig, handler in found.items():
+            signal.signal(sig, handler)
 
 
 def _send(sig: int) -> None:

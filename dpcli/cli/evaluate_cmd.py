@@ -94,9 +94,9 @@ def _show(ui: UI, result: Evaluation) -> None:
     for c, row in zip(result.classes, result.matrix, strict=True):
         table.add_row(str(c), *(f"{int(v):,}" for v in row))
     ui.show(table)
-    ui.say(f"accuracy {result.accuracy:.4f} ± {1.96 * result.accuracy_noise_sd():.4f} "
-           f"(95% noise interval before post-processing; cell noise sd "
-           f"{noise_sd(result.epsilon):.1f}; the test set's own sampling error is not included)")
+    # its interval is the error bars' line below (90 %, the noise alone): one interval, not two
+    ui.say(f"accuracy {result.accuracy:.4f} (cell noise sd {noise_sd(result.epsilon):.1f}; the "
+           "test set's own sampling error is not included)")
     for c, m in result.per_class().items():
         parts = [f"{k} {v:.3f}" for k, v in m.items() if k != "support" and v is not None]
         ui.say(f"  class {c}: " + ", ".join(parts))

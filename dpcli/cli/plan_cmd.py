@@ -132,6 +132,19 @@ def _write(ui: UI, path: Path, w: object) -> None:
     if w.unsolved:
         ui.warn("the spec is left unchanged: a target cannot be met at this n")
         return
+    if not w.fits:   # a spec that asks for more than the ledger has left is not written
+        ui.warn("the spec is left unchanged: the planned workload does not fit in what the "
+                "ledger has left")
+        return
+    import os
+    import stat
+
+    mode = stat.S_IMODE(path.stat().st_mode)
+    if not mode & stat.S_IWUSR:
+        from dpcli.errors import UsageError
+
+        raise UsageError(f"--write: {path} is read-only (mode {mode:o}); make it writable to "
+                         "let dpcli plan edit it")
     epsilons = {i.command: i.planned for i in w.items if i.solved}
     text = path.read_text(encoding="utf-8")
     new = with_epsilons(text, epsilons)
@@ -149,5 +162,6 @@ def _write(ui: UI, path: Path, w: object) -> None:
         staged.write_text(new, encoding="utf-8")
         load_spec(staged)   # the edited spec must still be valid before it replaces the old
         outputs.commit()
+    os.chmod(path, mode)   # the spec keeps its permissions
     signals.deliver()
     ui.say(f"wrote the planned ε into {path}")

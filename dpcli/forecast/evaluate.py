@@ -142,7 +142,6 @@ def error_bars(matrix: np.ndarray, epsilon: float, classes: tuple[str, ...],
     """90 % intervals of accuracy and each class's precision and recall from the released
     matrix alone (parametric bootstrap; post-processing, free)."""
     m = np.asarray(matrix, dtype=np.int64)
-    tail = (1.0 - level) / 2.0
     out: dict[str, Any] = {"level": level, "method": "parametric bootstrap of the noise "
                            f"around the released matrix ({BAR_DRAWS} draws)"}
     per_class: dict[str, Any] = {}
@@ -155,8 +154,11 @@ def error_bars(matrix: np.ndarray, epsilon: float, classes: tuple[str, ...],
             if not np.isfinite(point[j]) or ej.size == 0:
                 bars.append(None)
                 continue
-            lo, hi = np.quantile(ej, [tail, 1.0 - tail])
-            bars.append([float(max(point[j] - hi, 0.0)), float(min(point[j] - lo, 1.0))])
+            # symmetric: ± the level-quantile of |error|. The reflected (basic bootstrap)
+            # interval collapsed to a point at a boundary: a released accuracy of 1 has
+            # bootstrap errors ≤ 0 only, and [1 − 0, 1] missed a true 0.997 (a new user's run)
+            half = float(np.quantile(np.abs(ej), level))
+            bars.append([float(max(point[j] - half, 0.0)), float(min(point[j] + half, 1.0))])
         if cls == 0:
             out["accuracy"] = bars[0]
         per_class[name] = {"precision": bars[1], "recall": bars[2]}

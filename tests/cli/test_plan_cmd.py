@@ -174,3 +174,28 @@ def test_without_a_ledger_the_spec_budget_is_what_remains(project: Project, cli,
     assert r.exit_code == 0, r.stderr
     assert "no ledger yet" in r.stdout
     assert not project.ledger.exists()       # plan creates nothing
+
+
+def test_write_refuses_a_workload_that_does_not_fit_and_a_read_only_spec(
+        project: Project, cli, stand_in: None) -> None:
+    before = project.spec.read_text()
+    r = cli("plan", "--spec", project.spec, "--rows", 1000, "--target", "tabulate.cell=1",
+            "--write")
+    assert r.exit_code == 3 and "left unchanged" in r.stderr
+    assert project.spec.read_text() == before
+    project.spec.chmod(0o444)
+    try:
+        r = cli("plan", "--spec", project.spec, "--rows", 1000, "--target", "tabulate.cell=10",
+                "--write")
+        assert r.exit_code == 64 and "read-only" in r.stderr
+        assert project.spec.read_text() == before
+    finally:
+        project.spec.chmod(0o644)
+
+
+def test_write_keeps_the_spec_mode(project: Project, cli, stand_in: None) -> None:
+    project.spec.chmod(0o640)
+    r = cli("plan", "--spec", project.spec, "--rows", 1000, "--target", "tabulate.cell=10",
+            "--write")
+    assert r.exit_code == 0, r.stderr
+    assert project.spec.stat().st_mode & 0o777 == 0o640

@@ -156,6 +156,20 @@ def test_evaluate_error_bars_cover(adult, monkeypatch) -> None:
     assert (hits / runs >= 0.8).all(), hits / runs
 
 
+def test_evaluate_error_bars_keep_their_width_at_a_boundary() -> None:
+    """A released matrix with no off-diagonal count (accuracy 1) still gets an interval of
+    the noise's width: a true 0.997 (one error in 375 rows) lies inside it."""
+    from dpcli.forecast import evaluate as fe
+
+    bars = fe.error_bars(np.array([[175, 0], [0, 200]]), 0.2, ("Down", "Up"))
+    lo, hi = bars["accuracy"]
+    assert hi == 1.0 and lo < 0.997
+    for name in ("Down", "Up"):
+        for metric in ("precision", "recall"):
+            low, high = bars["per_class"][name][metric]
+            assert high - low > 0.0, (name, metric)
+
+
 # ------------------------------------------------------------------------------ roc
 
 

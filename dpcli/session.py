@@ -73,16 +73,20 @@ class Session:
         return self._ledger().spent
 
     def plan(self, *, rows: int | None = None, data: str | Path | None = None,
-             targets: Sequence[str] = ()) -> Any:
+             targets: Sequence[str] = (), test_rows: int | None = None) -> Any:
         """The spec's workload on ``rows`` records (or ``data``'s record count): each command's
-        ε, steps, forecast and verdict, each target (``"roc.auc=0.005"``) solved for its ε —
+        ε, steps, forecast and verdict, each target (``"roc.auc=0.005"``) solved for its ε
+        (roc and evaluate on ``test_rows`` if given) —
         a :class:`dpcli.api.plan.Workload` (``.fits``, ``.to_json()``). Free: reads no value."""
         from dpcli.api.plan import Target, record_count, workload
 
         if (rows is None) == (data is None):
             raise UsageError("give rows= or data=, not both")
         n = rows if rows is not None else record_count(Path(data))  # type: ignore[arg-type]
-        return workload(self.spec, n, targets=[Target.parse(t) for t in targets])
+        if isinstance(targets, str):
+            targets = [targets]
+        return workload(self.spec, n, targets=[Target.parse(t) for t in targets],
+                        test_n=test_rows)
 
     def _keep(self, done: Released | DryRun) -> Any:
         if isinstance(done, DryRun):

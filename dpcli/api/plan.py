@@ -69,6 +69,7 @@ class Item:
     plan: Any | None                 # the plan's sub-steps at that ε (dpcli.mechanisms.Plan)
     forecast: Any | None             # dpcli.forecast.Forecast, or None (no forecast module)
     solved: list[Solved] = field(default_factory=list)
+    n: int = 0                       # the records its forecast is for
 
     @property
     def planned(self) -> float:
@@ -80,7 +81,7 @@ class Item:
     def to_json(self) -> dict[str, Any]:
         fc = self.forecast.to_json() if self.forecast is not None else None
         out: dict[str, Any] = {
-            "command": self.command, "epsilon": self.epsilon,
+            "command": self.command, "epsilon": self.epsilon, "n": self.n,
             "forecast": None if fc is None else fc["forecast"],
             "verdict": None if fc is None else fc["verdict"],
             "method": None if fc is None else fc["method"],
@@ -152,14 +153,19 @@ def record_count(data: Path) -> int:
         raise DataError(f"{data}: cannot count its records ({exc})") from None
 
 
+#: the commands that score a released model on a held-out test set: their n is the test set's
+TEST_COMMANDS = ("roc", "evaluate")
+
+
 def workload(spec: Spec, n: int, *, targets: Sequence[Target] = (),
-             n_source: str = "--rows") -> Workload:
+             n_source: str = "--rows", test_n: int | None = None) -> Workload:
     """Every spending command of ``spec`` at its ε on ``n`` records, with forecasts and the
-    ε each target needs; reads the ledger's totals (charges nothing)."""
+    ε each target needs; reads the ledger's totals (charges nothing). ``test_n``: the test
+    set's record count for roc and evaluate (default ``n``)."""
     from dpcli.forecast import forecast, has_forecast
     from dpcli.run import open_ledger
 
-    if n < 1:
+    if n < 1 or (test_n is not None and test_n < 1):
         raise UsageError(f"--rows {n}: a workload needs at least one record")
     commands = spending_commands(spec)
     if not commands:
@@ -173,10 +179,11 @@ def workload(spec: Spec, n: int, *, targets: Sequence[Target] = (),
     for command in commands:
         section = spec.sections[command]
         fc = plan = None
+        rows = test_n if command in TEST_COMMANDS and test_n is not None else n
         if has_forecast(command):
-            fc = forecast(command, spec, section, n)
-            plan = _plan(command, spec, section, n)
-        item = Item(command, float(section.epsilon), plan, fc)
+            fc = forecast(command, spec, section, rows)
+            plan = _plan(command, spec, section, rows)
+        item = Item(command, float(section.epsilon), plan, fc, n=rows)
         for t in (t for t in targets if t.command == command):
             if fc is None:
                 raise UsageError(f"--target {t}: {command} has no forecast to solve with")

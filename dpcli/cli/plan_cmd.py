@@ -20,6 +20,11 @@ def plan(
     data: Annotated[Path | None, typer.Option(
         "--data", help="A data file whose record count is n: a Parquet file's metadata, or a "
         "CSV's records counted (no value is used).")] = None,
+    test_rows: Annotated[int | None, typer.Option(
+        "--test-rows", min=1, help="The test set's record count, for roc and evaluate (they "
+        "score a released model on held-out rows). Default: the same n.")] = None,
+    test_data: Annotated[Path | None, typer.Option(
+        "--test-data", help="A test file whose record count is roc's and evaluate's n.")] = None,
     target: Annotated[list[str] | None, typer.Option(
         "--target", help="COMMAND.METRIC=VALUE: solve for the smallest ε whose forecast "
         "median error of METRIC is at most VALUE (repeatable), e.g. roc.auc=0.005.")] = None,
@@ -38,13 +43,15 @@ def plan(
     steps; -v lists them), the forecast of its error at that ε (median and 90 %
     bound, docs/forecast.md) and the verdict. Each --target is solved for the
     smallest ε that meets it; the total of the workload (targets' ε in place
-    of the spec's) is compared with what the ledger has left. Exit 0 when it
-    fits, 3 when it does not (reported, never scaled down). --json prints a list
-    with one object per command (command, epsilon, forecast, verdict, steps).
+    of the spec's) is compared with what the ledger has left. roc and evaluate
+    score a model on a test set: give its size with --test-rows or --test-data
+    (default: the same n). Exit 0 when it fits, 3 when it does not (reported,
+    never scaled down). --json prints a list with one object per command
+    (command, epsilon, n, forecast, verdict, steps).
 
     Example:
 
-        dpcli plan --spec configs/adult.yaml --rows 30162 --target roc.auc=0.005
+        dpcli plan --spec configs/adult.yaml --rows 30162 --test-rows 15060 --target roc.auc=0.005
     """
     from dpcli.api.plan import Target, record_count, workload
     from dpcli.errors import UsageError
@@ -58,9 +65,15 @@ def plan(
     if write and not targets:
         raise UsageError("--write puts the ε of each --target into the spec: give a --target")
     s = load_spec(spec)
+    if test_rows is not None and test_data is not None:
+        raise UsageError("give the test set's record count with --test-rows N or "
+                         "--test-data FILE, not both")
     n = rows if rows is not None else record_count(data)  # type: ignore[arg-type]
     source = "--rows" if rows is not None else f"{data}'s record count"
-    w = workload(s, n, targets=targets, n_source=source)
+    test_n = test_rows if test_data is None else record_count(test_data)
+    if test_n is not None:
+        source += f"; roc and evaluate on {test_n:,}"
+    w = workload(s, n, targets=targets, n_source=source, test_n=test_n)
     if json:
         ui.emit_json(w.to_json())
     else:

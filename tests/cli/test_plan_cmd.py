@@ -199,3 +199,28 @@ def test_write_keeps_the_spec_mode(project: Project, cli, stand_in: None) -> Non
             "--write")
     assert r.exit_code == 0, r.stderr
     assert project.spec.stat().st_mode & 0o777 == 0o640
+
+
+def test_roc_and_evaluate_are_forecast_on_the_test_set(project: Project, cli,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """They score a released model on held-out rows: --test-rows / --test-data give their n."""
+    module = SimpleNamespace(forecast=_forecast, plan=_plan)
+    real = fc_registry.module_for
+    monkeypatch.setattr(fc_registry, "module_for",
+                        lambda c: module if c == "tabulate" else real(c))
+    monkeypatch.setattr(fc_registry, "has_forecast", lambda c: c in ("tabulate", "evaluate"))
+    project.write_spec(lambda s: s.update(evaluate={"epsilon": 0.2}))
+    r = cli("plan", "--spec", project.spec, "--rows", 1000, "--test-rows", 200, "--json")
+    assert r.exit_code == 0, r.stderr
+    items = {i["command"]: i for i in json.loads(r.stdout)}
+    assert items["tabulate"]["n"] == 1000 and items["evaluate"]["n"] == 200
+    wide = items["evaluate"]["forecast"]["accuracy"]["expected"]
+    r = cli("plan", "--spec", project.spec, "--rows", 1000, "--test-data", project.data,
+            "--json")
+    assert {i["command"]: i for i in json.loads(r.stdout)}["evaluate"]["n"] == 400
+    r = cli("plan", "--spec", project.spec, "--rows", 1000, "--json")
+    same = {i["command"]: i for i in json.loads(r.stdout)}["evaluate"]
+    assert same["n"] == 1000 and same["forecast"]["accuracy"]["expected"] < wide
+    r = cli("plan", "--spec", project.spec, "--rows", 10, "--test-rows", 5, "--test-data",
+            project.data)
+    assert r.exit_code == 64 and "not both" in r.stderr

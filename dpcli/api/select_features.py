@@ -9,7 +9,7 @@ from typing import Any
 
 from dpcli.api.report import Reporter, Silent
 from dpcli.api.result import Released
-from dpcli.api.spend import DryRun, Spend, resolve_section
+from dpcli.api.spend import DryRun, Spend, forecast_of, resolve_section
 from dpcli.errors import UsageError
 from dpcli.spec import Spec
 
@@ -87,7 +87,7 @@ def select_features(spec: Spec, data: Path | str, *, out: Path | None = None,
     spend = Spend.prepare(s, make_plan, location, chosen, command="select-features",
                           reporter=reporter, outputs=[out], engine=engine, total=Budget(upper),
                           dry_run=dry_run,
-                          forecast=Spend.forecast_of("select-features", spec, section,
+                          forecast=forecast_of("select-features", spec, section,
                                                     total_epsilon=total_epsilon is not None))
     if dry_run:
         return spend.dry_run(extra=checked)

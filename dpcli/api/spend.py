@@ -198,9 +198,6 @@ class Spend:
         return cls(spec, made, source, n, data, command=command, reporter=reporter,
                    neighbouring=relation, companions=companions, forecast=fc)
 
-    #: :func:`forecast_of`, for api modules that import only :class:`Spend`
-    forecast_of = staticmethod(forecast_of)
-
     def dry_run(self, extra: dict[str, Any] | None = None) -> DryRun:
         """What this run would spend against what remains (reads the ledger, charges nothing)."""
         from dpcli.run import open_ledger

@@ -10,7 +10,7 @@ from typing import Any
 
 from dpcli.api.report import Reporter, Silent
 from dpcli.api.result import Released
-from dpcli.api.spend import DryRun, Spend, resolve_section
+from dpcli.api.spend import DryRun, Spend, forecast_of, resolve_section
 from dpcli.errors import UsageError
 from dpcli.mechanisms import Spending
 from dpcli.spec import Spec
@@ -88,7 +88,7 @@ def train_brc(spec: Spec, data: Path, *, out: Path | None = None,
     spend = Spend.prepare(s, plan_for, data, chosen, command="train-brc", reporter=reporter,
                           outputs=[out], total=total, neighbouring=neighbouring,
                           dry_run=dry_run,
-                          forecast=Spend.forecast_of("train-brc", s, section, columns=chosen))
+                          forecast=forecast_of("train-brc", s, section, columns=chosen))
     if dry_run:
         return spend.dry_run()
     plan = spend.plan

@@ -9,7 +9,7 @@ from typing import Any
 
 from dpcli.api.report import Reporter, Silent
 from dpcli.api.result import Released
-from dpcli.api.spend import DryRun, Spend, resolve_section, with_schema
+from dpcli.api.spend import DryRun, Spend, forecast_of, resolve_section, with_schema
 from dpcli.errors import UsageError
 from dpcli.spec import Spec
 
@@ -79,7 +79,7 @@ def train_nb(spec: Spec, data: Path | str, *, epsilon: float | None = None,
                           reporter=reporter, outputs=[out], total=total, engine=engine,
                           inputs=protect.inputs("the --features file", features),
                           dry_run=dry_run,
-                          forecast=Spend.forecast_of("train-nb", spec, section, columns=chosen))
+                          forecast=forecast_of("train-nb", spec, section, columns=chosen))
     if dry_run:
         return spend.dry_run()
     plan = spend.plan

@@ -25,3 +25,9 @@ def __getattr__(name: str) -> object:
         return load_model
     raise AttributeError(f"module 'dpcli' has no attribute {name!r}")
 
+
+
+def __dir__() -> list[str]:
+    # the lazy entry points above are part of the package's face: list them for dir() and
+    # a notebook's completion
+    return sorted(set(globals()) | set(__all__))

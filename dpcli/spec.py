@@ -459,4 +459,5 @@ def describe_column(column: NumericColumn | CategoricalColumn | BinaryColumn | T
 
 
 def _num(value: float) -> str:
-    return f"{int(value):,}" if float(value).is_integer() else f"{value:,.6g}"
+    # as a spec would write it (a year bound 2001 must not read "2,001")
+    return str(int(value)) if float(value).is_integer() else f"{value:.6g}"

@@ -21,6 +21,15 @@ from dpcli.data.schema import (
     Schema,
     TokensColumn,
 )
+from dpcli.stats import StatsRequest
+
+#: a request touching every kind of statistic of :class:`MixedData`'s columns (the engine tests')
+MIXED_REQUEST = StatsRequest(
+    contingency=("colour", "smoker", "zip", "words"),
+    histograms=(("age", 7), ("income", 4)),
+    moments=("age", "income"),
+    keep_values=("income",),
+)
 
 
 @dataclass

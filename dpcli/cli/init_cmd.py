@@ -95,6 +95,11 @@ def init(
     ui.say(f"wrote {out} and {schema_path} from the structure of {data} (no value was read): "
            f"{len(features)} columns, {todo} domain(s) and the budget to declare (TODO); "
            f"then `dpcli inspect {data} --spec {out}`")
+    if dataset is None:
+        # the id keys the ledger's budget: a user who inits train.csv and later test.csv must
+        # not find two budgets for one dataset by accident
+        ui.say(f"dataset id {dataset_id!r} (from the file's name; it names this data's budget "
+               "in the ledger — choose it with --dataset, the same for every file of the data)")
 
 
 def _dataset_id(data: Path) -> str:

@@ -24,16 +24,11 @@ from dpcli.stats import (
     StatsRequest,
     get_engine,
 )
+from tests.conftest import MIXED_REQUEST as REQUEST
 
 if TYPE_CHECKING:
     from tests.conftest import MixedData
 
-REQUEST = StatsRequest(
-    contingency=("colour", "smoker", "zip", "words"),
-    histograms=(("age", 7), ("income", 4)),
-    moments=("age", "income"),
-    keep_values=("income",),
-)
 CLASSES = ["a", "b", "c"]
 
 

@@ -23,16 +23,11 @@ from dpcli.data import DataSource
 from dpcli.data.prefetch import THREADS_ENV, ordered_map, usable_cores
 from dpcli.errors import DataError, UsageError
 from dpcli.stats import LocalEngine, Stats, StatsAccumulator, StatsRequest
+from tests.conftest import MIXED_REQUEST as REQUEST
 
 if TYPE_CHECKING:
     from tests.conftest import MixedData
 
-REQUEST = StatsRequest(
-    contingency=("colour", "smoker", "zip", "words"),
-    histograms=(("age", 7), ("income", 4)),
-    moments=("age", "income"),
-    keep_values=("income",),
-)
 
 
 @dataclass(frozen=True)

@@ -16,16 +16,19 @@ from typing import Any
 from dpcli.forecast.core import (
     LEVEL,
     Forecast,
+    LazyMetrics,
     MetricForecast,
     Verdict,
     from_samples,
     laplace_error,
     make_forecast,
+    shared,
     solve_epsilon,
 )
 
-__all__ = ["LEVEL", "Forecast", "MetricForecast", "Verdict", "forecast", "from_samples",
-           "has_forecast", "laplace_error", "make_forecast", "module_for", "solve_epsilon"]
+__all__ = ["LEVEL", "Forecast", "LazyMetrics", "MetricForecast", "Verdict", "forecast",
+           "from_samples", "has_forecast", "laplace_error", "make_forecast", "module_for", "shared",
+           "solve_epsilon"]
 
 # the commands with a forecast module; a command missing here has none yet
 COMMANDS = ("tabulate", "evaluate", "roc", "publish-grid", "train-nb", "validate", "train-brc",

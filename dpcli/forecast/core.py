@@ -12,15 +12,17 @@ unit; ``expected`` is the median absolute error and ``interval`` the central
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Union
 
 import numpy as np
 
 LEVEL = 0.9   # the level of every interval unless a forecast says otherwise
 
 MetricsAt = Callable[[float], Mapping[str, "MetricForecast"]]
+#: a metric, or a function that computes it when first read (:class:`LazyMetrics`)
+MetricOrThunk = Union["MetricForecast", Callable[[], "MetricForecast"]]
 
 
 @dataclass(frozen=True)
@@ -53,6 +55,48 @@ class MetricForecast:
     def line(self) -> str:
         return (f"{self.what} median {_fmt(self.expected)}, "
                 f"{self.level:.0%} ≤ {_fmt(self.bound)}")
+
+
+class LazyMetrics(Mapping[str, MetricForecast]):
+    """Metrics computed when first read, then kept: a forecast runs before every spend, and
+    the one line it prints (and the verdict's inversion, and ``dpcli plan --target``) reads
+    the headline only; the other metrics are computed when the table, the JSON or the
+    envelope reads them. Keys keep their order."""
+
+    def __init__(self, items: Mapping[str, MetricOrThunk]) -> None:
+        self._items: dict[str, MetricOrThunk] = dict(items)
+        self._done: dict[str, MetricForecast] = {}
+
+    def __getitem__(self, key: str) -> MetricForecast:
+        done = self._done.get(key)
+        if done is None:
+            item = self._items[key]
+            done = item if isinstance(item, MetricForecast) else item()
+            self._done[key] = done
+        return done
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._items)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._items
+
+    def __repr__(self) -> str:
+        return f"LazyMetrics({list(self._items)})"
+
+
+def shared(fn: Callable[[], Any]) -> Callable[[], Any]:
+    """``fn``'s result computed at most once and shared (one simulation, several metrics)."""
+    box: list[Any] = []
+
+    def once() -> Any:
+        if not box:
+            box.append(fn())
+        return box[0]
+    return once
 
 
 @dataclass(frozen=True)
@@ -129,17 +173,34 @@ def make_forecast(command: str, epsilon: float, n: int, method: str, metrics_at:
     fixed (the same split rule, n and domains); the verdict inverts it for the
     smallest ε whose median error meets ``target``.
     """
-    metrics = dict(metrics_at(epsilon))
+    at = memoised(metrics_at)
+    metrics = at(epsilon)
     if headline not in metrics:
         raise KeyError(f"{command}: the headline metric {headline!r} is not forecast")
     usable = metrics[headline].expected <= target
     # inverted only when the answer is shown: a forecast runs before every spend, and a
     # simulated one evaluated ~30 times would add seconds to a run that is fine as it is
-    needed = None if usable else solve_epsilon(lambda e: metrics_at(e)[headline].expected,
-                                               target)
+    needed = None if usable else solve_epsilon(lambda e: at(e)[headline].expected, target)
     return Forecast(command, epsilon, n, method, metrics,
                     Verdict(usable, headline, target, needed, "" if usable else note),
-                    dict(extra or {}), metrics_at)
+                    dict(extra or {}), at)
+
+
+def memoised(metrics_at: MetricsAt) -> MetricsAt:
+    """``metrics_at`` with its answers kept per ε, each a :class:`LazyMetrics` (a metric is
+    computed when first read): the verdict, ``epsilon_for`` and ``dpcli plan`` ask the same
+    forecast at the same ε more than once (in-process only; a forecast is a fixed function of
+    public inputs, so keeping it changes nothing but the time)."""
+    kept: dict[float, Mapping[str, MetricForecast]] = {}
+
+    def at(eps: float) -> Mapping[str, MetricForecast]:
+        got = kept.get(eps)
+        if got is None:
+            raw = metrics_at(eps)
+            got = raw if isinstance(raw, LazyMetrics) else LazyMetrics(raw)
+            kept[eps] = got
+        return got
+    return at
 
 
 def solve_epsilon(error_at: Callable[[float], float], target: float, *, lo: float = 1e-3,

@@ -97,11 +97,62 @@ def simulate(truth: np.ndarray, epsilon: float, cls: int, draws: int = DRAWS) ->
     n = int(truth.sum())
     z = noise(uniforms((draws, *truth.shape)), SENSITIVITY / epsilon)
     base = metrics_of(truth, cls)
-    out = np.empty((draws, len(METRICS)))
-    for i in range(draws):
-        released = round_with_total(nonnegative_with_total(truth + z[i], n), n)
-        out[i] = metrics_of(released, cls) - base
-    return out
+    if n <= 0:   # nothing to release but zeros: the per-draw functions handle the edge
+        out = np.empty((draws, len(METRICS)))
+        for i in range(draws):
+            released = round_with_total(nonnegative_with_total(truth + z[i], n), n)
+            out[i] = metrics_of(released, cls) - base
+        return out
+    flat = (truth.reshape(1, -1) + z.reshape(draws, -1)).astype(np.float64)
+    released = rounded_with_total(projected_with_total(flat, n), n).reshape(z.shape)
+    return batch_metrics(released, cls) - base
+
+
+def projected_with_total(v: np.ndarray, total: float) -> np.ndarray:
+    """:func:`dpcli.mechanisms.consistency.nonnegative_with_total` on every row of ``v``
+    (total > 0) at once: the same sort-based projection, vectorised (the forecast simulates
+    the release 1,000 times before every spend)."""
+    u = -np.sort(-v, axis=1)
+    cumulative = np.cumsum(u, axis=1) - total
+    index = np.arange(1, v.shape[1] + 1)
+    ok = u - cumulative / index > 0
+    # the last qualifying position per row (0 when none: as the scalar version)
+    rho = np.where(ok.any(axis=1), v.shape[1] - 1 - np.argmax(ok[:, ::-1], axis=1), 0)
+    tau = cumulative[np.arange(v.shape[0]), rho] / (rho + 1)
+    return np.asarray(np.maximum(v - tau[:, None], 0.0))
+
+
+def rounded_with_total(v: np.ndarray, total: int) -> np.ndarray:
+    """:func:`dpcli.mechanisms.consistency.round_with_total` on every row of ``v`` at once
+    (largest remainder, ties to the earlier entry; a surplus taken from the smallest
+    remainders among entries above 0)."""
+    floors = np.floor(v + 1e-9).astype(np.int64)
+    missing = int(total) - floors.sum(axis=1)
+    rows = np.arange(v.shape[0])[:, None]
+    frac = v - floors
+    up = np.argsort(-frac, axis=1, kind="stable")
+    rank = np.arange(v.shape[1])[None, :]
+    add = rank < np.maximum(missing, 0)[:, None]
+    floors[rows, up] += add.astype(np.int64)
+    if (missing < 0).any():
+        down = np.argsort(frac, axis=1, kind="stable")
+        eligible = floors[rows, down] > 0
+        take = eligible & (np.cumsum(eligible, axis=1) <= np.maximum(-missing, 0)[:, None])
+        floors[rows, down] -= take.astype(np.int64)
+    return floors
+
+
+def batch_metrics(m: np.ndarray, cls: int) -> np.ndarray:
+    """:func:`metrics_of` of each of the (draws, K, K) matrices: (draws, 3), NaN where
+    undefined."""
+    m = np.asarray(m, dtype=np.float64)
+    n = m.sum(axis=(1, 2))
+    tp = m[:, cls, cls]
+    predicted, actual = m[:, :, cls].sum(axis=1), m[:, cls, :].sum(axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.stack([np.where(n > 0, np.trace(m, axis1=1, axis2=2) / n, np.nan),
+                         np.where(predicted > 0, tp / predicted, np.nan),
+                         np.where(actual > 0, tp / actual, np.nan)], axis=1)
 
 
 def _metric(errors: np.ndarray, what: str) -> MetricForecast:

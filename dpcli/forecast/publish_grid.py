@@ -49,9 +49,34 @@ def design(spec: Any, section: Any, n: int, hierarchies: Any = None) -> Any:
     from dpcli.budget import Budget
 
     if hierarchies is None:
-        hierarchies = privpfc.candidate_hierarchies(spec.schema, section.columns)
-    return privpfc.design(hierarchies, max(int(n), 1), Budget(section.epsilon),
-                          section.max_pool)
+        hierarchies = _hierarchies(spec, section.columns)
+    # the spend's plan and its forecast ask for the same design (public inputs only); the
+    # hierarchies are kept in the entry, so their id cannot be reused while it is
+    key = (id(hierarchies), max(int(n), 1), float(section.epsilon), section.max_pool)
+    if key not in _DESIGNS:
+        if len(_DESIGNS) > 64:
+            _DESIGNS.clear()
+        _DESIGNS[key] = (hierarchies, privpfc.design(hierarchies, max(int(n), 1),
+                                                     Budget(section.epsilon),
+                                                     section.max_pool))
+    return _DESIGNS[key][1]
+
+
+#: the taxonomies a forecast loaded, by (spec file, spec digest, columns): `dpcli plan` asks
+#: publish-grid's forecast and plan at many ε, and parsing the taxonomy files (Adult's: about
+#: 0.3 s) is most of their cost. In-process only: public inputs, no data.
+_LOADED: dict[tuple[str, str, Any], Any] = {}
+_DESIGNS: dict[tuple[int, int, float, Any], tuple[Any, Any]] = {}
+
+
+def _hierarchies(spec: Any, columns: Any) -> Any:
+    from dpcli.algorithms import privpfc
+
+    key = (str(getattr(spec, "path", "")), str(getattr(spec, "digest", id(spec))),
+           None if columns is None else tuple(columns))
+    if key not in _LOADED:
+        _LOADED[key] = privpfc.candidate_hierarchies(spec.schema, columns)
+    return _LOADED[key]
 
 
 def plan(spec: Any, section: Any, n: int, **context: Any) -> Plan:

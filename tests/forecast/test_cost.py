@@ -1,0 +1,147 @@
+"""A forecast's fixed cost before a spend: lazy metrics, kept answers, vectorised simulations.
+
+The forecast runs before every spend, in every --dry-run and many times in ``dpcli plan``
+(docs/forecast.md, "What it costs"). These tests check the levers structurally (what runs,
+what is imported, what equals what), not by timing: the machine's load would make a timing
+test flaky.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from dpcli.forecast import LazyMetrics, MetricForecast, make_forecast
+
+CONFIGS = Path(__file__).resolve().parents[2] / "configs"
+
+
+def _metric(x: float) -> MetricForecast:
+    return MetricForecast("error", x, (-2 * x, 2 * x))
+
+
+def test_lazy_metrics_compute_each_metric_once_and_only_when_read() -> None:
+    calls: list[str] = []
+
+    def thunk(name: str, x: float):
+        def make() -> MetricForecast:
+            calls.append(name)
+            return _metric(x)
+        return make
+
+    m = LazyMetrics({"head": thunk("head", 0.1), "slow": thunk("slow", 0.2)})
+    assert list(m) == ["head", "slow"] and len(m) == 2 and "slow" in m
+    assert calls == []
+    assert m["head"].expected == 0.1 and m["head"].expected == 0.1
+    assert calls == ["head"]
+    assert m["slow"].expected == 0.2
+    assert calls == ["head", "slow"]
+
+
+def test_the_verdict_reads_only_the_headline_and_plan_answers_are_kept() -> None:
+    # a usable forecast computes its headline once; the other metric waits for to_json; the
+    # same ε asked again (epsilon_for, dpcli plan) is not recomputed
+    evaluated: list[tuple[float, str]] = []
+
+    def metrics_at(eps: float) -> LazyMetrics:
+        def head() -> MetricForecast:
+            evaluated.append((eps, "head"))
+            return _metric(0.01 / eps)
+
+        def other() -> MetricForecast:
+            evaluated.append((eps, "other"))
+            return _metric(1.0 / eps)
+        return LazyMetrics({"head": head, "other": other})
+
+    fc = make_forecast("x", 1.0, 100, "test", metrics_at, headline="head", target=0.05)
+    assert fc.verdict.usable
+    assert fc.lines() and evaluated == [(1.0, "head")]
+    assert fc.at is not None
+    fc.at(1.0)["head"]
+    assert evaluated == [(1.0, "head")]        # kept, not recomputed
+    assert set(fc.to_json()["forecast"]) == {"head", "other"}
+    assert evaluated == [(1.0, "head"), (1.0, "other")]
+    # inversion reads the headline only, at every ε it tries
+    fc.epsilon_for("head", 0.001)
+    assert all(name == "head" for _, name in evaluated[2:]) and len(evaluated) > 3
+
+
+def test_a_plain_dict_of_metrics_still_works() -> None:
+    fc = make_forecast("x", 1.0, 10, "test", lambda e: {"head": _metric(0.1 / e)},
+                       headline="head", target=0.01)
+    assert not fc.verdict.usable and fc.verdict.epsilon_usable is not None
+    assert fc.to_json()["forecast"]["head"]["expected"] == pytest.approx(0.1)
+
+
+def test_roc_forecast_before_a_spend_imports_no_scipy_optimize() -> None:
+    # the curve's simulation needs scipy's isotonic regression, whose import alone took
+    # 0.5-1 s; the one line printed before a spend (and the verdict) must not wait on it
+    code = (
+        "import sys, json\n"
+        "from dpcli.spec import load_spec\n"
+        "from dpcli.forecast import forecast\n"
+        f"spec = load_spec({str(CONFIGS / 'adult.yaml')!r})\n"
+        "fc = forecast('roc', spec, spec.sections['roc'], 1000)\n"
+        "lines = fc.lines()\n"
+        "before = 'scipy.optimize' in sys.modules\n"
+        "j = fc.to_json()\n"
+        "print(json.dumps([before, sorted(j['forecast']), lines[-1]]))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True)
+    before, metrics, verdict = json.loads(out.stdout.strip().splitlines()[-1])
+    assert before is False
+    assert metrics == ["auc", "fpr", "tpr"]
+    assert verdict.startswith("verdict:")
+
+
+def test_evaluate_s_vectorised_release_is_the_mechanism_s_post_processing() -> None:
+    # the forecast's batch projection and rounding give exactly what the release's
+    # per-matrix functions give, row by row (fixed seed; deterministic)
+    from dpcli.forecast import evaluate as ev
+    from dpcli.mechanisms.consistency import nonnegative_with_total, round_with_total
+
+    rng = np.random.default_rng(3)
+    for _ in range(200):
+        k = int(rng.integers(2, 5))
+        n = int(rng.integers(1, 60))
+        truth = rng.multinomial(n, np.ones(k * k) / (k * k))
+        noisy = truth[None, :] + rng.integers(-8, 9, size=(40, k * k))
+        got = ev.rounded_with_total(ev.projected_with_total(noisy.astype(float), n), n)
+        want = np.array([round_with_total(nonnegative_with_total(r, n), n) for r in noisy])
+        np.testing.assert_array_equal(got, want)
+    # the rounding alone, on reals that sum to the total (both missing > 0 and < 0 paths)
+    for _ in range(200):
+        m = int(rng.integers(2, 9))
+        v = rng.dirichlet(np.ones(m), size=30) * 17.0
+        v[:3, 0] = np.floor(v[:3, 0]) + 1.0 - 1e-10   # rounds up: a surplus to take back
+        total = 17
+        want = np.array([round_with_total(r, total) for r in v])
+        np.testing.assert_array_equal(ev.rounded_with_total(v, total), want)
+
+
+def test_evaluate_s_simulated_metrics_match_the_scalar_metrics() -> None:
+    from dpcli.forecast import evaluate as ev
+
+    rng = np.random.default_rng(5)
+    mats = rng.integers(0, 20, size=(50, 3, 3))
+    mats[0] = 0
+    mats[1, :, 1] = 0   # class 1 never predicted: precision undefined
+    got = ev.batch_metrics(mats, 1)
+    want = np.array([ev.metrics_of(m, 1) for m in mats])
+    np.testing.assert_allclose(got, want, equal_nan=True)
+
+
+def test_publish_grid_forecast_reuses_the_design_of_the_plan() -> None:
+    from dpcli.forecast import publish_grid as pg
+    from dpcli.spec import load_spec
+
+    spec = load_spec(CONFIGS / "adult.yaml")
+    section = spec.sections["publish-grid"]
+    first = pg.design(spec, section, 5000)
+    assert pg.design(spec, section, 5000) is first     # kept: taxonomies parsed once
+    assert pg.design(spec, section, 6000) is not first

@@ -116,8 +116,9 @@ class Evaluation:
             "rows": "true class", "columns": "predicted class",
             "n": self.n, "accuracy": self.accuracy,
             "noise": {"mechanism": "discrete_laplace", "sensitivity": SENSITIVITY,
-                      "scale": SENSITIVITY / self.epsilon, "cell_sd": noise_sd(self.epsilon),
-                      "accuracy_sd": self.accuracy_noise_sd()},
+                      "scale": SENSITIVITY / self.epsilon, "cell_sd": noise_sd(self.epsilon)},
+            # the metrics' uncertainty is `intervals` alone (90 %, added by the command):
+            # the accuracy's noise sd beside it gave scripts a second, different number
             "per_class": self.per_class(),
         }
         if self.positive is not None:

@@ -118,11 +118,13 @@ def roc(spec: Spec, data: Path, *, model: Path | None = None, out: Path | None =
                 np.isfinite(curve.thresholds), scale.to_score(curve.thresholds),
                 curve.thresholds))
             cuts = scale.to_score(cuts)
+        # the degenerate-output check keeps roc_scale's first-order expected error (its
+        # rule); what the user reads is the one uncertainty of the AUC: its 90 % interval
         dominated = curve.auc_error is not None and curve.auc_error > roc_scale.NOISE_DOMINATES
-        warning = (f"noise dominates the AUC: its expected error from the noise is "
-                   f"{curve.auc_error:.3g} (over {roc_scale.NOISE_DOMINATES:g}). Spend more ε "
-                   "(or a larger --auc-share), or evaluate on more records."
-                   if dominated else None)
+        lo, hi = bars["auc"]
+        warning = (f"noise dominates the AUC: its {bars['level']:.0%} interval from the noise "
+                   f"is [{lo:.3f}, {hi:.3f}]. Spend more ε (or a larger --auc-share), or "
+                   "evaluate on more records." if dominated else None)
         payload = {**_with_bars(curve.to_payload(), bars), "n": n,
                    "positive_class": si.classes[si.positive],
                    "rule": "predicted positive when score > threshold",
@@ -149,7 +151,6 @@ def roc(spec: Spec, data: Path, *, model: Path | None = None, out: Path | None =
                                                        true_curve=true_curve))
         run.summary = {"auc": round(curve.auc, 6), "bins": config.bins(n),
                        "auc_interval": bars["auc"],
-                       **({"auc_error": curve.auc_error} if curve.auc_error else {}),
                        **({"non_private_output": "curve.png shows the true curve "
                            "(spec declares public_data)"} if compare_true else {})}
     smaller = min(curve.positives, curve.negatives)  # released (noisy) class sizes
@@ -184,6 +185,9 @@ def _with_bars(payload: dict[str, Any], bars: dict[str, Any]) -> dict[str, Any]:
     keys = ("tpr_lower", "tpr_upper", "fpr_lower", "fpr_upper")
     points = [{**p, **{k: float(bars[k][i]) for k in keys}}
               for i, p in enumerate(payload["points"])]
+    # one uncertainty per released number: the AUC's is its interval (the first-order
+    # `auc_error` it replaced gave scripts a second, different one)
+    payload = {k: v for k, v in payload.items() if k != "auc_error"}
     return {**payload, "auc_interval": bars["auc"], "points": points,
             "error_bars": {"level": bars["level"], "method": bars["method"]}}
 

@@ -57,8 +57,7 @@ def evaluate(
                  score_range=score_range, cutoff=cutoff, out=out, epsilon=epsilon, seed=opts.seed,
                  dry_run=opts.dry_run, reporter=UIReporter(ui))
     done = released(ui, result)
-    _show(ui, done.value)
-    _bars(ui, done.payload.get("intervals"))
+    _show(ui, done.value, done.payload.get("intervals"))
     ui.say(f"spent {done.plan.total} (run {done.run_id[:8]})"
            + (f"; wrote {out}" if out is not None else ""))
     if opts.json:
@@ -67,24 +66,10 @@ def evaluate(
                       "spent": done.plan.total.to_json()})
 
 
-def _bars(ui: UI, bars: dict[str, Any] | None) -> None:
-    """The released metrics' error bars (noise only, from the released matrix)."""
-    if not bars:
-        return
-    level = f"{bars['level']:.0%}"
-    if bars.get("accuracy"):
-        lo, hi = bars["accuracy"]
-        ui.say(f"error bars ({level}, noise only): accuracy [{lo:.4f}, {hi:.4f}]", markup=False)
-    for c, m in bars["per_class"].items():
-        parts = [f"{k} [{v[0]:.3f}, {v[1]:.3f}]" for k, v in m.items() if v is not None]
-        if parts:
-            ui.say(f"  class {c}: " + ", ".join(parts), markup=False)
-
-
-def _show(ui: UI, result: Evaluation) -> None:
+def _show(ui: UI, result: Evaluation, bars: dict[str, Any] | None) -> None:
+    """The released matrix, then each metric with its interval (90 %, the noise only): one
+    uncertainty per number, the same as the JSON's `intervals`."""
     from rich.table import Table
-
-    from dpcli.algorithms.evaluate import noise_sd
 
     table = Table(title="private confusion matrix (rows: true class, columns: predicted)",
                   title_justify="left")
@@ -94,9 +79,19 @@ def _show(ui: UI, result: Evaluation) -> None:
     for c, row in zip(result.classes, result.matrix, strict=True):
         table.add_row(str(c), *(f"{int(v):,}" for v in row))
     ui.show(table)
-    # its interval is the error bars' line below (90 %, the noise alone): one interval, not two
-    ui.say(f"accuracy {result.accuracy:.4f} (cell noise sd {noise_sd(result.epsilon):.1f}; the "
-           "test set's own sampling error is not included)")
+    bars = bars or {}
+    level = f"{bars.get('level', 0.9):.0%}"
+
+    def with_bar(value: float, bar: Any, digits: int) -> str:
+        return (f"{value:.{digits}f}" if not bar else
+                f"{value:.{digits}f} [{bar[0]:.{digits}f}, {bar[1]:.{digits}f}]")
+
+    ui.say(f"accuracy {with_bar(result.accuracy, bars.get('accuracy'), 4)}; in brackets the "
+           f"{level} interval from the noise (the test set's own sampling error is not "
+           "included)", markup=False)
+    per_class = bars.get("per_class", {})
     for c, m in result.per_class().items():
-        parts = [f"{k} {v:.3f}" for k, v in m.items() if k != "support" and v is not None]
-        ui.say(f"  class {c}: " + ", ".join(parts))
+        cb = per_class.get(str(c), {})
+        parts = [f"{k} {with_bar(v, cb.get(k), 3)}" for k, v in m.items()
+                 if k != "support" and v is not None]
+        ui.say(f"  class {c}: " + ", ".join(parts), markup=False)

@@ -74,8 +74,9 @@ def roc(
     counts at every threshold are released as noisy prefix sums; the curve is
     then made monotone from (0, 0) to (1, 1). A model's scores are binned on
     its log-odds (--transform). The AUC is released directly from a noisy
-    signed count of positive/negative pairs (--auc-share of ε, default half),
-    with its expected error. Releases the thresholds, the curve and the AUC.
+    signed count of positive/negative pairs (--auc-share of ε, default half).
+    Releases the thresholds, the curve and the AUC, each with its 90 %
+    interval from the noise (auc_interval; tpr_lower … fpr_upper per point).
 
     Example:
 
@@ -94,15 +95,16 @@ def roc(
                  epsilon=epsilon, seed=opts.seed, dry_run=opts.dry_run, reporter=UIReporter(ui))
     done = released(ui, result)
     curve, d = done.value, done.details
-    error = "" if curve.auc_error is None else f" (expected error ±{curve.auc_error:.2g})"
-    ui.say(f"private ROC: AUC {curve.auc:.3f}{error} over {d['thresholds']:,} thresholds "
-           f"({d['rule']}, {d['counts']}); wrote {out}/curve.csv, curve.json, curve.png; spent "
-           f"{done.plan.total} (run {done.run_id[:8]})")
+    # one uncertainty for the AUC, as in curve.json: its 90 % interval from the noise
     lo, hi = done.summary["auc_interval"]
-    ui.say(f"error bars (90 %, noise only): AUC [{lo:.3f}, {hi:.3f}]; each curve point's TPR "
-           "and FPR in curve.csv (tpr_lower … fpr_upper)", markup=False)
+    level = done.payload["error_bars"]["level"]
+    ui.say(f"private ROC: AUC {curve.auc:.3f}, {level:.0%} interval [{lo:.3f}, {hi:.3f}] "
+           f"(noise only) over {d['thresholds']:,} thresholds ({d['rule']}, {d['counts']}); "
+           f"each point's TPR and FPR interval in curve.csv (tpr_lower … fpr_upper); wrote "
+           f"{out}/curve.csv, curve.json, curve.png; spent {done.plan.total} "
+           f"(run {done.run_id[:8]})", markup=False)
     if opts.json:
         ui.emit_json({"command": "roc", "dataset": done.envelope["dataset"],
-                      "run_id": done.run_id, "auc": curve.auc, "auc_error": curve.auc_error,
-                      "out": str(out), "spent": done.plan.total.to_json(),
+                      "run_id": done.run_id, "auc": curve.auc, "auc_interval": [lo, hi],
+                      "level": level, "out": str(out), "spent": done.plan.total.to_json(),
                       "breakdown": done.plan.to_json()})

@@ -227,7 +227,6 @@ def error_bars(curve: Any, cfg: Any, run_plan: Plan, n: int,
                level: float = LEVEL) -> dict[str, Any]:
     """90 % intervals of the released AUC and of each curve point's TPR and FPR, from the
     released values and the noise alone (parametric bootstrap; post-processing, free)."""
-    tail = (1.0 - level) / 2.0
     tpr, fpr = curve_errors(released_counts(curve), cfg, run_plan, BAR_DRAWS)
 
     def band(point: np.ndarray, errors: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -243,9 +242,12 @@ def error_bars(curve: Any, cfg: Any, run_plan: Plan, n: int,
         e = auc_errors(n, float(curve.auc), float(curve.auc_release.positives), run_plan)
     else:
         e = _trapezoid_errors(released_counts(curve), cfg, run_plan) - float(curve.auc)
-    lo, hi = np.quantile(e, [tail, 1.0 - tail])
+    # symmetric, as evaluate's and each point's: ± the ``level`` quantile of |error|. The
+    # reflected interval [auc − e_hi, auc − e_lo] collapsed to [1, 1] around a released AUC
+    # clipped at 1 (every simulated error ≤ 0 there): a zero-width bar on the noisiest release
+    half = float(np.quantile(np.abs(e), level))
     return {"level": level,
             "method": "parametric bootstrap of the noise around the released values",
-            "auc": [float(max(curve.auc - hi, 0.0)), float(min(curve.auc - lo, 1.0))],
+            "auc": [float(max(curve.auc - half, 0.0)), float(min(curve.auc + half, 1.0))],
             "tpr_lower": tpr_lo, "tpr_upper": tpr_hi, "fpr_lower": fpr_lo,
             "fpr_upper": fpr_hi}

@@ -83,13 +83,24 @@ def test_evaluate_error_bars_in_the_file_and_on_the_terminal(project: Project, c
     r = cli("evaluate", scored, "--spec", project.spec, "--score-column", "p",
             "--score-range", "0,10", "--epsilon", 0.2, "--out", out, "--seed", 1)
     assert r.exit_code == 0, r.stderr
-    assert r.stderr.index("verdict: ") < r.stderr.index("error bars (90%")
+    assert r.stderr.index("verdict: ") < r.stderr.index("90% interval from the noise")
     env = json.loads(out.read_text())
     _check_forecast(env["forecast"], "accuracy")
     bars = env["payload"]["intervals"]
     lo, hi = bars["accuracy"]
     assert lo <= env["payload"]["accuracy"] <= hi and bars["level"] == 0.9
     assert set(bars["per_class"]) == {"0", "1"}
+    # one uncertainty per metric: the interval, on the terminal as in the file (no noise sd
+    # beside it that a script or a reader could take for a second error bar)
+    acc = env["payload"]["accuracy"]
+    assert f"accuracy {acc:.4f} [{lo:.4f}, {hi:.4f}]" in r.stderr
+    assert "accuracy_sd" not in env["payload"]["noise"] and " sd " not in r.stderr
+    assert "error bars" not in r.stderr
+    j = cli("evaluate", scored, "--spec", project.spec, "--score-column", "p",
+            "--score-range", "0,10", "--epsilon", 0.2, "--json", "-q")
+    assert j.exit_code == 0, j.stderr
+    doc = json.loads(j.stdout.strip().splitlines()[-1])
+    assert "intervals" in doc and "accuracy_sd" not in json.dumps(doc)
 
 
 def test_roc_error_bars_in_the_files(project: Project, cli, scored) -> None:
@@ -97,12 +108,21 @@ def test_roc_error_bars_in_the_files(project: Project, cli, scored) -> None:
     r = cli("roc", scored, "--spec", project.spec, "--score-column", "p", "--score-range",
             "0,10", "--epsilon", 0.4, "--out", out, "--seed", 2)
     assert r.exit_code == 0, r.stderr
-    assert "error bars (90 %, noise only): AUC [" in r.stderr
     env = json.loads((out / "curve.json").read_text())
     _check_forecast(env["forecast"], "auc")
     payload = env["payload"]
     lo, hi = payload["auc_interval"]
     assert 0 <= lo <= payload["auc"] <= hi <= 1
+    # one uncertainty for the AUC: its interval, the same on the terminal, in curve.json
+    # and in --json (the old first-order "expected error ±" is gone from all three)
+    assert f"AUC {payload['auc']:.3f}, 90% interval [{lo:.3f}, {hi:.3f}]" in r.stderr
+    assert "auc_error" not in payload and "expected error" not in r.stderr
+    j = cli("roc", scored, "--spec", project.spec, "--score-column", "p", "--score-range",
+            "0,10", "--epsilon", 0.4, "--out", project.root / "roc2", "--json", "-q")
+    assert j.exit_code == 0, j.stderr
+    doc = json.loads(j.stdout.strip().splitlines()[-1])
+    assert "auc_error" not in doc and doc["level"] == 0.9
+    assert doc["auc_interval"][0] <= doc["auc"] <= doc["auc_interval"][1]
     for p in payload["points"]:
         assert p["tpr_lower"] <= p["tpr"] <= p["tpr_upper"]
         assert p["fpr_lower"] <= p["fpr"] <= p["fpr_upper"]

@@ -130,7 +130,11 @@ def envelope_schema() -> dict[str, Any]:
             "ledger_run_id": {"type": "string"},
             "seeded": {"type": "boolean",
                        "description": "true: the noise was seeded (tests and benchmarks)"},
-            "payload": {"type": "object"},
+            "payload": {"type": "object",
+                        "description": "the release; its error bars are the one uncertainty "
+                                       "of each number, from the noise alone (90 %): roc's "
+                                       "auc_interval and tpr_lower … fpr_upper per point, "
+                                       "evaluate's intervals, tabulate's lower and upper"},
             "forecast": {"type": "object",
                          "description": "the error expected before the spend, from public "
                                         "facts only (docs/forecast.md): command, epsilon, n, "

@@ -104,6 +104,7 @@ class Workload:
     remaining: Budget
     total_budget: Budget
     ledger: bool = True              # False: no ledger yet, the spec's budget is all there is
+    ledger_path: str | None = None   # the ledger read for `remaining` (None: none yet)
 
     @property
     def spec_total(self) -> Fraction:
@@ -121,8 +122,22 @@ class Workload:
     def fits(self) -> bool:
         return not self.unsolved and self.planned_total <= self.remaining.epsilon
 
+    def summary(self) -> dict[str, Any]:
+        """The workload's total against the ledger, the same in every item of ``--json``: a
+        script reads the total and whether it fits from any one object, without recomputing
+        (the targets' ε in place of the spec's; ``fits`` is false when a target cannot be met
+        at this n, ``unmet`` lists those)."""
+        return {"planned_epsilon": float(self.planned_total),
+                "spec_epsilon": float(self.spec_total),
+                "remaining": float(self.remaining.epsilon),
+                "fits": self.fits,
+                "unmet": [str(s.target) for s in self.unsolved],
+                "ledger": self.ledger_path if self.ledger else None}
+
     def to_json(self) -> list[dict[str, Any]]:
-        return [i.to_json() for i in self.items]
+        """One object per command (the issue's shape), each with the same ``workload``."""
+        total = self.summary()
+        return [{**i.to_json(), "workload": dict(total)} for i in self.items]
 
 
 def spending_commands(spec: Spec) -> list[str]:
@@ -198,7 +213,8 @@ def workload(spec: Spec, n: int, *, targets: Sequence[Target] = (),
         return Workload(spec.dataset, n, n_source, items, spec.budget, spec.budget,
                         ledger=False)
     summary = open_ledger(spec).summary(runs=False)
-    return Workload(spec.dataset, n, n_source, items, summary.remaining, summary.total)
+    return Workload(spec.dataset, n, n_source, items, summary.remaining, summary.total,
+                    ledger_path=str(spec.ledger_path))
 
 
 def _plan(command: str, spec: Spec, section: Any, n: int) -> Any | None:

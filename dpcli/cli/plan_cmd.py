@@ -47,7 +47,10 @@ def plan(
     score a model on a test set: give its size with --test-rows or --test-data
     (default: the same n). Exit 0 when it fits, 3 when it does not (reported,
     never scaled down). --json prints a list with one object per command
-    (command, epsilon, n, forecast, verdict, steps).
+    (command, epsilon, n, forecast, verdict, steps), each with the same
+    "workload" object: planned_epsilon (the total, targets' ε in place of the
+    spec's), spec_epsilon, remaining, fits, unmet (targets no ε meets) and
+    ledger (its path, or null before the first release).
 
     Example:
 

@@ -224,3 +224,38 @@ def test_roc_and_evaluate_are_forecast_on_the_test_set(project: Project, cli,
     r = cli("plan", "--spec", project.spec, "--rows", 10, "--test-rows", 5, "--test-data",
             project.data)
     assert r.exit_code == 64 and "not both" in r.stderr
+
+
+def test_plan_json_items_carry_the_same_workload_total(project: Project, cli,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """--json stays a list, one object per command; each has the same ``workload`` object,
+    so a script reads the total and whether it fits from any item."""
+    module = SimpleNamespace(forecast=_forecast, plan=_plan)
+    real = fc_registry.module_for
+    monkeypatch.setattr(fc_registry, "module_for",
+                        lambda c: module if c == "tabulate" else real(c))
+    monkeypatch.setattr(fc_registry, "has_forecast", lambda c: c in ("tabulate", "evaluate"))
+    project.write_spec(lambda s: s.update(evaluate={"epsilon": 0.2}))
+    r = cli("plan", "--spec", project.spec, "--rows", 1000, "--json")
+    assert r.exit_code == 0, r.stderr
+    items = json.loads(r.stdout)
+    assert isinstance(items, list) and [i["command"] for i in items] == ["tabulate", "evaluate"]
+    w = items[0]["workload"]
+    assert all(i["workload"] == w for i in items)
+    assert w["planned_epsilon"] == pytest.approx(0.5) == w["spec_epsilon"]
+    assert w["remaining"] == pytest.approx(1.0) and w["fits"] is True and w["unmet"] == []
+    assert w["ledger"] == str(project.ledger)
+    # a target raises tabulate's ε past what is left: the total says so, in every item
+    r = cli("plan", "--spec", project.spec, "--rows", 1000, "--json",
+            "--target", "tabulate.cell=1")
+    assert r.exit_code == 3
+    items = json.loads(r.stdout)
+    w = items[1]["workload"]
+    assert all(i["workload"] == w for i in items)
+    assert w["planned_epsilon"] == pytest.approx(5.6 + 0.2) and w["spec_epsilon"] == 0.5
+    assert w["fits"] is False and w["unmet"] == []
+    # before the first release: no ledger, the spec's budget is what remains
+    project.ledger.unlink()
+    r = cli("plan", "--spec", project.spec, "--rows", 1000, "--json")
+    w = json.loads(r.stdout)[0]["workload"]
+    assert w["ledger"] is None and w["remaining"] == pytest.approx(1.0) and w["fits"] is True

@@ -117,7 +117,9 @@ def _lines(w: object, verbose: bool) -> list[str]:
             t = solved.target
             answer = ("no ε up to 1000 meets it at this n" if solved.epsilon is None
                       else f"needs ε ≥ {format_amount(solved.epsilon)}")
-            out.append(f"      target {t.metric} median error ≤ {t.value:g}: {answer} "
+            what = (item.forecast.metrics[t.metric].what if item.forecast is not None
+                    else t.metric)
+            out.append(f"      target {t.metric} ({what}) median ≤ {t.value:g}: {answer} "
                        f"(the spec gives {format_amount(item.epsilon)})")
     spent = w.total_budget - w.remaining
     out.append(f"total: spec ε {format_amount(w.spec_total)}"

@@ -33,6 +33,8 @@ class MetricForecast:
     expected: float                  # median of |released − true|
     interval: tuple[float, float]    # central `level` interval of released − true
     level: float = LEVEL
+    bound_only: bool = False         # `expected` and the interval's top are one upper bound
+                                     # (no distribution behind it): printed as "at most"
 
     def __post_init__(self) -> None:
         lo, hi = self.interval
@@ -49,12 +51,24 @@ class MetricForecast:
         return max(abs(self.interval[0]), abs(self.interval[1]))
 
     def to_json(self) -> dict[str, Any]:
-        return {"expected": self.expected, "interval": [self.interval[0], self.interval[1]],
-                "level": self.level, "what": self.what}
+        out = {"expected": self.expected, "interval": [self.interval[0], self.interval[1]],
+               "level": self.level, "what": self.what}
+        if self.bound_only:
+            out["bound_only"] = True
+        return out
 
     def line(self) -> str:
-        return (f"{self.what} median {_fmt(self.expected)}, "
-                f"{self.level:.0%} ≤ {_fmt(self.bound)}")
+        """``what``: its typical size (the median) and where ``level`` of runs land, in words a
+        reader cannot take for something else ("90% ≤ x" read as a 90 % chance of x)."""
+        lo, hi = self.interval
+        if self.bound_only:
+            return f"{self.what}: at most {_fmt(hi)} (an upper bound, not a median)"
+        if lo < 0 < hi and max(-lo, hi) <= 1.5 * min(-lo, hi):
+            span = f"within ±{_fmt(self.bound)}"
+        else:   # lopsided (a loss, a clipped rate): both ends
+            span = f"between {_fmt(lo)} and {_fmt(hi)}"
+        return (f"{self.what}: typically {_fmt(self.expected)} (median size); "
+                f"{self.level:.0%} of runs {span}")
 
 
 class LazyMetrics(Mapping[str, MetricForecast]):

@@ -179,9 +179,11 @@ def forecast(spec: Any, section: Any, n: int, **context: Any) -> Forecast:
                 "precision": _metric(e[:, 1], f"precision error of {which}"),
                 "recall": _metric(e[:, 2], f"recall error of {which}")}
 
-    method = (f"simulation ({DRAWS} draws of the mechanism on a synthetic {k}×{k} matrix: "
-              + (f"positive share {prevalence:g}, " if k == 2 else "balanced classes, ")
-              + f"accuracy {accuracy:g})")
+    whose = "the model's" if "prevalence" in context else "assumed"
+    method = (f"simulation: {DRAWS} draws of the mechanism on a synthetic {k}×{k} matrix, "
+              + (f"positive share {prevalence:.3g} ({whose}), " if k == 2
+                 else "balanced classes, ")
+              + f"an assumed true accuracy of {accuracy:g}")
     return make_forecast("evaluate", section.epsilon, n, method, metrics_at, headline="accuracy",
                          target=TARGET, note="the accuracy is mostly noise",
                          extra={"assumptions": {"prevalence": prevalence if k == 2 else None,

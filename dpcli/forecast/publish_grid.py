@@ -103,11 +103,11 @@ def forecast(spec: Any, section: Any, n: int, **context: Any) -> Forecast:
         eps_hist = share * eps
         scale = privpfc.HIST_SENSITIVITY / eps_hist
         bound = min(t * FLIP_MAX * scale / (2.0 * n), 1.0)
-        return {"relative": count_error(scale, "cell error / mean cell count (n/T)",
-                                        per=n / t),
+        return {"relative": count_error(scale, "cell count error relative to the mean cell "
+                                        "count of the finest grid allowed (n/T)", per=n / t),
                 "cell": count_error(scale, "cell count error"),
-                "loss": MetricForecast("bound on the noise's extra misclassification",
-                                       bound, (0.0, bound))}
+                "loss": MetricForecast("extra misclassification rate the noise causes",
+                                       bound, (0.0, bound), bound_only=True)}
 
     return make_forecast("publish-grid", section.epsilon, n, METHOD, metrics_at,
                          headline="relative", target=TARGET,

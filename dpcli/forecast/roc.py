@@ -185,8 +185,9 @@ def forecast(spec: Any, section: Any, n: int, **context: Any) -> Forecast:
         # takes 0.5-1 s) runs when the table, the JSON or the envelope reads tpr or fpr
         return LazyMetrics({"auc": area, "tpr": tpr, "fpr": fpr})
 
-    method = (f"simulation (the release on synthetic binormal scores: positive share "
-              f"{prevalence:g}, AUC {auc:g}; {AUC_DRAWS} AUC draws, {CURVE_DRAWS} curves)")
+    whose = "the model's" if "prevalence" in context else "assumed"
+    method = (f"simulation on synthetic scores: positive share {prevalence:.3g} ({whose}), an "
+              f"assumed true AUC of {auc:g}; {AUC_DRAWS} AUC draws, {CURVE_DRAWS} curves")
     return make_forecast("roc", section.epsilon, n, method, metrics_at, headline="auc",
                          target=TARGET, note="the AUC is mostly noise",
                          extra={"assumptions": {"prevalence": prevalence, "auc": auc},

@@ -15,10 +15,12 @@ method (:func:`dpcli.algorithms.feature_selection.resolution`):
   sparse vector's query and threshold noise, or four), its quantiles from the
   numerical convolution the noise check uses.
 
-The interval is the central 80 % interval: its bound is exactly the check's
-resolution (the gap kept in order with probability 0.9, one-sided). The
-verdict's target is ``min_effect`` scaled by median/resolution, so "usable"
-is the noise check's pass (docs/forecast.md, "select-features").
+The interval is the central 90 % interval, as every other forecast's (a
+difference beyond it happens 1 time in 20 on each side). The noise check's
+resolution — the gap kept in order with probability 0.9, one-sided, the bound
+of the central 80 % interval — is in ``extra["resolution"]``; the verdict's
+target is ``min_effect`` scaled by median/resolution, so "usable" is the noise
+check's pass (docs/forecast.md, "select-features").
 """
 
 from __future__ import annotations
@@ -27,12 +29,10 @@ import math
 from dataclasses import replace
 from typing import Any
 
-from dpcli.forecast.core import Forecast, MetricForecast, make_forecast
+from dpcli.forecast.core import LEVEL, Forecast, MetricForecast, make_forecast
 
 COMMAND = "select-features"
 HEADLINE = "selection"
-#: the interval's level: its bound is the noise check's resolution (P(one side) = 0.1)
-LEVEL = 0.8
 
 
 def plan(spec: Any, section: Any, n: int, **context: Any) -> Any:
@@ -61,14 +61,16 @@ def forecast(spec: Any, section: Any, n: int, **context: Any) -> Forecast:
     n = max(int(n), 1)
     per_record = 1.0 if config.score == "ig" else 1.0 / n
     # every noise scale is ∝ 1/ε: the quantiles at ε = 1, divided by ε (a fast inversion)
-    median1, resolution1 = _unit_quantiles(config.score, config.method, m, s, n, config.k)
+    median1, resolution1, bound1 = _unit_quantiles(config.score, config.method, m, s, n,
+                                                   config.k)
     effect = config.effect()
 
     def metrics_at(e: float) -> dict[str, MetricForecast]:
         eps, _ = selection_epsilon(schema, chosen, config, n, e, e if total else None)
-        med, res = median1 / eps * per_record, resolution1 / eps * per_record
+        med, half = median1 / eps * per_record, bound1 / eps * per_record
         return {HEADLINE: MetricForecast(
-            "score-gap noise per record", med, (-res, res), LEVEL)}
+            "noise on the score gap between two candidates, per record", med, (-half, half),
+            LEVEL)}
 
     eps_now, split = selection_epsilon(schema, chosen, config, n, section.epsilon,
                                        section.epsilon if total else None)
@@ -77,6 +79,8 @@ def forecast(spec: Any, section: Any, n: int, **context: Any) -> Forecast:
     target = effect * median1 / resolution1
     extra: dict[str, Any] = {
         "min_effect": effect, "selection_epsilon": eps_now, "candidates": m,
+        # the noise check's resolution per record: kept in order with probability 0.9
+        "resolution": resolution1 / eps_now * per_record,
         "noise_check_passes": check.passes}
     if split is not None:
         extra["split"] = split.to_json()
@@ -93,9 +97,10 @@ def _with_columns(section: Any, context: dict[str, Any]) -> Any:
 
 
 def _unit_quantiles(score: str, method: str, m: int, s: int, n: int, k: int | None
-                    ) -> tuple[float, float]:
-    """(median |D|, the g with P(D > g) = 0.1) at ε = 1, D the difference of two candidates'
-    noisy-score noise on the score's own scale (the terms of ``fs.resolution``)."""
+                    ) -> tuple[float, float, float]:
+    """(median |D|, the g with P(D > g) = 0.1, the g with P(D > g) = (1 − LEVEL)/2) at ε = 1,
+    D the difference of two candidates' noisy-score noise on the score's own scale (the terms
+    of ``fs.resolution``)."""
     from dpcli.algorithms import feature_selection as fs
     from dpcli.mechanisms.sparse_vector import sparse_vector_split
 
@@ -104,7 +109,8 @@ def _unit_quantiles(score: str, method: str, m: int, s: int, n: int, k: int | No
     if method == "topk":
         beta = 2.0 * max(1, k or 1) * per
         # logistic(β): P(|D| > g) = 2/(1 + e^(g/β)) = 1/2 at g = β·ln 3
-        return beta * math.log(3.0), beta * math.log((1.0 - tail) / tail)
+        return (beta * math.log(3.0), beta * math.log((1.0 - tail) / tail),
+                beta * math.log((1.0 + LEVEL) / (1.0 - LEVEL)))
     if method == "threshold":
         eps1, eps2 = sparse_vector_split(1.0, k or 1)
         scales: tuple[float, ...] = (2.0 * (k or 1) * per / eps2, per / eps1)
@@ -114,4 +120,5 @@ def _unit_quantiles(score: str, method: str, m: int, s: int, n: int, k: int | No
         scales = (l1,) * 2
     # symmetric: P(|D| > g) = 1/2 ⇔ P(D > g) = 1/4
     return (fs._laplace_difference_tail(scales, 0.25),
-            fs._laplace_difference_tail(scales, tail))
+            fs._laplace_difference_tail(scales, tail),
+            fs._laplace_difference_tail(scales, (1.0 - LEVEL) / 2.0))

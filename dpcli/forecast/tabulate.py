@@ -70,7 +70,8 @@ def forecast(spec: Any, section: Any, n: int, **context: Any) -> Forecast:
             table, cells, sens = shape[step.name]
             scale = sens / float(step.budget.epsilon)
             out[f"cell:{table}"] = count_error(scale, f"{table} cell count error")
-            rel = count_error(scale, "cell error / mean cell count", per=max(n, 1) / cells)
+            rel = count_error(scale, "cell count error relative to the mean cell count "
+                              "(n/cells)", per=max(n, 1) / cells)
             if worst is None or rel.expected > worst.expected or (
                     rel.expected == worst.expected and rel.bound > worst.bound):
                 worst = rel

@@ -63,13 +63,15 @@ def forecast(spec: Any, section: Any, n: int, **context: Any) -> Forecast:
         # rounds leave of the noise room, and unbalanced labels (the usual case) reach it
         rho = brc.weight_cap(config, e, n)
         out = {HEADLINE: laplace_error(brc.noise_scale(config, e, n, rho),
-                                       "round error noise (ρ at its cap)")}
+                                       "noise on each round's weighted error (class "
+                                       "weights at their cap)")}
         # a class total of the margin histogram sums its `bins` counts, each with discrete
         # Laplace noise of scale 2/ε_cal (variance 2·scale²): close to normal
         cal_eps = float(e * brc.CALIBRATION_SHARE)
         sd = math.sqrt(brc.CALIBRATION_BINS * 2.0) * brc.HIST_SENSITIVITY / cal_eps
         rel = sd / max(n / 2.0, 1.0)
-        out["calibration"] = MetricForecast("class total noise / smaller class (n/2)",
+        out["calibration"] = MetricForecast("calibration class-total noise relative to the "
+                                            "smaller class (n/2)",
                                             _MEDIAN_Z * rel, (-_BOUND_Z * rel, _BOUND_Z * rel))
         if config.counted:
             out["class_count"] = laplace_error(

@@ -169,4 +169,4 @@ def test_roc_with_a_model_forecasts_at_the_model_s_class_share(project: Project,
     assert r.exit_code == 0, r.stderr
     share = model_prevalence(load_model(model)[0], 1)
     assert share is not None
-    assert f"positive share {share:g}" in json.loads(r.stdout)["forecast_method"]
+    assert f"positive share {share:.3g} (the model's)" in json.loads(r.stdout)["forecast_method"]

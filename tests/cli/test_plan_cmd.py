@@ -58,7 +58,7 @@ def test_plan_lists_each_command_with_forecast_and_fits(project: Project, cli,
                                                         stand_in: None) -> None:
     r = cli("plan", "--spec", project.spec, "--rows", 1000, "-v")
     assert r.exit_code == 0, r.stderr
-    assert "tabulate" in r.stdout and "cell count error median" in r.stdout
+    assert "tabulate" in r.stdout and "cell count error: typically" in r.stdout
     assert "4 steps" in r.stdout            # class counts + three tables
     assert "step counts:color" in r.stdout or "step " in r.stdout
     assert r.stdout.strip().endswith("fits")

@@ -145,3 +145,27 @@ def test_publish_grid_forecast_reuses_the_design_of_the_plan() -> None:
     first = pg.design(spec, section, 5000)
     assert pg.design(spec, section, 5000) is first     # kept: taxonomies parsed once
     assert pg.design(spec, section, 6000) is not first
+
+
+def test_a_taxonomy_file_is_parsed_once_per_process_until_it_changes(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+
+    from dpcli import checks
+    from dpcli.checks import Where
+    from dpcli.data import taxonomy
+
+    f = tmp_path / "tax.yaml"
+    f.write_text("a: {Any: {x: {}, y: {}}}\nb: {Any: {u: {}}}\n")
+    parsed: list[Path] = []
+    real = checks.load_yaml
+    monkeypatch.setattr(checks, "load_yaml", lambda p: parsed.append(p) or real(p))
+    where = Where(f)
+    assert taxonomy._from_file(f, "a", where) == {"Any": {"x": {}, "y": {}}}
+    assert taxonomy._from_file(f, "b", where) == {"Any": {"u": {}}}
+    assert len(parsed) == 1
+    f.write_text("a: {Any: {z: {}}}\n")
+    st = f.stat()
+    os.utime(f, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
+    assert taxonomy._from_file(f, "a", where) == {"Any": {"z": {}}}
+    assert len(parsed) == 2

@@ -161,16 +161,16 @@ _PARSED: dict[tuple[str, int, int], Any] = {}
 def _from_file(path: Path, name: str, where: Where) -> Any:
     try:
         st = Path(path).stat()
-        key: tuple[str, int, int] | None = (str(Path(path).resolve()), st.st_mtime_ns,
-                                            st.st_size)
+        stamp: tuple[str, int, int] | None = (str(Path(path).resolve()), st.st_mtime_ns,
+                                              st.st_size)
     except OSError:
-        key = None   # load_yaml says what is wrong with the file
-    if key is not None and key in _PARSED:
-        data = _PARSED[key]
+        stamp = None   # load_yaml says what is wrong with the file
+    if stamp is not None and stamp in _PARSED:
+        data = _PARSED[stamp]
     else:
         data = checks.load_yaml(path)
-        if key is not None:
-            _PARSED[key] = data
+        if stamp is not None:
+            _PARSED[stamp] = data
     fw = Where(path)
     data = checks.mapping(data, fw)
     for key in (name, name.replace("_", "-"), name.replace("-", "_")):

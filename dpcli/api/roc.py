@@ -156,8 +156,9 @@ def roc(spec: Spec, data: Path, *, model: Path | None = None, out: Path | None =
     smaller = min(curve.positives, curve.negatives)  # released (noisy) class sizes
     if noise > 0.05 * smaller:
         reporter.warn(f"the counts' noise (scale {noise:.3g}) is large next to the smaller "
-                      f"class (about {smaller:,.0f} records): this curve is mostly noise. Spend "
-                      "more ε, or use fewer bins (--k), or evaluate on more records.")
+                      f"class (released size about {smaller:,.0f}, itself noisy): this curve "
+                      "is mostly noise. Spend more ε, or use fewer bins (--k), or evaluate on "
+                      "more records.")
     if warning is not None:
         reporter.warn(warning)
     if true_curve is not None:

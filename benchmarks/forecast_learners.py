@@ -198,12 +198,15 @@ def run_validate(spec: Any, train: Path, seeds: int) -> list[dict[str, Any]]:
                               1 if positive is None else positive)
     rows_all = len(y)
     losses: list[float] = []
+    spans: list[float] = []
     real = tuning.threshold_index
 
     def record(logits: Any, yy: Any, cands: Any, weights: Any, epsilon: Any, rng: Any) -> int:
         i = real(logits, yy, cands, weights, epsilon, rng)
         utility = tuning.threshold_utility(logits, yy, cands, weights)
         losses.append(float(utility.max() - utility[i]) / len(yy))
+        # the candidates' span over the data's logits' (the forecast's reference states one)
+        spans.append(float((cands[-1] - cands[0]) / max(np.ptp(logits), 1e-12)))
         return i
 
     tuning.threshold_index = record   # the cut's mechanism, recorded (restored below)
@@ -218,6 +221,7 @@ def run_validate(spec: Any, train: Path, seeds: int) -> list[dict[str, Any]]:
                 print(f"validate ε = {eps}: the grid is searched; skipped", file=sys.stderr)
                 continue
             losses.clear()
+            spans.clear()
             for seed in range(seeds):
                 rng = np.random.default_rng(seed)
                 outcome = tuning.fit_fixed(planned.config, decision, x, y, rng)
@@ -227,6 +231,7 @@ def run_validate(spec: Any, train: Path, seeds: int) -> list[dict[str, Any]]:
                 tuning.choose_threshold(model, logits, y, decision.epsilon_threshold, rng)
             rows.append({"command": "validate", "epsilon": eps, "n": rows_all,
                          "lambda_rule": decision.mode, "verdict": f.verdict.line(),
+                         "candidate_span": float(np.median(spans)),
                          "threshold": summary(f.metrics["threshold"], -np.asarray(losses))})
     finally:
         tuning.threshold_index = real

@@ -73,7 +73,7 @@ def summary(forecast_metric: Any, errors: np.ndarray) -> dict[str, Any]:
             "level": forecast_metric.level, "measured_median": med,
             "ratio": med / forecast_metric.expected if forecast_metric.expected > 0 else None,
             "inside": float(np.mean((errors >= lo - 1e-12) & (errors <= hi + 1e-12))),
-            "runs": int(errors.size)}
+            "runs": int(errors.size), "errors": [float(x) for x in errors]}
 
 
 def run_nb(spec: Any, train: Path, test: Path, seeds: int) -> list[dict[str, Any]]:

@@ -334,23 +334,10 @@ class _Simulation:
     def build(cls, schema: Any, columns: Sequence[str], smoothing: float, distribution: str,
               n: int, histograms: dict[str, int] | None = None,
               decision: str = "argmax", model: int = 0) -> _Simulation:
-        from dpcli.data.schema import NumericColumn, TokensColumn
 
-        # the public facts the synthetic model is drawn from, hashable for the cache (a
-        # schema may hold unhashable taxonomies); a histogram column is the same synthetic
-        # numeric column, binned at the plan's B (so the model does not change with ε)
-        facts: list[tuple[str, float, float]] = []
-        binned: list[tuple[str, int]] = []
-        for c in columns:
-            col = schema.column(c)
-            if isinstance(col, NumericColumn):
-                facts.append((c, col.lower, col.upper))
-                if histograms and c in histograms:
-                    binned.append((c, int(histograms[c])))
-            elif not isinstance(col, TokensColumn):   # tokens: left out (module docstring)
-                facts.append((c, float(len(col.levels)), math.nan))
-        return _simulation(schema.n_classes, tuple(facts), smoothing, distribution, n, decision,
-                           tuple(binned), model)
+        facts, binned = _facts(schema, columns, histograms)
+        return _simulation(schema.n_classes, facts, smoothing, distribution, n, decision,
+                           binned, model)
 
     def accuracy_errors(self, scales: _Scales) -> tuple[np.ndarray, np.ndarray]:
         """Accuracy and balanced accuracy of each noisy fit (its threshold released as the
@@ -475,6 +462,27 @@ class _Simulation:
     @functools.cached_property
     def _x(self) -> np.ndarray:
         return np.stack([self.rows[c] for c in self.numeric], axis=1)            # (N, C)
+
+
+def _facts(schema: Any, columns: Sequence[str], histograms: dict[str, int] | None = None
+           ) -> tuple[tuple[tuple[str, float, float], ...], tuple[tuple[str, int], ...]]:
+    """The public facts the synthetic model is drawn from, hashable for the cache (a schema
+    may hold unhashable taxonomies): per column (name, lower, upper) if numeric, else (name,
+    cells, NaN); and the numeric columns released as histograms with their bins (the same
+    synthetic numeric column, binned at the plan's B: the model does not change with ε)."""
+    from dpcli.data.schema import NumericColumn, TokensColumn
+
+    facts: list[tuple[str, float, float]] = []
+    binned: list[tuple[str, int]] = []
+    for c in columns:
+        col = schema.column(c)
+        if isinstance(col, NumericColumn):
+            facts.append((c, col.lower, col.upper))
+            if histograms and c in histograms:
+                binned.append((c, int(histograms[c])))
+        elif not isinstance(col, TokensColumn):   # tokens: left out (module docstring)
+            facts.append((c, float(len(col.levels)), math.nan))
+    return tuple(facts), tuple(binned)
 
 
 def _scores(pred: np.ndarray, labels: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:

@@ -216,3 +216,15 @@ def test_the_simulated_fit_without_noise_is_the_model(spec) -> None:
                                     dict(alloc.bins), "balanced", model)
         _, balanced = sim.accuracy_errors(scales)
         assert np.all(np.abs(balanced) <= 0.01), (model, balanced)
+
+
+def test_a_given_prevalence_is_simulated(spec) -> None:
+    """``prevalence=`` (a public share, as evaluate's and roc's forecasts take it) replaces
+    the stated 25 %: a rarer positive class loses more of its balanced edge (its cells and
+    the threshold's Δ = 1/n_min are noisier)."""
+    section = replace(spec.sections["train-nb"], epsilon=0.5)
+    stated = forecast("train-nb", spec, section, 5000)
+    assert stated.to_json() == forecast("train-nb", spec, section, 5000,
+                                        prevalence=nbf.SHARE).to_json()
+    rare = forecast("train-nb", spec, section, 5000, prevalence=0.03)
+    assert rare.metrics["edge_lost"].expected > stated.metrics["edge_lost"].expected

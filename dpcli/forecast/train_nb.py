@@ -391,7 +391,9 @@ class _Simulation:
         ``naive_bayes.fit_threshold`` chooses it (nb_threshold): the exponential mechanism
         on balanced accuracy (or accuracy) over the 128 candidates when it resolves at the
         released counts; else the prior odds' cut, kept when a noisy count of the rows
-        above it is near the prior's share, otherwise the cut nearest that share. The
+        above it is near the prior's share, otherwise the cut nearest that share (or, where
+        nb_threshold no longer has the prior odds' check, the cut nearest that share at the
+        step's whole ε). The
         candidates reach the largest |s| of the rows (the real ones: of the declared
         domain, at least as far); counts are the rows' shares times the class sizes."""
         from dpcli.algorithms import nb_allocation, nb_threshold
@@ -434,15 +436,22 @@ class _Simulation:
                                        axis=1)]
         if scales.utility != "balanced":
             return np.where(resolves, chosen, 0.0)               # else the argmax (cut 0)
-        # the prior odds' cut, checked by a noisy count of the rows above it (ε/2, Δ = 1),
-        # else the cut nearest the prior's share (exponential mechanism at ε/2, Δ = 1)
         above = n_rows - tp - tn                                  # TP + FP per candidate
         target = n_rows * a[:, 0] / (a[:, 0] + b[:, 0])
+        distance = np.abs(above - target[:, None])
+        if not hasattr(nb_threshold, "prior_cut_holds"):
+            # the learner's newer rule: the cut nearest the prior's share of the rows, at
+            # the step's whole ε (exponential mechanism, Δ = 1)
+            nearest = cands[rows, np.argmax(-eps / 2 * distance + self.unit["quantile"][:, :c],
+                                            axis=1)]
+            return np.where(resolves, chosen, nearest)
+        # the prior odds' cut, checked by a noisy count of the rows above it (ε/2, Δ = 1),
+        # else the cut nearest the prior's share (exponential mechanism at ε/2, Δ = 1)
         j = np.argmax(cands == prior_cut[:, None], axis=1)
         noisy = above[rows, j] + self.unit["check"] * 2.0 / eps
         holds = (target / 2 <= noisy) & (noisy <= n_rows - (n_rows - target) / 2)
-        nearest = cands[rows, np.argmax(-eps / 4 * np.abs(above - target[:, None])
-                                        + self.unit["quantile"][:, :c], axis=1)]
+        nearest = cands[rows, np.argmax(-eps / 4 * distance + self.unit["quantile"][:, :c],
+                                        axis=1)]
         return np.where(resolves, chosen, np.where(holds, prior_cut, nearest))
 
     def _numeric(self, scales: _Scales, denom: np.ndarray) -> np.ndarray:

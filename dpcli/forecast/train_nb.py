@@ -47,7 +47,10 @@ model. TILT was chosen on the suite's anes96, oj, penguins, breast_cancer and di
 and is reported on Adult, credit, fair and Default
 (benchmarks/results/forecast_learners.md). Tokens columns are left out of the
 simulation. The noise draws are common to every ε (standard Laplace and Gumbel draws
-scaled), so the forecast is smooth in ε and the verdict's inversion is cheap.
+scaled). The simulation runs on the lattice ε = 2^(i/LATTICE), each point taking the worst
+of itself and the points above it (the loss can grow with ε where the histogram rule adds
+a bin), and is interpolated in log ε between points, so the verdict's solver sees a loss
+that does not grow with ε.
 """
 
 from __future__ import annotations

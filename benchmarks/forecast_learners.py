@@ -1,25 +1,35 @@
 """Forecast versus measured error for train-nb, train-brc and validate (issue 27).
 
 For each dataset (UCI Adult and UCI credit default from ../shared/data, statsmodels
-fair; the suite's train / test splits, benchmarks/suite.py), each ε and --seeds
-seeded runs of the command's own algorithm (in process, the statistics computed once),
+fair, ISLP Default, and --datasets others of the suite; the suite's train / test splits,
+benchmarks/suite.py), each ε and --seeds
+seeded runs of the command's own algorithm (in process, the statistics computed once per
+plan),
 the forecast made from public facts only (n, ε, the spec) is put next to the error
 measured on the data:
 
-* train-nb (global method, every declared column, argmax decision as in the
-  forecast's simulation): the test accuracy of each noisy fit minus the same model's
-  at ε = 1e4 (noise negligible) — the forecast's ``accuracy`` metric — and the share
-  of that model's edge over chance (1/K) lost, its ``edge_lost`` headline;
+* train-nb (the command's defaults, every declared column, as it runs now: the plan's
+  histogram bins, pseudo-counts, pooled class sizes and, for a binary label, the
+  released balanced threshold on a second pass over the training rows): the test
+  accuracy and balanced accuracy of each noisy fit minus the same plan's at ε = 1e4
+  with the same bins (noise negligible) — the forecast's ``accuracy`` and
+  ``balanced_accuracy`` — and the share of that model's edge over chance lost, on
+  accuracy (over 1/K: ``edge_lost``, as the earlier forecast defined it) and on balanced
+  accuracy (over 1/K: ``balanced_edge_lost``, what the forecast's ``edge_lost`` now
+  forecasts under the default balanced threshold);
 * train-brc (auto rounds, spec defaults, the label private): released minus exact
   weighted error of every round (recorded at the mechanism), the forecast's
   ``round_error``; the class weights ρ come from the run's own noisy count;
 * validate (stability, ramp, objective perturbation, auto λ and share): the class
   cut's utility loss as a share of the rows (recorded at the exponential mechanism:
-  best utility minus the chosen one), the forecast's ``threshold`` (a worst-case
-  bound).
+  best utility minus the chosen one), the forecast's ``threshold``, with the span of
+  the candidates over the rows' logit range (``candidate_span``); and the ``margin``:
+  the run's weights minus the noise-free minimiser of the same objective (objective
+  perturbation with a zero noise vector), along a random unit direction.
 
 Per cell: the forecast's median and interval, the measured median |error|, their
-ratio and the share of runs (rounds for train-brc) inside the interval. Nothing is
+ratio and the share of runs (rounds for train-brc) inside the interval; the JSON keeps
+every measured error. Nothing is
 chosen on a test split (nothing is chosen at all). select-features is not here: its
 forecast is the mechanism's noise alone (no data term), checked against the real
 selection in tests/forecast/test_select_features.py.
@@ -44,7 +54,7 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-DATASETS = ("adult", "credit", "fair")
+DATASETS = ("adult", "credit", "fair", "default")
 EPSILONS = (0.1, 0.5, 1.0)
 REFERENCE_EPS = 1e4
 

@@ -183,8 +183,8 @@ def forecast(spec: Any, section: Any, n: int, **context: Any) -> Forecast:
             out[name] = _between(lo, hi, x - i)
         return out
 
-    return make_forecast(COMMAND, section.epsilon, n, "simulation (synthetic model, "
-                         f"{REPLICATES} fits) + closed form", metrics_at,
+    return make_forecast(COMMAND, section.epsilon, n, f"simulation ({MODELS} synthetic models "
+                         f"× {REPLICATES} fits) + closed form", metrics_at,
                          headline=HEADLINE, target=TARGET,
                          note=f"the noise takes more than {TARGET:.0%} of the model's edge over "
                               "chance (near-chance output at 100 %)",

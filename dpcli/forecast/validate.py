@@ -180,13 +180,13 @@ def reference(rows: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, tuple[floa
     equal-variance binormal model at REFERENCE_AUC with positives at REFERENCE_SHARE, the
     labels (±1), the 4,096 candidates evenly spaced over CANDIDATE_SPAN times the logits'
     range, and the class weights the command takes from that share."""
-    from scipy.stats import norm
+    from scipy.special import ndtri  # not scipy.stats: its import alone takes ~1 s
 
     from dpcli.algorithms import validate as tuning
 
     rng = np.random.default_rng(SEED)
     positives = max(1, min(rows - 1, round(REFERENCE_SHARE * rows)))
-    shift = math.sqrt(2.0) * float(norm.ppf(REFERENCE_AUC))
+    shift = math.sqrt(2.0) * float(ndtri(REFERENCE_AUC))
     y = np.where(np.arange(rows) < positives, 1, -1)
     x = rng.standard_normal(rows) + np.where(y > 0, shift, 0.0)
     logits = shift * x - shift * shift / 2 + math.log(positives / (rows - positives))

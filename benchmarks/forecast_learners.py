@@ -1,25 +1,35 @@
 """Forecast versus measured error for train-nb, train-brc and validate (issue 27).
 
 For each dataset (UCI Adult and UCI credit default from ../shared/data, statsmodels
-fair; the suite's train / test splits, benchmarks/suite.py), each ε and --seeds
-seeded runs of the command's own algorithm (in process, the statistics computed once),
+fair, ISLP Default, and --datasets others of the suite; the suite's train / test splits,
+benchmarks/suite.py), each ε and --seeds
+seeded runs of the command's own algorithm (in process, the statistics computed once per
+plan),
 the forecast made from public facts only (n, ε, the spec) is put next to the error
 measured on the data:
 
-* train-nb (global method, every declared column, argmax decision as in the
-  forecast's simulation): the test accuracy of each noisy fit minus the same model's
-  at ε = 1e4 (noise negligible) — the forecast's ``accuracy`` metric — and the share
-  of that model's edge over chance (1/K) lost, its ``edge_lost`` headline;
+* train-nb (the command's defaults, every declared column, as it runs now: the plan's
+  histogram bins, pseudo-counts, pooled class sizes and, for a binary label, the
+  released balanced threshold on a second pass over the training rows): the test
+  accuracy and balanced accuracy of each noisy fit minus the same plan's at ε = 1e4
+  with the same bins (noise negligible) — the forecast's ``accuracy`` and
+  ``balanced_accuracy`` — and the share of that model's edge over chance lost, on
+  accuracy (over 1/K: ``edge_lost``, as the earlier forecast defined it) and on balanced
+  accuracy (over 1/K: ``balanced_edge_lost``, what the forecast's ``edge_lost`` now
+  forecasts under the default balanced threshold);
 * train-brc (auto rounds, spec defaults, the label private): released minus exact
   weighted error of every round (recorded at the mechanism), the forecast's
   ``round_error``; the class weights ρ come from the run's own noisy count;
 * validate (stability, ramp, objective perturbation, auto λ and share): the class
   cut's utility loss as a share of the rows (recorded at the exponential mechanism:
-  best utility minus the chosen one), the forecast's ``threshold`` (a worst-case
-  bound).
+  best utility minus the chosen one), the forecast's ``threshold``, with the span of
+  the candidates over the rows' logit range (``candidate_span``); and the ``margin``:
+  the run's weights minus the noise-free minimiser of the same objective (objective
+  perturbation with a zero noise vector), along a random unit direction.
 
 Per cell: the forecast's median and interval, the measured median |error|, their
-ratio and the share of runs (rounds for train-brc) inside the interval. Nothing is
+ratio and the share of runs (rounds for train-brc) inside the interval; the JSON keeps
+every measured error. Nothing is
 chosen on a test split (nothing is chosen at all). select-features is not here: its
 forecast is the mechanism's noise alone (no data term), checked against the real
 selection in tests/forecast/test_select_features.py.
@@ -44,7 +54,7 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-DATASETS = ("adult", "credit", "fair")
+DATASETS = ("adult", "credit", "fair", "default")
 EPSILONS = (0.1, 0.5, 1.0)
 REFERENCE_EPS = 1e4
 
@@ -73,7 +83,7 @@ def summary(forecast_metric: Any, errors: np.ndarray) -> dict[str, Any]:
             "level": forecast_metric.level, "measured_median": med,
             "ratio": med / forecast_metric.expected if forecast_metric.expected > 0 else None,
             "inside": float(np.mean((errors >= lo - 1e-12) & (errors <= hi + 1e-12))),
-            "runs": int(errors.size)}
+            "runs": int(errors.size), "errors": [float(x) for x in errors]}
 
 
 def run_nb(spec: Any, train: Path, test: Path, seeds: int) -> list[dict[str, Any]]:
@@ -85,29 +95,65 @@ def run_nb(spec: Any, train: Path, test: Path, seeds: int) -> list[dict[str, Any
     from dpcli.stats import LocalEngine
 
     cols = tuple(spec.schema.names)
-    cfg = nb.NBConfig(method="global")
-    stats = LocalEngine().compute(DataSource(train, spec.schema),
-                                  nb.request(spec.schema, cols, cfg), rng=np.random.default_rng(0))
-    n = int(stats.n)
+    import pyarrow.parquet as pq
+
+    source = DataSource(train, spec.schema)
+    n = int(pq.ParquetFile(train).metadata.num_rows)   # public: the file's metadata
+    train_batches = batches(spec, train, cols)
     test_batches = batches(spec, test, cols)
     labels = np.concatenate([b.label for b in test_batches])
+    k = spec.schema.n_classes
 
-    def accuracy(eps: float, seed: int) -> float:
-        p = nbf.plan(spec, TrainNBSection(epsilon=eps, method="global"), n)
-        model = nb.fit(stats, spec.schema, cols, p, cfg, np.random.default_rng(seed))
+    def scores(section: Any, seed: int) -> tuple[float, float]:
+        # the command as it runs (its own plan, histogram bins, pseudo-counts, pooled class
+        # sizes and, for a binary label, the released decision threshold on a second pass)
+        p = nbf.plan(spec, section, n)
+        cfg = nb.NBConfig(**section.config_values())
+        alloc = nb.allocation(spec.schema, cols, Budget(section.epsilon), cfg, n)
+        key = tuple(sorted(alloc.bins.items()))
+        if key not in stats_cache:
+            stats_cache[key] = LocalEngine().compute(
+                source, nb.request(spec.schema, cols, cfg, p=p, bins=dict(alloc.bins)),
+                rng=np.random.default_rng(0))
+        rng = np.random.default_rng(seed)
+        model = nb.fit(stats_cache[key], spec.schema, cols, p, cfg, rng)
+        if nb.has_step(p, nb.THRESHOLD):
+            nb.fit_threshold(model, p, train_batches, rng)
         pred = np.concatenate([model.classify(b)[1] for b in test_batches])
-        return float((pred == labels).mean())
+        recall = [float((pred[labels == c] == c).mean()) for c in range(k)
+                  if (labels == c).any()]
+        return float((pred == labels).mean()), float(np.mean(recall))
 
-    ref = accuracy(REFERENCE_EPS, 0)
-    edge = ref - 1.0 / spec.schema.n_classes
+    from dpcli.budget import Budget
+
+    stats_cache: dict[Any, Any] = {}
     rows = []
     for eps in EPSILONS:
-        f = forecast("train-nb", spec, TrainNBSection(epsilon=eps, method="global"), n)
-        errors = np.array([accuracy(eps, seed) - ref for seed in range(seeds)])
-        rows.append({"command": "train-nb", "epsilon": eps, "n": n, "reference": ref,
-                     "verdict": f.verdict.line(),
-                     "accuracy": summary(f.metrics["accuracy"], errors),
-                     "edge_lost": summary(f.metrics["edge_lost"], -errors / edge)})
+        section = TrainNBSection(epsilon=eps)
+        bins = nb.allocation(spec.schema, cols, Budget(eps), nb.NBConfig(), n).bins
+        # the noise-free model of the same plan: the same bins at an ε where noise is nil
+        fixed = sorted(set(bins.values()))
+        ref_section = TrainNBSection(epsilon=REFERENCE_EPS, bins=fixed[0] if fixed else None)
+        if len(fixed) > 1:
+            print(f"ε = {eps}: columns with different bins; the reference takes {fixed[0]}",
+                  file=sys.stderr)
+        ref_acc, ref_bal = scores(ref_section, 0)
+        f = forecast("train-nb", spec, section, n)
+        got = np.array([scores(section, seed) for seed in range(seeds)])
+        acc_err, bal_err = got[:, 0] - ref_acc, got[:, 1] - ref_bal
+        bal_edge = -bal_err / max(ref_bal - 0.5 if k == 2 else ref_bal - 1.0 / k, 1e-9)
+        acc_edge = -acc_err / max(ref_acc - 1.0 / k, 1e-9)
+        row = {"command": "train-nb", "epsilon": eps, "n": n, "reference": ref_acc,
+               "reference_balanced": ref_bal, "bins": fixed, "verdict": f.verdict.line(),
+               "accuracy": summary(f.metrics["accuracy"], acc_err),
+               "edge_lost": summary(f.metrics["edge_lost"], acc_edge),
+               # the same forecasts (or their balanced versions, when the forecast has them)
+               # against the balanced accuracy, which the default threshold maximises
+               "balanced_accuracy": summary(f.metrics.get("balanced_accuracy",
+                                                          f.metrics["accuracy"]), bal_err),
+               "balanced_edge_lost": summary(f.metrics.get("balanced_edge_lost",
+                                                           f.metrics["edge_lost"]), bal_edge)}
+        rows.append(row)
     return rows
 
 
@@ -154,6 +200,7 @@ def run_validate(spec: Any, train: Path, seeds: int) -> list[dict[str, Any]]:
     from dpcli.algorithms import validate as tuning
     from dpcli.api.validate import plan_at
     from dpcli.forecast import forecast
+    from dpcli.mechanisms import objective_perturbation
     from dpcli.spec import ValidateSection
 
     cols = tuple(c for c in spec.schema.names if inputs.usable(spec.schema.column(c)))
@@ -162,12 +209,15 @@ def run_validate(spec: Any, train: Path, seeds: int) -> list[dict[str, Any]]:
                               1 if positive is None else positive)
     rows_all = len(y)
     losses: list[float] = []
+    spans: list[float] = []
     real = tuning.threshold_index
 
     def record(logits: Any, yy: Any, cands: Any, weights: Any, epsilon: Any, rng: Any) -> int:
         i = real(logits, yy, cands, weights, epsilon, rng)
         utility = tuning.threshold_utility(logits, yy, cands, weights)
         losses.append(float(utility.max() - utility[i]) / len(yy))
+        # the candidates' span over the data's logits' (the forecast's reference states one)
+        spans.append(float((cands[-1] - cands[0]) / max(np.ptp(logits), 1e-12)))
         return i
 
     tuning.threshold_index = record   # the cut's mechanism, recorded (restored below)
@@ -182,16 +232,32 @@ def run_validate(spec: Any, train: Path, seeds: int) -> list[dict[str, Any]]:
                 print(f"validate ε = {eps}: the grid is searched; skipped", file=sys.stderr)
                 continue
             losses.clear()
+            spans.clear()
+            # the margin: the noise-free minimiser of the same objective (objective
+            # perturbation with a zero noise vector), and a random unit direction per run
+            exact = None
+            if planned.config.trainer == "objective":
+                exact = objective_perturbation(x, y, decision.lam,
+                                               float(decision.epsilon_model),
+                                               standard_noise=np.zeros(x.shape[1])).weights
+            margins = []
             for seed in range(seeds):
                 rng = np.random.default_rng(seed)
                 outcome = tuning.fit_fixed(planned.config, decision, x, y, rng)
+                if exact is not None:
+                    u = np.random.default_rng(10_000 + seed).normal(size=x.shape[1])
+                    margins.append(float(u @ (outcome.fit.weights - exact))
+                                   / float(np.linalg.norm(u)))
                 model = tuning.LogRegModel(inputs.model_schema(spec.schema, cols), cols,
                                            outcome.fit.weights, {})
                 logits = np.asarray(x @ model.weights)
                 tuning.choose_threshold(model, logits, y, decision.epsilon_threshold, rng)
             rows.append({"command": "validate", "epsilon": eps, "n": rows_all,
                          "lambda_rule": decision.mode, "verdict": f.verdict.line(),
-                         "threshold": summary(f.metrics["threshold"], -np.asarray(losses))})
+                         "candidate_span": float(np.median(spans)),
+                         "threshold": summary(f.metrics["threshold"], -np.asarray(losses)),
+                         **({"margin": summary(f.metrics["margin"], np.asarray(margins))}
+                            if margins else {})})
     finally:
         tuning.threshold_index = real
     return rows
@@ -255,11 +321,13 @@ def main() -> None:
              f"runs per cell; this run ({', '.join(commands)}) "
              f"{time.perf_counter() - started:.0f} s. Produced by "
              "`benchmarks/forecast_learners.py` (its docstring says what is measured).", ""]
-    for command, metrics in (("train-nb", ("accuracy", "edge_lost")),
-                             ("train-brc", ("round_error",)), ("validate", ("threshold",))):
+    for command, metrics in (("train-nb", ("accuracy", "edge_lost", "balanced_accuracy",
+                                            "balanced_edge_lost")),
+                             ("train-brc", ("round_error",)),
+                             ("validate", ("threshold", "margin"))):
         mine = [r for r in rows if r["command"] == command]
         for metric in metrics:
-            if mine:
+            if mine and all(metric in r for r in mine):
                 lines += [f"## {command}: {metric}", "", *table(mine, metric), ""]
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.with_suffix(".json").write_text(json.dumps({"environment": env, "rows": rows},

@@ -249,3 +249,30 @@ def read_envelope(path: Path, kind: str | None = None) -> dict[str, Any]:
     if kind is not None and obj.get("kind") != kind:
         raise DataError(f"{path}: holds a {obj.get('kind')!r}, expected a {kind!r}")
     return obj
+
+
+def envelope_cautions(env: dict[str, Any]) -> list[str]:
+    """What a release's envelope says against using it: the degeneracy check's finding and a
+    forecast verdict that was not usable, as recorded when it was released (for ``show`` and
+    ``predict``, so the warning travels with the file)."""
+    out: list[str] = []
+    payload = env.get("payload") if isinstance(env.get("payload"), dict) else {}
+    found = payload.get("degeneracy") if isinstance(payload, dict) else None
+    if isinstance(found, dict) and found.get("degenerate"):
+        what = []
+        if found.get("constant_score") or found.get("near_constant_score"):
+            what.append("(near-)constant score")
+        if found.get("never_predicted"):
+            what.append("never predicts " + ", ".join(map(repr, found["never_predicted"])))
+        if found.get("one_class_on_rows"):
+            what.append(f"puts (almost) every training row in one class "
+                        f"({found['one_class_on_rows']})")
+        if found.get("no_signal"):
+            what.append("no signal beyond the noise")
+        out.append("released as a degenerate model: " + ("; ".join(what) or "see 'degeneracy'")
+                   + " — its predictions may be (near) constant or one-class")
+    forecast = env.get("forecast")
+    verdict = forecast.get("verdict") if isinstance(forecast, dict) else None
+    if isinstance(verdict, dict) and verdict.get("usable") is False and verdict.get("text"):
+        out.append(f"released with the verdict: {verdict['text']}")
+    return out

@@ -19,13 +19,22 @@ An output is refused when it is, or resolves to, a protected file:
 
 A temporary file is written beside its output (same folder, a name of its
 own), so it is covered by the folder rule.
+
+A spending command replaces an existing file only when it is one of its own
+earlier outputs (:func:`check_replacements`): a path an earlier completed run
+of the same command wrote, or bytes it recorded, in the dataset's ledger.
+Anything else — a copy of the data, another tool's file, another command's
+release (``tabulate --out keep.csv`` would write its record to ``keep.json``,
+the name of a model that cost budget), an edited release — is refused before
+the charge, so a rerun of a Makefile still overwrites its own results and an
+accident loses nothing.
 """
 
 from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -88,6 +97,47 @@ def check_outputs(outputs: Iterable[Path | None], protected: Sequence[Protected]
             raise UsageError(f"{out}: is {'a file of ' if ledger != real else ''}the dpcli "
                              f"ledger {ledger}; an output must not replace it. Choose another "
                              "output path (nothing was charged)")
+
+
+def check_replacements(outputs: Iterable[Path], command: str,
+                       runs: Callable[[], Iterable[Any]]) -> None:
+    """UsageError (exit 64) for an output that exists and is not an earlier output of ``command``.
+
+    An earlier output is a file whose path an earlier completed run of ``command`` recorded
+    (edited since or not), or whose bytes any completed run recorded (then it must have
+    been ``command``'s: another command's release is refused by name).
+
+    ``runs()`` gives the dataset's runs as the ledger records them (``RunView``: command,
+    run_id, status, outputs with their SHA-256); it is called only when an output exists.
+    """
+    from dpcli.fingerprint import file_digest
+
+    existing = [Path(p) for p in outputs if Path(p).is_file()]
+    if not existing:
+        return
+    known: dict[str, tuple[str, str]] = {}
+    own_paths: set[str] = set()  # where this command wrote before (an edited output: rewrite it)
+    for run in runs():
+        if run.status == "complete":
+            for out in run.outputs:
+                known[out.get("sha256", "")] = (run.command, run.run_id)
+                if run.command == command and out.get("path"):
+                    own_paths.add(os.path.realpath(out["path"]))
+    for path in existing:
+        if os.path.realpath(path) in own_paths:
+            continue
+        hit = known.get(file_digest(path))
+        if hit is None:
+            raise UsageError(
+                f"{path}: already exists and is not an output this dataset's ledger recorded; "
+                "dpcli replaces only its own earlier outputs of the same command, never another "
+                "file (a copy of the data, another tool's file, an edited release). Remove it "
+                "or choose another output path (nothing was charged)")
+        if hit[0] != command:
+            raise UsageError(
+                f"{path}: holds the release of `dpcli {hit[0]}` (ledger run {hit[1]}); this "
+                f"`dpcli {command}` would replace it. Choose another output path, or remove "
+                "the file first (nothing was charged)")
 
 
 def ledger_of(path: Path) -> Path | None:

@@ -378,8 +378,16 @@ class EnsembleVerdict(Verdict):
         return self.score_range[1] - self.score_range[0] < NEAR_CONSTANT_SCORE
 
     @property
+    def never_counts(self) -> bool:
+        """The probe's "never predicted" decides only without the released histogram: points
+        uniform on wide declared bounds can all fall where no record lies, while the
+        histogram says what the training records get (a model predicting 'Yes' for 60 % of
+        them was flagged for the probe alone)."""
+        return bool(self.never) and self.training_share is None
+
+    @property
     def degenerate(self) -> bool:
-        return self.constant or self.near_constant or bool(self.never) or bool(self.rare)
+        return self.constant or self.near_constant or self.never_counts or bool(self.rare)
 
     def problem(self) -> str | None:
         if not self.degenerate:
@@ -389,7 +397,7 @@ class EnsembleVerdict(Verdict):
             lo, hi = self.score_range
             parts.append(f"its score is near-constant (from {lo:.4g} to {hi:.4g} over "
                          f"{ENSEMBLE_POINTS:,} points of the declared domain)")
-        if self.never:
+        if self.never_counts:
             parts.append(f"none of {ENSEMBLE_POINTS:,} points of the declared domain is "
                          f"predicted class {' or '.join(map(repr, self.never))}")
         if self.rare and self.training_share is not None:

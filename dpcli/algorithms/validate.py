@@ -125,7 +125,6 @@ SHARE_CONSTANT = 1207
 MIN_SHARE = 0.05
 MAX_SHARE = params.VALIDATE_MAX_SHARE
 THRESHOLD_FAILURE = 0.05      # the forecast error holds with probability 1 − this
-FORECAST_WARNING = 0.10       # warn before the charge above this forecast error (share of N)
 PRIOR_PART = Fraction(1, 8)   # of the threshold's ε: the positive count behind the weights
 CHECK_PART = Fraction(1, 8)   # of the threshold's ε: rows predicted positive at the cut
 CUT_PART = 1 - PRIOR_PART - CHECK_PART   # of the threshold's ε: the exponential mechanism
@@ -670,8 +669,10 @@ def full_plan(config: ValidateConfig, decision: Decision, n: int, m: int, d: int
                  "class weights", sensitivity=1.0),
             Step("threshold", "exponential", Budget(eps_thr * CUT_PART),
                  f"class cut: {THRESHOLD_CANDIDATES} public candidate logits, utility "
-                 f"a₊·TP + a₋·TN (Δ = 1); share {float(decision.share):g} of ε; forecast "
-                 f"utility error ≤ {100 * err:.2g} % of N (probability 0.95)",
+                 f"a₊·TP + a₋·TN (Δ = 1); share {float(decision.share):g} of ε; "
+                 + (f"worst-case loss ≤ {100 * err:.2g} % of N (probability 0.95)"
+                    if err < 1 else "no worst-case bound below N")
+                 + "; the forecast gives the typical loss",
                  sensitivity=1.0),
             Step("threshold_check", "discrete_laplace", Budget(eps_thr * CHECK_PART),
                  "number of rows above the released cut (Δ = 1): are both classes "

@@ -53,6 +53,12 @@ def publish_grid(spec: Spec, data: Path | str, *, out: Path | None = None,
                      "row with an undeclared value there is in no cell (the data report counts "
                      "them)")
     chosen = [h.column for h in hierarchies]
+    left_out = [c.name for c in s.schema.columns if c.name not in chosen]
+    if left_out:
+        # a user reading "usable" must know the synopsis never saw these columns
+        reporter.say(f"note: not grid axes, so the synopsis ignores them: {', '.join(left_out)} "
+                     "(a numeric column needs a 'taxonomy:', e.g. {bins: [2, 4, 8]}; tokens "
+                     "columns cannot be axes)")
     total = Budget(section.epsilon)
     designs: list[privpfc.Design] = []
 

@@ -79,6 +79,16 @@ def forecast_json(fc: Forecast | None) -> dict[str, Any]:
             "verdict": fc.verdict.to_json(), "forecast_method": fc.method, "forecast_n": fc.n}
 
 
+def _recorded_runs(spec: Spec) -> list[Any]:
+    """The dataset's runs in its ledger (none when the ledger does not exist yet)."""
+    from dpcli.run import open_ledger
+
+    ledger = open_ledger(spec)
+    if not ledger.file.exists():
+        return []
+    return list(ledger.summary(runs=True).runs)
+
+
 def forecast_of(command: str, spec: Spec, section: Any, **context: Any) -> ForecastAt | None:
     """``n ↦`` the command's forecast (:mod:`dpcli.forecast`), or None when it has none yet.
 
@@ -174,6 +184,7 @@ class Spend:
             protected = [*protect.spec_protected(spec), *protect.inputs("the input data", data),
                          *inputs]
             Outputs().check_writable(*real, protected=protected)
+            protect.check_replacements(real, command, lambda: _recorded_runs(spec))
         if isinstance(plan, Plan):
             total = plan.total
         elif total is None:

@@ -127,14 +127,8 @@ def validate(spec: Spec, data: Path, *, validation: Path | None = None,
                     f"β2/m)), large next to differences of validation scores (the ramp loss "
                     f"keeps them within 1): the choice may be close to random. Raise the "
                     f"smallest λ (now {min(config.grid):g}), or use more ε or rows.")
-        error = tuning.threshold_error(rows_all, float(decision.epsilon_threshold))
-        if error > tuning.FORECAST_WARNING:
-            reporter.warn(
-                f"the class threshold's forecast error is {100 * error:.0f} % of the "
-                f"{rows_all:,} rows (> {100 * tuning.FORECAST_WARNING:.0f} %) at "
-                f"threshold ε = {float(decision.epsilon_threshold):.3g}: the class cut may "
-                "be far from the best; more ε or rows help (or threshold_share 0 for the "
-                "0.5 cut)")
+        # the class cut's error is the forecast's headline: its verdict, printed after the
+        # plan, says whether the cut is usable (one story: no second, worst-case warning)
         return planned.plan
 
     spend = Spend.prepare(s, plan_for, data, chosen, command="validate", reporter=reporter,

@@ -141,6 +141,9 @@ def handle_errors(fn: F) -> F:
         verbose_token = VERBOSE.set(ui.verbose)
 
         def fail(kind: str, message: str, code: int) -> typer.Exit:
+            if reserved:  # say it in words too, not only in --json's "charged"
+                message += (f" — this run's charge stays (ledger run {reserved[-1]}, "
+                            "recorded as failed)")
             ui.error(message)
             if ui.json:
                 ui.emit_json(error_object(kind, message, code, charged=bool(reserved)))

@@ -59,8 +59,14 @@ def predict(
             rows = write_predictions(m, data, out, tmp, rng=make_rng(), progress=advance)
         outputs.commit()
     signals.deliver()  # a signal held while the file was renamed into place
+    from dpcli.io import envelope_cautions
+
+    cautions = envelope_cautions(env)
+    for caution in cautions:  # the training run's warning travels with the model
+        ui.warn(f"{model}: {caution}")
     ui.say(f"wrote {rows:,} predictions to {out} with {env['kind']} model {model} "
            f"(trained at ε={env['epsilon']:g}); no budget spent")
     if json:
         ui.emit_json({"command": "predict", "model": str(model), "rows": rows,
+                      "cautions": cautions,
                       "out": str(out), "spent": {"epsilon": 0.0, "delta": 0.0}})

@@ -43,10 +43,11 @@ def count_remaps(schema: Schema, batches: Iterable[tuple[pa.RecordBatch, Any]],
     from dpcli.data.encode import to_text
 
     out = Remaps()
-    lowered = {c.name: pa.array(sorted({v.lower() for v in c.categories}), pa.string())
-               for c in schema.columns if isinstance(c, CategoricalColumn)}
-    declared = {c.name: pa.array(list(c.categories), pa.string())
-                for c in schema.columns if isinstance(c, CategoricalColumn)}
+    values = {c.name: list(c.categories) if isinstance(c, CategoricalColumn) else list(c.values)
+              for c in schema.columns if isinstance(c, CategoricalColumn | BinaryColumn)}
+    lowered = {name: pa.array(sorted({str(v).lower() for v in vs}), pa.string())
+               for name, vs in values.items()}
+    declared = {name: pa.array([str(v) for v in vs], pa.string()) for name, vs in values.items()}
     for raw, _encoded in batches:
         out.rows += raw.num_rows
         names = raw.schema.names
@@ -71,6 +72,9 @@ def count_remaps(schema: Schema, batches: Iterable[tuple[pa.RecordBatch, Any]],
 def action(column: Any, kind: str) -> str:
     """What every run does with one kind of value of ``column`` (the run report's words)."""
     if kind == "case":
+        if isinstance(column, BinaryColumn):
+            return (f"differ only in case from a declared value → {column.values[0]!r} (declare "
+                    "them as written)")
         return "differ only in case from a declared category → 'other' (declare them as written)"
     if kind == "undeclared":
         if isinstance(column, BinaryColumn):
@@ -93,5 +97,7 @@ def describe(remaps: Remaps, column: Any, *, exact: bool) -> str:
     kinds = remaps.counts.get(column.name, {})
     if not kinds:
         return "-"
-    return "; ".join(f"{f'{n:,}' if exact else 'some'} {action(column, k)}"
-                     for k, n in kinds.items())
+    # "all" is worth saying without --report: a column every value of which is remapped is
+    # a spec typo ('yes' declared, 'Yes' stored), not data
+    return "; ".join(f"{f'{n:,}' if exact else ('all' if n >= remaps.rows > 0 else 'some')} "
+                     f"{action(column, k)}" for k, n in kinds.items())

@@ -29,7 +29,9 @@ def show(
     private, and this reads nothing else (no spec, no data, no ledger). What
     it holds: a model's kind, label and columns; a curve's points and AUC; a
     synopsis's cells; a selection's chosen features; a table's columns.
-    The run id is the one `dpcli ledger show` lists.
+    The run id is the one `dpcli ledger show` lists. A 'caution' line repeats
+    what the release's own run warned of (a degenerate model, a forecast
+    verdict that was not usable), as its file records it.
 
     Example:
 
@@ -72,7 +74,10 @@ def summarise(env: dict[str, Any]) -> dict[str, Any]:
     head = {key: env.get(key) for key in ("kind", "dataset", "epsilon", "delta", "neighbouring",
                                           "seeded", "created", "dpcli_version")}
     head["run_id"] = env.get("ledger_run_id")
-    return {**head, "holds": _holds(str(env.get("kind")), payload)}
+    from dpcli.io import envelope_cautions
+
+    return {**head, "holds": _holds(str(env.get("kind")), payload),
+            "cautions": envelope_cautions(env)}
 
 
 def _holds(kind: str, p: dict[str, Any]) -> dict[str, Any]:
@@ -107,6 +112,7 @@ def summary_lines(path: Path, s: dict[str, Any]) -> list[str]:
              f"  spent ε={s.get('epsilon')} δ={s.get('delta')} under {s.get('neighbouring')} "
              f"neighbours, run {run}{seeded}",
              f"  written {s.get('created')} by dpcli {s.get('dpcli_version')}"]
+    lines += [f"  caution: {c}" for c in s.get("cautions", [])]
     for key, value in s["holds"].items():
         if isinstance(value, list):
             shown = ", ".join(str(v) for v in value[:20])

@@ -83,8 +83,26 @@ def forecast(spec: Any, section: Any, n: int, **context: Any) -> Forecast:
     extra = {"rounds": config.rounds,
              "class_ratio_cap": brc.weight_cap(config, section.epsilon, n),
              "edge": brc.EDGE}
-    return make_forecast(COMMAND, section.epsilon, n, "closed form", metrics_at,
+    made = make_forecast(COMMAND, section.epsilon, n, "closed form", metrics_at,
                          headline=HEADLINE, target=TARGET,
                          note=f"each round's noise exceeds half a random classifier's edge "
                               f"({brc.EDGE:g}): expect near-chance output",
                          extra=extra)
+    # the class cut is the other way a brc model comes out near chance: the command warns
+    # when the calibration's noise exceeds CALIBRATION_NOISE_LIMIT of the smaller class as
+    # released; the verdict says so beforehand at the balanced proxy (n/2), which an
+    # unbalanced label only makes worse (a new user saw "usable", then that warning)
+    cut = _MEDIAN_Z * brc.CALIBRATION_NOISE_LIMIT
+    if made.metrics["calibration"].expected <= cut:
+        return made
+    by_cut = make_forecast(COMMAND, section.epsilon, n, "closed form", metrics_at,
+                           headline="calibration", target=cut,
+                           note="the class cut's noise can move most of the smaller class: "
+                                "expect (almost) every record in one class",
+                           extra=extra)
+    if made.verdict.usable:
+        return by_cut
+    # both fail: usable from the larger of the two ε (None: not within reach)
+    needs = (made.verdict.epsilon_usable, by_cut.verdict.epsilon_usable)
+    worst = None if None in needs else max(e for e in needs if e is not None)
+    return replace(made, verdict=replace(made.verdict, epsilon_usable=worst))

@@ -286,3 +286,22 @@ def test_check_ensemble_reads_the_model_file_alone(tmp_path: Path) -> None:
     assert degenerate.check_ensemble(again).to_json() == degenerate.check_ensemble(
         model).to_json()
     assert np.array_equal(again.predict_codes(batch), model.predict_codes(batch))
+
+
+def test_the_released_histogram_overrules_the_domain_probe() -> None:
+    """Probe points uniform on wide declared bounds can all miss where the records lie: when
+    the released margin histogram gives class '1' to most training records, a probe that
+    never predicts it is recorded, not called degenerate (a new user's finding: models
+    predicting 'Yes' for 60 % of rows were flagged)."""
+    data = training(*random_columns(make_rng(44), 50), ())
+    rng = make_rng(45)
+    hs = [brc.random_hyperplane(data.layout, rng) for _ in range(5)]
+    edges = tuple(np.linspace(-2, 2, 17).tolist())
+    counts = tuple((60, 60) if i >= 14 else (3, 3) for i in range(16))
+    # every probe margin is at most 5 × 0.2 = 1 < the threshold 1.5
+    model = _model([brc.Round(0.2, hyperplane=h) for h in hs],
+                   brc.Calibration(4.0, 0.0, edges, counts, 0.5, 500, False, 1.5))
+    verdict = degenerate.check_ensemble(model)
+    assert verdict.never == ("1",) and verdict.training_share == pytest.approx(240 / 324)
+    assert not verdict.degenerate and verdict.problem() is None
+    assert verdict.to_json()["never_predicted"] == ["1"]  # still on record

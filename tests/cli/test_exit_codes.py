@@ -71,11 +71,16 @@ def test_a_failure_after_the_charge_says_charged(project: Project, cli, monkeypa
             "--json")
     assert r.exit_code == 70
     obj = _error(r)
-    assert obj == {"error": "internal", "exit_code": 70, "charged": True,
-                   "message": "unexpected RuntimeError; rerun with -v for a traceback"}
+    message = obj.pop("message")
+    assert obj == {"error": "internal", "exit_code": 70, "charged": True}
     from tests.cli.conftest import run_entries
 
-    assert [e["kind"] for e in run_entries(project.ledger)] == ["reserve", "failed"]
+    entries = run_entries(project.ledger)
+    assert [e["kind"] for e in entries] == ["reserve", "failed"]
+    # the words say it too: a user without --json learns the charge stays
+    assert message == ("unexpected RuntimeError; rerun with -v for a traceback — this run's "
+                       f"charge stays (ledger run {entries[0]['run_id']}, recorded as failed)")
+    assert message in r.stderr
 
 
 def test_standard_input_is_refused_with_the_reason(project: Project, cli) -> None:

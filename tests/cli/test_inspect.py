@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+import pandas as pd
+
 from tests.cli.conftest import Project
 
 
@@ -85,3 +87,17 @@ def test_without_report_inspect_names_the_kinds_not_the_counts(project: Project,
     summary = json.loads(r.stdout)
     assert summary["remapped"]["color"] == ["case", "undeclared"]
     assert "2" not in json.dumps(summary["remapped"])  # --json never holds the counts
+
+
+def test_a_column_whose_every_value_is_remapped_says_all(project: Project, cli) -> None:
+    """A declared-value typo ('no'/'yes' declared, 'No'/'Yes' stored) remaps every value of the
+    column: inspect says 'all' and 'only in case' even without --report (a new user's
+    finding: it said 'some undeclared')."""
+    frame = pd.read_parquet(project.data)
+    frame["member"] = frame["member"].str.capitalize()
+    data = project.root / "caps.parquet"
+    frame.to_parquet(data, index=False)
+    r = cli("inspect", data, "--spec", project.spec)
+    assert r.exit_code == 0, r.stderr
+    out = " ".join(r.stdout.split())
+    assert "member: all differ only in case from a declared value → 'no'" in out

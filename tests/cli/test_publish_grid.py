@@ -155,6 +155,8 @@ def test_age_is_a_default_candidate_only_with_a_taxonomy(project: Project, cli) 
     assert r.exit_code == 0, r.stderr
     assert [c["column"] for c in _payload(project.root / "plain")["candidates"]] == [
         "color", "member"]
+    # the columns it leaves out are named, not dropped without a word
+    assert "note: not grid axes, so the synopsis ignores them: age, words" in r.stderr
     _grid_spec(project, section={"epsilon": 0.3},
                taxonomy={"(0, 100]": {"(0, 50]": {}, "(50, 100]": {}}})
     r = _publish(cli, project, "--seed", 1, out="aged")

@@ -50,3 +50,30 @@ def test_show_refuses_what_is_not_a_release(project: Project, cli) -> None:
                                     "file not found", "exit_code": 66, "charged": False}
     r = cli("show", project.spec)
     assert r.exit_code == 65 and "not a" in r.stderr
+
+
+def test_a_degenerate_release_carries_its_caution_to_show_and_predict(project: Project,
+                                                                      cli) -> None:
+    """The training run's warning travels with the file: show and predict repeat what the
+    envelope records (degeneracy, a verdict that was not usable); a clean model has none."""
+    model = _train(project, cli)
+    env = json.loads(model.read_text())
+    fine = json.loads(json.dumps(env))
+    fine["payload"]["degeneracy"] = {"degenerate": False}
+    fine["forecast"] = {"verdict": {"usable": True, "text": "usable"}}
+    (project.root / "fine.json").write_text(json.dumps(fine))
+    assert json.loads(cli("show", project.root / "fine.json", "--json").stdout)["cautions"] == []
+    env["payload"]["degeneracy"] = {**env["payload"].get("degeneracy", {}), "degenerate": True,
+                                    "never_predicted": ["1"], "constant_score": False}
+    env["forecast"] = {**env.get("forecast", {}),
+                       "verdict": {"usable": False, "text": "noise dominates: usable from ε ≥ 2"}}
+    bad = project.root / "bad.json"
+    bad.write_text(json.dumps(env))
+    r = cli("show", bad)
+    assert r.exit_code == 0, r.stderr
+    assert "caution: released as a degenerate model: never predicts '1'" in r.stdout
+    assert "caution: released with the verdict: noise dominates: usable from ε ≥ 2" in r.stdout
+    r = cli("predict", bad, project.data, "--out", project.root / "p.csv", "--json")
+    assert r.exit_code == 0, r.stderr
+    assert "degenerate model: never predicts '1'" in r.stderr
+    assert len(json.loads(r.stdout.strip().splitlines()[-1])["cautions"]) == 2

@@ -760,7 +760,7 @@ def test_a_degenerate_ensemble_is_reported_on_stderr_and_in_the_envelope(
     r = _train(cli, project, "--seed", 5, "--json")
     assert r.exit_code == 0, r.stderr
     assert "degenerate model" in r.stderr and "'degeneracy'" in r.stderr
-    assert "predicted class '1'" in r.stderr
+    assert "predicts class '1' for 0.0% of the training records" in r.stderr
     payload = project.envelope()["payload"]
     assert payload["threshold"] == 1e9
     degeneracy = payload["degeneracy"]

@@ -16,6 +16,7 @@ import pytest
 
 from dpcli.algorithms import naive_bayes as nb
 from dpcli.api.spend import with_schema
+from dpcli.budget import Budget
 from dpcli.data.encode import EncodedBatch
 from dpcli.data.schema import CategoricalColumn, Label, NumericColumn, Schema
 from dpcli.forecast import forecast
@@ -76,50 +77,72 @@ def test_parameter_errors_match_the_real_fit(spec) -> None:
         assert np.median(measured) == pytest.approx(f.metrics[name].expected, rel=0.12), name
 
 
-def _draw(sim: nbf._Simulation, columns: tuple[str, ...], n: int, seed: int) -> EncodedBatch:
-    """n training rows (balanced classes) from the forecast's own synthetic model."""
+def _draw(spec, columns: tuple[str, ...], model: int, n: int, seed: int) -> EncodedBatch:
+    """n training rows from the forecast's own synthetic model number ``model``: labels at
+    its class shares, categorical codes from its class distributions, numeric values from
+    its clipped normals (the learner bins them itself)."""
+    facts, _ = nbf._facts(spec.schema, columns)
+    draws = nbf._draws(spec.schema.n_classes, facts, model)
     rng = np.random.default_rng(seed)
-    label = (np.arange(n) % sim.k).astype(np.int32)
+    label = (rng.random(n) < draws["shares"][1]).astype(np.int32)
     cols: dict[str, np.ndarray] = {}
     for c in columns:
-        if c in sim.tables:
-            cum = np.cumsum(sim.tables[c][label], axis=1)
+        if f"p:{c}" in draws:
+            cum = np.cumsum(draws[f"p:{c}"][label], axis=1)
             cols[c] = np.minimum((rng.random(n)[:, None] > cum).sum(axis=1),
                                  cum.shape[1] - 1).astype(np.int32)
         else:
-            lower, upper, mu, sigma = sim.numeric[c]
-            cols[c] = np.clip(mu[label] + sigma * rng.normal(size=n), lower, upper)
+            col = spec.schema.column(c)
+            mu, sigma = draws[f"mu:{c}"], float(draws[f"sigma:{c}"])
+            cols[c] = np.clip(mu[label] + sigma * rng.normal(size=n), col.lower, col.upper)
     return EncodedBatch(n, label, cols)
 
 
 def test_accuracy_forecast_against_the_real_fit(spec) -> None:
-    """The real fit on rows drawn from the forecast's synthetic model, scored on its test
-    rows against the same fit without noise (ε = 1e6): the median |accuracy error| of 16
-    seeded fits is within the issue's factor 1.5 of the forecast's (where the loss is
-    clear, and where it is small)."""
-    section = spec.sections["train-nb"]
-    columns = spec.schema.names
-    for n, eps in ((3000, 1.0), (30_000, 0.5)):
-        # the Gaussian release, whose synthetic rows are the model's own numeric values
-        sec = replace(section, epsilon=eps, numeric="gaussian")
-        f = forecast("train-nb", spec, sec, n)
-        sim = nbf._Simulation.build(spec.schema, columns, 1.0, "truncated", n)
-        config = nb.NBConfig(**sec.config_values())
-        batch = _draw(sim, columns, n, seed=2)
-        stats = compute_batches(spec.schema, nb.request(spec.schema, columns, config), [batch])
-        test = EncodedBatch(len(sim.labels), sim.labels.astype(np.int32), dict(sim.rows))
+    """The real fit (the default plan: histogram columns, pseudo-counts, pooled class sizes,
+    the released balanced threshold) on rows drawn from each of the forecast's synthetic
+    models (known truth), scored on fresh rows of the same model against the same plan's
+    fit without noise (ε = 1e4, the same bins): over 4 models × 6 seeds the median |balanced
+    accuracy error| and the median share of the edge lost are within the issue's factor 1.5
+    of the forecast's. Seeds fixed: the forecast is a simulation of a proxy (its rows stand
+    for the training and the test data), not a closed form, so the tolerance is the
+    issue's, not an α."""
+    columns = tuple(spec.schema.names)
+    for n, eps in ((3000, 1.0), (30_000, 0.3)):
+        section = replace(spec.sections["train-nb"], epsilon=eps)
+        f = forecast("train-nb", spec, section, n)
+        bins = nb.allocation(spec.schema, columns, Budget(eps), nb.NBConfig(), n).bins
+        b = sorted(set(bins.values()))
+        assert len(b) == 1
+        errors, lost = [], []
+        for model in range(nbf.MODELS):
+            train = _draw(spec, columns, model, n, seed=10 + model)
+            test = _draw(spec, columns, model, 4000, seed=100 + model)
+            truth = test.label
 
-        def accuracy(e: float, seed: int, sec=sec, n=n, config=config, stats=stats,
-                     test=test, sim=sim) -> float:
-            p = nbf.plan(spec, replace(sec, epsilon=e), n)
-            model = nb.fit(stats, spec.schema, columns, p, config, np.random.default_rng(seed))
-            return float((model.classify(test)[1] == sim.labels).mean())
+            def balanced(sec, seed: int, train=train, test=test, truth=truth, n=n) -> float:
+                p = nbf.plan(spec, sec, n)
+                config = nb.NBConfig(**sec.config_values())
+                stats = compute_batches(spec.schema, nb.request(
+                    spec.schema, columns, config, p=p,
+                    bins=nb.allocation(spec.schema, columns, Budget(sec.epsilon), config,
+                                       n).bins), [train])
+                rng = np.random.default_rng(seed)
+                model_ = nb.fit(stats, spec.schema, columns, p, config, rng)
+                nb.fit_threshold(model_, p, [train], rng)
+                pred = model_.classify(test)[1]
+                return float(np.mean([(pred[truth == c] == c).mean() for c in (0, 1)]))
 
-        exact = accuracy(1e6, 0)
-        errors = np.array([accuracy(eps, seed) - exact for seed in range(16)])
-        measured, forecast_median = np.median(np.abs(errors)), f.metrics["accuracy"].expected
-        assert forecast_median / 1.5 <= max(measured, 1e-3) <= forecast_median * 1.5, (
-            n, eps, measured, forecast_median)
+            exact = balanced(replace(section, epsilon=1e4, bins=b[0]), 0)
+            for seed in range(nbf.REPLICATES):
+                e = balanced(section, seed) - exact
+                errors.append(e)
+                lost.append(-e / (exact - 0.5))
+        for measured, metric in ((np.median(np.abs(errors)), "balanced_accuracy"),
+                                 (np.median(np.abs(lost)), "edge_lost")):
+            expected = f.metrics[metric].expected
+            assert expected / 1.5 <= max(measured, 1e-3) <= expected * 1.5, (
+                n, eps, metric, measured, expected)
 
 
 def test_monotone_in_epsilon(spec) -> None:
@@ -160,3 +183,48 @@ def test_plan_equals_the_dry_run(tmp_path: Path) -> None:
     columns = ("age", "sex", "education")
     assert nbf.plan(spec, section, 2000, columns=columns).to_json() == dry_run_breakdown(
         "train-nb", spec_path, data, "--columns", ",".join(columns))
+
+
+def test_a_usable_forecast_is_fast(spec) -> None:
+    """Before every spend: at Adult's size a usable forecast is one simulation (4 models × 6
+    fits, vectorised; no inversion), ~0.03 s on one idle core once the synthetic models are
+    drawn (a memo keyed on public inputs); the bound leaves room for a loaded machine."""
+    import time
+
+    section = spec.sections["train-nb"]
+    forecast("train-nb", spec, replace(section, epsilon=0.3), 30_162)   # draws the models
+    started = time.perf_counter()
+    for e in (0.5, 1.0, 2.0):
+        assert forecast("train-nb", spec, replace(section, epsilon=e), 30_162).verdict.usable
+    assert (time.perf_counter() - started) / 3 < 0.5
+
+
+def test_the_simulated_fit_without_noise_is_the_model(spec) -> None:
+    """At ε = 1e5 the simulated fits are the synthetic model itself and the released
+    threshold (the exponential mechanism resolves) is its best balanced cut up to the
+    128-candidate grid: no balanced accuracy is lost, beyond 0.01."""
+    from dpcli.algorithms import naive_bayes as nb_
+
+    columns = tuple(spec.schema.names)
+    config = nb_.NBConfig()
+    e = 1e5
+    alloc = nb_.allocation(spec.schema, columns, Budget(e), config, 30_162)
+    scales = nbf._Scales.of(alloc, e, spec.schema, columns, config)
+    assert scales.threshold > 0 and scales.utility == "balanced" and scales.pooled
+    for model in range(nbf.MODELS):
+        sim = nbf._Simulation.build(spec.schema, columns, 1.0, "truncated", 30_162,
+                                    dict(alloc.bins), "balanced", model)
+        _, balanced = sim.accuracy_errors(scales)
+        assert np.all(np.abs(balanced) <= 0.01), (model, balanced)
+
+
+def test_a_given_prevalence_is_simulated(spec) -> None:
+    """``prevalence=`` (a public share, as evaluate's and roc's forecasts take it) replaces
+    the stated 25 %: a rarer positive class loses more of its balanced edge (its cells and
+    the threshold's Δ = 1/n_min are noisier)."""
+    section = replace(spec.sections["train-nb"], epsilon=0.5)
+    stated = forecast("train-nb", spec, section, 5000)
+    assert stated.to_json() == forecast("train-nb", spec, section, 5000,
+                                        prevalence=nbf.SHARE).to_json()
+    rare = forecast("train-nb", spec, section, 5000, prevalence=0.03)
+    assert rare.metrics["edge_lost"].expected > stated.metrics["edge_lost"].expected

@@ -63,6 +63,8 @@ class MetricForecast:
         lo, hi = self.interval
         if self.bound_only:
             return f"{self.what}: at most {_fmt(hi)} (an upper bound, not a median)"
+        if lo == hi == self.expected:   # a quantity the noise does not reach
+            return f"{self.what}: {_fmt(lo)} (no noise on it)"
         if lo < 0 < hi and max(-lo, hi) <= 1.5 * min(-lo, hi):
             span = f"within ±{_fmt(self.bound)}"
         else:   # lopsided (a loss, a clipped rate): both ends

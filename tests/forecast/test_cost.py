@@ -169,3 +169,13 @@ def test_a_taxonomy_file_is_parsed_once_per_process_until_it_changes(
     os.utime(f, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
     assert taxonomy._from_file(f, "a", where) == {"Any": {"z": {}}}
     assert len(parsed) == 2
+
+
+def test_printed_lines_say_what_the_numbers_are() -> None:
+    assert _metric(0.1).line() == "error: typically 0.1 (median size); 90% of runs within ±0.2"
+    lopsided = MetricForecast("loss", 0.05, (-0.01, 0.2))
+    assert "between -0.01 and 0.2" in lopsided.line()
+    assert MetricForecast("x", 0.0, (0.0, 0.0)).line() == "x: 0 (no noise on it)"
+    bound = MetricForecast("extra", 0.3, (0.0, 0.3), bound_only=True)
+    assert bound.line() == "extra: at most 0.3 (an upper bound, not a median)"
+    assert bound.to_json()["bound_only"] is True and "bound_only" not in _metric(1).to_json()

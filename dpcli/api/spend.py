@@ -12,7 +12,9 @@ rule 5, "the life of a spending run"):
    (:meth:`Charged.statistics`, :meth:`Charged.passes`) and release a result
    (:meth:`Charged.release`). Leaving the block commits the outputs and
    completes the ledger entry; an error records the run as failed and the
-   charge stays.
+   charge stays — except a data error the pre-charge check reports, met
+   before the first noise draw: aborted, the charge given back
+   (:func:`dpcli.run.charged`).
 
 So charge-before-read is structural: no statistics pass can start without a
 reservation.
@@ -253,6 +255,10 @@ class Spend:
                      input_path=self._data, seeded=seed is not None,
                      neighbouring=self.neighbouring) as charge, outputs:
             run = Charged(self, charge, generator, outputs, seeded=seed is not None)
+            # a data error before the first draw (no noise drawn, nothing written) may end the
+            # run as aborted, its reservation given back (dpcli.run.charged)
+            charge.released = lambda: len(run.plan.undrawn()) < len(list(run.plan))
+            charge.recheck = self._recheck
             yield run
             # every planned step drawn, or nothing is released: the ledger's charge must be
             # what the mechanisms spent (raised before the commit: nothing written, the run
@@ -260,6 +266,16 @@ class Spend:
             run.plan.check_spent()
             charge.outputs = outputs.commit()
             charge.summary = run.summary
+
+    def _recheck(self) -> None:
+        """The full pre-charge check of the main input, then of each companion (raises the
+        first DataError); a source that checked its values before the charge (Spark) has
+        nothing to re-check."""
+        sources = [self._source, *(c.source for c in self._companions.values())]
+        for source in sources:
+            recheck = getattr(source, "recheck", None)
+            if recheck is not None:
+                recheck()
 
     def data_report(self) -> list[str]:
         """What the data layer clamped, mapped or imputed (exact private figures: for the

@@ -24,9 +24,10 @@ Entries
 The spent budget is the exact sum of ε (and δ) over all reserve entries of
 the dataset, including runs that failed or were killed, minus only the runs
 recorded as ``aborted`` (a data error before any release: it released
-nothing that the pre-charge check would not have told for free). Amounts are stored as JSON numbers and read back with
-``budget.exact``; a planned spend that is not exactly such a decimal is
-rounded *up* before it is recorded, and a lifetime total is rounded *down*.
+nothing that the pre-charge check would not have told for free). Amounts are
+stored as JSON numbers and read back with ``budget.exact``; a planned spend
+that is not exactly such a decimal is rounded *up* before it is recorded, and
+a lifetime total is rounded *down*.
 
 Files beside the ledger (see :func:`companion_paths`)
 ----------------------------------------------------

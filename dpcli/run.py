@@ -90,13 +90,14 @@ def prepare_source(spec: Spec, data: Path | str, columns: Sequence[str], total: 
     then the validation pass that reads values. A dry run skips the budget
     look: it reports whether the plan fits once everything else is checked.
     """
+    from dpcli.data import DataSource
+
     source: Source
     if engine == "spark":
         from dpcli.stats.spark import SparkSource
 
         source = SparkSource(data, spec.schema, config=spec.spark, batch_rows=batch_rows)
     elif engine == "local":
-        from dpcli.data import DataSource
         from dpcli.data.location import is_remote, local_path
 
         if is_remote(data):
@@ -121,12 +122,11 @@ def prepare_source(spec: Spec, data: Path | str, columns: Sequence[str], total: 
         # the keyed digest the reservation records reads the file once more: it runs in a
         # thread, beside the count below (a CSV's parse), instead of after it
         start_input_digest(spec.ledger_path, data)
-    if engine == "local":
-        # n only: the values are checked by the statistics pass itself, after the charge
-        # (one read of the values instead of two); a bad one ends the run as aborted
-        n = source.count_records(columns)  # type: ignore[attr-defined]
-    else:
-        n = source.check_values(columns)  # Spark: its value check stays a pre-charge job
+    # local: n only; the values are checked by the statistics pass itself, after the charge
+    # (one read of the values instead of two), and a bad one ends the run as aborted.
+    # Spark: its value check stays a pre-charge job
+    n = (source.count_records(columns) if isinstance(source, DataSource)
+         else source.check_values(columns))
     if n == 0:  # a release over no rows is noise alone: refuse it rather than charge for it
         raise DataError(f"{location_text(data)}: holds no records (a header only, or an "
                         "empty Parquet file); nothing was charged")
@@ -188,8 +188,9 @@ def charged(spec: Spec, plan: Plan, *, command: str, arguments: dict[str, Any],
     before :attr:`Charge.released` and :attr:`Charge.recheck` (the full
     pre-charge check) finds a problem: then that problem is raised instead
     (its exact message; nothing from the partial pass) and an ``aborted``
-    entry gives the reservation back (docs/design.md, rule 5 "aborted runs"). If the outputs were written but the
-    ``complete`` entry cannot be, a LedgerError says exactly that.
+    entry gives the reservation back (docs/design.md, rule 5 "aborted runs").
+    If the outputs were written but the ``complete`` entry cannot be, a
+    LedgerError says exactly that.
     """
     from dpcli import signals
 

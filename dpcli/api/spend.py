@@ -320,9 +320,10 @@ class Charged:
                                                      progress=advance)
 
     def passes(self, columns: Sequence[str], label: str = "reading", *,
-               companion: str | None = None) -> Iterator[Any]:
+               companion: str | None = None) -> Pass:
         """One more pass over the encoded records (encoded ahead on every core, in order);
-        of the named companion input instead of the main one if ``companion`` is given."""
+        of the named companion input instead of the main one if ``companion`` is given.
+        Iterate it for the batches, or :meth:`Pass.map` a function over them on every core."""
 
         if companion is None:
             source = self._batches()
@@ -330,10 +331,7 @@ class Charged:
             opened = self._spend._companions[companion].source
             assert opened is not None, f"the {companion} input was never opened"
             source = self._batches(opened)
-        with self._spend.reporter.progress(label, source.num_rows_hint()) as advance:
-            for batch in _encoded(source, columns, self.rng):
-                advance(batch.n)
-                yield batch
+        return Pass(self._spend.reporter, label, source, columns, self.rng)
 
     def raw_passes(self, columns: Sequence[str], label: str = "reading") -> Iterator[Any]:
         """One pass over the raw Arrow batches of ``columns`` (for releases that need the
@@ -413,6 +411,49 @@ class Charged:
         return {"degeneracy": verdict.to_json()}
 
 
+class Pass(Iterator[Any]):
+    """One pass over a source's encoded records, started when it is iterated or mapped.
+
+    Iterating yields the batches in file order (encoded on every core). :meth:`map`
+    yields ``fn(batch)`` in file order with ``fn`` run on the pass's worker pool too
+    (:meth:`dpcli.data.DataSource.map_encoded`): for per-batch work such as scoring
+    rows with a released model, which would otherwise run in the consumer's thread.
+    """
+
+    def __init__(self, reporter: Reporter, label: str, source: BatchSource,
+                 columns: Sequence[str], rng: np.random.Generator) -> None:
+        self._reporter = reporter
+        self._label = label
+        self._source = source
+        self._columns = tuple(columns)
+        self._rng = rng
+
+    _batches: Iterator[Any] | None = None
+
+    def __iter__(self) -> Iterator[Any]:
+        return self
+
+    def __next__(self) -> Any:
+        if self._batches is None:
+            self._batches = self.map(lambda batch: batch)
+        return next(self._batches)
+
+    def close(self) -> None:
+        """Stop the pass early (its reader and workers end here, not at garbage collection)."""
+        close = getattr(self._batches, "close", None)
+        if close is not None:
+            close()
+
+    def map(self, fn: Callable[[Any], Any]) -> Iterator[Any]:
+        """``fn(batch)`` for every batch, in file order, computed on every core."""
+        source = self._source
+        with self._reporter.progress(self._label, source.num_rows_hint()) as advance:
+            for n, result in _encoded(source, self._columns, self._rng,
+                                      lambda batch: (batch.n, fn(batch))):
+                advance(n)
+                yield result
+
+
 class Companion:
     """Another private input of the run (validate's validation file): opened and checked
     before the charge like the main input, read only through :meth:`Charged.passes`."""
@@ -438,12 +479,15 @@ def with_schema(spec: Spec, schema: Any) -> Spec:
     return replace(spec, schema=schema)
 
 
-def _encoded(source: Any, columns: Sequence[str], rng: np.random.Generator) -> Iterator[Any]:
-    """The encoded batches of one pass, in file order: encoded on every core when the source
-    can (DataSource.map_encoded), else read one batch ahead by a worker thread."""
+def _encoded(source: Any, columns: Sequence[str], rng: np.random.Generator,
+             fn: Callable[[Any], Any] | None = None) -> Iterator[Any]:
+    """The encoded batches of one pass (or ``fn`` of each), in file order: encoded (and
+    ``fn`` run) on every core when the source can (DataSource.map_encoded), else read one
+    batch ahead by a worker thread."""
     parallel = getattr(source, "map_encoded", None)
     if parallel is not None:
-        return parallel(columns, lambda batch: batch, rng=rng)
+        return parallel(columns, fn if fn is not None else (lambda batch: batch), rng=rng)
     from dpcli.data.prefetch import prefetch
 
-    return prefetch(source.batches(columns, rng=rng))
+    batches = prefetch(source.batches(columns, rng=rng))
+    return batches if fn is None else (fn(batch) for batch in batches)

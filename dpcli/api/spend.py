@@ -255,9 +255,12 @@ class Spend:
                      input_path=self._data, seeded=seed is not None,
                      neighbouring=self.neighbouring) as charge, outputs:
             run = Charged(self, charge, generator, outputs, seeded=seed is not None)
-            # a data error before the first draw (no noise drawn, nothing written) may end the
-            # run as aborted, its reservation given back (dpcli.run.charged)
-            charge.released = lambda: len(run.plan.undrawn()) < len(list(run.plan))
+            # a data error before any noise (no step drawn, or the generator untouched: a
+            # trainer may draw its steps before its first pass), with nothing written, may end
+            # the run as aborted, its reservation given back (dpcli.run.charged)
+            start = _rng_state(generator)
+            charge.released = lambda: (len(run.plan.undrawn()) < len(list(run.plan))
+                                       and _rng_state(generator) != start)
             charge.recheck = self._recheck
             yield run
             # every planned step drawn, or nothing is released: the ledger's charge must be
@@ -472,6 +475,17 @@ class Companion:
 
     def data_report(self) -> list[str]:
         return [] if self.source is None else list(self.source.report.lines())
+
+
+def _rng_state(rng: np.random.Generator) -> object:
+    """The generator's state (equal states: no number was drawn in between); a fresh object,
+    unequal to any other, when it can not be read (then the run counts as having drawn)."""
+    import pickle
+
+    try:  # pickled: a state may hold arrays, which do not compare as one truth value
+        return pickle.dumps(rng.bit_generator.state)
+    except Exception:  # an exotic generator: assume it drew
+        return object()
 
 
 def with_schema(spec: Spec, schema: Any) -> Spec:

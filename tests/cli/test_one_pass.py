@@ -220,3 +220,51 @@ def test_the_pre_charge_count_is_the_passs_record_count(tmp_path: Path, shape: s
     source = DataSource(path, spec.schema)
     read = sum(b.n for b in source.batches(spec.schema.names, rng=np.random.default_rng(0)))
     assert counted == checked == read == len(rows)
+
+
+def _grid_taxonomy(spec: dict) -> None:
+    spec["publish-grid"] = {"epsilon": 0.5}
+    spec["schema"]["columns"]["age"]["taxonomy"] = {"bins": [2, 4, 8]}
+
+
+#: every spending command that reads the data file: (extra arguments, spec change)
+COMMANDS = {
+    "tabulate": (["--out", "o.csv"], None),
+    "select-features": (["--out", "f.json", "--allow-noise", "--epsilon", 0.3], None),
+    "train-nb": (["--out", "m.json", "--epsilon", 0.5], None),
+    "train-brc": (["--out", "b.json", "--epsilon", 0.3, "--columns", "age,color,member"],
+                  None),
+    "roc": (["--out", "roc", "--model", "MODEL", "--epsilon", 0.5], None),
+    "evaluate": (["--model", "MODEL", "--epsilon", 0.5], None),
+    "publish-grid": (["--out", "syn"], _grid_taxonomy),
+    "validate": (["--out", "lr.json", "--epsilon", 0.5, "--lambda", "search"], None),
+}
+
+
+@pytest.mark.parametrize("command", list(COMMANDS))
+def test_every_spending_command_aborts_on_a_bad_value_in_its_pass(
+        project: Project, cli, command: str) -> None:
+    """Each spending command reads its data through the one pass (Spend.charged): a bad
+    label met there aborts the run with the check's message, nothing written, nothing
+    charged."""
+    extra, mutate = COMMANDS[command]
+    if mutate is not None:
+        project.write_spec(mutate)
+    model = project.root / "nb.json"
+    if "MODEL" in extra:
+        r = cli("train-nb", project.data, "--spec", project.spec, "--out", model,
+                "--epsilon", 0.3, "-q")
+        assert r.exit_code == 0, r.stderr
+    before = project.run_kinds()
+    data = _bad_label(project, "parquet")
+    expected = _check_message(project, data)
+    args = [project.root / a if isinstance(a, str) and a.endswith((".csv", ".json", "roc",
+                                                                   "syn")) else a
+            for a in extra]
+    args = [model if a == "MODEL" else a for a in args]
+    r = cli(command, data, "--spec", project.spec, *args, "--report")
+    assert r.exit_code == 65, r.stderr
+    assert expected in r.stderr
+    assert project.run_kinds() == [*before, "reserve", "aborted"]
+    written = {p.name for p in project.root.iterdir()}
+    assert not written & {"o.csv", "f.json", "m.json", "b.json", "roc", "syn", "lr.json"}

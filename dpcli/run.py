@@ -124,9 +124,12 @@ def prepare_source(spec: Spec, data: Path | str, columns: Sequence[str], total: 
         start_input_digest(spec.ledger_path, data)
     # local: n only; the values are checked by the statistics pass itself, after the charge
     # (one read of the values instead of two), and a bad one ends the run as aborted.
-    # Spark: its value check stays a pre-charge job
-    n = (source.count_records(columns) if isinstance(source, DataSource)
-         else source.check_values(columns))
+    # Spark: its value check stays a pre-charge job.
+    # A dry run spends nothing and is how a custodian checks a file: it keeps the full check
+    if isinstance(source, DataSource) and not dry_run:
+        n = source.count_records(columns)
+    else:
+        n = source.check_values(columns)
     if n == 0:  # a release over no rows is noise alone: refuse it rather than charge for it
         raise DataError(f"{location_text(data)}: holds no records (a header only, or an "
                         "empty Parquet file); nothing was charged")

@@ -268,3 +268,25 @@ def test_every_spending_command_aborts_on_a_bad_value_in_its_pass(
     assert project.run_kinds() == [*before, "reserve", "aborted"]
     written = {p.name for p in project.root.iterdir()}
     assert not written & {"o.csv", "f.json", "m.json", "b.json", "roc", "syn", "lr.json"}
+
+
+def test_a_dry_run_still_checks_every_value(project: Project, cli) -> None:
+    """--dry-run spends nothing and is how a file is checked: it keeps the full check."""
+    data = _bad_label(project, "parquet")
+    r = cli("train-nb", data, "--spec", project.spec, "--epsilon", 0.5, "--dry-run",
+            "--report")
+    assert r.exit_code == 65
+    assert _check_message(project, data) in r.stderr
+    assert project.no_runs()
+
+
+def test_a_bad_value_in_a_companion_input_aborts_too(project: Project, cli) -> None:
+    """validate's --validation file is checked by its pass like the main input."""
+    vfile = _bad_label(project, "parquet")
+    expected = _check_message(project, vfile)
+    r = cli("validate", project.data, "--spec", project.spec, "--validation", vfile,
+            "--epsilon", 0.5, "--lambda", "search", "--out", project.root / "lr.json",
+            "--report")
+    assert r.exit_code == 65, r.stderr
+    assert expected in r.stderr
+    assert project.run_kinds() == ["reserve", "aborted"]

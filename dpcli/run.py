@@ -87,8 +87,12 @@ def prepare_source(spec: Spec, data: Path | str, columns: Sequence[str], total: 
     Order matters: the file's structure (no values), then the budget (an
     unlocked look at the ledger, so that a run that cannot fit exits 3 before
     any value is read; the locked check at reservation is the binding one),
-    then the validation pass that reads values. A dry run skips the budget
-    look: it reports whether the plan fits once everything else is checked.
+    then the record count (the local engine: a Parquet footer's, or a CSV
+    file's records parsed without converting a value; the values are checked
+    by the statistics pass after the charge, docs/design.md rule 5 "aborted
+    runs") or, on Spark and in a dry run, the full validation pass. A dry run
+    skips the budget look: it reports whether the plan fits once everything
+    else is checked.
     """
     from dpcli.data import DataSource
 

@@ -355,8 +355,9 @@ class DataSource:
         return files
 
     def num_rows_hint(self) -> int | None:
-        """Parquet: the row count in the footers; CSV: the count of :meth:`check_values`
-        (n, public), else None (unknown without a pass). For progress bars."""
+        """Parquet: the row count in the footers; CSV: the count of :meth:`count_records`
+        or :meth:`check_values` (n, public), else None (unknown without a pass). For
+        progress bars."""
         if self.format != "parquet":
             return self._checked_rows
         try:

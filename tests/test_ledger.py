@@ -592,3 +592,21 @@ def test_forged_aborts_are_detected(path: Path, tmp_path: Path, forgery: str,
     report = verify_file(path)
     assert not report.ok
     assert any(re.match(problem, p) for p in report.problems), report.problems
+
+
+def test_an_abort_after_a_checkpoint_without_amounts_still_gives_back(path: Path) -> None:
+    """A checkpoint written by an earlier dpcli lists open runs without their amounts: the
+    aborted entry's own amount is given back then (a full verification checks it)."""
+    from dpcli.ledger import _Fold, _read_checkpoint, read_key
+
+    ledger = Ledger(path, "uci-adult", Budget(1))
+    run = reserve(ledger, 0.25)
+    key = read_key(path)
+    body = _read_checkpoint(path, key)
+    assert body is not None and len(body["open"][run.run_id]) == 5
+    body["open"] = {r: v[:3] for r, v in body["open"].items()}   # the earlier format
+    fold = _Fold.from_json(body, key)
+    fold._apply({"kind": "aborted", "dataset": "uci-adult", "run_id": run.run_id,
+                 "epsilon": 0.25, "delta": 0.0, "reason": "DataError"}, "0" * 64, 2, "")
+    assert not fold.problems
+    assert fold.datasets["uci-adult"].spent == Budget(0)

@@ -1,4 +1,4 @@
-"""Scale: dpcli select-features, train-nb and roc on 10^6-5·10^7 rows vs DuckDB's GROUP BY.
+"""Scale: dpcli's counting commands on 10^6-5·10^7 rows vs DuckDB's GROUP BY of the same.
 
 Issue goal: within 2× of DuckDB's GROUP BY of the same statistics on the
 same file (the practical limit for a counting pass), with peak memory flat
@@ -32,9 +32,13 @@ it fits in memory).
   (method global: per-class counts of the 8 categorical columns, per-class
   count, sum and sum of squares of the 6 numeric ones) and ``roc FILE --spec
   S --model M1 --out DIR`` with M1 a model trained (untimed) on the 10^6-row
-  Parquet file. The CLI's whole run is timed: interpreter start, imports,
-  the schema check of every value, the keyed digest of the file, the ledger,
-  the statistics, the noise, the output files.
+  Parquet file; ``tabulate FILE --spec S --out T.csv`` (the spec's tables: the
+  label against each of its 4 columns), ``publish-grid FILE --spec S --out G``
+  (the sparse joint histogram of every column's taxonomy leaves and the label)
+  and ``evaluate FILE --spec S --model M1`` (M1's confusion matrix). The
+  CLI's whole run is timed: interpreter start, imports, the record count, the
+  keyed digest of the file, the ledger, the statistics pass (which checks
+  every value), the noise, the output files.
 * DuckDB (same file, same run), in a Python worker process measured by the
   same wrapper, ``SET threads`` = the usable CPUs: the same statistics as SQL.
   For select-features one scan with ``GROUP BY GROUPING SETS ((label, c1),
@@ -45,7 +49,12 @@ it fits in memory).
   sum(x*x) of the 6 clamped numeric columns (two statements, timed together);
   for roc the naive Bayes score of M1 written as SQL (a CASE per categorical
   column, the Gaussian log-likelihood ratio per numeric one, the logistic
-  of their sum) counted per class in the roc's 2^k equal bins of [0, 1].
+  of their sum) counted per class in the roc's 2^k equal bins of [0, 1]; for
+  tabulate the GROUPING SETS query over its 4 columns; for publish-grid one
+  ``GROUP BY ALL`` of the label, the 9 categorical columns and each numeric
+  column's taxonomy leaf (a CASE over the leaves' upper edges of the clamped
+  value); for evaluate M1's score against its released threshold, counted per
+  (class, prediction).
   Parquet via ``read_parquet``; CSV via ``read_csv`` with header=true,
   auto_detect=false and explicit column types, so DuckDB does no sniffing
   pass. Results are fetched (``fetchall``) and their counts checked.
@@ -54,6 +63,11 @@ it fits in memory).
 
 Ratio = dpcli wall / DuckDB wall, both end to end (DuckDB's includes starting
 Python and importing duckdb; its query time alone is in the table too).
+
+dpcli's own modules are byte-compiled (``compileall``) before the first cell,
+as an installed package is: with ``PYTHONDONTWRITEBYTECODE`` set and an
+editable install, every run would otherwise compile about 75 modules from
+source (about 0.25 s of CPU in each run's fixed cost).
 
 With ``--spark`` (and pyspark importable by the Python the dpcli command runs
 from), train-nb and select-features also run with ``--engine spark`` on
@@ -90,7 +104,7 @@ SOURCE = DEFAULT_DATA / "adult_train.parquet"
 SIZES = (10**6, 5 * 10**6, 10**7, 5 * 10**7)
 QUICK_SIZES = (10**5, 10**6)
 FORMATS = ("csv", "parquet")
-COMMANDS = ("select-features", "train-nb", "roc")
+COMMANDS = ("select-features", "train-nb", "roc", "tabulate", "publish-grid", "evaluate")
 SPARK_COMMANDS = ("select-features", "train-nb")
 CHUNK = 10**6  # rows generated (and written as one row group) at a time
 MODEL_ROWS = 10**6  # roc scores with a model trained on the Parquet file of this size
@@ -253,6 +267,18 @@ def setup(cmd: list[str]) -> None:
                          f"{out.stderr.strip()[-2000:]}")
 
 
+COMPILE = ("import compileall, os, dpcli; "
+           "compileall.compile_dir(os.path.dirname(dpcli.__file__), quiet=1)")
+
+
+def byte_compile(dpcli: list[str]) -> None:
+    """Byte-compile the package the dpcli command imports, as an installed package is (see
+    the module docstring); silently skipped when its Python can not be told."""
+    python = spark_python(dpcli)
+    if python is not None:
+        setup([python, "-c", COMPILE])
+
+
 def make_spec(workdir: Path, dpcli: list[str]) -> Path:
     """configs/adult.yaml with its own id, ε = 1e9, a fresh ledger in ``workdir``."""
     import yaml
@@ -291,6 +317,35 @@ def load_schema(spec: Path) -> tuple[dict[str, list[str]], dict[str, tuple[float
     return categorical, numeric, raw["label"]["column"]
 
 
+def taxonomy_leaves(node: dict[str, Any]) -> list[str]:
+    """The labels of a taxonomy tree's leaves (nodes without children)."""
+    out: list[str] = []
+    for label, below in node.items():
+        out += taxonomy_leaves(below) if below else [label]
+    return out
+
+
+def spec_extras(spec: Path) -> dict[str, Any]:
+    """What the tabulate and publish-grid baselines need beyond :func:`load_schema`: the
+    tabulate section's columns and each numeric column's taxonomy leaves' upper edges."""
+    import yaml
+
+    raw = yaml.safe_load(spec.read_text())
+    schema_path = Path(raw["schema"])
+    schema = yaml.safe_load(schema_path.read_text())
+    edges: dict[str, list[float]] = {}
+    for name, col in schema["columns"].items():
+        if col["type"] != "numeric" or "taxonomy" not in col:
+            continue
+        tree = json.loads((schema_path.parent / col["taxonomy"]).read_text())
+        node = tree.get(name, tree.get(name.replace("_", "-")))
+        if node is None:
+            continue
+        leaves = taxonomy_leaves(node)
+        edges[name] = sorted(float(leaf.strip("(]").split(",")[1]) for leaf in leaves)
+    return {"tabulate": list(raw.get("tabulate", {}).get("columns") or []), "leaves": edges}
+
+
 # ----------------------------------------------------------------------------- dpcli
 def pinned(cores: int | None) -> list[str]:
     """The prefix that runs a command on CPUs 0..cores-1 only (``taskset``), with dpcli's
@@ -305,9 +360,10 @@ def dpcli_run(dpcli: list[str], command: str, path: Path, spec: Path, workdir: P
     """The CLI invocation of ``command`` on ``path`` (outputs in ``workdir``), on ``cores``
     CPUs (:func:`pinned`)."""
     out = {"select-features": workdir / "features.json", "train-nb": workdir / "nb.json",
-           "roc": workdir / "roc"}[command]
+           "roc": workdir / "roc", "tabulate": workdir / "tables.csv",
+           "publish-grid": workdir / "grid", "evaluate": workdir / "evaluation.json"}[command]
     cmd = [*dpcli, command, str(path), "--spec", str(spec), "--out", str(out), "-q"]
-    if command == "roc":
+    if command in ("roc", "evaluate"):
         cmd += ["--model", str(model)]
     if engine != "local":
         cmd = ["env", f"DPCLI_SPARK_MASTER={SPARK_MASTER}", *cmd, "--engine", engine]
@@ -462,17 +518,54 @@ def roc_sql(src: str, label: str, score: str, bins: int) -> str:
             f"(SELECT {label}, {score} AS s FROM {src}) GROUP BY ALL")
 
 
+def leaf_sql(name: str, bounds: tuple[float, float], edges: list[float]) -> str:
+    """The index of the taxonomy leaf (a, b] that holds the clamped value."""
+    x = clamp(name, bounds)
+    whens = " ".join(f"WHEN {x} <= {e!r} THEN {i}" for i, e in enumerate(edges))
+    return f"(CASE {whens} ELSE {len(edges)} END)"
+
+
+def grid_sql(src: str, label: str, keys: dict[str, str]) -> str:
+    """publish-grid's pass: the sparse joint histogram of the label and every key."""
+    inner = ", ".join([label, *(f"{expr} AS {name}" for name, expr in keys.items())])
+    return (f"SELECT count(*) AS n, {label}, {', '.join(keys)} FROM (SELECT {inner} FROM "
+            f"{src}) GROUP BY ALL")
+
+
+def confusion_sql(src: str, label: str, score: str, cut: float) -> str:
+    """evaluate's pass: the model's prediction (score above the cut) counted per class."""
+    return (f"SELECT count(*) AS n, {label}, (s > {cut!r}) AS predicted FROM "
+            f"(SELECT {label}, {score} AS s FROM {src}) GROUP BY ALL")
+
+
+def model_cut(model: Path) -> float:
+    """The probability cut of the model's released threshold t on the log-odds."""
+    t = json.loads(model.read_text())["payload"].get("threshold")
+    return 0.5 if t is None else 1 / (1 + math.exp(-float(t)))
+
+
 def duckdb_queries(command: str, src: str, schema: tuple, model_sql: str,
-                   rows: int) -> tuple[list[str], list[int]]:
+                   rows: int, extras: dict[str, Any] | None = None,
+                   cut: float = 0.5) -> tuple[list[str], list[int]]:
     """The statements standing for ``command`` and the row total each must count."""
     categorical, numeric, label = schema
     cat = {c: c for c in categorical}
+    extras = extras or {"tabulate": list(categorical)[:4], "leaves": {}}
     if command == "select-features":
         keys = cat | {c: binned(c, b, 10) for c, b in numeric.items()}
         return [grouping_sets_sql(src, label, keys)], [rows * len(keys)]
     if command == "train-nb":
         return ([grouping_sets_sql(src, label, cat), moments_sql(src, label, numeric)],
                 [rows * len(cat), rows])
+    if command == "tabulate":
+        keys = {c: c for c in extras["tabulate"]}
+        return [grouping_sets_sql(src, label, keys)], [rows * len(keys)]
+    if command == "publish-grid":
+        keys = cat | {c: leaf_sql(c, b, extras["leaves"][c]) for c, b in numeric.items()
+                      if c in extras["leaves"]}
+        return [grid_sql(src, label, keys)], [rows]
+    if command == "evaluate":
+        return [confusion_sql(src, label, model_sql, cut)], [rows]
     return [roc_sql(src, label, model_sql, roc_bins(rows))], [rows]
 
 
@@ -620,7 +713,7 @@ def findings(results: list[dict], fixed: list[dict]) -> list[str]:
                    f"flat; × = at {sizes[-1]:,} / at {sizes[0]:,}, 'grows' above "
                    f"×{FLAT:g}):")
         for fmt in FORMATS:
-            for command in COMMANDS:
+            for command in sorted({r["command"] for r in local}, key=COMMANDS.index):
                 pts = {r["rows"]: r["dpcli"]["peak_rss_mb"] for r in local
                        if r["format"] == fmt and r["command"] == command
                        and "peak_rss_mb" in r["dpcli"]}
@@ -651,7 +744,7 @@ def header(env: dict, sizes: list[int], formats: list[str], repeat_note: str,
                       for k, v in file_mb.items())
     shown = ", ".join(f"{n:,}" for n in sizes)
     return [
-        f"# Scale: select-features, train-nb and roc vs DuckDB ({shown} rows of resampled UCI "
+        f"# Scale: dpcli's counting commands vs DuckDB ({shown} rows of resampled UCI "
         f"Adult; {', '.join(formats)}{'; --quick smoke run' if quick else ''})", "",
         f"{env['date_utc']}; {env['cpus_usable']} usable CPUs (os.cpu_count() = "
         f"{env['cpu_count']}), {env['machine']}, {env['platform']}, Python {env['python']}, "
@@ -768,17 +861,20 @@ def main() -> None:
         peak_rss_method=("resource.getrusage(RUSAGE_CHILDREN).ru_maxrss in a one-shot wrapper "
                          "process (the largest single process: the JVM or the driver for Spark)"),
         spark=("local[2]" if spark_on else f"skipped: {spark_note}"))
+    byte_compile(dpcli)
     spec = make_spec(args.workdir, dpcli)
     schema = load_schema(spec)
     types = duckdb_types(args.data)
     model = train_model(dpcli, data_path(args.workdir, MODEL_ROWS, "parquet"), spec, args.workdir)
     model_sql, _ = nb_score_sql(model, schema[2])
+    extras = spec_extras(spec)
+    cut = model_cut(model)
     baselines: dict[tuple[int, str, str], dict] = {}
 
     def duckdb_cell(n: int, fmt: str, command: str, repeat: int, cores: int | None) -> dict:
         if (n, fmt, command, cores) not in baselines:
             src = sql_source(data_path(args.workdir, n, fmt), fmt, types)
-            queries, expected = duckdb_queries(command, src, schema, model_sql, n)
+            queries, expected = duckdb_queries(command, src, schema, model_sql, n, extras, cut)
             baselines[n, fmt, command, cores] = measure_duckdb(
                 queries, expected, cores or threads, repeat, args.timeout, cores)
         return baselines[n, fmt, command, cores]

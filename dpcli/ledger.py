@@ -14,14 +14,20 @@ Entries
   no genesis in the ledger cannot spend: a renamed id is not a fresh budget.
 * ``raise``: the custodian deliberately raised a dataset's total.
 * ``reserve`` (before a run touches any private value: the planned ε/δ,
-  checked against what remains) and later ``complete`` or ``failed``.
+  checked against what remains) and later ``complete``, ``failed`` or
+  ``aborted``.
+* ``aborted``: the run stopped on a data error found by its pass before it
+  released anything (docs/design.md, rule 5 "aborted runs"); it records the
+  amount its reserve charged, and that amount is no longer spent.
 * ``repair``: ``dpcli ledger repair`` dropped a torn last line.
 
-Nothing is ever refunded: the spent budget is the exact sum of ε (and δ)
-over *all* reserve entries of the dataset, including runs that failed or were
-killed. Amounts are stored as JSON numbers and read back with
-``budget.exact``; a planned spend that is not exactly such a decimal is
-rounded *up* before it is recorded, and a lifetime total is rounded *down*.
+The spent budget is the exact sum of ε (and δ) over all reserve entries of
+the dataset, including runs that failed or were killed, minus only the runs
+recorded as ``aborted`` (a data error before any release: it released
+nothing that the pre-charge check would not have told for free). Amounts are
+stored as JSON numbers and read back with ``budget.exact``; a planned spend
+that is not exactly such a decimal is rounded *up* before it is recorded, and
+a lifetime total is rounded *down*.
 
 Files beside the ledger (see :func:`companion_paths`)
 ----------------------------------------------------
@@ -90,7 +96,7 @@ from dpcli.errors import BudgetExhausted, LedgerError
 from dpcli.fingerprint import file_digest
 
 GENESIS = "0" * 64
-RUN_KINDS = ("reserve", "complete", "failed")
+RUN_KINDS = ("reserve", "complete", "failed", "aborted")
 KINDS = ("genesis", "raise", *RUN_KINDS, "repair")
 CHECKPOINT_FORMAT = 1
 _MAX_REASON = 500
@@ -127,7 +133,7 @@ class RunView:
     command: str
     epsilon: Fraction
     delta: Fraction
-    status: str  # "complete" | "failed" | "interrupted" (reserved, never finished)
+    status: str  # "complete" | "failed" | "aborted" | "interrupted" (reserved, never finished)
     seeded: bool
     outputs: list[dict[str, str]] = field(default_factory=list)
     neighbouring: str = NEIGHBOURING_RELATION
@@ -475,6 +481,22 @@ class Ledger:
             reason = reason[: _MAX_REASON - 1] + "…"
         self._finish(reservation, "failed", {"reason": reason})
 
+    def abort(self, reservation: Reservation, reason: str) -> None:
+        """Record that a reserved run stopped on a data error before releasing anything: its
+        charge no longer counts as spent (docs/design.md, rule 5 "aborted runs").
+
+        Only for a run that drew no noise into any output and wrote nothing, whose error is
+        one the pre-charge check reports for free (the caller's duty: see
+        :func:`dpcli.run.charged`). The entry records the amount given back (the
+        reservation's, checked against its reserve entry by every verification).
+        ``reason`` as for :meth:`fail`. Same guarantees and errors as ``complete``.
+        """
+        if len(reason) > _MAX_REASON:
+            reason = reason[: _MAX_REASON - 1] + "…"
+        self._finish(reservation, "aborted", {
+            "reason": reason, "epsilon": _amount(reservation.budget.epsilon, up=True),
+            "delta": _amount(reservation.budget.delta, up=True)})
+
     def summary(self, *, runs: bool = True) -> LedgerSummary:
         """Total, spent, remaining and (unless ``runs`` is False) the runs of this dataset.
 
@@ -565,7 +587,7 @@ class Ledger:
                     epsilon=exact(e["epsilon"]), delta=exact(e["delta"]),
                     status="interrupted", seeded=e["seeded"],
                     neighbouring=e.get("neighbouring", NEIGHBOURING_RELATION))
-            elif e["kind"] in ("complete", "failed") and e["run_id"] in views:
+            elif e["kind"] in ("complete", "failed", "aborted") and e["run_id"] in views:
                 views[e["run_id"]] = replace(views[e["run_id"]], status=e["kind"],
                                              outputs=list(e.get("outputs", [])))
         return list(views.values())
@@ -588,7 +610,7 @@ class Ledger:
                         f"{self.path}: run {reservation.run_id} is already finished")
                 raise LedgerError(f"{self.path}: reservation {reservation.run_id} "
                                   f"is not at line {reservation.seq + 1}")
-            if tuple(opened) != (self.dataset, reservation.seq, reservation.entry_hash):
+            if tuple(opened[:3]) != (self.dataset, reservation.seq, reservation.entry_hash):
                 raise LedgerError(f"{self.path}: reservation {reservation.run_id} "
                                   f"is not at line {reservation.seq + 1}")
             entry = self._common(kind, fold.entries, fold.head) | {
@@ -684,7 +706,10 @@ class _Fold:
         self.head = GENESIS
         self._prev: str | None = GENESIS  # None after a line that could not be parsed
         self.datasets: dict[str, _Dataset] = {}
-        self.open: dict[str, tuple[str, int, str]] = {}  # run_id -> (dataset, seq, hash)
+        # run_id -> (dataset, seq, hash, ε, δ as exact decimal text); the amounts let an
+        # ``aborted`` entry be checked against its reserve (a checkpoint written before
+        # aborted runs existed holds the first three only: None then)
+        self.open: dict[str, tuple[Any, ...]] = {}
         self.problems: list[str] = []
         self._reserved: set[str] | None = set()
         self._key_fp = key_fingerprint(key) if key is not None else None
@@ -764,17 +789,34 @@ class _Fold:
             if not state.spent.fits_in(state.total):
                 self.problems.append(where + f"dataset {name!r} is overspent "
                                      f"({state.spent} of {state.total})")
-            self.open[run_id] = (name, index, stored)
-        elif kind in ("complete", "failed"):
+            self.open[run_id] = (name, index, stored, str(exact(entry["epsilon"])),
+                                 str(exact(entry["delta"])))
+        elif kind in ("complete", "failed", "aborted"):
             run_id = entry["run_id"]
             start = self.open.get(run_id)
             if start is not None and start[0] == name:
                 del self.open[run_id]
+                if kind == "aborted":
+                    self._give_back(entry, start, where)
             elif start is None and self._reserved is not None and run_id in self._reserved:
                 self.problems.append(where + f"run {run_id} is finished twice")
             else:
                 self.problems.append(where + f"{kind} run {run_id} has no earlier "
                                      f"reserve for dataset {name!r}")
+
+    def _give_back(self, entry: dict[str, Any], start: tuple[Any, ...], where: str) -> None:
+        """An aborted run's charge is no longer spent: exactly its reserve's amount."""
+        back = Budget(entry["epsilon"], entry["delta"])
+        if len(start) >= 5 and back != Budget(Fraction(start[3]), Fraction(start[4])):
+            self.problems.append(where + f"aborted run {entry['run_id']} gives back another "
+                                 "amount than its reserve charged")
+            return
+        state = self.datasets.get(start[0])
+        if state is None or not back.fits_in(state.spent):
+            self.problems.append(where + f"aborted run {entry['run_id']} gives back more than "
+                                 "was spent")
+            return
+        state.spent = state.spent - back
 
     # the checkpoint's body (without its MAC) and back
 
@@ -798,7 +840,7 @@ class _Fold:
         fold.datasets = {name: _Dataset(bool(s["genesis"]), Budget(*s["total"]),
                                         Budget(Fraction(s["spent"][0]), Fraction(s["spent"][1])))
                          for name, s in body["datasets"].items()}
-        fold.open = {run_id: (str(v[0]), int(v[1]), str(v[2]))
+        fold.open = {run_id: (str(v[0]), int(v[1]), str(v[2]), *(str(x) for x in v[3:5]))
                      for run_id, v in body["open"].items()}
         fold._reserved = None  # unknown without reading the file
         return fold
@@ -1156,6 +1198,8 @@ _FIELDS: dict[str, dict[str, Any]] = {
                 "epsilon": lambda v: _is_amount(v) and v > 0, "delta": _is_amount} | _TOTALS,
     "complete": {"run_id": _is_str, "outputs": lambda v: isinstance(v, list)},
     "failed": {"run_id": _is_str, "reason": _is_str},
+    "aborted": {"run_id": _is_str, "reason": _is_str,
+                "epsilon": lambda v: _is_amount(v) and v > 0, "delta": _is_amount},
     "repair": {"dropped_line": _is_int, "dropped_bytes": _is_int, "dropped_sha256": _is_str},
 }
 

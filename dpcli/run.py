@@ -2,20 +2,26 @@
 
 1. Everything that needs no private value is checked first: spec, options,
    output paths, file readable, columns present with compatible types.
-2. A pre-charge validation pass reads the label column (and, for CSV, parses
-   every row) so that a broken file fails with exit code 65 and no charge.
-   It releases nothing but pass/fail to the operator on stderr. The keyed
-   digest of the input that the ledger records is computed in a thread
-   beside it (:func:`dpcli.fingerprint.start_input_digest`).
+2. The record count n (public under replace-one; a plan may depend on it):
+   a Parquet footer's, or one parse of a CSV file's record structure (a
+   broken record fails here, exit 65, no charge). The keyed digest of the
+   input that the ledger records is computed in a thread beside it
+   (:func:`dpcli.fingerprint.start_input_digest`). The Spark engine runs its
+   full value check here instead.
 3. The run's whole planned budget is reserved in the ledger under a lock.
-4. Only then are values read and statistics computed; noise is added.
+4. Only then are values read and statistics computed, in ONE pass that also
+   checks them (labels, numbers, missing values); noise is added.
 5. Outputs are committed together and the ledger entry is completed. A
-   failure after the charge records a ``failed`` entry; nothing is refunded.
+   failure after the charge records a ``failed`` entry and the charge stays,
+   with one exception (docs/design.md, rule 5 "aborted runs"): a data error
+   met by the pass before anything was released, which the pre-charge check
+   would have reported for free, ends the run with exactly that check's
+   message and an ``aborted`` entry that gives the reservation back.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -47,6 +53,12 @@ class Charge:
     reservation: Reservation
     outputs: list[Path] = field(default_factory=list)
     summary: dict[str, Any] = field(default_factory=dict)
+    #: True once the run may have released something (noise drawn for a release): from
+    #: then on a data error is a failure and the charge stays (the default: always)
+    released: Callable[[], bool] = lambda: True
+    #: the full pre-charge check of the run's inputs (raises its DataError): asked on a
+    #: data error before any release, to end the run as aborted (None: never aborted)
+    recheck: Callable[[], None] | None = None
 
     @property
     def run_id(self) -> str:
@@ -75,16 +87,21 @@ def prepare_source(spec: Spec, data: Path | str, columns: Sequence[str], total: 
     Order matters: the file's structure (no values), then the budget (an
     unlocked look at the ledger, so that a run that cannot fit exits 3 before
     any value is read; the locked check at reservation is the binding one),
-    then the validation pass that reads values. A dry run skips the budget
-    look: it reports whether the plan fits once everything else is checked.
+    then the record count (the local engine: a Parquet footer's, or a CSV
+    file's records parsed without converting a value; the values are checked
+    by the statistics pass after the charge, docs/design.md rule 5 "aborted
+    runs") or, on Spark and in a dry run, the full validation pass. A dry run
+    skips the budget look: it reports whether the plan fits once everything
+    else is checked.
     """
+    from dpcli.data import DataSource
+
     source: Source
     if engine == "spark":
         from dpcli.stats.spark import SparkSource
 
         source = SparkSource(data, spec.schema, config=spec.spark, batch_rows=batch_rows)
     elif engine == "local":
-        from dpcli.data import DataSource
         from dpcli.data.location import is_remote, local_path
 
         if is_remote(data):
@@ -107,9 +124,16 @@ def prepare_source(spec: Spec, data: Path | str, columns: Sequence[str], total: 
         from dpcli.fingerprint import start_input_digest
 
         # the keyed digest the reservation records reads the file once more: it runs in a
-        # thread now, beside the validation pass below, instead of after it
+        # thread, beside the count below (a CSV's parse), instead of after it
         start_input_digest(spec.ledger_path, data)
-    n = source.check_values(columns)
+    # local: n only; the values are checked by the statistics pass itself, after the charge
+    # (one read of the values instead of two), and a bad one ends the run as aborted.
+    # Spark: its value check stays a pre-charge job.
+    # A dry run spends nothing and is how a custodian checks a file: it keeps the full check
+    if isinstance(source, DataSource) and not dry_run:
+        n = source.count_records(columns)
+    else:
+        n = source.check_values(columns)
     if n == 0:  # a release over no rows is noise alone: refuse it rather than charge for it
         raise DataError(f"{location_text(data)}: holds no records (a header only, or an "
                         "empty Parquet file); nothing was charged")
@@ -131,6 +155,25 @@ def _reuse(ledger: Ledger, spec: Spec, command: str, arguments: dict[str, Any],
                          f"({', '.join(outputs)}); nothing spent", run.run_id, outputs)
 
 
+def _found_by_check(charge: Charge, exc: BaseException) -> DataError | None:
+    """The pre-charge check's own error when ``exc`` may end the run as aborted, else None.
+
+    Only a DataError raised before anything was released qualifies; then the full check
+    of the inputs runs (the one a run made before its charge when it read the data
+    twice), and only a problem IT reports counts: its message is the first problem in
+    file order by file, column and row, never a value, and never anything the partial
+    statistics pass computed. A DataError the check does not reproduce (one of the
+    statistics' own) is a failure as before: the charge stays.
+    """
+    if not isinstance(exc, DataError) or charge.recheck is None or charge.released():
+        return None
+    try:
+        charge.recheck()
+    except DataError as found:
+        return found
+    return None
+
+
 @contextmanager
 def charged(spec: Spec, plan: Plan, *, command: str, arguments: dict[str, Any],
             input_path: Path | str, seeded: bool,
@@ -148,8 +191,13 @@ def charged(spec: Spec, plan: Plan, *, command: str, arguments: dict[str, Any],
     Raises BudgetExhausted (exit 3) before the body runs when the plan does
     not fit in what remains. If the body raises, a ``failed`` entry is
     appended (with the error's class only: its message can locate private
-    values) and the charge stays. If the outputs were written but the
-    ``complete`` entry cannot be, a LedgerError says exactly that.
+    values) and the charge stays — unless the error is a DataError raised
+    before :attr:`Charge.released` and :attr:`Charge.recheck` (the full
+    pre-charge check) finds a problem: then that problem is raised instead
+    (its exact message; nothing from the partial pass) and an ``aborted``
+    entry gives the reservation back (docs/design.md, rule 5 "aborted runs").
+    If the outputs were written but the ``complete`` entry cannot be, a
+    LedgerError says exactly that.
     """
     from dpcli import signals
 
@@ -170,6 +218,18 @@ def charged(spec: Spec, plan: Plan, *, command: str, arguments: dict[str, Any],
         signals.deliver()
         yield charge
     except BaseException as exc:
+        try:
+            found = _found_by_check(charge, exc)
+        except BaseException as other:  # a signal or an internal error during the re-check
+            with signals.held(keep=True):
+                ledger.fail(reservation, type(other).__name__)
+            raise
+        if found is not None:
+            with signals.held(keep=True):  # this run is ending anyway
+                ledger.abort(reservation, type(found).__name__)
+            if reserved is not None:  # a --json error object says: nothing charged
+                reserved.remove(reservation.run_id)
+            raise found from None
         # only the error's class: a data error's text names columns and row numbers, which
         # are derived from private values and belong on the custodian's stderr, not in a log
         # that may be shared more widely

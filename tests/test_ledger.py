@@ -520,3 +520,93 @@ def test_input_digest_started_early_is_the_same_and_follows_changes(path: Path,
     start_input_digest(path, data)
     with pytest.raises(LedgerError, match="key is missing"):
         input_digest(path, data)
+
+
+# -- aborted runs (docs/design.md, rule 5 "aborted runs") ------------------------------
+
+
+def test_an_aborted_run_gives_back_exactly_its_charge(path: Path) -> None:
+    """reserve → aborted: the remaining budget is what it was before the reserve, in the
+    O(1) checkpoint's figures and in a full re-verification alike; only once."""
+    ledger = Ledger(path, "uci-adult", Budget(1))
+    kept = reserve(ledger, 0.25)
+    ledger.fail(kept, "Terminated")  # a failed run keeps its charge
+    before = ledger.summary(runs=False).remaining
+    assert before == Budget("0.75")
+    run = reserve(ledger, "0.3")
+    assert ledger.summary(runs=False).remaining == Budget("0.45")
+    ledger.abort(run, "DataError")
+    assert ledger.summary(runs=False).remaining == before           # from the checkpoint
+    (path.parent / "ledger.jsonl.head").unlink()
+    report = verify_file(path)
+    assert any("checkpoint" in p for p in report.problems)   # (a missing checkpoint says so)
+    *_, last = read_entries(path)
+    assert (last["kind"], last["epsilon"], last["delta"]) == ("aborted", 0.3, 0.0)
+    assert last["reason"] == "DataError"
+
+
+def test_aborted_status_and_full_rescan_agree(path: Path) -> None:
+    ledger = Ledger(path, "uci-adult", Budget(1))
+    run = reserve(ledger, 0.5)
+    ledger.abort(run, "DataError")
+    with pytest.raises(LedgerError, match="already finished"):
+        ledger.abort(run, "DataError")
+    with pytest.raises(LedgerError, match="already finished"):
+        ledger.complete(run, [])
+    assert [r.status for r in ledger.summary().runs] == ["aborted"]
+    # any write outside dpcli forces a full scan: it must give the same figures
+    with path.open("a"):
+        os.utime(path)
+    os.chmod(path, 0o644)  # changes ctime: the checkpoint's stamp no longer matches
+    assert ledger.summary(runs=False).remaining == Budget(1)
+    assert ledger.verify().ok
+    # the whole budget can now be spent: nothing of the aborted run counts
+    reserve(ledger, 1)
+    with pytest.raises(BudgetExhausted):
+        reserve(ledger, 0.001)
+
+
+@pytest.mark.parametrize(("forgery", "problem"), [
+    ("other amount", "line 3: aborted run .* gives back another amount"),
+    ("abort a completed run", "line 4: run .* is finished twice"),
+    ("orphan abort", "line 3: aborted run .* has no earlier reserve"),
+])
+def test_forged_aborts_are_detected(path: Path, tmp_path: Path, forgery: str,
+                                    problem: str) -> None:
+    ledger = Ledger(path, "uci-adult", Budget(1))
+    run = reserve(ledger, 0.5)
+    if forgery == "abort a completed run":
+        ledger.complete(run, [])
+    else:
+        ledger.abort(run, "DataError")
+    genesis, *entries = read_entries(path)
+    if forgery == "other amount":
+        entries[1]["epsilon"] = 0.75
+    elif forgery == "abort a completed run":
+        entries.append(dict(entries[1], kind="aborted", reason="DataError", epsilon=0.5,
+                            delta=0.0))
+        del entries[-1]["outputs"]
+    else:
+        entries[1]["run_id"] = "f" * 32
+    rechain(path, [genesis, *entries])
+    report = verify_file(path)
+    assert not report.ok
+    assert any(re.match(problem, p) for p in report.problems), report.problems
+
+
+def test_an_abort_after_a_checkpoint_without_amounts_still_gives_back(path: Path) -> None:
+    """A checkpoint written by an earlier dpcli lists open runs without their amounts: the
+    aborted entry's own amount is given back then (a full verification checks it)."""
+    from dpcli.ledger import _Fold, _read_checkpoint, read_key
+
+    ledger = Ledger(path, "uci-adult", Budget(1))
+    run = reserve(ledger, 0.25)
+    key = read_key(path)
+    body = _read_checkpoint(path, key)
+    assert body is not None and len(body["open"][run.run_id]) == 5
+    body["open"] = {r: v[:3] for r, v in body["open"].items()}   # the earlier format
+    fold = _Fold.from_json(body, key)
+    fold._apply({"kind": "aborted", "dataset": "uci-adult", "run_id": run.run_id,
+                 "epsilon": 0.25, "delta": 0.0, "reason": "DataError"}, "0" * 64, 2, "")
+    assert not fold.problems
+    assert fold.datasets["uci-adult"].spent == Budget(0)

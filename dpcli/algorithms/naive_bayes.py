@@ -133,12 +133,16 @@ Reread = Callable[[Sequence[str]], Iterable[EncodedBatch]]
 """Columns → a fresh pass of encoded batches over the same data (the smooth method's re-read)."""
 
 
-def logsumexp(*args: Any, **kwargs: Any) -> Any:
-    """scipy.special.logsumexp, imported on first use (scipy.special costs ~0.2 s of every
-    command's start-up, docs/scale.md)."""
-    from scipy.special import logsumexp as impl
-
-    return impl(*args, **kwargs)
+def logsumexp(a: np.ndarray, axis: int, keepdims: bool = False) -> np.ndarray:
+    """log Σ exp(a) along ``axis``, shifted by the maximum so that nothing overflows. In
+    numpy, not scipy.special: importing that costs about 0.3 s of every command's start-up
+    (it pulls in numpy.f2py and numpy.testing, docs/scale.md). Rows of −∞ give −∞."""
+    a = np.asarray(a, dtype=np.float64)
+    top = np.max(a, axis=axis, keepdims=True)
+    top = np.where(np.isfinite(top), top, 0.0)
+    with np.errstate(divide="ignore"):
+        out = np.log(np.sum(np.exp(a - top), axis=axis, keepdims=True)) + top
+    return out if keepdims else np.squeeze(out, axis=axis)
 
 
 def log_ndtr(x: Any) -> Any:

@@ -140,24 +140,45 @@ def positive_code(model: object) -> int:
 
 
 def count(model: object, batches: Iterable[EncodedBatch], cands: np.ndarray) -> ThresholdCounts:
-    """TP(t) and TN(t) for every candidate t, in one pass (private: feed to :func:`select`)."""
+    """TP(t) and TN(t) for every candidate t, in one pass (private: feed to :func:`select`).
+
+    Each batch is scored and counted by :func:`batch_counts`; when ``batches`` can map
+    a function over its batches on every core (``batches.map``: the spend door's
+    :class:`~dpcli.api.spend.Pass`), that is where it runs, and the consumer only adds
+    the integer counts, in file order: the same counts as one thread, exactly.
+    """
     pos = positive_code(model)
     above_pos = np.zeros(len(cands), dtype=np.int64)
     at_or_below_neg = np.zeros(len(cands), dtype=np.int64)
     negatives = rows = 0
-    for batch in batches:
-        rows += batch.n
-        s = positive_log_odds(model, batch)
-        is_pos = np.asarray(batch.label) == pos
-        # index i: number of candidates strictly below s, so s > t_j for j < i
-        idx_pos = np.searchsorted(cands, s[is_pos], side="left")
-        idx_neg = np.searchsorted(cands, s[~is_pos], side="left")
-        # a positive with idx i is above candidates 0..i-1
-        above_pos += np.bincount(idx_pos, minlength=len(cands) + 1)[::-1].cumsum()[::-1][1:]
-        # a negative with idx i is at or below candidates i..C-1
-        at_or_below_neg += np.bincount(idx_neg, minlength=len(cands) + 1).cumsum()[:-1]
-        negatives += int(idx_neg.size)
+
+    def score(batch: EncodedBatch) -> tuple[int, np.ndarray, np.ndarray, int]:
+        return batch_counts(model, batch, cands, pos)
+
+    mapper = getattr(batches, "map", None)
+    parts = mapper(score) if callable(mapper) else map(score, batches)
+    for n, above, at_or_below, negs in parts:
+        rows += n
+        above_pos += above
+        at_or_below_neg += at_or_below
+        negatives += negs
     return ThresholdCounts(cands, above_pos, at_or_below_neg, negatives - at_or_below_neg, rows)
+
+
+def batch_counts(model: object, batch: EncodedBatch, cands: np.ndarray,
+                 pos: int) -> tuple[int, np.ndarray, np.ndarray, int]:
+    """One batch's share of :func:`count`: (rows, positives above each candidate,
+    negatives at or below each candidate, negatives)."""
+    s = positive_log_odds(model, batch)
+    is_pos = np.asarray(batch.label) == pos
+    # index i: number of candidates strictly below s, so s > t_j for j < i
+    idx_pos = np.searchsorted(cands, s[is_pos], side="left")
+    idx_neg = np.searchsorted(cands, s[~is_pos], side="left")
+    # a positive with idx i is above candidates 0..i-1
+    above = np.bincount(idx_pos, minlength=len(cands) + 1)[::-1].cumsum()[::-1][1:]
+    # a negative with idx i is at or below candidates i..C-1
+    at_or_below = np.bincount(idx_neg, minlength=len(cands) + 1).cumsum()[:-1]
+    return batch.n, above, at_or_below, int(idx_neg.size)
 
 
 def _utility(counts: ThresholdCounts, released: tuple[float, float],

@@ -105,9 +105,11 @@ class Scale:
         """Thresholds on this scale back on the score's own scale (σ for logit)."""
         t = np.asarray(t, dtype=np.float64)
         if self.transform == "logit":
-            from scipy.special import expit
-
-            return np.asarray(expit(t))
+            # σ(t) as e^t/(1 + e^t) below 0 and 1/(1 + e^−t) above: relative precision kept
+            # for tiny scores, no overflow at ±∞, and no scipy.special import (about 0.2 s
+            # of roc's start-up for a few hundred values)
+            e = np.exp(-np.abs(t))
+            return np.where(t < 0, e / (1.0 + e), 1.0 / (1.0 + e))
         return t
 
     def to_json(self) -> dict[str, Any]:

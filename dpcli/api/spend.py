@@ -12,7 +12,9 @@ rule 5, "the life of a spending run"):
    (:meth:`Charged.statistics`, :meth:`Charged.passes`) and release a result
    (:meth:`Charged.release`). Leaving the block commits the outputs and
    completes the ledger entry; an error records the run as failed and the
-   charge stays.
+   charge stays — except a data error the pre-charge check reports, met
+   before the first noise draw: aborted, the charge given back
+   (:func:`dpcli.run.charged`).
 
 So charge-before-read is structural: no statistics pass can start without a
 reservation.
@@ -264,6 +266,13 @@ class Spend:
                      input_path=self._data, seeded=seed is not None,
                      neighbouring=self.neighbouring) as charge, outputs:
             run = Charged(self, charge, generator, outputs, seeded=seed is not None)
+            # a data error before any noise (no step drawn, or the generator untouched: a
+            # trainer may draw its steps before its first pass), with nothing written, may end
+            # the run as aborted, its reservation given back (dpcli.run.charged)
+            start = _rng_state(generator)
+            charge.released = lambda: (len(run.plan.undrawn()) < len(list(run.plan))
+                                       and _rng_state(generator) != start)
+            charge.recheck = self._recheck
             yield run
             # every planned step drawn, or nothing is released: the ledger's charge must be
             # what the mechanisms spent (raised before the commit: nothing written, the run
@@ -271,6 +280,16 @@ class Spend:
             run.plan.check_spent()
             charge.outputs = outputs.commit()
             charge.summary = run.summary
+
+    def _recheck(self) -> None:
+        """The full pre-charge check of the main input, then of each companion (raises the
+        first DataError); a source that checked its values before the charge (Spark) has
+        nothing to re-check."""
+        sources = [self._source, *(c.source for c in self._companions.values())]
+        for source in sources:
+            recheck = getattr(source, "recheck", None)
+            if recheck is not None:
+                recheck()
 
     def data_report(self) -> list[str]:
         """What the data layer clamped, mapped or imputed (exact private figures: for the
@@ -315,9 +334,10 @@ class Charged:
                                                      progress=advance)
 
     def passes(self, columns: Sequence[str], label: str = "reading", *,
-               companion: str | None = None) -> Iterator[Any]:
+               companion: str | None = None) -> Pass:
         """One more pass over the encoded records (encoded ahead on every core, in order);
-        of the named companion input instead of the main one if ``companion`` is given."""
+        of the named companion input instead of the main one if ``companion`` is given.
+        Iterate it for the batches, or :meth:`Pass.map` a function over them on every core."""
 
         if companion is None:
             source = self._batches()
@@ -325,10 +345,7 @@ class Charged:
             opened = self._spend._companions[companion].source
             assert opened is not None, f"the {companion} input was never opened"
             source = self._batches(opened)
-        with self._spend.reporter.progress(label, source.num_rows_hint()) as advance:
-            for batch in _encoded(source, columns, self.rng):
-                advance(batch.n)
-                yield batch
+        return Pass(self._spend.reporter, label, source, columns, self.rng)
 
     def raw_passes(self, columns: Sequence[str], label: str = "reading") -> Iterator[Any]:
         """One pass over the raw Arrow batches of ``columns`` (for releases that need the
@@ -408,6 +425,49 @@ class Charged:
         return {"degeneracy": verdict.to_json()}
 
 
+class Pass(Iterator[Any]):
+    """One pass over a source's encoded records, started when it is iterated or mapped.
+
+    Iterating yields the batches in file order (encoded on every core). :meth:`map`
+    yields ``fn(batch)`` in file order with ``fn`` run on the pass's worker pool too
+    (:meth:`dpcli.data.DataSource.map_encoded`): for per-batch work such as scoring
+    rows with a released model, which would otherwise run in the consumer's thread.
+    """
+
+    def __init__(self, reporter: Reporter, label: str, source: BatchSource,
+                 columns: Sequence[str], rng: np.random.Generator) -> None:
+        self._reporter = reporter
+        self._label = label
+        self._source = source
+        self._columns = tuple(columns)
+        self._rng = rng
+
+    _batches: Iterator[Any] | None = None
+
+    def __iter__(self) -> Iterator[Any]:
+        return self
+
+    def __next__(self) -> Any:
+        if self._batches is None:
+            self._batches = self.map(lambda batch: batch)
+        return next(self._batches)
+
+    def close(self) -> None:
+        """Stop the pass early (its reader and workers end here, not at garbage collection)."""
+        close = getattr(self._batches, "close", None)
+        if close is not None:
+            close()
+
+    def map(self, fn: Callable[[Any], Any]) -> Iterator[Any]:
+        """``fn(batch)`` for every batch, in file order, computed on every core."""
+        source = self._source
+        with self._reporter.progress(self._label, source.num_rows_hint()) as advance:
+            for n, result in _encoded(source, self._columns, self._rng,
+                                      lambda batch: (batch.n, fn(batch))):
+                advance(n)
+                yield result
+
+
 class Companion:
     """Another private input of the run (validate's validation file): opened and checked
     before the charge like the main input, read only through :meth:`Charged.passes`."""
@@ -428,17 +488,31 @@ class Companion:
         return [] if self.source is None else list(self.source.report.lines())
 
 
+def _rng_state(rng: np.random.Generator) -> object:
+    """The generator's state (equal states: no number was drawn in between); a fresh object,
+    unequal to any other, when it can not be read (then the run counts as having drawn)."""
+    import pickle
+
+    try:  # pickled: a state may hold arrays, which do not compare as one truth value
+        return pickle.dumps(rng.bit_generator.state)
+    except Exception:  # an exotic generator: assume it drew
+        return object()
+
+
 def with_schema(spec: Spec, schema: Any) -> Spec:
     """``spec`` with another schema (a selection's, or token columns capped for this run)."""
     return replace(spec, schema=schema)
 
 
-def _encoded(source: Any, columns: Sequence[str], rng: np.random.Generator) -> Iterator[Any]:
-    """The encoded batches of one pass, in file order: encoded on every core when the source
-    can (DataSource.map_encoded), else read one batch ahead by a worker thread."""
+def _encoded(source: Any, columns: Sequence[str], rng: np.random.Generator,
+             fn: Callable[[Any], Any] | None = None) -> Iterator[Any]:
+    """The encoded batches of one pass (or ``fn`` of each), in file order: encoded (and
+    ``fn`` run) on every core when the source can (DataSource.map_encoded), else read one
+    batch ahead by a worker thread."""
     parallel = getattr(source, "map_encoded", None)
     if parallel is not None:
-        return parallel(columns, lambda batch: batch, rng=rng)
+        return parallel(columns, fn if fn is not None else (lambda batch: batch), rng=rng)
     from dpcli.data.prefetch import prefetch
 
-    return prefetch(source.batches(columns, rng=rng))
+    batches = prefetch(source.batches(columns, rng=rng))
+    return batches if fn is None else (fn(batch) for batch in batches)

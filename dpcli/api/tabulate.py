@@ -63,12 +63,24 @@ def tabulate(spec: Spec, data: Path | str, *, out: Path | None = None,
                    "breakdown": plan.to_json(), "table_file": None if out is None else out.name}
         envelope = run.envelope("tabulate", payload)
         if out is not None and meta is not None:
-            import pandas as pd
-
-            run.write_bytes(out, pd.DataFrame(rows).to_csv(index=False).encode())
+            run.write_bytes(out, rows_csv(rows).encode())
             run.write(meta, dumps_json(envelope))
         halves = sorted({int(r["upper"]) - int(r["count"]) for r in rows})  # type: ignore[call-overload]
         run.summary = {"tables": len(chosen) + 1, "rows_out": len(rows),
                        "error_bar": halves[-1] if halves else 0}
     return Released("tabulate", rows, envelope, plan, run.run_id, out, dict(run.summary),
                     tuple(stats.report.lines()), {"meta": meta})
+
+
+def rows_csv(rows: list[dict[str, object]]) -> str:
+    """The released rows as CSV text: a header of the keys, one line per row (the text
+    pandas' ``DataFrame(rows).to_csv(index=False)`` writes, without importing pandas: about
+    0.3 s of every tabulate's start-up)."""
+    import csv
+    import io
+
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=list(rows[0]) if rows else [], lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    return buf.getvalue()

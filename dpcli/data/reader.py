@@ -8,10 +8,18 @@ release) splits reading into three steps that a command runs in order:
 1. :meth:`DataSource.check_structure` reads *no values*: the file exists and
    opens, the needed columns are present and their Arrow types can hold the
    declared column types (Parquet footer / CSV header only).
-2. :meth:`DataSource.check_values` is the pre-charge validation pass: it
-   finds what would otherwise make a run fail half-way *after* the ledger
-   charge — broken CSV rows, unparseable numbers, missing or undeclared
-   labels, missing values in columns whose policy is ``error``.
+2. :meth:`DataSource.count_records` is what a spending run reads before its
+   charge: the record count n (a Parquet footer's; a CSV file is parsed once
+   for its record structure, converting no value). A broken CSV record stops
+   it, and then the full check below names the first problem in file order.
+   :meth:`DataSource.check_values` is that full validation pass: broken CSV
+   rows, unparseable numbers, missing or undeclared labels, missing values in
+   columns whose policy is ``error``. A spending run meets these problems in
+   its statistics pass instead (one pass where there were two) and, before
+   releasing anything, runs :meth:`DataSource.recheck` so that it stops with
+   exactly the check's message and is recorded as aborted (docs/design.md,
+   rule 5 "aborted runs"); ``inspect`` and the Spark engine run the check
+   before the charge as before.
 3. :meth:`DataSource.batches` streams encoded batches
    (:mod:`dpcli.data.encode`) for the statistics engine, counting clamps and
    mappings into :attr:`DataSource.report` (custodian-only, stderr);
@@ -263,6 +271,7 @@ class DataSource:
         self.format = detect_format(self.path)
         self.report = DataReport(file=self.path)
         self._checked_rows: int | None = None
+        self._counted: tuple[str, ...] | None = None  # the columns count_records was asked for
 
     def __repr__(self) -> str:
         return f"DataSource({str(self.path)!r}, format={self.format!r})"
@@ -346,8 +355,9 @@ class DataSource:
         return files
 
     def num_rows_hint(self) -> int | None:
-        """Parquet: the row count in the footers; CSV: the count of :meth:`check_values`
-        (n, public), else None (unknown without a pass). For progress bars."""
+        """Parquet: the row count in the footers; CSV: the count of :meth:`count_records`
+        or :meth:`check_values` (n, public), else None (unknown without a pass). For
+        progress bars."""
         if self.format != "parquet":
             return self._checked_rows
         try:
@@ -356,6 +366,65 @@ class DataSource:
             return None
 
     # ----------------------------------------------------------- values
+
+    def count_records(self, columns: Sequence[str]) -> int:
+        """The number of records n (public under replace-one), read before the charge.
+
+        Parquet: the footers' row counts (no value is read). CSV: one parse of the
+        file's record structure on every core, converting one column as raw bytes
+        (quoted line breaks make counting lines wrong; pyarrow's tokenizer is the
+        reader the statistics pass uses, so both agree on every record). The values
+        are checked by the statistics pass after the charge (see the module
+        docstring). A problem met here (a broken record) is reported as
+        :meth:`check_values` reports it: the first one in file order.
+        """
+        self.check_structure(columns)
+        needed = self.needed_columns(columns)
+        self._counted = tuple(columns)
+        if self.format == "parquet":
+            n = sum(_footer_rows(f) for f in self._check_readable_parquet())
+        else:
+            try:
+                n = self._count_csv(needed)
+            except DataError as exc:
+                self.check_values(columns)  # raises the check's own (first) problem
+                raise exc from None  # the full check passed: the counting parse's own error
+        self._checked_rows = n
+        return n
+
+    def recheck(self) -> None:
+        """The full pre-charge check (:meth:`check_values`) of the columns
+        :meth:`count_records` counted: raises its DataError (the first problem in file
+        order, the message the check gives before a charge) or returns when it finds none.
+
+        Why: a spending run meets a bad value in its statistics pass, after its
+        reservation. Before releasing anything it asks this: a problem the check would
+        have reported for free ends the run as aborted with exactly that message, and
+        nothing computed by the partial pass is shown (docs/design.md, rule 5).
+        """
+        if self._counted is None:
+            raise RuntimeError("recheck() before count_records()")
+        self.check_values(self._counted)
+
+    def _count_csv(self, needed: tuple[str, ...]) -> int:
+        """Records of the CSV file, parsed with the statistics pass's parse options."""
+        name = needed[0] if needed else self._csv_header()[0]
+        rows = 0
+        try:
+            with pacsv.open_csv(
+                self.path,
+                read_options=pacsv.ReadOptions(use_threads=True, block_size=_CSV_BLOCK_BYTES),
+                parse_options=pacsv.ParseOptions(delimiter=_delimiter(self.path),
+                                                 newlines_in_values=True),
+                convert_options=pacsv.ConvertOptions(
+                    column_types={name: pa.binary()}, include_columns=[name])) as reader:
+                for batch in reader:
+                    rows += batch.num_rows
+        except pa.ArrowInvalid as exc:
+            raise self._csv_error(str(exc), self._csv_header(), [], rows) from None
+        except OSError as exc:
+            raise DataError(f"{self.path}: cannot read file ({_os_reason(exc)})") from None
+        return rows
 
     def check_values(self, columns: Sequence[str]) -> int:
         """Pre-charge validation pass over the needed columns (see module docstring).

@@ -152,30 +152,32 @@ def hierarchy(column: Column, where: Where) -> Hierarchy:
     raise where.error(f"column '{column.name}' is {column.kind}: it has no hierarchy")
 
 
-#: taxonomy files parsed in this process, by (path, mtime, size): one file holds every
-#: column's tree (Adult's: 14), and parsing it once per column cost ~0.3 s a command; the
-#: trees are only read, never changed
-_PARSED: dict[tuple[str, int, int], Any] = {}
+#: parsed taxonomy files by (path, size, modification time): one file usually holds the
+#: hierarchies of every column, and parsing it once per column cost seconds (pure-Python YAML)
+_FILES: dict[tuple[str, int, int], Any] = {}
+
+
+def _load_file(path: Path) -> Any:
+    """The parsed file, parsed once per process while it is unchanged."""
+    try:
+        st = path.stat()
+    except OSError:
+        return checks.load_yaml(path)  # the error names the file
+    key = (str(path.resolve()), st.st_size, st.st_mtime_ns)
+    if key not in _FILES:
+        _FILES[key] = checks.load_yaml(path)
+    return _FILES[key]
 
 
 def _from_file(path: Path, name: str, where: Where) -> Any:
-    try:
-        st = Path(path).stat()
-        stamp: tuple[str, int, int] | None = (str(Path(path).resolve()), st.st_mtime_ns,
-                                              st.st_size)
-    except OSError:
-        stamp = None   # load_yaml says what is wrong with the file
-    if stamp is not None and stamp in _PARSED:
-        data = _PARSED[stamp]
-    else:
-        data = checks.load_yaml(path)
-        if stamp is not None:
-            _PARSED[stamp] = data
+    import copy
+
+    data = _load_file(path)
     fw = Where(path)
     data = checks.mapping(data, fw)
     for key in (name, name.replace("_", "-"), name.replace("-", "_")):
         if key in data:
-            return data[key]
+            return copy.deepcopy(data[key])  # the cached tree is shared: hand out a copy
     raise fw.error(f"holds no hierarchy for column '{name}' (it has: {', '.join(data)})")
 
 

@@ -186,3 +186,14 @@ def test_logit_scale_of_a_naive_bayes_model_holds_every_log_odds_of_the_domain(
 def test_logit_scale_of_a_constant_model_has_a_positive_width() -> None:
     s = roc_scale._log_odds_scale(0.3, 0.3, "test")
     assert s.lower < 0.3 < s.upper
+
+def test_logit_thresholds_map_back_like_scipys_expit() -> None:
+    """Scale.to_score's σ (numpy, no scipy import at start-up) keeps scipy's values to a
+    relative 1e-15 from −700 to 700, and ±∞ go to 0 and 1."""
+    from scipy.special import expit
+
+    from dpcli.algorithms.roc_scale import Scale
+
+    scale = Scale("logit", -10.0, 10.0, "test")
+    t = np.concatenate([np.linspace(-700, 700, 2001), [-np.inf, np.inf, 0.0]])
+    np.testing.assert_allclose(scale.to_score(t), expit(t), rtol=1e-15, atol=0)

@@ -55,6 +55,23 @@ class Project:
         """Nothing charged: the ledger holds no run entry (only its genesis)."""
         return run_entries(self.ledger) == []
 
+    def nothing_charged(self) -> bool:
+        """Nothing charged: no run entry, or only runs aborted on a data error before any
+        release (each reserve followed at once by its ``aborted`` entry, giving back exactly
+        its charge), and the ledger still verifies."""
+        from dpcli.ledger import verify_file
+
+        runs = run_entries(self.ledger)
+        pairs = list(zip(runs[::2], runs[1::2], strict=False))
+        return (len(runs) % 2 == 0 and verify_file(self.ledger).ok
+                and all(r["kind"] == "reserve" and a["kind"] == "aborted"
+                        and a["run_id"] == r["run_id"] and a["epsilon"] == r["epsilon"]
+                        and a["delta"] == r["delta"] for r, a in pairs))
+
+    def run_kinds(self) -> list[str]:
+        """The kinds of the ledger's run entries, in order (reserve, complete, ...)."""
+        return [e["kind"] for e in run_entries(self.ledger)]
+
     def reserves(self) -> list[dict]:
         """The ledger's reserve entries, in order."""
         return [e for e in read_entries(self.ledger) if e["kind"] == "reserve"]
@@ -114,9 +131,11 @@ def fixed_ledger_key() -> Iterator[None]:
 
 
 def run_entries(path: Path) -> list[dict]:
-    """The ledger's run entries (reserve, complete, failed) in order, without genesis and
-    other bookkeeping entries."""
-    return [e for e in read_entries(path) if e["kind"] in ("reserve", "complete", "failed")]
+    """The ledger's run entries (reserve, complete, failed, aborted) in order, without
+    genesis and other bookkeeping entries."""
+    from dpcli.ledger import RUN_KINDS
+
+    return [e for e in read_entries(path) if e["kind"] in RUN_KINDS]
 
 
 @dataclass

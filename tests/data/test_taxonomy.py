@@ -363,3 +363,30 @@ def test_adult_categorical_leaves_are_the_declared_categories(
         else:
             assert h.edges is not None, col.name
             assert h.edges[0] <= col.lower and h.edges[-1] >= col.upper, col.name
+
+
+def test_a_taxonomy_file_is_parsed_once_for_all_its_columns(tmp_path: Path, where: Where,
+                                                              monkeypatch) -> None:
+    """One file holds every column's hierarchy: it is parsed once (while unchanged), each
+    column gets its own copy of its tree, and an edited file is read again."""
+    from dpcli import checks
+    from dpcli.data import taxonomy
+
+    path = tmp_path / "tax.json"
+    path.write_text(json.dumps({"x": NESTED, "y-z": {"Any": {"p": {}, "q": {}}}}))
+    parsed: list[Path] = []
+    real = checks.load_yaml
+    monkeypatch.setattr(checks, "load_yaml", lambda p: parsed.append(p) or real(p))
+    x = CategoricalColumn("x", NESTED_CATEGORIES, taxonomy=path)
+    y = CategoricalColumn("y_z", ("p", "q"), taxonomy=path)
+    first = hierarchy(x, where)
+    hierarchy(y, where)
+    again = hierarchy(x, where)
+    assert len(parsed) == 1
+    assert first.names == again.names
+    tree = taxonomy._from_file(path, "x", where)
+    tree["Any"]["G1"] = {}   # a caller that changes its copy changes nobody else's
+    assert hierarchy(x, where).names == first.names
+    path.write_text(json.dumps({"x": {"Any": {c: {} for c in NESTED_CATEGORIES}}}) + " ")
+    assert hierarchy(x, where).names != first.names
+    assert len(parsed) == 2

@@ -291,3 +291,44 @@ def test_a_replaced_batches_is_the_pass(tmp_path: Path, mixed_data: Callable[...
     stats = LocalEngine().compute(src, REQUEST, rng=np.random.default_rng(1))
     assert seen == [20, 20, 20, 20, 10]
     identical(stats, one_thread(DataSource(path, data.schema, batch_rows=20), REQUEST, 1))
+
+
+def test_threshold_counts_scored_on_every_core_are_the_one_thread_counts(
+        tmp_path: Path, mixed_data: Callable[..., MixedData],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """train-nb's threshold pass (nb_threshold.count) scores batches on the pass's workers
+    (Pass.map): TP/TN/FP and the row count are those of the plain loop, exactly."""
+    import threading
+    from types import SimpleNamespace
+
+    from dpcli.algorithms import nb_threshold
+    from dpcli.api.report import Silent
+    from dpcli.api.spend import Pass
+
+    threads: set[str] = set()
+    data = mixed_data(n=700, seed=21)
+    path = data.write_parquet(tmp_path / "d.parquet", row_group_size=90)
+    positive = data.schema.label.positive_index
+
+    class Model:  # a released model's log-likelihoods: any fixed function of the batch
+        schema = SimpleNamespace(label=SimpleNamespace(positive_index=positive))
+
+        def joint_log_likelihood(self, batch: object) -> np.ndarray:
+            threads.add(threading.current_thread().name)
+            age = np.asarray(batch.columns["age"], dtype=float)  # type: ignore[attr-defined]
+            return np.column_stack([np.sin(age), np.cos(age / 7.0)])
+
+    cands = nb_threshold.candidates((-2.0, 2.0), 0.3)
+    plain = nb_threshold.count(Model(), list(DataSource(path, data.schema, batch_rows=33)
+                                             .batches(("age",), rng=np.random.default_rng(0))),
+                               cands)
+    assert plain.rows == 700 and plain.true_positive.any() and plain.true_negative.any()
+    for workers in (1, 3):
+        monkeypatch.setenv(THREADS_ENV, str(workers))
+        source = DataSource(path, data.schema, batch_rows=33)
+        pooled = nb_threshold.count(Model(), Pass(Silent(), "threshold", source, ("age",),
+                                                  np.random.default_rng(0)), cands)
+        assert pooled.rows == plain.rows
+        for field in ("candidates", "true_positive", "true_negative", "false_positive"):
+            np.testing.assert_array_equal(getattr(pooled, field), getattr(plain, field))
+    assert any(name.startswith("dpcli-pass") for name in threads), threads  # on the pool

@@ -181,8 +181,8 @@ def forecast(spec: Any, section: Any, n: int, **context: Any) -> Forecast:
 
         # lazy: the verdict, its inversion and `dpcli plan --target roc.auc` read the AUC
         # only (4,000 vectorised draws, milliseconds); the curve's simulation (40 noisy
-        # curves, each made monotone by scipy's isotonic regression, whose import alone
-        # takes 0.5-1 s) runs when the table, the JSON or the envelope reads tpr or fpr
+        # curves, each post-processed as released) runs when the table, the JSON or the
+        # envelope reads tpr or fpr
         return LazyMetrics({"auc": area, "tpr": tpr, "fpr": fpr})
 
     whose = "the model's" if "prevalence" in context else "assumed"

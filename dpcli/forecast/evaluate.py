@@ -6,8 +6,8 @@ then the nearest non-negative matrix summing to n, rounded with the same
 sum (:mod:`dpcli.algorithms.evaluate`) — on a synthetic confusion matrix of
 n records drawn from stated public assumptions: the declared K classes,
 the positive class at a share of :data:`PREVALENCE` (binary; balanced
-otherwise; ``prevalence=`` overrides it: the commands pass a released naive
-Bayes model's own class share, :func:`model_prevalence`) and every class recognised at
+otherwise; ``prevalence=`` overrides it: the commands pass a released
+model's own class share, :func:`model_prevalence`) and every class recognised at
 :data:`ACCURACY` (the rest spread evenly over the other classes;
 ``accuracy=`` overrides it). Errors are released − true of accuracy, and
 of the positive class's (binary; else the first class's) precision and
@@ -49,15 +49,56 @@ def plan(spec: Any, section: Any, n: int, **context: Any) -> Plan:
 
 
 def model_prevalence(model: Any, positive: int) -> float | None:
-    """The positive class's share by a released model's own noisy class counts (naive Bayes:
-    public, already released), or None for a model without them (then the stated default)."""
+    """The class ``positive``'s share by a released model's own noisy class counts (public,
+    already released): naive Bayes' class counts, validate's noisy count of positives among
+    its rows (the threshold step's), brc's calibration count; None for a model without any
+    (then the stated default)."""
     counts = getattr(model, "class_counts", None)
-    if counts is None:
+    if counts is not None:
+        c = np.maximum(np.asarray(counts, dtype=np.float64), 0.0)
+        if c.size != 2 or c.sum() <= 0:
+            return None
+        return _clip(c[positive] / c.sum())
+    share = _released_positive_share(model)
+    if share is None:
         return None
-    c = np.maximum(np.asarray(counts, dtype=np.float64), 0.0)
-    if c.size != 2 or c.sum() <= 0:
-        return None
-    return float(min(max(c[positive] / c.sum(), 0.001), 0.999))
+    label_positive = model.schema.label.positive_index
+    label_positive = 1 if label_positive is None else label_positive
+    return _clip(share if positive == label_positive else 1.0 - share)
+
+
+#: a released count is trusted as the class share only when its noise's scale (1/ε: Δ = 1)
+#: is at most this share of the rows; a noisier one can be further off than the default
+RELIABLE_SCALE = 0.02
+
+
+def _released_positive_share(model: Any) -> float | None:
+    """The label's positive class share from a logistic or brc model's released count of
+    positives, when that count's noise is small next to its rows (RELIABLE_SCALE)."""
+    report = getattr(model, "report", None)
+    if isinstance(report, dict):   # validate: the threshold's noisy count of positives
+        threshold = report.get("threshold")
+        # over its training rows (a --validation file's rows, when there is one, are in the
+        # count's N too: the share is then a little high, good enough for a forecast)
+        rows = int(report.get("n_train") or 0)
+        eps = next((float(step.get("epsilon", 0)) for step in report.get("breakdown") or []
+                    if isinstance(step, dict) and step.get("step") == "threshold_prior"), 0.0)
+        if isinstance(threshold, dict) and threshold.get("noisy_positives") is not None \
+                and rows > 0 and eps * rows * RELIABLE_SCALE >= 1:
+            return float(threshold["noisy_positives"]) / rows
+    calibration = getattr(model, "calibration", None)   # brc
+    n = getattr(model, "n", None)
+    if calibration is not None and getattr(calibration, "positives", None) is not None and n:
+        from dpcli.algorithms.brc import CLASS_COUNT_SHARE
+
+        eps = float(getattr(model, "epsilon", 0.0)) * float(CLASS_COUNT_SHARE)
+        if eps * float(n) * RELIABLE_SCALE >= 1:
+            return float(calibration.positives) / float(n)
+    return None
+
+
+def _clip(share: float) -> float:
+    return float(min(max(share, 0.001), 0.999))
 
 
 def reference_matrix(n: int, classes: int, *, prevalence: float = PREVALENCE,

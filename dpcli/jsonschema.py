@@ -96,6 +96,12 @@ def spec_schema() -> dict[str, Any]:
                       "properties": {"master": {"type": "string"},
                                      "conf": {"type": "object",
                                               "additionalProperties": _VALUE}}},
+            "forecast": {"type": "object", "additionalProperties": False,
+                         "properties": {"positive_share": {
+                             "type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": 1,
+                             "description": "public knowledge: the positive class's share "
+                                            "the forecasts assume (binary labels; no release "
+                                            "reads it)"}}},
             **{name: _section(section) for name, section in params.SECTIONS.items()},
         },
     }

@@ -214,6 +214,24 @@ class SparkConfig:
 _SECRET_KEY = re.compile(r"(?i)secret|password|passwd|token|credential|access[._-]?key")
 
 
+def _parse_forecast(raw: Any, where: Where, label: Any) -> float | None:
+    """The ``forecast:`` section: ``positive_share``, the share of the positive class the
+    forecasts assume instead of their stated 25 % (a rare class makes every release noisier
+    than that assumption says). Public knowledge the user declares (a published rate, last
+    year's report), never read off the data; no release reads it."""
+    raw = checks.mapping(raw, where, allowed={"positive_share"})
+    if "positive_share" not in raw:
+        return None
+    w = where / "positive_share"
+    if len(label.classes) != 2:
+        raise w.error("needs a binary label (label.classes declares "
+                      f"{len(label.classes)} classes)")
+    share = checks.number(raw["positive_share"], w)
+    if not 0 < share < 1:
+        raise w.error(f"must be strictly between 0 and 1 (got {share:g})")
+    return share
+
+
 def _parse_spark(raw: Any, where: Where) -> SparkConfig:
     raw = checks.mapping(raw, where, allowed={"master", "conf"})
     master = None
@@ -251,7 +269,7 @@ SECTIONS: dict[str, type] = {"tabulate": TabulateSection, "train-nb": TrainNBSec
                              "train-brc": TrainBRCSection, "validate": ValidateSection}
 _SECTION_NAMES = {cls: name for name, cls in SECTIONS.items()}
 _TOP_KEYS = {"dataset", "description", "budget", "ledger", "label", "schema", "public_data",
-             "spark", *SECTIONS}
+             "spark", "forecast", *SECTIONS}
 
 
 @dataclass(frozen=True)
@@ -267,6 +285,9 @@ class Spec:
     description: str = ""
     sections: Mapping[str, Any] = field(default_factory=dict)
     public_data: bool = False  # declared public (benchmarks): allows non-private research output
+    #: the 'forecast:' section's positive_share: a public guess of the positive class's share,
+    #: read by forecasts only (no release reads it; None: the forecasts' stated assumption)
+    positive_share: float | None = None
     spark: SparkConfig | None = None  # where --engine spark runs (the 'spark:' section)
     files: tuple[Path, ...] = ()  # public files it names: schema, vocabularies, taxonomies
     #: loaded with ``todo_domains``: (column, "numeric" | "categorical") whose bounds or
@@ -386,13 +407,16 @@ def load_spec(path: Path | str, *, todo_domains: bool = False) -> Spec:
     sections = {name: _parse_section(name, raw[name], where / name, schema)
                 for name in SECTIONS if name in raw}
     spark = _parse_spark(raw["spark"], where / "spark") if "spark" in raw else None
+    positive_share = (_parse_forecast(raw["forecast"], where / "forecast", label)
+                      if "forecast" in raw else None)
     files = tuple(_public_files(raw, where, schema))
     if todo and schema_where.file != path:
         files = (schema_where.file, *files)
     digest = _digest([path, *files])
     return Spec(path=path, dataset=dataset, budget=budget, ledger_path=ledger_path,
                 schema=schema, digest=digest, description=description, sections=sections,
-                public_data=public_data, spark=spark, files=files, todo=tuple(todo))
+                public_data=public_data, spark=spark, files=files, todo=tuple(todo),
+                positive_share=positive_share)
 
 
 def override(section: Any, **values: Any) -> Any:

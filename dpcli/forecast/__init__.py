@@ -51,6 +51,11 @@ def forecast(command: str, spec: Any, section: Any, n: int, **context: Any) -> F
     """The forecast of ``command`` at ``section.epsilon`` on ``n`` records (costs nothing)."""
     if not has_forecast(command):
         raise KeyError(f"{command} has no forecast")
+    declared = getattr(spec, "positive_share", None)
+    if declared is not None and context.get("prevalence") is None:
+        # the spec's 'forecast: positive_share' (public by declaration) replaces the stated
+        # assumption; a released model's own share, when the command passes one, wins
+        context = {**context, "prevalence": declared, "prevalence_source": "the spec's"}
     result: Forecast = module_for(command).forecast(spec, section, n, **context)
     return result
 

@@ -220,7 +220,8 @@ def forecast(spec: Any, section: Any, n: int, **context: Any) -> Forecast:
                 "precision": _metric(e[:, 1], f"precision error of {which}"),
                 "recall": _metric(e[:, 2], f"recall error of {which}")}
 
-    whose = "the model's" if "prevalence" in context else "assumed"
+    whose = (context.get("prevalence_source", "the model's") if "prevalence" in context
+             else "assumed")
     method = (f"simulation: {DRAWS} draws of the mechanism on a synthetic {k}×{k} matrix, "
               + (f"positive share {prevalence:.3g} ({whose}), " if k == 2
                  else "balanced classes, ")

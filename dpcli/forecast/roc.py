@@ -185,7 +185,8 @@ def forecast(spec: Any, section: Any, n: int, **context: Any) -> Forecast:
         # envelope reads tpr or fpr
         return LazyMetrics({"auc": area, "tpr": tpr, "fpr": fpr})
 
-    whose = "the model's" if "prevalence" in context else "assumed"
+    whose = (context.get("prevalence_source", "the model's") if "prevalence" in context
+             else "assumed")
     method = (f"simulation on synthetic scores: positive share {prevalence:.3g} ({whose}), an "
               f"assumed true AUC of {auc:g}; {AUC_DRAWS} AUC draws, {CURVE_DRAWS} curves")
     return make_forecast("roc", section.epsilon, n, method, metrics_at, headline="auc",

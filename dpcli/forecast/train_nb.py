@@ -182,8 +182,13 @@ def forecast(spec: Any, section: Any, n: int, **context: Any) -> Forecast:
             out[name] = _between(lo, hi, x - i)
         return out
 
+    binary = len(spec.schema.label.classes) == 2
+    whose = context.get("prevalence_source", "the caller's") if context.get("prevalence") \
+        else "assumed"
     return make_forecast(COMMAND, section.epsilon, n, f"simulation ({MODELS} synthetic models "
-                         f"× {REPLICATES} fits) + closed form", metrics_at,
+                         f"× {REPLICATES} fits"
+                         + (f", positive share {share:.3g} ({whose})" if binary else "")
+                         + ") + closed form", metrics_at,
                          headline=HEADLINE, target=TARGET,
                          note=f"the noise takes more than {TARGET:.0%} of the model's edge over "
                               "chance (near-chance output at 100 %)",

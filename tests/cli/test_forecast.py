@@ -198,3 +198,39 @@ def test_a_logistic_model_s_released_count_of_positives_is_its_class_share(proje
     assert cli("validate", project.data, "--spec", project.spec, "--out", lr2,
                "--epsilon", 0.5, "--seed", 1, "-q").exit_code == 0
     assert model_prevalence(load_model(lr2)[0], 1) is None
+
+
+@pytest.mark.parametrize("command", ["train-nb", "roc", "evaluate"])
+def test_a_declared_positive_share_replaces_the_assumed_one(project: Project, cli,
+                                                             command: str) -> None:
+    """'forecast: positive_share' in the spec (public knowledge the user declares) is the
+    share the forecasts simulate, said as the spec's; without it, the stated 25 %."""
+    def sections(spec: dict) -> None:
+        spec["budget"]["epsilon"] = 100
+        spec[command] = {"epsilon": 0.5}
+    project.write_spec(sections)
+    r = cli("plan", "--spec", project.spec, "--rows", 5000, "--json")
+    before = next(o for o in json.loads(r.stdout) if o["command"] == command)
+    assert "positive share 0.25 (assumed)" in before["method"]
+
+    def declare(spec: dict) -> None:
+        sections(spec)
+        spec["forecast"] = {"positive_share": 0.033}
+    project.write_spec(declare)
+    r = cli("plan", "--spec", project.spec, "--rows", 5000, "--json")
+    assert r.exit_code in (0, 3), r.stderr
+    after = next(o for o in json.loads(r.stdout) if o["command"] == command)
+    assert "positive share 0.033 (the spec's)" in after["method"]
+    # a rarer class: more error forecast for the same ε and n (evaluate: on the positive
+    # class's recall; its accuracy does not depend on the share)
+    head = "recall" if command == "evaluate" else after["verdict"]["metric"]
+    assert after["forecast"][head]["expected"] > before["forecast"][head]["expected"]
+
+
+@pytest.mark.parametrize("value", [0, 1, 1.5, "often"])
+def test_a_bad_positive_share_is_refused_by_key(project: Project, cli, value: object) -> None:
+    def declare(spec: dict) -> None:
+        spec["forecast"] = {"positive_share": value}
+    project.write_spec(declare, sync=False)
+    r = cli("plan", "--spec", project.spec, "--rows", 5000)
+    assert r.exit_code == 78 and "forecast.positive_share" in r.stderr

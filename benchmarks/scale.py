@@ -296,6 +296,17 @@ def make_spec(workdir: Path, dpcli: list[str]) -> Path:
     spec.write_text(yaml.safe_dump(raw, sort_keys=False))
     for old in (ledger, *ledger.parent.glob(ledger.name + ".*")):  # its key and sidecars
         old.unlink(missing_ok=True)
+    # and the outputs that ledger recorded: a new ledger does not know them, and dpcli
+    # replaces only outputs its ledger recorded (dpcli.protect.check_replacements)
+    import shutil
+
+    for name in ("features.json", "nb.json", "roc", "tables.csv", "tables.json", "grid",
+                 "evaluation.json", f"nb_model_{MODEL_ROWS}.json"):
+        stale = workdir / name
+        if stale.is_dir():
+            shutil.rmtree(stale)
+        else:
+            stale.unlink(missing_ok=True)
     setup([*dpcli, "ledger", "init", "--spec", str(spec)])
     return spec
 

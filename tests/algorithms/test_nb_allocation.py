@@ -201,6 +201,25 @@ def test_histogram_noise_weight_beats_mean_and_variance_up_to_eight_bins() -> No
     assert na.error_weight(SCHEMA, "x", "bins", n, k, 9) ** (2 / 3) > gauss
 
 
+def test_auto_keeps_the_gaussian_where_the_bins_rule_falls_below_two() -> None:
+    """numeric: auto at n·ε too small for two bins (the rule's unclamped B < 2): a mean and
+    variance per class (breast_cancer: 30 numeric columns, 398 rows); from B ≥ 2 on the
+    histogram. Public facts only: n, ε, K, the columns; bins: B or numeric: histogram keep
+    the histogram."""
+    k, m = 2, len(COLUMNS)
+    # the boundary: √(n·ε/(2√2·K·m)) = 2 ⟺ n·ε = 4·2√2·K·m
+    edge = 4 * 2 * math.sqrt(2) * k * m
+    below, above = _alloc(int(edge * 0.9), 1.0, numeric="auto"), _alloc(int(edge * 1.1) + 1,
+                                                                          1.0, numeric="auto")
+    assert below.bins == {} and "mean:x" in below.weights
+    assert na.raw_bins(int(edge * 0.9), 1.0, k, m) < na.GAUSSIAN_BELOW
+    assert above.bins == {"x": 2, "y": 2} and "bins:x" in above.weights
+    assert _alloc(int(edge * 0.9), 1.0, numeric="auto", bins=3).bins == {"x": 3, "y": 3}
+    assert _alloc(int(edge * 0.9), 1.0, numeric="histogram").bins == {"x": 2, "y": 2}
+    assert _alloc(30_162, 0.1, numeric="auto").bins                      # Adult: histograms
+    assert na.raw_bins(398, 1.0, 2, 30) < 2 <= na.raw_bins(30_162, 0.1, 2, 14)
+
+
 def test_spec_bins_split_and_gaussian_override_the_rule() -> None:
     fixed = _alloc(100_000, 1.0, numeric="auto", bins=5)
     assert fixed.bins == {"x": 5, "y": 5}

@@ -403,7 +403,7 @@ class NaiveBayesModel:
     numeric: dict[str, NumericParams] = field(default_factory=dict)
     #: released decision threshold on the positive class's log-odds (None: the argmax)
     threshold: float | None = None
-    #: how it was chosen: "exponential mechanism", or "prior quantile" / "argmax" when ε
+    #: how it was chosen: "exponential mechanism", or "prior odds" / "prior quantile" when ε
     #: is too small for it (nb_threshold)
     threshold_rule: str | None = None
     #: the released count of training rows predicted positive at the threshold (nb_threshold)
@@ -842,9 +842,9 @@ def fit_threshold(model: NaiveBayesModel, p: Plan, batches: Iterable[EncodedBatc
     (the training data again, after the model's release) counts, per candidate, the
     positives and negatives above it. The cut: the exponential mechanism on balanced
     accuracy (or accuracy) when it resolves at the released class counts; else the
-    exponential mechanism (the step's whole ε) on the distance of the rows predicted
-    positive to the released prior's share of the rows — a choice from released values
-    and ε. Then the rows
+    released prior odds' cut when a noisy count of the rows above it (ε/2) is near the
+    released prior's share of the rows, and otherwise the exponential mechanism (ε/2) on
+    the distance to that share — choices from released values and ε. Then the rows
     predicted positive at the cut, with discrete Laplace (``model.rows_check``;
     :func:`degenerate.check` reads it). Sets ``model.threshold`` and returns it.
     """
@@ -872,15 +872,18 @@ def fit_threshold(model: NaiveBayesModel, p: Plan, batches: Iterable[EncodedBatc
         cut = 0.0
         model.threshold_rule = "argmax"
     else:
-        # the cut nearest the released prior's share of the rows, at the step's whole ε: it
-        # does not depend on the model's scale (noisy terms can shift every log-odds, and the
-        # prior odds' cut then calls no row positive). Round 6 also tried keeping the prior
-        # odds' cut when a noisy count of the rows above it (half the ε) agreed with the
-        # share: on the small suite datasets the quantile at the whole ε did better
-        # (breast_cancer's balanced accuracy 0.64 → 0.78 at ε = 1; docs/algorithms/naive-bayes.md)
+        # the prior odds' cut, unless a count of the rows above it (half the step's ε) says it
+        # is far from the prior's share; then, at the other half, the cut nearest that share,
+        # which does not depend on the model's scale (noisy terms can shift every log-odds)
         target = nb_threshold.quantile_target(released, counts.rows)
-        cut = nb_threshold.select_quantile(counts, target, epsilon=epsilon, rng=rng)
-        model.threshold_rule = "prior quantile"
+        above = discrete_laplace_mechanism(nb_threshold.check_count(counts, prior_cut),
+                                           sensitivity=1, epsilon=epsilon / 2, rng=rng)
+        if nb_threshold.prior_cut_holds(float(above), target, counts.rows):
+            cut = prior_cut
+            model.threshold_rule = "prior odds"
+        else:
+            cut = nb_threshold.select_quantile(counts, target, epsilon=epsilon / 2, rng=rng)
+            model.threshold_rule = "prior quantile"
     model.threshold = cut
     if has_step(p, CHECK):
         model.rows_check = nb_threshold.release_check(counts, cut,
@@ -895,6 +898,10 @@ def threshold_note(model: NaiveBayesModel) -> str | None:
                 "n; the model predicts the most probable class (cut 0)")
     if model.threshold_rule == "prior quantile":
         return ("note: the threshold step's ε is too small to choose a cut by balanced "
-                "accuracy at this n; it chose the cut that calls the released prior's share "
-                "of the training rows positive")
+                "accuracy at this n, and the released prior odds' cut was far from the prior's "
+                "share of rows; it chose the cut nearest that share instead")
+    if model.threshold_rule == "prior odds":
+        return ("note: the threshold step's ε is too small to choose a cut by balanced "
+                "accuracy at this n; the model cuts at the released prior odds (a noisy count "
+                "of the rows above it agreed with the prior's share)")
     return None

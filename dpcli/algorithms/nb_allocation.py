@@ -105,16 +105,17 @@ candidates loses at most about 2·Δ·ln C/ε_t in balanced accuracy, Δ being
 1/n_min; with a minority of at least n/20 that is 0.02 at the second term.
 The share is 1/10 until n·ε is above some 10^4·ln C. At small n·ε it is raised,
 to at most 1/4, to what the prior quantile needs (:func:`quantile_need`): when
-balanced accuracy cannot be resolved the cut is the candidate whose count of rows
-predicted positive is nearest the released prior's share (Δ = 1), and the
-exponential mechanism lands within g rows of it with probability 1 − e^−3 once
-ε_q·g/2 ≥ ln C + 3; asking g = n/10 (a minority of a tenth: digits' 125 of
-1,258) gives ε_q ≥ 20·(ln C + 3)/n, and ε_q is the share's 3/4, so the share is
-at least 209/(n·ε). Adult (n·ε ≥ 3,016 in the suite) keeps 1/10; the small
-datasets (n·ε ≲ 836) get 1/4. Measured on 70/30 splits of the suite's train
-files (10 seeds, docs/algorithms/naive-bayes.md): digits at ε = 1 one-class in 2
-of 10 runs instead of 10, breast_cancer's balanced accuracy 0.64 → 0.83, at an
-AUC cost of 0.01–0.04. A quarter of it
+balanced accuracy cannot be resolved, the cut is the released prior odds' cut or,
+when a noisy count says that cut is far from the released prior's share of the
+rows, the candidate whose count of rows predicted positive is nearest that share
+(Δ = 1). The exponential mechanism lands within g rows of it with probability
+1 − e^−3 once ε_q·g/2 ≥ ln C + 3; asking g = n/10 (a minority of a tenth:
+digits' 125 of 1,258) of the cut's whole part (3/4 of the share) gives a share of
+at least 20·(ln C + 3)/((3/4)·n·ε) ≈ 209/(n·ε) (the quantile itself runs at half
+of that part, so it resolves a minority of n/5). Adult (n·ε ≥ 3,016 in the
+suite) keeps 1/10; the small datasets (n·ε ≲ 836) get 1/4. Measured on 70/30
+splits of the suite's train files (10 seeds; docs/algorithms/naive-bayes.md).
+A quarter of it
 (``CHECK_PART``) is the ``threshold_check`` step: the noisy counts of training
 rows predicted positive at the released cut, per true class, which say whether
 the model is one-class on the data (:func:`dpcli.algorithms.nb_threshold.release_check`);

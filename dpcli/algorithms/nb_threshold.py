@@ -51,13 +51,16 @@ exponential mechanism, the candidate t whose predicted-positive count A(t) = TP(
 FP(t) is closest to the target π̃·n (n the public record count): utility
 q(t) = −|A(t) − π̃·n|. A replaced record changes A(t) by at most 1 (its own
 contribution goes, the new one's comes), and the target is a released value:
-Δq = 1, at the step's whole ε_t. Its error in rows is about 2·(ln C + 3)/ε_t with
-probability 1 − e^−3 — at small n·ε_t comparable to the minority class itself, so it can
-still land near "no row": the check below says so; the step's share grows at small n·ε
-for this reason (:func:`dpcli.algorithms.nb_allocation.threshold_share`). (Until round 6
-the released prior odds' cut was kept when a noisy count of the rows above it, at half
-of ε_t, agreed with the prior's share; the quantile at the whole ε_t did better on the
-small datasets of the suite.) Which rule runs is a function of released counts and ε: public.
+Δq = 1. The released prior odds' cut stays the first choice (for a calibrated model
+it maximises balanced accuracy, and it beats the quantile on a rare class), but it
+is no longer taken blind: half of ε_t releases A(t_prior), the rows above it
+(discrete Laplace, Δ = 1), and only when that noisy count is below half the target
+or above n minus half of n − target (:func:`prior_cut_holds`: a cut far from the
+prior's share, typically one-class) does the other half of ε_t go to the quantile
+mechanism. Sequential composition: ε_t/2 + ε_t/2. Its error in rows is
+about 2·(ln C + 3)/ε_t with probability 1 − e^−3 — at small n·ε_t comparable to the
+minority class itself, so it can still land near "no row": the check below says so.
+Which rule runs is a function of released counts and ε: public.
 
 **The check on the training rows** (:func:`release_check`, its own planned step
 ``threshold_check``). The domain-wide verdict of :mod:`dpcli.algorithms.degenerate`
@@ -211,6 +214,12 @@ def quantile_target(released: tuple[float, float], rows: int) -> float:
 def quantile_utility(counts: ThresholdCounts, target: float) -> tuple[np.ndarray, float]:
     """q(t) = −|A(t) − target| and Δq = 1 (module docstring)."""
     return -np.abs(counts.predicted_positive() - target).astype(float), 1.0
+
+
+def prior_cut_holds(noisy_above: float, target: float, rows: int) -> bool:
+    """Keep the prior odds' cut unless its released count of rows above it is below
+    target/2 or above rows − (rows − target)/2 (post-processing of released values)."""
+    return target / 2 <= noisy_above <= rows - (rows - target) / 2
 
 
 def select_quantile(counts: ThresholdCounts, target: float, *, epsilon: float,

@@ -292,7 +292,8 @@ def test_fit_threshold_uses_the_prior_quantile_when_balanced_accuracy_cannot_res
     p = nb.plan(model.schema, ["x"], Budget(1.0), nb.NBConfig(), n=600)
     batches = _rows(600, 0.1, 0)
     cut = nb.fit_threshold(model, p, batches, np.random.default_rng(1))
-    # balanced accuracy cannot resolve at these counts: the quantile (the step's ε) runs
+    # the over-confident model's prior odds' cut calls almost no row positive: the noisy
+    # count of rows above it (ε/2) says so, and the quantile (ε/2) runs
     assert model.threshold_rule == "prior quantile" and model.threshold == cut
     check = model.rows_check
     assert check is not None and check.rows == 600
@@ -310,30 +311,29 @@ def test_fit_threshold_uses_the_prior_quantile_when_balanced_accuracy_cannot_res
     assert model.rows_check.one_class is None
 
 
-def test_the_prior_quantile_takes_the_steps_whole_epsilon() -> None:
-    """When balanced accuracy cannot resolve, the quantile mechanism gets the threshold
-    step's whole ε (round 6; the prior odds' count at half of it is gone): the same draw
-    as select_quantile at that ε from the same generator state."""
-    from dpcli.algorithms import degenerate
+def test_the_prior_cut_holds_only_near_the_priors_share() -> None:
+    """A function of released values only: target = π̃·n, kept within [target/2,
+    n − (n − target)/2]."""
+    assert nt.prior_cut_holds(60.0, 100.0, 1000) and nt.prior_cut_holds(50.0, 100.0, 1000)
+    assert not nt.prior_cut_holds(49.0, 100.0, 1000)
+    assert nt.prior_cut_holds(550.0, 100.0, 1000) and not nt.prior_cut_holds(551.0, 100.0, 1000)
+    assert not nt.prior_cut_holds(-20.0, 100.0, 1000)
+
+
+def test_a_calibrated_model_keeps_the_prior_odds_cut() -> None:
+    """n = 600 at ε = 1 with a model whose prior cut predicts about the prior's share: the
+    noisy count agrees, the prior odds' cut is kept (this seed)."""
     from dpcli.algorithms import naive_bayes as nb
     from dpcli.budget import Budget
 
     model = _binary_model(60.0, 540.0)
+    model.numeric["x"] = nb.NumericParams(0.0, 16.0, np.array([4.0, 9.0]),
+                                          np.array([2.25, 2.25]))   # the rows' own spread
     p = nb.plan(model.schema, ["x"], Budget(1.0), nb.NBConfig(), n=600)
-    batches = _rows(600, 0.1, 0)
-    eps_t = p.draw("threshold").budget.eps
-    for seed in range(5):
-        cut = nb.fit_threshold(model, p, batches, np.random.default_rng(seed))
-        assert model.threshold_rule == "prior quantile"
-        log_prior = model.log_prior()
-        cands = nt.candidates(degenerate.check(model).log_odds,
-                              float(log_prior[1] - log_prior[0]))
-        counts = nt.count(model, batches, cands)
-        target = nt.quantile_target((float(model.class_counts[1]),
-                                     float(model.class_counts[0])), 600)
-        again = nt.select_quantile(counts, target, epsilon=eps_t,
-                                   rng=np.random.default_rng(seed))
-        assert cut == again
+    nb.fit_threshold(model, p, _rows(600, 0.1, 0), np.random.default_rng(1))
+    assert model.threshold_rule == "prior odds"
+    log_prior = model.log_prior()
+    assert model.threshold == pytest.approx(float(log_prior[1] - log_prior[0]))
 
 
 def test_accuracy_threshold_falls_back_to_the_argmax_when_it_cannot_resolve() -> None:

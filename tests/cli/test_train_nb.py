@@ -499,4 +499,4 @@ def test_plan_equals_spend_for_train_nb(project: Project, cli) -> None:
     assert sum(spent.values()) == pytest.approx(0.7, abs=1e-12) and reserve["epsilon"] == 0.7
     payload = project.envelope()["payload"]
     assert payload["threshold_check"]["epsilon"] == pytest.approx(planned["threshold_check"])
-    assert payload["threshold_rule"] in ("exponential mechanism", "prior quantile")
+    assert payload["threshold_rule"] in ("exponential mechanism", "prior odds", "prior quantile")

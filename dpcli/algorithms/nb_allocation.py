@@ -278,8 +278,9 @@ def allocate(schema: Schema, columns: Sequence[str], *, n: int, epsilon: float, 
     as_histogram = numeric == "histogram" or (numeric == "auto" and split is None
                                                and method != "smooth")
     n_bins = bins or histogram_bins(n, epsilon, k, len(columns))
-    if (numeric == "auto" and as_histogram and not bins
-            and raw_bins(n, epsilon, k, len(columns)) < GAUSSIAN_BELOW):
+    below_two = (numeric == "auto" and as_histogram and not bins and bool(numeric_cols)
+                 and raw_bins(n, epsilon, k, len(columns)) < GAUSSIAN_BELOW)
+    if below_two:
         as_histogram = False
     histograms = {c: n_bins for c in numeric_cols} if as_histogram else {}
     methods = {c: "histogram" if c in histograms else method for c in numeric_cols}
@@ -312,6 +313,11 @@ def allocate(schema: Schema, columns: Sequence[str], *, n: int, epsilon: float, 
                     changed = True
         if not changed:
             break
+    if below_two:
+        reasons.append(f"{len(numeric_cols)} numeric column(s) keep a per-class mean and "
+                       f"variance: at n = {n:,} and this ε the bins rule asks for fewer than "
+                       f"{GAUSSIAN_BELOW:g} bins; the spec's bins: B or numeric: histogram "
+                       "keeps the histogram")
     if histograms:
         reasons.append(f"{len(histograms)} numeric column(s) as a per-class histogram of "
                        f"{n_bins} equal-width bins over the declared bounds (Δ = 2"

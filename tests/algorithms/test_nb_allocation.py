@@ -212,6 +212,9 @@ def test_auto_keeps_the_gaussian_where_the_bins_rule_falls_below_two() -> None:
     below, above = _alloc(int(edge * 0.9), 1.0, numeric="auto"), _alloc(int(edge * 1.1) + 1,
                                                                           1.0, numeric="auto")
     assert below.bins == {} and "mean:x" in below.weights
+    assert any("fewer than 2 bins" in r for r in below.reasons)
+    assert not any("fewer than" in r for r in _alloc(int(edge * 1.1) + 1, 1.0,
+                                                      numeric="auto").reasons)
     assert na.raw_bins(int(edge * 0.9), 1.0, k, m) < na.GAUSSIAN_BELOW
     assert above.bins == {"x": 2, "y": 2} and "bins:x" in above.weights
     assert _alloc(int(edge * 0.9), 1.0, numeric="auto", bins=3).bins == {"x": 3, "y": 3}

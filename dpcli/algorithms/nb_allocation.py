@@ -103,7 +103,19 @@ takes the ``categorical`` weight; the threshold keeps its share.
 min(1/10, 2·ln(C)·20/(0.02·n·ε)) of ε: the exponential mechanism over C
 candidates loses at most about 2·Δ·ln C/ε_t in balanced accuracy, Δ being
 1/n_min; with a minority of at least n/20 that is 0.02 at the second term.
-The share is 1/10 until n·ε is above some 10^4·ln C. A quarter of it
+The share is 1/10 until n·ε is above some 10^4·ln C. At small n·ε it is raised,
+to at most 1/4, to what the prior quantile needs (:func:`quantile_need`): when
+balanced accuracy cannot be resolved, the cut is the released prior odds' cut or,
+when a noisy count says that cut is far from the released prior's share of the
+rows, the candidate whose count of rows predicted positive is nearest that share
+(Δ = 1). The exponential mechanism lands within g rows of it with probability
+1 − e^−3 once ε_q·g/2 ≥ ln C + 3; asking g = n/10 (a minority of a tenth:
+digits' 125 of 1,258) of the cut's whole part (3/4 of the share) gives a share of
+at least 20·(ln C + 3)/((3/4)·n·ε) ≈ 209/(n·ε) (the quantile itself runs at half
+of that part, so it resolves a minority of n/5). Adult (n·ε ≥ 3,016 in the
+suite) keeps 1/10; the small datasets (n·ε ≲ 836) get 1/4. Measured on 70/30
+splits of the suite's train files (10 seeds; docs/algorithms/naive-bayes.md).
+A quarter of it
 (``CHECK_PART``) is the ``threshold_check`` step: the noisy counts of training
 rows predicted positive at the released cut, per true class, which say whether
 the model is one-class on the data (:func:`dpcli.algorithms.nb_threshold.release_check`);
@@ -122,8 +134,12 @@ from dpcli.data.schema import CategoricalColumn, NumericColumn, Schema, TokensCo
 
 #: candidates of the decision threshold (see nb_threshold)
 THRESHOLD_CANDIDATES = 128
-#: the threshold's share of ε is at most this
+#: the threshold's share of ε is at most this, unless the prior quantile needs more
 THRESHOLD_MAX_SHARE = Fraction(1, 10)
+#: ... and never more than this (the quantile's need at small n·ε)
+QUANTILE_MAX_SHARE = Fraction(1, 4)
+#: the minority the prior quantile must resolve: n / this
+QUANTILE_MINORITY = 10
 #: of the threshold's share: the check of the rows predicted positive (the rest picks the cut)
 CHECK_PART = Fraction(1, 4)
 #: the balanced-accuracy loss the threshold's share aims at, with a minority of n/20
@@ -133,6 +149,8 @@ MINORITY_FLOOR = 20
 SPREAD = 6
 #: a numeric histogram's bins by the rule: at least / at most
 MIN_BINS = 2
+#: ``numeric: auto`` keeps a mean and variance when the rule's unclamped B is below this
+GAUSSIAN_BELOW = 2.0
 MAX_BINS = 16
 #: L1 sensitivity of a per-class histogram under replace-one (one cell out, one in)
 HISTOGRAM_SENSITIVITY = 2
@@ -168,16 +186,39 @@ def public_variance(col: NumericColumn) -> float:
 
 
 def threshold_share(n: int, epsilon: float, candidates: int = THRESHOLD_CANDIDATES) -> Fraction:
-    """min(1/10, 2·ln C·20/(0.02·n·ε)): the threshold's share of the command's ε."""
+    """The threshold's share of the command's ε (module docstring, **Threshold**).
+
+    min(1/10, 2·ln C·20/(0.02·n·ε)), raised to at most 1/4 when the prior quantile needs
+    more: 2·10·(ln C + 3)/((1 − 1/4)·n·ε), the share at which the quantile's ε resolves a
+    minority of n/10.
+    """
     rule = 2 * math.log(candidates) * MINORITY_FLOOR / (THRESHOLD_TOLERANCE * max(n, 1)
                                                            * epsilon)
-    return min(THRESHOLD_MAX_SHARE, Fraction(_round(rule)))
+    base = min(THRESHOLD_MAX_SHARE, Fraction(_round(rule)))
+    return max(base, min(QUANTILE_MAX_SHARE, Fraction(_round(quantile_need(n, epsilon,
+                                                                          candidates)))))
+
+
+def quantile_need(n: int, epsilon: float, candidates: int = THRESHOLD_CANDIDATES) -> float:
+    """2·M·(ln C + 3)/((1 − CHECK_PART)·n·ε), M = QUANTILE_MINORITY: the share of ε at which
+    the prior quantile (the threshold step less its check) picks, with probability
+    1 − e^−3, a cut whose count of rows predicted positive is within n/M of its target —
+    a minority of n/M (public: n, ε)."""
+    from dpcli.algorithms.nb_threshold import RESOLVE_MARGIN
+
+    return (2 * QUANTILE_MINORITY * (math.log(candidates) + RESOLVE_MARGIN)
+            / (float(1 - CHECK_PART) * max(n, 1) * epsilon))
 
 
 def histogram_bins(n: int, epsilon: float, k: int, columns: int) -> int:
     """B = round(√(n·ε/(2√2·K·m))) in [MIN_BINS, MAX_BINS]: a histogram's bins (module doc)."""
     raw = math.sqrt(max(n, 1) * epsilon / (2 * math.sqrt(2) * max(k, 2) * max(columns, 1)))
     return int(min(MAX_BINS, max(MIN_BINS, round(raw))))
+
+
+def raw_bins(n: int, epsilon: float, k: int, columns: int) -> float:
+    """√(n·ε/(2√2·K·m)) before rounding and clamping (:func:`histogram_bins`)."""
+    return math.sqrt(max(n, 1) * epsilon / (2 * math.sqrt(2) * max(k, 2) * max(columns, 1)))
 
 
 def smooth_factor(trim: float, gamma: float) -> float:
@@ -237,6 +278,10 @@ def allocate(schema: Schema, columns: Sequence[str], *, n: int, epsilon: float, 
     as_histogram = numeric == "histogram" or (numeric == "auto" and split is None
                                                and method != "smooth")
     n_bins = bins or histogram_bins(n, epsilon, k, len(columns))
+    below_two = (numeric == "auto" and as_histogram and not bins and bool(numeric_cols)
+                 and raw_bins(n, epsilon, k, len(columns)) < GAUSSIAN_BELOW)
+    if below_two:
+        as_histogram = False
     histograms = {c: n_bins for c in numeric_cols} if as_histogram else {}
     methods = {c: "histogram" if c in histograms else method for c in numeric_cols}
     gaussian = [c for c in numeric_cols if c not in histograms]
@@ -268,6 +313,11 @@ def allocate(schema: Schema, columns: Sequence[str], *, n: int, epsilon: float, 
                     changed = True
         if not changed:
             break
+    if below_two:
+        reasons.append(f"{len(numeric_cols)} numeric column(s) keep a per-class mean and "
+                       f"variance: at n = {n:,} and this ε the bins rule asks for fewer than "
+                       f"{GAUSSIAN_BELOW:g} bins; the spec's bins: B or numeric: histogram "
+                       "keeps the histogram")
     if histograms:
         reasons.append(f"{len(histograms)} numeric column(s) as a per-class histogram of "
                        f"{n_bins} equal-width bins over the declared bounds (Δ = 2"

@@ -119,15 +119,33 @@ def test_smooth_lower_bound_is_below_the_real_smooth_noise() -> None:
 
 
 def test_threshold_share_is_a_tenth_until_n_eps_is_large() -> None:
-    assert na.threshold_share(400, 1.0) == Fraction(1, 10)
+    assert na.threshold_share(4_000, 1.0) == Fraction(1, 10)
+    assert na.threshold_share(30_162, 0.1) == Fraction(1, 10)     # Adult at ε = 0.1: kept
     assert na.threshold_share(10_000_000, 1.0) < Fraction(1, 100)
     assert _alloc(400, 1.0, threshold=False).weights.keys().isdisjoint({"threshold"})
-    p = nb.plan(SCHEMA, COLUMNS, Budget(1.0), nb.NBConfig(), n=400)
+    p = nb.plan(SCHEMA, COLUMNS, Budget(1.0), nb.NBConfig(), n=4_000)
     # the threshold's share: 3/4 choose the cut, 1/4 checks the rows predicted positive
     assert p.step("threshold").budget.eps == pytest.approx(0.075)
     assert p.step("threshold").mechanism == "exponential"
     assert p.step("threshold_check").budget.eps == pytest.approx(0.025)
     assert p.step("threshold_check").mechanism == "discrete_laplace"
+
+
+def test_threshold_share_rises_to_the_prior_quantiles_need_at_small_n_eps() -> None:
+    """Below n·ε ≈ 2,090 the share is the quantile's need 20·(ln C + 3)/((3/4)·n·ε), at
+    most 1/4: at that share the quantile's ε·(n/10)/2 reaches ln C + 3."""
+    need = na.quantile_need(1_258, 1.0)
+    assert need == pytest.approx(20 * (math.log(128) + 3) / (0.75 * 1_258))
+    assert float(na.threshold_share(1_258, 1.0)) == pytest.approx(need, rel=1e-3)
+    eps_q = float(na.threshold_share(1_258, 1.0) * (1 - na.CHECK_PART))
+    assert eps_q * (1_258 / 10) / 2 == pytest.approx(math.log(128) + 3, rel=1e-3)
+    assert na.threshold_share(398, 1.0) == na.QUANTILE_MAX_SHARE       # breast_cancer: capped
+    assert na.threshold_share(1_258, 0.5) == na.QUANTILE_MAX_SHARE
+    shares = [na.threshold_share(n, 1.0) for n in (100, 500, 1_000, 2_000, 4_000, 10**6)]
+    assert shares == sorted(shares, reverse=True)                       # never rises with n
+    assert all(Fraction(1, 10) <= s <= Fraction(1, 4) for s in shares[:-1])
+    p = nb.plan(SCHEMA, COLUMNS, Budget(1.0), nb.NBConfig(), n=400)
+    assert p.step("threshold").budget.eps == pytest.approx(0.25 * 0.75)
     assert float(p.total.eps) == pytest.approx(1.0, abs=1e-15)
     p = nb.plan(SCHEMA, COLUMNS, Budget(1.0), nb.NBConfig(threshold="none"), n=400)
     assert {"threshold", "threshold_check"}.isdisjoint({s.name for s in p})
@@ -181,6 +199,28 @@ def test_histogram_noise_weight_beats_mean_and_variance_up_to_eight_bins() -> No
     for bins in range(2, 9):
         assert na.error_weight(SCHEMA, "x", "bins", n, k, bins) ** (2 / 3) < gauss
     assert na.error_weight(SCHEMA, "x", "bins", n, k, 9) ** (2 / 3) > gauss
+
+
+def test_auto_keeps_the_gaussian_where_the_bins_rule_falls_below_two() -> None:
+    """numeric: auto at n·ε too small for two bins (the rule's unclamped B < 2): a mean and
+    variance per class (breast_cancer: 30 numeric columns, 398 rows); from B ≥ 2 on the
+    histogram. Public facts only: n, ε, K, the columns; bins: B or numeric: histogram keep
+    the histogram."""
+    k, m = 2, len(COLUMNS)
+    # the boundary: √(n·ε/(2√2·K·m)) = 2 ⟺ n·ε = 4·2√2·K·m
+    edge = 4 * 2 * math.sqrt(2) * k * m
+    below, above = _alloc(int(edge * 0.9), 1.0, numeric="auto"), _alloc(int(edge * 1.1) + 1,
+                                                                          1.0, numeric="auto")
+    assert below.bins == {} and "mean:x" in below.weights
+    assert any("fewer than 2 bins" in r for r in below.reasons)
+    assert not any("fewer than" in r for r in _alloc(int(edge * 1.1) + 1, 1.0,
+                                                      numeric="auto").reasons)
+    assert na.raw_bins(int(edge * 0.9), 1.0, k, m) < na.GAUSSIAN_BELOW
+    assert above.bins == {"x": 2, "y": 2} and "bins:x" in above.weights
+    assert _alloc(int(edge * 0.9), 1.0, numeric="auto", bins=3).bins == {"x": 3, "y": 3}
+    assert _alloc(int(edge * 0.9), 1.0, numeric="histogram").bins == {"x": 2, "y": 2}
+    assert _alloc(30_162, 0.1, numeric="auto").bins                      # Adult: histograms
+    assert na.raw_bins(398, 1.0, 2, 30) < 2 <= na.raw_bins(30_162, 0.1, 2, 14)
 
 
 def test_spec_bins_split_and_gaussian_override_the_rule() -> None:

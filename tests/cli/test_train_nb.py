@@ -69,10 +69,11 @@ def test_train_writes_envelope_summary_and_ledger(project: Project, cli) -> None
     assert set(breakdown) == ALL_STEPS
     # the default split is the Lagrange rule (nb_allocation): ε_i ∝ c_i^(2/3), with c ∝ the
     # table's cells for tables of equal Δ (color: 3 levels + other, member: 2), and c 6 for a
-    # mean against 9/√2 for a variance; the threshold takes 1/10 (n = 400)
+    # mean against 9/√2 for a variance; the threshold takes 1/4 (n·ε = 240: the prior
+    # quantile's need, capped)
     eps = {k: s["epsilon"] for k, s in breakdown.items()}
-    assert eps["threshold"] == pytest.approx(0.045)        # 3/4 of it chooses the cut,
-    assert eps["threshold_check"] == pytest.approx(0.015)  # 1/4 checks the rows above it
+    assert eps["threshold"] == pytest.approx(0.1125)       # 3/4 of it chooses the cut,
+    assert eps["threshold_check"] == pytest.approx(0.0375)  # 1/4 checks the rows above it
     assert eps["counts:color"] / eps["counts:member"] == pytest.approx(2 ** (2 / 3), rel=1e-3)
     # no Gaussian column: the prior is a one-cell table (c = 2K/n); age is a histogram of
     # B = round(√(400·0.6/(2√2·2·4))) = 3 bins, a table of 3 cells
@@ -82,8 +83,8 @@ def test_train_writes_envelope_summary_and_ledger(project: Project, cli) -> None
     assert len(payload["numeric"]["age"]["bins"]) == 2
     assert len(payload["numeric"]["age"]["bins"][0]) == 3
     assert payload["allocation"]["rule"] == "lagrange"
-    assert payload["allocation"]["shares"]["threshold"] == pytest.approx(0.075)
-    assert payload["allocation"]["shares"]["threshold_check"] == pytest.approx(0.025)
+    assert payload["allocation"]["shares"]["threshold"] == pytest.approx(0.1875)
+    assert payload["allocation"]["shares"]["threshold_check"] == pytest.approx(0.0625)
     assert sum(s["epsilon"] for s in breakdown.values()) == pytest.approx(0.6, abs=1e-12)
     assert breakdown["counts:words"]["note"].startswith("Δ=6,")  # 2 · max_per_row
     assert breakdown["counts:color"]["note"].startswith("Δ=2,")
@@ -187,8 +188,9 @@ def test_columns_option_restricts_the_model(project: Project, cli) -> None:
     steps = {s["step"]: s["epsilon"] for s in read_entries(project.ledger)[0]["breakdown"]}
     assert set(steps) == {"prior", "counts:color", "bins:age", "threshold", "threshold_check"}
     assert sum(steps.values()) == pytest.approx(0.4, abs=1e-12)
-    # 1/10 of ε at n = 400: 3/4 for the cut, 1/4 for the check
-    assert steps["threshold"] + steps["threshold_check"] == pytest.approx(0.04)
+    # 1/4 of ε at n·ε = 160 (the prior quantile's need, capped): 3/4 for the cut, 1/4 for
+    # the check
+    assert steps["threshold"] + steps["threshold_check"] == pytest.approx(0.1)
     # a file with only the model's columns is enough for predict
     frame = pd.read_parquet(project.data)[["color", "age"]]
     frame.to_parquet(project.root / "small.parquet", index=False)
@@ -244,12 +246,12 @@ def test_spec_section_split_and_columns(project: Project, cli) -> None:
     r = _train(cli, project, "--seed", 1)
     assert r.exit_code == 0, r.stderr
     steps = {s["step"]: s["epsilon"] for s in read_entries(project.ledger)[0]["breakdown"]}
-    # the threshold takes 1/10 of ε (n = 400); the rest by the weights: prior 2, mean 3,
-    # variance 1 (default), categorical 1 → total 7
-    rest = 0.6 * 0.9
+    # the threshold takes 1/4 of ε (n·ε = 240: the prior quantile's need, capped); the rest
+    # by the weights: prior 2, mean 3, variance 1 (default), categorical 1 → total 7
+    rest = 0.6 * 0.75
     assert steps == pytest.approx({"prior": rest * 2 / 7, "mean:age": rest * 3 / 7,
                                    "variance:age": rest / 7, "counts:member": rest / 7,
-                                   "threshold": 0.045, "threshold_check": 0.015})
+                                   "threshold": 0.1125, "threshold_check": 0.0375})
     payload = json.loads((project.root / "m.json").read_text())["payload"]
     assert payload["columns"] == ["age", "member"]
     assert payload["config"]["split"] == {"prior": 2.0, "categorical": 1.0, "mean": 3.0,
@@ -447,17 +449,21 @@ def _wide_rare(project: Project, n: int = 1200, columns: int = 48, seed: int = 0
     return path, frame
 
 
-@pytest.mark.parametrize("epsilon", [0.5, 1.0])
 def test_many_numeric_columns_and_rare_positives_are_never_silently_one_class(
-        project: Project, cli, epsilon: float) -> None:
+        project: Project, cli) -> None:
     """Every run either predicts both classes on its own training rows or says on stderr and
     in the model file that it is degenerate; and the check is a released step of the plan.
+    The check reads a noisy count through its 95 % interval, so a one-class run goes
+    unflagged when the noise lands above the interval's upper end: probability ≤ 2.5 % per
+    run. Over the 8 runs (ε = 0.5 and 1, 4 seeds each) at most two may therefore be silent
+    (false-failure rate ≤ C(8,3)·0.025³ ≈ 0.09 %); three or more are a defect.
     (main before this change: 5 of these 8 runs one-class, none warned.) How many runs are
     two-class is left out: a seeded run's noise depends on the ledger's random key, and at
     ε = 1 it ranged from 0 to 2 of 4 (a clean-clone CI run saw 0)."""
     data, frame = _wide_rare(project)
-    for seed in range(4):
-        out = f"w{seed}.json"
+    silent = []
+    for epsilon, seed in [(e, s) for e in (0.5, 1.0) for s in range(4)]:
+        out = f"w{epsilon}-{seed}.json"
         r = _train(cli, project, "--epsilon", epsilon, "--seed", seed, data=data, out=out)
         assert r.exit_code == 0, r.stderr
         err = r.stderr
@@ -472,8 +478,9 @@ def test_many_numeric_columns_and_rare_positives_are_never_silently_one_class(
         share = (pd.read_parquet(project.root / f"w{seed}.parquet")["prediction"].astype(str)
                  == "1").mean()
         one_class = min(share, 1 - share) < 0.001
-        if one_class:
-            assert verdict["degenerate"], (seed, verdict)
+        if one_class and not verdict["degenerate"]:
+            silent.append((epsilon, seed, payload["threshold_check"]))
+    assert len(silent) <= 2, silent
 
 
 def test_plan_equals_spend_for_train_nb(project: Project, cli) -> None:

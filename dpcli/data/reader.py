@@ -411,13 +411,7 @@ class DataSource:
         name = needed[0] if needed else self._csv_header()[0]
         rows = 0
         try:
-            with pacsv.open_csv(
-                self.path,
-                read_options=pacsv.ReadOptions(use_threads=True, block_size=_CSV_BLOCK_BYTES),
-                parse_options=pacsv.ParseOptions(delimiter=_delimiter(self.path),
-                                                 newlines_in_values=True),
-                convert_options=pacsv.ConvertOptions(
-                    column_types={name: pa.binary()}, include_columns=[name])) as reader:
+            with self._one_column(name, pa.binary(), threads=True) as reader:
                 for batch in reader:
                     rows += batch.num_rows
         except pa.ArrowInvalid as exc:
@@ -700,18 +694,24 @@ class DataSource:
                          + " (the parser's message is withheld because it may quote private "
                          "values)")
 
+    def _one_column(self, name: str, kind: pa.DataType, *, threads: bool,
+                    **convert: Any) -> Any:
+        """A streaming reader of one CSV column as ``kind``, with the pass's parse options."""
+        return pacsv.open_csv(
+            self.path,
+            read_options=pacsv.ReadOptions(use_threads=threads, block_size=_CSV_BLOCK_BYTES),
+            parse_options=pacsv.ParseOptions(delimiter=_delimiter(self.path),
+                                             newlines_in_values=True),
+            convert_options=pacsv.ConvertOptions(column_types={name: kind},
+                                                 include_columns=[name], **convert))
+
     def _locate_unparseable(self, name: str) -> int | None:
         """The 1-based data row of the first value of ``name`` not parseable as a number."""
         rows = 0
         try:
-            with pacsv.open_csv(
-                self.path,
-                read_options=pacsv.ReadOptions(use_threads=False, block_size=_CSV_BLOCK_BYTES),
-                parse_options=pacsv.ParseOptions(delimiter=_delimiter(self.path),
-                                                 newlines_in_values=True),
-                convert_options=pacsv.ConvertOptions(
-                    column_types={name: pa.string()}, include_columns=[name],
-                    null_values=self._null_values(), strings_can_be_null=True)) as reader:
+            with self._one_column(name, pa.string(), threads=False,
+                                  null_values=self._null_values(),
+                                  strings_can_be_null=True) as reader:
                 for batch in reader:
                     i = first_unparseable(batch.column(0))  # blanks around numbers are fine
                     if i is not None:

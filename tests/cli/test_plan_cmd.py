@@ -201,15 +201,20 @@ def test_write_keeps_the_spec_mode(project: Project, cli, stand_in: None) -> Non
     assert project.spec.stat().st_mode & 0o777 == 0o640
 
 
-def test_roc_and_evaluate_are_forecast_on_the_test_set(project: Project, cli,
-                                                       monkeypatch: pytest.MonkeyPatch) -> None:
-    """They score a released model on held-out rows: --test-rows / --test-data give their n."""
+def _tabulate_and_evaluate(project: Project, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A spec with tabulate (its forecast the stub above) and evaluate (its real one)."""
     module = SimpleNamespace(forecast=_forecast, plan=_plan)
     real = fc_registry.module_for
     monkeypatch.setattr(fc_registry, "module_for",
                         lambda c: module if c == "tabulate" else real(c))
     monkeypatch.setattr(fc_registry, "has_forecast", lambda c: c in ("tabulate", "evaluate"))
     project.write_spec(lambda s: s.update(evaluate={"epsilon": 0.2}))
+
+
+def test_roc_and_evaluate_are_forecast_on_the_test_set(project: Project, cli,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """They score a released model on held-out rows: --test-rows / --test-data give their n."""
+    _tabulate_and_evaluate(project, monkeypatch)
     r = cli("plan", "--spec", project.spec, "--rows", 1000, "--test-rows", 200, "--json")
     assert r.exit_code == 0, r.stderr
     items = {i["command"]: i for i in json.loads(r.stdout)}
@@ -230,12 +235,7 @@ def test_plan_json_items_carry_the_same_workload_total(project: Project, cli,
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     """--json stays a list, one object per command; each has the same ``workload`` object,
     so a script reads the total and whether it fits from any item."""
-    module = SimpleNamespace(forecast=_forecast, plan=_plan)
-    real = fc_registry.module_for
-    monkeypatch.setattr(fc_registry, "module_for",
-                        lambda c: module if c == "tabulate" else real(c))
-    monkeypatch.setattr(fc_registry, "has_forecast", lambda c: c in ("tabulate", "evaluate"))
-    project.write_spec(lambda s: s.update(evaluate={"epsilon": 0.2}))
+    _tabulate_and_evaluate(project, monkeypatch)
     r = cli("plan", "--spec", project.spec, "--rows", 1000, "--json")
     assert r.exit_code == 0, r.stderr
     items = json.loads(r.stdout)

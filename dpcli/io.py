@@ -269,6 +269,10 @@ def envelope_cautions(env: dict[str, Any]) -> list[str]:
                         f"({found['one_class_on_rows']})")
         if found.get("no_signal"):
             what.append("no signal beyond the noise")
+        if found.get("uncalibrated_score"):
+            what.append(f"uncalibrated probabilities (it decides at log-odds "
+                        f"{found.get('decision_log_odds', 0):.3g}: rank and decide by its "
+                        "class, not by its score)")
         out.append("released as a degenerate model: " + ("; ".join(what) or "see 'degeneracy'")
                    + " — its predictions may be (near) constant or one-class")
     forecast = env.get("forecast")

@@ -286,8 +286,12 @@ def test_tweets_sample_tokens_model(samples: Path, cli) -> None:
     # in 10 runs; a one-class model scores exactly 0.5
     assert balanced > 0.5
     assert list(result.columns) == ["tokens", "label", *PRED]
-    assert result["score"].std() > 0.01  # the words move the prediction
     payload = json.loads((samples / "tweets.json").read_text())["payload"]
+    # the words move the prediction; or, when the noise makes its probabilities uncalibrated
+    # (a cut far out in log-odds: about half the runs at this ε, the ledger key's draw), the
+    # model file and stderr say so (issue 20: never silently)
+    uncalibrated = payload["degeneracy"].get("uncalibrated_score") is True
+    assert result["score"].std() > 0.01 or (uncalibrated and payload["degeneracy"]["degenerate"])
     assert set(payload["tables"]) == {"tokens"}
     steps = {s["step"]: s["note"] for s in payload["breakdown"]}
     assert steps["counts:tokens"].startswith("Δ=48,")  # 2 · max_per_row

@@ -491,11 +491,12 @@ class Companion:
 def _rng_state(rng: np.random.Generator) -> object:
     """The generator's state (equal states: no number was drawn in between); a fresh object,
     unequal to any other, when it can not be read (then the run counts as having drawn)."""
-    import pickle
+    import json
 
-    try:  # pickled: a state may hold arrays, which do not compare as one truth value
-        return pickle.dumps(rng.bit_generator.state)
-    except Exception:  # an exotic generator: assume it drew
+    try:  # as JSON text: a state may hold arrays, which do not compare as one truth value
+        return json.dumps(rng.bit_generator.state, sort_keys=True,
+                          default=lambda a: np.asarray(a).tolist())
+    except (TypeError, ValueError):  # an exotic generator: assume it drew
         return object()
 
 

@@ -275,6 +275,9 @@ def envelope_cautions(env: dict[str, Any]) -> list[str]:
                         "class, not by its score)")
         out.append("released as a degenerate model: " + ("; ".join(what) or "see 'degeneracy'")
                    + " — its predictions may be (near) constant or one-class")
+    for key in ("caution", "noise_dominates"):   # evaluate's no-skill, roc's AUC noise
+        if isinstance(payload, dict) and isinstance(payload.get(key), str):
+            out.append(payload[key])
     forecast = env.get("forecast")
     verdict = forecast.get("verdict") if isinstance(forecast, dict) else None
     if isinstance(verdict, dict) and verdict.get("usable") is False and verdict.get("text"):

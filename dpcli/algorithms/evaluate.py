@@ -109,6 +109,25 @@ class Evaluation:
             out[c] = {"precision": precision, "recall": recall, "f1": f1, "support": actual}
         return out
 
+    def balanced_accuracy(self) -> float | None:
+        """The mean recall over the classes the released matrix has rows for."""
+        recalls = [v["recall"] for v in self.per_class().values() if v["recall"] is not None]
+        return float(np.mean(recalls)) if recalls else None
+
+    def no_skill(self) -> str | None:
+        """A caution when the released matrix shows no skill: balanced accuracy at or below
+        chance (1/K). Read from released values only (post-processing, free). Plain accuracy
+        below the majority class's share is not used: a threshold aimed at balanced accuracy
+        gives that on rare classes while the model ranks well."""
+        balanced = self.balanced_accuracy()
+        chance = 1.0 / len(self.classes)
+        if balanced is None or balanced > chance:
+            return None
+        return (f"the released confusion matrix shows no skill: balanced accuracy "
+                f"{balanced:.3f}, at or below chance ({chance:.3g}). The model may be useless "
+                "on this data, or the noise decides: read the intervals, spend more ε, or "
+                "evaluate on more records")
+
     def to_payload(self) -> dict[str, Any]:
         payload: dict[str, Any] = {
             "classes": list(self.classes),
@@ -123,6 +142,9 @@ class Evaluation:
         }
         if self.positive is not None:
             payload["positive_class"] = self.classes[self.positive]
+        caution = self.no_skill()
+        if caution is not None:
+            payload["caution"] = caution
         return payload
 
 

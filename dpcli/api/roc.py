@@ -147,18 +147,18 @@ def roc(spec: Spec, data: Path, *, model: Path | None = None, out: Path | None =
             title = f"private ROC, ε={section.epsilon:g} ({config.thresholds}, {config.counts})"
             run.write(out / "curve.csv", _csv(curve, bars))
             run.write(out / "curve.json", dumps_json(envelope))
+            # the picture carries the interval and the caution too (it travels alone)
+            caution = warning or _curve_noise_warning(curve, noise)
             run.write_bytes(out / "curve.png", roc_png(curve, title=title,
-                                                       true_curve=true_curve))
+                                                       true_curve=true_curve, bars=bars,
+                                                       warning=caution))
         run.summary = {"auc": round(curve.auc, 6), "bins": config.bins(n),
                        "auc_interval": bars["auc"],
                        **({"non_private_output": "curve.png shows the true curve "
                            "(spec declares public_data)"} if compare_true else {})}
-    smaller = min(curve.positives, curve.negatives)  # released (noisy) class sizes
-    if noise > 0.05 * smaller:
-        reporter.warn(f"the counts' noise (scale {noise:.3g}) is large next to the smaller "
-                      f"class (released size about {smaller:,.0f}, itself noisy): this curve "
-                      "is mostly noise. Spend more ε, or use fewer bins (--k), or evaluate on "
-                      "more records.")
+    curve_warning = _curve_noise_warning(curve, noise)
+    if curve_warning is not None:
+        reporter.warn(curve_warning)
     if warning is not None:
         reporter.warn(warning)
     if true_curve is not None:
@@ -167,6 +167,17 @@ def roc(spec: Spec, data: Path, *, model: Path | None = None, out: Path | None =
     details = {"thresholds": len(cuts), "rule": config.thresholds, "counts": config.counts}
     return Released("roc_curve", curve, envelope, plan, run.run_id, out, dict(run.summary),
                     tuple(spend.data_report()), details)
+
+
+def _curve_noise_warning(curve: Any, noise: float) -> str | None:
+    """The curve's caution, from released values: the counts' noise next to the smaller
+    released class size (post-processing, free)."""
+    smaller = min(curve.positives, curve.negatives)  # released (noisy) class sizes
+    if noise <= 0.05 * smaller:
+        return None
+    return (f"the counts' noise (scale {noise:.3g}) is large next to the smaller class "
+            f"(released size about {smaller:,.0f}, itself noisy): this curve is mostly noise. "
+            "Spend more ε, or use fewer bins (--k), or evaluate on more records.")
 
 
 def _folder(roc_pass: RocPass, positive: int, kept: list[tuple[np.ndarray, np.ndarray]] | None

@@ -65,6 +65,9 @@ class UI:
     verbose: bool = field(default_factory=VERBOSE.get)  # -v: tracebacks, the full plan
     force_progress: bool = False  # --progress: report progress even without a terminal
     report: bool = False  # --report: the custodian's exact private figures on stderr too
+    # every warning of the run, also put into the --json summary: a script or a cron job
+    # reading only stdout must not log a degenerate or noise-dominated release as clean
+    warnings: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         # markup off: paths and messages may hold '[...]', which rich would eat or reject
@@ -87,7 +90,8 @@ class UI:
         Console(highlight=False, soft_wrap=True, markup=False, emoji=False).print(renderable)
 
     def warn(self, text: str) -> None:
-        """Warnings are shown even with --quiet."""
+        """Warnings are shown even with --quiet, and repeated in the --json summary."""
+        self.warnings.append(text)
         self.err.print(Text("warning: ", style="yellow") + Text(text))
 
     def error(self, text: str) -> None:
@@ -99,8 +103,11 @@ class UI:
         A closed or broken stdout (``>&-``, ``| head -c0``) is reported on
         stderr and the command still ends 0: the summary comes after the
         release is recorded, which a missing reader must not turn into a
-        failure.
+        failure. The run's warnings so far are added as ``warnings`` (a list of the stderr
+        lines) when there are any and ``obj`` has none of its own.
         """
+        if isinstance(obj, dict) and self.warnings and "warnings" not in obj:
+            obj = {**obj, "warnings": list(self.warnings)}
         text = json.dumps(obj, ensure_ascii=False, default=str) + "\n"
         try:
             if sys.stdout is None:

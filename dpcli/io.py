@@ -275,7 +275,8 @@ def envelope_cautions(env: dict[str, Any]) -> list[str]:
                         "class, not by its score)")
         out.append("released as a degenerate model: " + ("; ".join(what) or "see 'degeneracy'")
                    + " — its predictions may be (near) constant or one-class")
-    for key in ("caution", "noise_dominates"):   # evaluate's no-skill, roc's AUC noise
+    # evaluate's no-skill, roc's AUC noise, an edited model file (roc, evaluate)
+    for key in ("caution", "noise_dominates", "model_caution"):
         if isinstance(payload, dict) and isinstance(payload.get(key), str):
             out.append(payload[key])
     forecast = env.get("forecast")

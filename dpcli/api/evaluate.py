@@ -25,7 +25,7 @@ def evaluate(spec: Spec, data: Path, *, model: Path | None = None,
     """
     from dpcli import protect
     from dpcli.algorithms import evaluate as ev
-    from dpcli.api.scoring import parse_range, score_input
+    from dpcli.api.scoring import model_caution, parse_range, score_input
     from dpcli.api.spend import forecast_of
     from dpcli.budget import Budget
     from dpcli.forecast import evaluate as fc
@@ -39,6 +39,9 @@ def evaluate(spec: Spec, data: Path, *, model: Path | None = None,
     section = resolve_section(s, "evaluate", EvaluateSection, epsilon, cutoff=cutoff,
                               score_column=score_column, score_range=parse_range(score_range))
     si = score_input(s, section, model, score_column, score_range)
+    edited = model_caution(s, si)
+    if edited is not None:
+        reporter.warn(edited)
     threshold: float | None = None  # a model predicts its most probable class
     if si.model is None:
         si.require_binary("evaluate with --score-column")
@@ -86,6 +89,7 @@ def evaluate(spec: Spec, data: Path, *, model: Path | None = None,
         # error bars from the released matrix and the noise alone (post-processing, free)
         payload = {**result.to_payload(), **si.source_note,
                    "intervals": fc.error_bars(result.matrix, section.epsilon, si.classes),
+                   **({"model_caution": edited} if edited is not None else {}),
                    **({"cutoff": threshold} if threshold is not None else {}),
                    "breakdown": plan.to_json()}
         envelope = run.envelope("evaluation", payload)

@@ -43,7 +43,7 @@ def roc(spec: Spec, data: Path, *, model: Path | None = None, out: Path | None =
     from dpcli import protect
     from dpcli.algorithms import roc as pr
     from dpcli.algorithms import roc_scale
-    from dpcli.api.scoring import parse_range, score_input
+    from dpcli.api.scoring import model_caution, parse_range, score_input
     from dpcli.api.spend import forecast_of
     from dpcli.budget import Budget
     from dpcli.errors import DataError
@@ -62,6 +62,9 @@ def roc(spec: Spec, data: Path, *, model: Path | None = None, out: Path | None =
                               auc_share=auc_share)
     config = pr.ROCConfig(**section.config_values())
     si = score_input(s, section, model, score_column, score_range)
+    edited = model_caution(s, si)
+    if edited is not None:
+        reporter.warn(edited)
     si.require_binary("roc")
     # a public function of the released model (or of the declared range): free
     scale = roc_scale.resolve(section.transform, model=si.model, lower=si.lower, upper=si.upper)
@@ -132,6 +135,7 @@ def roc(spec: Spec, data: Path, *, model: Path | None = None, out: Path | None =
                    "scale": scale.to_json(),
                    "scale_thresholds": [float(t) for t in scaled_cuts],
                    **({"noise_dominates": warning} if warning else {}),
+                   **({"model_caution": edited} if edited is not None else {}),
                    "thresholds": [float(t) for t in cuts], "count_noise_scale": noise,
                    **si.source_note,
                    "compare_true": compare_true, "breakdown": plan.to_json()}

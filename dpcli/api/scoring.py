@@ -80,6 +80,34 @@ def score_input(spec: Spec, section: Any, model: Path | None, score_column: str 
     return _resolve(spec, model, score_column, parse_range(score_range))
 
 
+def model_caution(spec: Spec, si: ScoreInput) -> str | None:
+    """A caution when the model file is not the one its ledger run released.
+
+    The ledger records the SHA-256 of every output; a model of this dataset whose run is
+    in this ledger but whose bytes match none of that run's outputs was edited (or
+    replaced) since it was released: the scores it gives are not the release's. Reads
+    only the model file and the ledger (no private value); None when it matches, or
+    when the run is not in this ledger (a model of another dataset or ledger).
+    """
+    from dpcli.api.spend import _recorded_runs
+    from dpcli.fingerprint import file_digest
+
+    run_id = si.source_note.get("model_run_id")
+    path = si.source_note.get("model")
+    if si.model is None or not isinstance(run_id, str) or not isinstance(path, str):
+        return None
+    if not Path(path).is_file():
+        return None
+    run = next((r for r in _recorded_runs(spec) if r.run_id == run_id), None)
+    if run is None or run.status != "complete" or not run.outputs:
+        return None
+    if file_digest(Path(path)) in {o.get("sha256") for o in run.outputs}:
+        return None
+    return (f"{path}: is not the model ledger run {run_id[:8]} ({run.command}) released: "
+            "its bytes match none of the run's recorded outputs (edited or replaced since?). "
+            "The scores evaluated are this file's, not the release's")
+
+
 def fold_scores(ui: Any, source: Any, si: ScoreInput, fn: Callable[[EncodedBatch], np.ndarray],
                 add: Callable[[np.ndarray, np.ndarray], None], rng: np.random.Generator) -> int:
     """The run's one pass: ``add(fn(batch), labels)`` per batch; returns n (call once charged).

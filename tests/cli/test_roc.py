@@ -422,3 +422,21 @@ def test_roc_spec_keys_set_the_run(project: Project, cli, model) -> None:
     assert r.exit_code == 0, r.stderr
     p = json.loads((project.root / "r" / "curve.json").read_text())["payload"]
     assert p["scale"]["transform"] == "identity" and p["parameters"]["auc_share"] == 0.5
+
+
+def test_an_edited_model_is_named_by_roc_and_evaluate(project: Project, cli, model) -> None:
+    """The ledger holds the model's SHA-256; a model file edited since its release (a
+    threshold moved by hand) is named on stderr and in the release's envelope."""
+    env = json.loads(model.read_text())
+    out = project.root / "e1.json"
+    r = cli("evaluate", project.data, "--spec", project.spec, "--model", model,
+            "--epsilon", 0.1, "--seed", 1, "--out", out)
+    assert r.exit_code == 0 and "is not the model" not in r.stderr, r.stderr
+    env["payload"]["edited_by_hand"] = True
+    model.write_text(json.dumps(env))
+    out = project.root / "e2.json"
+    r = cli("evaluate", project.data, "--spec", project.spec, "--model", model,
+            "--epsilon", 0.1, "--seed", 1, "--out", out)
+    assert r.exit_code == 0, r.stderr
+    assert "is not the model ledger run" in r.stderr
+    assert "edited" in json.loads(out.read_text())["payload"]["model_caution"]

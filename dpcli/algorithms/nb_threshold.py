@@ -85,6 +85,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -134,9 +135,134 @@ def positive_log_odds(model: object, batch: EncodedBatch) -> np.ndarray:
     return jll[:, pos] - jll[:, 1 - pos]
 
 
+class Scorer:
+    """:func:`positive_log_odds` of a released naive Bayes model, bit for bit, faster.
+
+    Why: the threshold pass scores every training row, and ``joint_log_likelihood``
+    rebuilds each column's log-probability table per batch and adds (rows × classes)
+    blocks through a transposed view. Here the tables are built once (from released
+    values only: post-processing), and each class's sum is a contiguous vector: per
+    column one lookup per row and class (a histogram column's bin is found once, not
+    per class). Every row's two sums are the same float additions, in the same order, as
+    ``joint_log_likelihood``'s, so the log-odds and hence the counts are identical.
+    Gaussian and tokens columns use the model's own per-column terms.
+    """
+
+    def __init__(self, model: object) -> None:
+        from dpcli.data.schema import NumericColumn, TokensColumn
+        from dpcli.stats.accumulators import bin_index
+
+        self._bin_index = bin_index
+        m: Any = model
+        self.model = m
+        self.pos = positive_code(m)
+        self.classes = (self.pos, 1 - self.pos)
+        self.prior = m.log_prior()
+        alpha = m.config.smoothing
+        #: per column: ("codes", logp) | ("bins", logp, lower, upper, edges) | ("model", None)
+        self.terms: list[tuple[str, tuple[Any, ...]]] = []
+        for name in m.columns:
+            col = m.schema.column(name)
+            if isinstance(col, NumericColumn):
+                p = m.numeric[name]
+                if p.bins is None:
+                    self.terms.append((name, ("model",)))
+                    continue
+                # as NumericParams.log_density computes them
+                counts = p.bins + (alpha + m.pseudo.get(name, 0.0))
+                width = (p.upper - p.lower) / counts.shape[1]
+                logp = np.log(counts / counts.sum(axis=1, keepdims=True)) - math.log(width)
+                edges = np.linspace(p.lower, p.upper, counts.shape[1] + 1)
+                edges[-1] = p.upper
+                self.terms.append((name, ("bins", self._rows(logp), p.lower, p.upper,
+                                          edges)))
+            elif isinstance(col, TokensColumn):
+                self.terms.append((name, ("model",)))
+            else:  # as joint_log_likelihood computes them
+                table = m.tables[name] + alpha + m.pseudo.get(name, 0.0)
+                logp = np.log(table / table.sum(axis=1, keepdims=True))
+                self.terms.append((name, ("codes", self._rows(logp))))
+
+    def _rows(self, logp: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return tuple(np.ascontiguousarray(logp[k]) for k in self.classes)  # type: ignore[return-value]
+
+    def __call__(self, batch: EncodedBatch) -> np.ndarray:
+        """s(x) for every row of ``batch`` (equal to :func:`positive_log_odds`)."""
+        sums = [np.full(batch.n, self.prior[k]) for k in self.classes]
+        for name, term in self.terms:
+            values = batch.columns[name]
+            kind = term[0]
+            if kind == "codes":
+                codes = np.asarray(values)
+                for total, row in zip(sums, term[1], strict=True):
+                    total += row.take(codes)
+            elif kind == "bins":
+                _, rows, lower, upper, edges = term
+                b = self._bin_index(np.clip(np.asarray(values, float), lower, upper), edges)
+                for total, row in zip(sums, rows, strict=True):
+                    total += row.take(b)
+            else:
+                part = self._model_term(name, values)
+                for total, k in zip(sums, self.classes, strict=True):
+                    total += part[:, k]
+        return sums[0] - sums[1]
+
+    def _model_term(self, name: str, values: Any) -> np.ndarray:
+        m = self.model
+        col = m.schema.column(name)
+        from dpcli.data.schema import NumericColumn
+
+        if isinstance(col, NumericColumn):
+            return m._numeric_loglik(m.numeric[name], np.asarray(values))
+        return m._bernoulli_loglik(m.tables[name], values, m.config.smoothing)
+
+
 def positive_code(model: object) -> int:
     pos = model.schema.label.positive_index  # type: ignore[attr-defined]
     return 1 if pos is None else pos
+
+
+class Ranks:
+    """``np.searchsorted(cands, s, side="left")`` (the number of candidates below each score),
+    exactly, about twice as fast on a batch.
+
+    Why: a binary search per row over 128 candidates costs about 100 ns per row (a branch
+    mispredicted at every level), as much as scoring the row. The candidates are nearly
+    evenly spaced in asinh (:func:`candidates`), so a table over 4,096 equal cells of
+    asinh(s) gives each row a starting index, which is then corrected against the
+    candidates themselves until ``cands[i-1] < s <= cands[i]``: the binary search's
+    answer, whatever the spacing. A batch with a non-finite score uses the search.
+    """
+
+    CELLS = 4096
+
+    def __init__(self, cands: np.ndarray) -> None:
+        self.cands = np.asarray(cands, dtype=np.float64)
+        c = self.cands
+        self.low = float(np.arcsinh(c[0])) if len(c) else 0.0
+        high = float(np.arcsinh(c[-1])) if len(c) else 0.0
+        self.scale = self.CELLS / (high - self.low) if high > self.low else 0.0
+        grid = np.sinh(self.low + np.arange(self.CELLS) / self.scale) if self.scale else c[:0]
+        self.start = np.searchsorted(c, grid, side="left").astype(np.int64)
+        self.above = np.append(c, np.inf)        # cands[i], +inf past the last
+        self.below = np.concatenate([[-np.inf], c])  # cands[i-1], -inf before the first
+
+    def __call__(self, s: np.ndarray) -> np.ndarray:
+        if not self.scale or not np.isfinite(s).all():
+            return np.searchsorted(self.cands, s, side="left")
+        cell = np.arcsinh(s)
+        cell -= self.low
+        cell *= self.scale
+        i = cell.astype(np.int64)
+        np.clip(i, 0, self.CELLS - 1, out=i)
+        i = self.start.take(i)
+        while True:
+            up = self.above.take(i) < s
+            down = self.below.take(i) >= s
+            if not (up.any() or down.any()):
+                return i
+            i += up
+            i -= down
 
 
 def count(model: object, batches: Iterable[EncodedBatch], cands: np.ndarray) -> ThresholdCounts:
@@ -151,9 +277,14 @@ def count(model: object, batches: Iterable[EncodedBatch], cands: np.ndarray) -> 
     above_pos = np.zeros(len(cands), dtype=np.int64)
     at_or_below_neg = np.zeros(len(cands), dtype=np.int64)
     negatives = rows = 0
+    from dpcli.algorithms.naive_bayes import NaiveBayesModel
+
+    # the model's tables once, not once per batch (another model scores itself)
+    scorer = Scorer(model) if isinstance(model, NaiveBayesModel) else None
+    ranks = Ranks(cands)
 
     def score(batch: EncodedBatch) -> tuple[int, np.ndarray, np.ndarray, int]:
-        return batch_counts(model, batch, cands, pos)
+        return batch_counts(model, batch, cands, pos, scorer=scorer, ranks=ranks)
 
     mapper = getattr(batches, "map", None)
     parts = mapper(score) if callable(mapper) else map(score, batches)
@@ -165,20 +296,24 @@ def count(model: object, batches: Iterable[EncodedBatch], cands: np.ndarray) -> 
     return ThresholdCounts(cands, above_pos, at_or_below_neg, negatives - at_or_below_neg, rows)
 
 
-def batch_counts(model: object, batch: EncodedBatch, cands: np.ndarray,
-                 pos: int) -> tuple[int, np.ndarray, np.ndarray, int]:
+def batch_counts(model: object, batch: EncodedBatch, cands: np.ndarray, pos: int, *,
+                 scorer: Scorer | None = None,
+                 ranks: Ranks | None = None) -> tuple[int, np.ndarray, np.ndarray, int]:
     """One batch's share of :func:`count`: (rows, positives above each candidate,
     negatives at or below each candidate, negatives)."""
-    s = positive_log_odds(model, batch)
+    s = scorer(batch) if scorer is not None else positive_log_odds(model, batch)
     is_pos = np.asarray(batch.label) == pos
-    # index i: number of candidates strictly below s, so s > t_j for j < i
-    idx_pos = np.searchsorted(cands, s[is_pos], side="left")
-    idx_neg = np.searchsorted(cands, s[~is_pos], side="left")
+    # index i: number of candidates strictly below s, so s > t_j for j < i; one search and
+    # one count for both classes (row 0 of the table: negatives, row 1: positives)
+    width = len(cands) + 1
+    key = ranks(s) if ranks is not None else np.searchsorted(cands, s, side="left")
+    key[is_pos] += width
+    table = np.bincount(key, minlength=2 * width).reshape(2, width)
     # a positive with idx i is above candidates 0..i-1
-    above = np.bincount(idx_pos, minlength=len(cands) + 1)[::-1].cumsum()[::-1][1:]
+    above = table[1][::-1].cumsum()[::-1][1:]
     # a negative with idx i is at or below candidates i..C-1
-    at_or_below = np.bincount(idx_neg, minlength=len(cands) + 1).cumsum()[:-1]
-    return batch.n, above, at_or_below, int(idx_neg.size)
+    at_or_below = table[0].cumsum()[:-1]
+    return batch.n, above, at_or_below, int(table[0].sum())
 
 
 def _utility(counts: ThresholdCounts, released: tuple[float, float],

@@ -64,11 +64,17 @@ def bin_index(x: np.ndarray, edges: np.ndarray) -> np.ndarray:
     bins = len(edges) - 1
     lower, upper = float(edges[0]), float(edges[-1])
     scale = bins / (upper - lower) if upper > lower else 0.0
-    b = ((x - lower) * scale).astype(np.int64)  # x >= lower: truncation is floor
+    b = np.subtract(x, lower)
+    b *= scale
+    b = b.astype(np.int64)  # x >= lower: truncation is floor
     np.clip(b, 0, bins - 1, out=b)
+    # each bin's own lower edge, and its upper edge with the last one at +inf: the top
+    # bin never moves up (a value equal to ``upper`` belongs to it), with no bound checks
+    low = edges[:-1]
+    high = np.append(edges[1:-1], np.inf)
     while True:
-        down = x < edges[b]
-        up = (b < bins - 1) & (x >= edges[np.minimum(b + 1, bins)])
+        down = x < low.take(b)
+        up = x >= high.take(b)
         if not (down.any() or up.any()):
             return b
         b -= down

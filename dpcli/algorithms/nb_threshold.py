@@ -83,7 +83,7 @@ command's ε comes from :mod:`dpcli.algorithms.nb_allocation`.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -265,6 +265,140 @@ class Ranks:
             i -= down
 
 
+# ------------------------------------------------------------------ one pass, not two
+
+#: the most distinct (row, class) keys the statistics pass keeps for the threshold's
+#: counts (16 bytes each, a few times over while merging: tens of MB at most)
+TUPLE_LIMIT = 1 << 18
+
+
+@dataclass(frozen=True)
+class CodeLeaves:
+    """A categorical or binary column's codes as leaves of the joint table."""
+
+    column: str
+    n_leaves: int
+
+    def leaves(self, values: np.ndarray) -> np.ndarray:
+        return np.asarray(values, dtype=np.int64)
+
+
+@dataclass(frozen=True)
+class BinLeaves:
+    """A histogram column's bins (as the model's ``log_density`` finds them) as leaves."""
+
+    column: str
+    lower: float
+    upper: float
+    bins: int
+
+    @property
+    def n_leaves(self) -> int:
+        return self.bins
+
+    def edges(self) -> np.ndarray:
+        edges = np.linspace(self.lower, self.upper, self.bins + 1)
+        edges[-1] = self.upper
+        return edges
+
+    def leaves(self, values: np.ndarray) -> np.ndarray:
+        from dpcli.stats.accumulators import bin_index
+
+        return bin_index(np.clip(np.asarray(values, float), self.lower, self.upper),
+                         self.edges())
+
+
+def score_leaves(schema: Any, columns: Sequence[str],
+                 bins: dict[str, int]) -> tuple[CodeLeaves | BinLeaves, ...] | None:
+    """Leaf maps under which a released model's score is a function of each row's leaves,
+    or None when a column's score reads more than them (a tokens column, a Gaussian or
+    smooth numeric column: ``bins`` names the histogram columns and their bin counts).
+
+    Why: the threshold needs every training row's score under the model released after
+    the statistics pass. When the score depends only on the rows' codes and bins (public
+    functions of the declared domains and the plan), the statistics pass can count the
+    distinct (codes, bins, class) tuples too (:class:`~dpcli.stats.engine.StatsRequest`'s
+    ``joint``, bounded by :data:`TUPLE_LIMIT`), and scoring the tuples gives the same
+    counts as scoring the rows again: no second read of the file.
+    """
+    from dpcli.data.schema import BinaryColumn, CategoricalColumn, NumericColumn
+    from dpcli.stats.accumulators import n_levels
+
+    maps: list[CodeLeaves | BinLeaves] = []
+    for name in columns:
+        col = schema.column(name)
+        if isinstance(col, CategoricalColumn | BinaryColumn):
+            maps.append(CodeLeaves(name, n_levels(col)))
+        elif isinstance(col, NumericColumn) and name in bins:
+            maps.append(BinLeaves(name, float(col.lower), float(col.upper), int(bins[name])))
+        else:
+            return None
+    return tuple(maps)
+
+
+class TupleRows:
+    """The training rows as their distinct leaf tuples with counts per class (from the
+    statistics pass's joint table): :func:`count` scores each tuple once and weighs it.
+
+    A tuple's stand-in row holds a categorical column's code and a histogram column's
+    bin's lower edge, which bins to that bin again: the model scores it exactly as it
+    scores every row of the tuple (the same table entries, added in the same order).
+    """
+
+    def __init__(self, table: Any, maps: Sequence[CodeLeaves | BinLeaves],
+                 chunk: int = 65_536) -> None:
+        if tuple(table.columns) != tuple(m.column for m in maps):
+            raise ValueError("the joint table's columns are not the leaf maps'")
+        self.leaves = np.asarray(table.leaves)
+        self.counts = np.asarray(table.counts, dtype=np.int64)
+        self.maps = tuple(maps)
+        self.chunk = chunk
+
+    def fits(self, model: Any) -> bool:
+        """Whether ``model``'s histogram columns bin as the maps did (else read again)."""
+        for m in self.maps:
+            if isinstance(m, BinLeaves):
+                p = model.numeric.get(m.column)
+                if (p is None or p.bins is None or p.bins.shape[1] != m.bins
+                        or (float(p.lower), float(p.upper)) != (m.lower, m.upper)):
+                    return False
+        return True
+
+    def batches(self) -> Iterator[tuple[EncodedBatch, np.ndarray]]:
+        """Stand-in rows, ``chunk`` tuples at a time, with their counts per class."""
+        stand_in: list[Any] = []
+        for m in self.maps:
+            if isinstance(m, BinLeaves):
+                low = m.edges()[:-1]
+                stand_in.append(lambda leaf, low=low: low[leaf])
+            else:
+                stand_in.append(lambda leaf: leaf.astype(np.int32))
+        for start in range(0, len(self.counts), self.chunk):
+            part = self.leaves[start:start + self.chunk]
+            n = len(part)
+            columns = {m.column: fn(part[:, j]) for j, (m, fn) in
+                       enumerate(zip(self.maps, stand_in, strict=True))}
+            yield (EncodedBatch(n, np.zeros(n, dtype=np.int32), columns),
+                   self.counts[start:start + self.chunk])
+
+
+def _tuple_counts(model: object, rows: TupleRows, cands: np.ndarray, pos: int,
+                  scorer: Scorer | None,
+                  ranks: Ranks) -> tuple[int, np.ndarray, np.ndarray, int]:
+    """:func:`batch_counts` over every row the tuples stand for (weighted by their counts)."""
+    width = len(cands) + 1
+    table = np.zeros((2, width), dtype=np.int64)
+    for batch, counts in rows.batches():
+        s = scorer(batch) if scorer is not None else positive_log_odds(model, batch)
+        idx = ranks(s)
+        for row, k in ((0, 1 - pos), (1, pos)):
+            table[row] += np.bincount(idx, weights=counts[:, k],
+                                      minlength=width).round().astype(np.int64)
+    above = table[1][::-1].cumsum()[::-1][1:]
+    at_or_below = table[0].cumsum()[:-1]
+    return int(rows.counts.sum()), above, at_or_below, int(table[0].sum())
+
+
 def count(model: object, batches: Iterable[EncodedBatch], cands: np.ndarray) -> ThresholdCounts:
     """TP(t) and TN(t) for every candidate t, in one pass (private: feed to :func:`select`).
 
@@ -286,8 +420,12 @@ def count(model: object, batches: Iterable[EncodedBatch], cands: np.ndarray) -> 
     def score(batch: EncodedBatch) -> tuple[int, np.ndarray, np.ndarray, int]:
         return batch_counts(model, batch, cands, pos, scorer=scorer, ranks=ranks)
 
-    mapper = getattr(batches, "map", None)
-    parts = mapper(score) if callable(mapper) else map(score, batches)
+    parts: Iterable[tuple[int, np.ndarray, np.ndarray, int]]
+    if isinstance(batches, TupleRows):   # the statistics pass's distinct rows, weighed
+        parts = [_tuple_counts(model, batches, cands, pos, scorer, ranks)]
+    else:
+        mapper = getattr(batches, "map", None)
+        parts = mapper(score) if callable(mapper) else map(score, batches)
     for n, above, at_or_below, negs in parts:
         rows += n
         above_pos += above

@@ -446,3 +446,61 @@ def test_counts_with_the_fast_path_equal_the_models_own_scoring() -> None:
     assert np.array_equal(fast.true_negative, [(scores[~pos] <= t).sum() for t in cands])
     assert np.array_equal(fast.false_positive, [(scores[~pos] > t).sum() for t in cands])
     assert fast.rows == len(label)
+
+
+def test_the_tuples_of_the_first_pass_give_the_counts_of_a_second_read() -> None:
+    """The statistics pass's distinct (codes, bins, class) tuples, scored once and weighed,
+    give every count of scoring the rows again (positives and negatives apart)."""
+    from dataclasses import replace
+
+    from dpcli.stats import JointAccumulator
+
+    model = _mixed_model("1", "truncated")
+    model = replace(model, columns=("c", "h", "b"))
+    model.numeric.pop("x")
+    maps = nt.score_leaves(model.schema, model.columns, {"h": 13})
+    assert maps is not None
+    batches = [_mixed_batch(4_000, seed) for seed in range(5)]
+    for b in batches:  # skewed classes: a swap of positives and negatives would show
+        b.label[: b.n // 3] = 1
+    acc = JointAccumulator(maps, 2, limit=nt.TUPLE_LIMIT)
+    for b in batches:
+        part = JointAccumulator(maps, 2, limit=nt.TUPLE_LIMIT)
+        part.update(b)
+        acc.merge(part)
+    rows = nt.TupleRows(acc.result(), maps)
+    assert rows.fits(model) and len(rows.counts) < sum(b.n for b in batches)
+    scores = np.concatenate([nt.positive_log_odds(model, b) for b in batches])
+    for cands in (nt.candidates((float(scores.min()), float(scores.max())), 0.3),
+                  np.unique(np.concatenate([nt.candidates((-5.0, 5.0), 0.0), scores[:50]]))):
+        once = nt.count(model, nt.TupleRows(acc.result(), maps, chunk=1_000), cands)
+        twice = nt.count(model, batches, cands)
+        for field in ("true_positive", "true_negative", "false_positive"):
+            assert np.array_equal(getattr(once, field), getattr(twice, field)), field
+        assert once.rows == twice.rows == 20_000
+
+
+def test_leaves_only_where_the_score_reads_nothing_but_codes_and_bins() -> None:
+    model = _mixed_model("1", "truncated")
+    schema = model.schema
+    assert nt.score_leaves(schema, ("c", "b", "h"), {"h": 13}) is not None
+    assert nt.score_leaves(schema, ("c", "x"), {"h": 13}) is None     # a Gaussian column
+    assert nt.score_leaves(schema, ("c", "t"), {}) is None            # a tokens column
+    maps = nt.score_leaves(schema, ("h",), {"h": 12})                 # other bins than the
+    table = type("T", (), {"columns": ("h",), "leaves": np.zeros((0, 1), np.int32),
+                           "counts": np.zeros((0, 2), np.int64)})()
+    assert not nt.TupleRows(table, maps).fits(model)                  # model's: read again
+
+
+def test_a_joint_table_past_its_limit_is_dropped_and_says_so() -> None:
+    from dpcli.stats import JointAccumulator
+
+    maps = (nt.CodeLeaves("c", 50_000),)
+    rng = np.random.default_rng(2)
+    acc = JointAccumulator(maps, 2, limit=1_000)
+    for _ in range(3):
+        part = JointAccumulator(maps, 2, limit=1_000)
+        part.update(EncodedBatch(900, rng.integers(0, 2, 900).astype(np.int32),
+                                 {"c": rng.integers(0, 50_000, 900).astype(np.int32)}))
+        acc.merge(part)
+    assert acc.result() is None and acc.overflow and acc.keys == []

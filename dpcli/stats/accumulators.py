@@ -420,12 +420,42 @@ class JointAccumulator(Accumulator):
             self.keys, self.counts = [], []
             self.pending = self.compacted = 0
 
+    def _distinct(self) -> bool:
+        """Whether the keys are one sorted, distinct part (or none)."""
+        return not self.keys or (len(self.keys) == 1 and self.pending == self.compacted)
+
     def merge(self, other: JointAccumulator) -> None:
         if other.overflow:
             self.overflow = True
             self.keys, self.counts = [], []
             self.pending = self.compacted = 0
+        if self.overflow:
+            return
         other._compact()
+        if self.packed and other.packed and self._distinct() and other.keys:
+            # both sorted and distinct: add the counts of keys already here, insert the
+            # new ones (a search per incoming key, not a sort of everything so far: the
+            # merge runs in the pass's consumer thread, once per batch)
+            keys, counts = other.keys[0], other.counts[0]
+            if not self.keys:
+                self.keys, self.counts = [keys.copy()], [counts.copy()]
+            else:
+                base, total = self.keys[0], self.counts[0]
+                at = np.minimum(np.searchsorted(base, keys), len(base) - 1)
+                hit = base[at] == keys
+                total[at[hit]] += counts[hit]   # distinct keys: distinct positions
+                if not hit.all():
+                    new = ~hit
+                    merged = np.concatenate([base, keys[new]])
+                    order = np.argsort(merged, kind="stable")
+                    self.keys = [merged[order]]
+                    self.counts = [np.concatenate([total, counts[new]])[order]]
+            self.pending = self.compacted = len(self.keys[0])
+            if self.limit is not None and self.compacted > self.limit:
+                self.overflow = True
+                self.keys, self.counts = [], []
+                self.pending = self.compacted = 0
+            return
         for keys, counts in zip(other.keys, other.counts, strict=True):
             self._add(keys, counts)
 

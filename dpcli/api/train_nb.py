@@ -32,7 +32,6 @@ def train_nb(spec: Spec, data: Path | str, *, epsilon: float | None = None,
     from dpcli import protect
     from dpcli.algorithms import naive_bayes as nb
     from dpcli.algorithms.common import cap_tokens
-    from dpcli.algorithms.feature_selection import load_selection
     from dpcli.budget import Budget
     from dpcli.data.location import location_text, parse_location
     from dpcli.spec import TrainNBSection
@@ -46,6 +45,9 @@ def train_nb(spec: Spec, data: Path | str, *, epsilon: float | None = None,
     if features is not None:
         if columns is not None:
             raise UsageError("pass --columns or --features, not both")
+        # imported only here: the feature-selection module costs every run's start-up
+        from dpcli.algorithms.feature_selection import load_selection
+
         schema, chosen = load_selection(features, spec.schema)
         spec = with_schema(spec, schema)
     spec = with_schema(spec, cap_tokens(spec.schema, chosen, section.r))

@@ -32,7 +32,6 @@ def train_nb(spec: Spec, data: Path | str, *, epsilon: float | None = None,
     from dpcli import protect
     from dpcli.algorithms import naive_bayes as nb
     from dpcli.algorithms.common import cap_tokens
-    from dpcli.algorithms.feature_selection import load_selection
     from dpcli.budget import Budget
     from dpcli.data.location import location_text, parse_location
     from dpcli.spec import TrainNBSection
@@ -46,6 +45,9 @@ def train_nb(spec: Spec, data: Path | str, *, epsilon: float | None = None,
     if features is not None:
         if columns is not None:
             raise UsageError("pass --columns or --features, not both")
+        # imported only here: the feature-selection module costs every run's start-up
+        from dpcli.algorithms.feature_selection import load_selection
+
         schema, chosen = load_selection(features, spec.schema)
         spec = with_schema(spec, schema)
     spec = with_schema(spec, cap_tokens(spec.schema, chosen, section.r))
@@ -87,6 +89,20 @@ def train_nb(spec: Spec, data: Path | str, *, epsilon: float | None = None,
     # memory) instead of keeping every value
     request = nb.request(spec.schema, chosen, config, rows_in_memory=False, p=plan,
                          bins=split.get("bins"))
+    leaves = None
+    if nb.has_step(plan, nb.THRESHOLD) and engine == "local":
+        from dpcli.algorithms import nb_threshold
+
+        # when the released model's score of a row is a function of its codes and bins
+        # (public: declared domains, the plan's bins), the statistics pass also counts the
+        # distinct (codes, bins, class) tuples, bounded; the threshold then scores those
+        # instead of reading the file a second time (the same counts, docs/scale.md)
+        methods = nb.column_methods(plan, spec.schema, chosen)
+        binned = {c: b for c, b in (split.get("bins") or {}).items()
+                  if methods.get(c) == "histogram"}
+        leaves = nb_threshold.score_leaves(spec.schema, chosen, binned)
+        if leaves is not None:
+            request = replace(request, joint=leaves, joint_limit=nb_threshold.TUPLE_LIMIT)
     request.validate(spec.schema)  # before the charge: a bad request must cost nothing
     arguments: dict[str, Any] = {
         "data": location_text(location), "engine": engine,
@@ -108,7 +124,10 @@ def train_nb(spec: Spec, data: Path | str, *, epsilon: float | None = None,
         if nb.has_step(plan, nb.THRESHOLD):
             # the decision threshold: a second pass scores the training rows with the
             # released model (still after the charge) and the exponential mechanism picks
-            nb.fit_threshold(model, run.plan, run.passes(chosen, "threshold"), run.rng)
+            rows = _tuple_rows(stats, leaves, model)
+            nb.fit_threshold(model, run.plan,
+                             rows if rows is not None else run.passes(chosen, "threshold"),
+                             run.rng)
             if (note := nb.threshold_note(model)) is not None:
                 reporter.say(note)
         payload = {**model.to_payload(), "breakdown": plan.to_json(), "allocation": split,
@@ -122,6 +141,18 @@ def train_nb(spec: Spec, data: Path | str, *, epsilon: float | None = None,
                        "threshold": model.threshold}
     return Released("naive_bayes", model, envelope, plan, run.run_id, out, dict(run.summary),
                     tuple(stats.report.lines()))
+
+
+def _tuple_rows(stats: Any, leaves: Any, model: Any) -> Any:
+    """The statistics pass's distinct rows for the threshold's counts, or None when they
+    were not asked for, outgrew their bound, or do not bin as the model does (then the
+    threshold pass reads the file again)."""
+    if leaves is None or stats.joint is None:
+        return None
+    from dpcli.algorithms.nb_threshold import TupleRows
+
+    rows = TupleRows(stats.joint, leaves)
+    return rows if rows.fits(model) else None
 
 
 def plan_at(spec: Spec, section: Any, n: int, *, columns: Sequence[str] | None = None,

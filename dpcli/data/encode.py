@@ -138,12 +138,15 @@ def lookup_codes(arr: pa.Array, values: pa.Array) -> np.ndarray:
     Parquet columns read as dictionaries).
     """
     if pa.types.is_dictionary(arr.type):
-        inner = lookup_codes(arr.dictionary, values)
+        inner = dictionary_codes(arr.dictionary, values)
         idx = pc.fill_null(arr.indices, 0).to_numpy(zero_copy_only=False)
         codes = inner[idx] if len(inner) else np.full(len(arr), NULL, np.int32)
         if arr.null_count:
             codes[_null_mask(arr)] = NULL
         return codes.astype(np.int32, copy=False)
+    if (len(arr) > 64 and pa.types.is_integer(arr.type) and not arr.null_count
+            and (codes := _integer_codes(arr, values)) is not None):
+        return codes
     if len(arr) > 64 and not (is_text_type(arr.type) or pa.types.is_null(arr.type)):
         # numbers and booleans: hash them to their few distinct values and turn only those
         # into text (3× faster on an integer label than text for every row; same codes)
@@ -155,6 +158,69 @@ def lookup_codes(arr: pa.Array, values: pa.Array) -> np.ndarray:
     if text.null_count:
         codes[_null_mask(text)] = NULL
     return codes
+
+
+def _integer_codes(arr: pa.Array, values: pa.Array) -> np.ndarray | None:
+    """:func:`lookup_codes` of a null-free integer array over a narrow range, by a table
+    from value to code (an integer label or code column: no hashing, no text per batch).
+
+    An integer v matches a declared value c exactly when its text does: c is the
+    canonical text of an integer (``str(int(c)) == c``) equal to v. None when the range
+    is wide (the caller then hashes)."""
+    t = arr.type
+    if not (pa.types.is_signed_integer(t) or t.bit_width <= 32):
+        return None
+    v = arr.to_numpy(zero_copy_only=False)
+    low, high = int(v.min()), int(v.max())
+    if high - low > 65_536:
+        return None
+    table = np.full(high - low + 1, NOT_DECLARED, dtype=np.int32)
+    for i, text in enumerate(values.cast(pa.string()).to_pylist()):
+        try:
+            number = int(text) if text is not None else None
+        except ValueError:
+            continue
+        if (number is not None and str(number) == text and low <= number <= high
+                and table[number - low] == NOT_DECLARED):  # the first match, as index_in
+            table[number - low] = i
+    return table.take(v.astype(np.int64, copy=False) - low)
+
+
+#: the last dictionary looked up per declared value set (id → (values, dictionary, codes))
+_DICTIONARY_CODES: dict[int, tuple[pa.Array, pa.Array, np.ndarray]] = {}
+
+
+def dictionary_codes(dictionary: pa.Array, values: pa.Array) -> np.ndarray:
+    """:func:`lookup_codes` of a dictionary array's dictionary, remembered per ``values``.
+
+    Why: a Parquet column chunk has one dictionary, which every batch of its row group
+    carries; looking it up costs more than mapping the batch's rows through it (a pyarrow
+    call per batch and column). The codes are a function of the two arrays' contents,
+    checked with ``equals`` (a few dozen entries), so a stale or racing entry can only
+    cost a lookup, never give other codes. The codes are read-only (shared by threads).
+    """
+    key = id(values)
+    seen = _DICTIONARY_CODES.get(key)
+    if seen is not None and seen[0] is values and seen[1].equals(dictionary):
+        return seen[2]
+    codes = lookup_codes(dictionary, values)
+    codes.flags.writeable = False
+    if len(_DICTIONARY_CODES) > 256:  # bounded: value sets of passes long gone
+        _DICTIONARY_CODES.clear()
+    _DICTIONARY_CODES[key] = (values, dictionary, codes)
+    return codes
+
+
+def dictionary_fast_codes(arr: pa.Array, values: pa.Array) -> np.ndarray | None:
+    """The codes of a dictionary array with no null row whose dictionary holds only
+    declared values (a Parquet column's usual case): one lookup per row, nothing else
+    to map or count. None otherwise (the caller takes the general path)."""
+    if not pa.types.is_dictionary(arr.type) or arr.null_count or len(arr) == 0:
+        return None
+    inner = dictionary_codes(arr.dictionary, values)
+    if len(inner) == 0 or int(inner.min()) < 0:
+        return None
+    return inner.take(arr.indices.to_numpy(zero_copy_only=False)).astype(np.int32, copy=False)
 
 
 def _null_mask(arr: pa.Array) -> np.ndarray:
@@ -197,7 +263,17 @@ def encode_numeric(arr: pa.Array, col: NumericColumn, counts: ColumnCounts,
     if not (pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t)
             or pa.types.is_null(t)):
         raise _type_error(where, col.name, t, "a number")
-    x = arr.cast(pa.float64()).to_numpy(zero_copy_only=False).astype(np.float64, copy=True)
+    fast = _exact_float64(arr) if not arr.null_count and len(arr) else None
+    if fast is not None:
+        x = fast
+    else:
+        x = arr.cast(pa.float64()).to_numpy(zero_copy_only=False).astype(np.float64, copy=True)
+    if len(x):
+        # the usual batch has nothing missing (NaN fails both tests) and nothing to clamp:
+        # two reductions instead of the masks, counts and clip below
+        low, high = x.min(), x.max()
+        if low >= col.lower and high <= col.upper:
+            return x
     missing = np.isnan(x)
     if missing.any():
         if col.missing != "impute":
@@ -212,6 +288,23 @@ def encode_numeric(arr: pa.Array, col: NumericColumn, counts: ColumnCounts,
     return x
 
 
+def _exact_float64(arr: pa.Array) -> np.ndarray | None:
+    """A fresh float64 copy of a null-free numeric array when numpy converts it exactly
+    (floats, integers within ±2^53: Arrow's checked cast would give the same), in one
+    conversion instead of a cast and a copy; None otherwise (Arrow's cast decides)."""
+    t = arr.type
+    if pa.types.is_floating(t):
+        return arr.to_numpy(zero_copy_only=False).astype(np.float64, copy=True)
+    if not pa.types.is_integer(t):
+        return None
+    v = arr.to_numpy(zero_copy_only=False)
+    if not (pa.types.is_signed_integer(t) or t.bit_width <= 32):
+        return None
+    if int(v.min()) < -(2**53) or int(v.max()) > 2**53:
+        return None
+    return v.astype(np.float64)
+
+
 def encode_categorical(arr: pa.Array, col: CategoricalColumn, counts: ColumnCounts,
                        where: RowPosition | None = None,
                        values: pa.Array | None = None) -> np.ndarray:
@@ -219,6 +312,9 @@ def encode_categorical(arr: pa.Array, col: CategoricalColumn, counts: ColumnCoun
     if not is_text_like(arr.type):
         raise _type_error(where, col.name, arr.type, "text, integers or booleans")
     vs = pa.array(col.categories, pa.string()) if values is None else values
+    fast = dictionary_fast_codes(arr, vs)
+    if fast is not None:  # no null, nothing undeclared: nothing to impute, map or count
+        return fast
     codes = lookup_codes(arr, vs)
     other = len(col.categories)
     undeclared = codes == NOT_DECLARED

@@ -64,11 +64,17 @@ def bin_index(x: np.ndarray, edges: np.ndarray) -> np.ndarray:
     bins = len(edges) - 1
     lower, upper = float(edges[0]), float(edges[-1])
     scale = bins / (upper - lower) if upper > lower else 0.0
-    b = ((x - lower) * scale).astype(np.int64)  # x >= lower: truncation is floor
+    b = np.subtract(x, lower)
+    b *= scale
+    b = b.astype(np.int64)  # x >= lower: truncation is floor
     np.clip(b, 0, bins - 1, out=b)
+    # each bin's own lower edge, and its upper edge with the last one at +inf: the top
+    # bin never moves up (a value equal to ``upper`` belongs to it), with no bound checks
+    low = edges[:-1]
+    high = np.append(edges[1:-1], np.inf)
     while True:
-        down = x < edges[b]
-        up = (b < bins - 1) & (x >= edges[np.minimum(b + 1, bins)])
+        down = x < low.take(b)
+        up = x >= high.take(b)
         if not (down.any() or up.any()):
             return b
         b -= down
@@ -323,9 +329,14 @@ class JointAccumulator(Accumulator):
 
     l1_sensitivity = 2.0
 
-    def __init__(self, maps: tuple[LeafMap, ...], n_classes: int) -> None:
+    def __init__(self, maps: tuple[LeafMap, ...], n_classes: int, *,
+                 limit: int | None = None) -> None:
         self.maps = maps
         self.n_classes = n_classes
+        #: the most distinct (tuple, class) keys kept: past it the table is dropped
+        #: (``overflow``; its result is None), so memory stays bounded whatever the data
+        self.limit = limit
+        self.overflow = False
         self.radix = [m.n_leaves + 1 for m in maps]
         self.packed = float(np.prod([float(r) for r in self.radix])) * n_classes < 2.0**62
         self.keys: list[np.ndarray] = []
@@ -356,12 +367,30 @@ class JointAccumulator(Accumulator):
         for m in self.maps:
             values = batch.columns[m.column]
             assert isinstance(values, np.ndarray)
-            leaf = m.leaves(values)
-            parts.append(np.where(leaf < 0, m.n_leaves, leaf))
+            leaf = np.asarray(m.leaves(values), dtype=np.int64)
+            parts.append(np.where(leaf < 0, m.n_leaves, leaf) if (leaf < 0).any() else leaf)
+        if self.packed:
+            # the mixed-radix key column by column (as _keys, without a rows × columns copy)
+            key = np.zeros(batch.n, dtype=np.int64)
+            for leaf, r in zip([*parts, batch.label], [*self.radix, self.n_classes],
+                               strict=True):
+                key *= r
+                key += leaf
+            # the batch's distinct keys here, on the worker that folds it (one sort, run
+            # lengths for counts): a merge in the consumer's thread then only appends them
+            key.sort()
+            if len(key):
+                starts = np.flatnonzero(np.concatenate([[True], key[1:] != key[:-1]]))
+                self._add(key[starts], np.diff(np.append(starts, len(key))))
+            if len(self.keys) == 1:
+                self.compacted = self.pending   # one part, sorted and distinct
+            return
         leaves = np.column_stack(parts) if parts else np.zeros((batch.n, 0), np.int64)
         self._add(self._keys(leaves, batch.label), np.ones(batch.n, dtype=np.int64))
 
     def _add(self, keys: np.ndarray, counts: np.ndarray) -> None:
+        if self.overflow:
+            return
         self.keys.append(keys)
         self.counts.append(counts)
         self.pending += len(keys)
@@ -369,23 +398,72 @@ class JointAccumulator(Accumulator):
             self._compact()
 
     def _compact(self) -> None:
-        if not self.keys:
-            return
+        if not self.keys or (len(self.keys) == 1 and self.pending == self.compacted):
+            return   # nothing, or already distinct
         keys = np.concatenate(self.keys)
         counts = np.concatenate(self.counts)
-        axis = None if self.packed else 0
-        unique, inverse = np.unique(keys, axis=axis, return_inverse=True)
-        total = np.bincount(inverse.ravel(), weights=counts, minlength=len(unique))
+        if self.packed:
+            # sorted keys and their runs' summed counts (what np.unique and a weighted
+            # bincount give, integer arithmetic throughout, one sort instead of two)
+            order = np.argsort(keys)
+            keys = keys[order]
+            starts = np.flatnonzero(np.concatenate([[True], keys[1:] != keys[:-1]]))
+            unique = keys[starts]
+            total = np.add.reduceat(counts[order], starts) if len(starts) else counts[:0]
+        else:
+            unique, inverse = np.unique(keys, axis=0, return_inverse=True)
+            total = np.bincount(inverse.ravel(), weights=counts, minlength=len(unique))
         self.keys, self.counts = [unique], [total.astype(np.int64)]
         self.pending = self.compacted = len(unique)
+        if self.limit is not None and len(unique) > self.limit:
+            self.overflow = True
+            self.keys, self.counts = [], []
+            self.pending = self.compacted = 0
+
+    def _distinct(self) -> bool:
+        """Whether the keys are one sorted, distinct part (or none)."""
+        return not self.keys or (len(self.keys) == 1 and self.pending == self.compacted)
 
     def merge(self, other: JointAccumulator) -> None:
+        if other.overflow:
+            self.overflow = True
+            self.keys, self.counts = [], []
+            self.pending = self.compacted = 0
+        if self.overflow:
+            return
         other._compact()
+        if self.packed and other.packed and self._distinct() and other.keys:
+            # both sorted and distinct: add the counts of keys already here, insert the
+            # new ones (a search per incoming key, not a sort of everything so far: the
+            # merge runs in the pass's consumer thread, once per batch)
+            keys, counts = other.keys[0], other.counts[0]
+            if not self.keys:
+                self.keys, self.counts = [keys.copy()], [counts.copy()]
+            else:
+                base, total = self.keys[0], self.counts[0]
+                at = np.minimum(np.searchsorted(base, keys), len(base) - 1)
+                hit = base[at] == keys
+                total[at[hit]] += counts[hit]   # distinct keys: distinct positions
+                if not hit.all():
+                    new = ~hit
+                    merged = np.concatenate([base, keys[new]])
+                    order = np.argsort(merged, kind="stable")
+                    self.keys = [merged[order]]
+                    self.counts = [np.concatenate([total, counts[new]])[order]]
+            self.pending = self.compacted = len(self.keys[0])
+            if self.limit is not None and self.compacted > self.limit:
+                self.overflow = True
+                self.keys, self.counts = [], []
+                self.pending = self.compacted = 0
+            return
         for keys, counts in zip(other.keys, other.counts, strict=True):
             self._add(keys, counts)
 
-    def result(self) -> JointTable:
+    def result(self) -> JointTable | None:
+        """The table; None when it outgrew ``limit`` (a caller that set one reads again)."""
         self._compact()
+        if self.overflow:
+            return None
         d = len(self.maps)
         if not self.keys:
             rows = np.zeros((0, d + 1), dtype=np.int64)
@@ -416,7 +494,8 @@ class StatsAccumulator(Accumulator):
         self.moments = {c: MomentsAccumulator(_numeric(schema, c), k) for c in request.moments}
         self.values = {c: ValuesAccumulator(_numeric(schema, c), k)
                        for c in request.keep_values}
-        self.joint = JointAccumulator(request.joint, k) if request.joint else None
+        self.joint = (JointAccumulator(request.joint, k, limit=request.joint_limit)
+                      if request.joint else None)
 
     def _all(self) -> list[tuple[str, Accumulator]]:
         out: list[tuple[str, Accumulator]] = [("", self.classes)]

@@ -73,6 +73,9 @@ class StatsRequest:
       every distinct tuple of leaves that occurs, with its per-class counts
       (:class:`JointTable`); a value in no leaf counts as leaf ``n_leaves``.
       Memory grows with the number of distinct tuples (at most the rows).
+    - ``joint_limit``: at most this many distinct (tuple, class) keys are kept; a
+      table that outgrows it is dropped and ``Stats.joint`` is None (memory stays
+      bounded; the caller reads the data again instead). None: no limit.
     """
 
     contingency: tuple[str, ...] = ()
@@ -80,6 +83,7 @@ class StatsRequest:
     moments: tuple[str, ...] = ()
     keep_values: tuple[str, ...] = ()
     joint: tuple[LeafMap, ...] = ()
+    joint_limit: int | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "contingency", _names(self.contingency))

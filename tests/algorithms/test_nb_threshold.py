@@ -358,3 +358,149 @@ def test_accuracy_threshold_falls_back_to_the_argmax_when_it_cannot_resolve() ->
     p = nb.plan(model.schema, ["x"], Budget(1.0), config, n=60000)
     nb.fit_threshold(model, p, _rows(60000, 0.1, 2), np.random.default_rng(3))
     assert model.threshold_rule == "exponential mechanism"
+
+
+# ------------------------------------------------------------------ the fast scoring path
+
+def _mixed_model(positive: str, distribution: str):
+    """A released model over every column kind: a categorical, a binary, a tokens column,
+    a Gaussian numeric and a histogram numeric column (with pseudo-counts)."""
+    from pathlib import Path
+
+    from dpcli.algorithms import naive_bayes as nb
+    from dpcli.data.schema import (
+        BinaryColumn,
+        CategoricalColumn,
+        Label,
+        NumericColumn,
+        Schema,
+        TokensColumn,
+    )
+
+    rng = np.random.default_rng(5)
+    schema = Schema((NumericColumn("x", 0.0, 10.0), NumericColumn("h", -3.0, 7.5),
+                     CategoricalColumn("c", ("r", "g", "b")), BinaryColumn("b", ("no", "yes")),
+                     TokensColumn("t", ("a", "b", "c", "d"), Path("v.txt"), max_per_row=2)),
+                    Label("y", ("0", "1"), positive=positive))
+    return nb.NaiveBayesModel(
+        schema=schema, columns=("x", "c", "h", "b", "t"),
+        config=nb.NBConfig(distribution=distribution), class_counts=np.array([70.0, 30.0]),
+        tables={"c": rng.integers(0, 30, (2, 4)).astype(float),
+                "b": rng.integers(1, 30, (2, 2)).astype(float),
+                "t": rng.integers(0, 50, (2, 4)).astype(float)},
+        numeric={"x": nb.NumericParams(0.0, 10.0, rng.uniform(2, 8, 2), rng.uniform(1, 9, 2)),
+                 "h": nb.NumericParams(-3.0, 7.5, np.zeros(2), np.ones(2),
+                                       bins=rng.integers(-2, 40, (2, 13)).astype(float))},
+        pseudo={"c": 0.7, "h": 1.3})
+
+
+def _mixed_batch(n: int, seed: int) -> EncodedBatch:
+    from dpcli.data.encode import TokenSets
+
+    rng = np.random.default_rng(seed)
+    h_edges = np.linspace(-3.0, 7.5, 14)
+    h = np.concatenate([rng.uniform(-3.0, 7.5, n - 3 * len(h_edges)), h_edges,
+                        np.clip(np.nextafter(h_edges, -np.inf), -3.0, 7.5),
+                        np.clip(np.nextafter(h_edges, np.inf), -3.0, 7.5)])
+    sizes = rng.integers(0, 3, n)
+    indices = np.concatenate([rng.choice(4, k, replace=False) for k in sizes]).astype(np.int32)
+    return EncodedBatch(n, rng.integers(0, 2, n).astype(np.int32), {
+        "x": rng.uniform(0.0, 10.0, n), "h": h, "c": rng.integers(0, 4, n).astype(np.int32),
+        "b": rng.integers(0, 2, n).astype(np.int8),
+        "t": TokenSets(np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64), indices)})
+
+
+@pytest.mark.parametrize(("positive", "distribution"),
+                         [("1", "truncated"), ("0", "gaussian"), ("1", "gaussian")])
+def test_the_scorer_gives_the_models_log_odds_bit_for_bit(positive: str,
+                                                          distribution: str) -> None:
+    model = _mixed_model(positive, distribution)
+    scorer = nt.Scorer(model)
+    for seed in range(3):
+        batch = _mixed_batch(5_000, seed)
+        assert np.array_equal(scorer(batch), nt.positive_log_odds(model, batch))
+
+
+def test_ranks_match_the_binary_search_everywhere() -> None:
+    rng = np.random.default_rng(11)
+    for cands in (nt.candidates((-300.0, 40.0), -1.1), nt.candidates((-1e9, 1e9), 0.0),
+                  nt.candidates((-0.2, 0.1), 0.05), np.array([-1.0, 2.0]), np.array([3.0])):
+        ranks = nt.Ranks(cands)
+        s = np.concatenate([rng.normal(0, 5, 20_000), rng.standard_cauchy(5_000) * 100,
+                            cands, np.nextafter(cands, -np.inf), np.nextafter(cands, np.inf),
+                            [1e300, -1e300, 0.0, -0.0]])
+        assert np.array_equal(ranks(s), np.searchsorted(cands, s, side="left"))
+        odd = np.array([np.inf, -np.inf, np.nan, 0.5])   # the search's own answer
+        assert np.array_equal(ranks(odd), np.searchsorted(cands, odd, side="left"))
+
+
+def test_counts_with_the_fast_path_equal_the_models_own_scoring() -> None:
+    model = _mixed_model("1", "truncated")
+    batches = [_mixed_batch(3_000, seed) for seed in range(4)]
+    scores = np.concatenate([nt.positive_log_odds(model, b) for b in batches])
+    cands = nt.candidates((float(scores.min()), float(scores.max())), 0.3)
+    fast = nt.count(model, batches, cands)
+    label = np.concatenate([b.label for b in batches])
+    pos = label == 1
+    assert np.array_equal(fast.true_positive, [(scores[pos] > t).sum() for t in cands])
+    assert np.array_equal(fast.true_negative, [(scores[~pos] <= t).sum() for t in cands])
+    assert np.array_equal(fast.false_positive, [(scores[~pos] > t).sum() for t in cands])
+    assert fast.rows == len(label)
+
+
+def test_the_tuples_of_the_first_pass_give_the_counts_of_a_second_read() -> None:
+    """The statistics pass's distinct (codes, bins, class) tuples, scored once and weighed,
+    give every count of scoring the rows again (positives and negatives apart)."""
+    from dataclasses import replace
+
+    from dpcli.stats import JointAccumulator
+
+    model = _mixed_model("1", "truncated")
+    model = replace(model, columns=("c", "h", "b"))
+    model.numeric.pop("x")
+    maps = nt.score_leaves(model.schema, model.columns, {"h": 13})
+    assert maps is not None
+    batches = [_mixed_batch(4_000, seed) for seed in range(5)]
+    for b in batches:  # skewed classes: a swap of positives and negatives would show
+        b.label[: b.n // 3] = 1
+    acc = JointAccumulator(maps, 2, limit=nt.TUPLE_LIMIT)
+    for b in batches:
+        part = JointAccumulator(maps, 2, limit=nt.TUPLE_LIMIT)
+        part.update(b)
+        acc.merge(part)
+    rows = nt.TupleRows(acc.result(), maps)
+    assert rows.fits(model) and len(rows.counts) < sum(b.n for b in batches)
+    scores = np.concatenate([nt.positive_log_odds(model, b) for b in batches])
+    for cands in (nt.candidates((float(scores.min()), float(scores.max())), 0.3),
+                  np.unique(np.concatenate([nt.candidates((-5.0, 5.0), 0.0), scores[:50]]))):
+        once = nt.count(model, nt.TupleRows(acc.result(), maps, chunk=1_000), cands)
+        twice = nt.count(model, batches, cands)
+        for field in ("true_positive", "true_negative", "false_positive"):
+            assert np.array_equal(getattr(once, field), getattr(twice, field)), field
+        assert once.rows == twice.rows == 20_000
+
+
+def test_leaves_only_where_the_score_reads_nothing_but_codes_and_bins() -> None:
+    model = _mixed_model("1", "truncated")
+    schema = model.schema
+    assert nt.score_leaves(schema, ("c", "b", "h"), {"h": 13}) is not None
+    assert nt.score_leaves(schema, ("c", "x"), {"h": 13}) is None     # a Gaussian column
+    assert nt.score_leaves(schema, ("c", "t"), {}) is None            # a tokens column
+    maps = nt.score_leaves(schema, ("h",), {"h": 12})                 # other bins than the
+    table = type("T", (), {"columns": ("h",), "leaves": np.zeros((0, 1), np.int32),
+                           "counts": np.zeros((0, 2), np.int64)})()
+    assert not nt.TupleRows(table, maps).fits(model)                  # model's: read again
+
+
+def test_a_joint_table_past_its_limit_is_dropped_and_says_so() -> None:
+    from dpcli.stats import JointAccumulator
+
+    maps = (nt.CodeLeaves("c", 50_000),)
+    rng = np.random.default_rng(2)
+    acc = JointAccumulator(maps, 2, limit=1_000)
+    for _ in range(3):
+        part = JointAccumulator(maps, 2, limit=1_000)
+        part.update(EncodedBatch(900, rng.integers(0, 2, 900).astype(np.int32),
+                                 {"c": rng.integers(0, 50_000, 900).astype(np.int32)}))
+        acc.merge(part)
+    assert acc.result() is None and acc.overflow and acc.keys == []

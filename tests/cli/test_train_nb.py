@@ -500,3 +500,35 @@ def test_plan_equals_spend_for_train_nb(project: Project, cli) -> None:
     payload = project.envelope()["payload"]
     assert payload["threshold_check"]["epsilon"] == pytest.approx(planned["threshold_check"])
     assert payload["threshold_rule"] in ("exponential mechanism", "prior odds", "prior quantile")
+
+
+@pytest.mark.parametrize("columns", ["age,color,member", "age,color,member,words"])
+def test_the_threshold_from_the_first_pass_equals_a_second_read(project: Project, cli,
+                                                                monkeypatch,
+                                                                columns: str) -> None:
+    """With histogram numeric columns and no tokens column, the statistics pass counts the
+    distinct (codes, bins, class) tuples and the threshold scores those, reading the file
+    once; a seeded run then releases the same model as one that reads it again (the tuples'
+    bound forced to 0). A tokens column's score reads more than its codes: read again."""
+    from dpcli.algorithms import nb_threshold
+
+    _with_section(project, {"epsilon": 0.45, "numeric": "histogram", "columns":
+                            columns.split(",")})
+    made: list[int] = []
+    real = nb_threshold.TupleRows.__init__
+
+    def spy(self, *args, **kwargs) -> None:
+        made.append(1)
+        real(self, *args, **kwargs)
+
+    monkeypatch.setattr(nb_threshold.TupleRows, "__init__", spy)
+    assert _train(cli, project, "--seed", 3, out="once.json").exit_code == 0
+    assert len(made) == (0 if "words" in columns else 1)
+    monkeypatch.setattr(nb_threshold, "TUPLE_LIMIT", 0)
+    r = _train(cli, project, "--seed", 3, out="twice.json")
+    assert r.exit_code == 0, r.stderr
+    assert len(made) == (0 if "words" in columns else 1)   # overflowed: no tuples
+    once, twice = (_payload_without_run_fields(project.root / n)
+                   for n in ("once.json", "twice.json"))
+    assert once["payload"]["threshold"] is not None
+    assert once["payload"] == twice["payload"]

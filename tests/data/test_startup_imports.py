@@ -58,3 +58,21 @@ def test_erm_names_still_import_from_mechanisms() -> None:
               "    print('ok')\n")
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "ok"
+
+
+def test_train_nb_without_features_does_not_import_feature_selection(tmp_path) -> None:
+    from tests.cli.conftest import make_project
+
+    project = make_project(tmp_path)
+    r = fresh(
+        "import sys\n"
+        "from dpcli.cli.app import app\n"
+        f"args = ['train-nb', {str(project.data)!r}, '--spec', {str(project.spec)!r},\n"
+        "        '--epsilon', '0.5', '--dry-run', '-q']\n"
+        "try:\n"
+        "    app(args)\n"
+        "except SystemExit as exc:\n"
+        "    assert not exc.code, exc.code\n"
+        "print('dpcli.algorithms.feature_selection' in sys.modules)\n")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip().splitlines()[-1] == "False"

@@ -93,3 +93,26 @@ def test_replace_one_changes_the_dense_table_by_at_most_two() -> None:
         acc_c.update(c)
         worst = max(worst, int(np.abs(dense(acc_b) - dense(acc_c)).sum()))
     assert worst == JointAccumulator.l1_sensitivity == 2
+
+
+def test_merging_one_batch_at_a_time_as_the_pass_does_is_exact() -> None:
+    """The local engine folds each batch into a fresh accumulator and merges it into the
+    total (sorted, distinct parts: a search per key): the table of one accumulator."""
+    rng = np.random.default_rng(4)
+    batches = [batch(rng, int(rng.integers(1, 400))) for _ in range(30)]
+    one, total = JointAccumulator(MAPS, 2), JointAccumulator(MAPS, 2)
+    for b in batches:
+        one.update(b)
+        part = JointAccumulator(MAPS, 2)
+        part.update(b)
+        total.merge(part)
+    np.testing.assert_array_equal(dense(total), dense(one))
+    np.testing.assert_array_equal(dense(total), brute(batches))
+    table = total.result()
+    assert np.all(np.diff(total.keys[0]) > 0) and table.counts.sum() == sum(b.n for b in batches)
+    capped = JointAccumulator(MAPS, 2, limit=5)     # 40 cells occur: past the limit
+    for b in batches:
+        part = JointAccumulator(MAPS, 2, limit=5)
+        part.update(b)
+        capped.merge(part)
+    assert capped.overflow and capped.result() is None

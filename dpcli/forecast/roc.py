@@ -243,9 +243,9 @@ def error_bars(curve: Any, cfg: Any, run_plan: Plan, n: int,
     fpr_lo, fpr_hi = band(np.asarray(curve.fpr), fpr)
     centre = float(curve.auc)
     if curve.auc_release is not None:
-        # around the UNclipped estimate, with unclipped errors: an interval centred on an AUC
-        # clipped to 0 or 1 covered the truth in 1 of 7 such runs (a new user's 80 seeded
-        # runs); the unclipped one covers as often as anywhere, and is then cut to [0, 1]
+        # around the UNclipped estimate too, with unclipped errors: an interval centred on
+        # an AUC clipped to 0 or 1 covered the truth in 1 of 7 such runs (a new user's 80
+        # seeded runs); the unclipped one covers as often as anywhere
         centre = float(curve.auc_release.unclipped)
         e = auc_errors(n, float(curve.auc), float(curve.auc_release.positives), run_plan,
                        clip=False)
@@ -255,7 +255,13 @@ def error_bars(curve: Any, cfg: Any, run_plan: Plan, n: int,
     # reflected interval [auc − e_hi, auc − e_lo] collapsed to [1, 1] around a released AUC
     # clipped at 1 (every simulated error ≤ 0 there): a zero-width bar on the noisiest release
     half = float(np.quantile(np.abs(e), level))
-    lo, hi = min(max(centre - half, 0.0), 1.0), min(max(centre + half, 0.0), 1.0)
+    # the union of the intervals around the unclipped estimate and around the released
+    # (clipped) AUC, cut to [0, 1]: the first covers when the release was clipped, the
+    # second keeps the width when the noise is so large that centre ± half lies wholly
+    # outside [0, 1] (cut alone, it would collapse to [1, 1] and read as certainty)
+    auc = float(curve.auc)
+    lo = min(max(min(centre, auc) - half, 0.0), 1.0)
+    hi = min(max(max(centre, auc) + half, 0.0), 1.0)
     return {"level": level,
             "method": "parametric bootstrap of the noise around the released values",
             "auc": [float(lo), float(hi)],

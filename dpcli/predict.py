@@ -127,6 +127,19 @@ def output_columns(model: Model) -> list[str]:
     return extra + [f"proba_{c}" for c in classes]
 
 
+def is_prediction_header(header: list[str]) -> bool:
+    """Whether a CSV header ends as predict's output does: ``prediction``, ``score`` (binary
+    labels) and one ``proba_<class>`` per class. A copy of the input data cannot end so
+    (predict refuses data that holds these columns), so predict replaces such a file."""
+    if "prediction" not in header:
+        return False
+    at = len(header) - 1 - header[::-1].index("prediction")
+    tail = header[at + 1:]
+    if tail[:1] == ["score"]:
+        tail = tail[1:]
+    return bool(tail) and all(name.startswith("proba_") for name in tail)
+
+
 def predict_batch(model: Model, raw: pa.RecordBatch, encoded: EncodedBatch) -> pa.RecordBatch:
     """``raw`` with the predicted class, the positive-class score and every class probability."""
     proba, codes = classify(model, encoded)
@@ -181,6 +194,7 @@ def write_predictions(model: Model, data: Path, out: Path, tmp: Path, *,
     import pyarrow.parquet as pq
 
     from dpcli.data import DataSource
+    from dpcli.protect import output_mark
 
     fmt = OUTPUT_FORMATS.get(out.suffix.lower())
     if fmt is None:
@@ -200,7 +214,9 @@ def write_predictions(model: Model, data: Path, out: Path, tmp: Path, *,
             if fmt == "csv":
                 batch = _lists_as_text(batch)
             if writer is None:
-                writer = (pq.ParquetWriter(tmp, batch.schema) if fmt == "parquet"
+                # the mark lets a rerun replace this file (dpcli.protect.check_own_output)
+                writer = (pq.ParquetWriter(tmp, batch.schema.with_metadata(output_mark("predict")))
+                          if fmt == "parquet"
                           else pacsv.CSVWriter(tmp, batch.schema))
             writer.write_batch(batch)
             rows += batch.num_rows

@@ -16,7 +16,9 @@ def synthesize(
     synopsis: Annotated[Path, typer.Argument(
         metavar="SYNOPSIS", help="A publish-grid output folder, or its grid.json.")],
     out: Annotated[Path, typer.Option(
-        "--out", "-o", help="Synthetic records (.parquet or .csv).")],
+        "--out", "-o", help="Synthetic records (.parquet or .csv). An existing .parquet is "
+        "replaced only when it is an earlier synthesize output (marked in its metadata); "
+        "an existing .csv never is (a CSV cannot be marked): anything else exits 64.")],
     rows: Annotated[int | None, typer.Option(
         "--rows", min=1, help="How many records (default: n of the private data, which is "
         "public under replace-one).")] = None,
@@ -56,11 +58,14 @@ def synthesize(
     fmt = OUTPUT_FORMATS.get(out.suffix.lower())
     if fmt is None:
         raise UsageError(f"{out}: unknown output format (use {', '.join(OUTPUT_FORMATS)})")
+    protect.check_own_output(out, "synthesize", fmt)  # CSV: never replaced (no mark)
     table = draw(model, count, make_rng(seed))
     with outputs:
         tmp = outputs.stage(out)
         if fmt == "parquet":
-            pq.write_table(table, tmp)
+            # the mark lets a rerun replace this file (dpcli.protect.check_own_output)
+            pq.write_table(table.replace_schema_metadata(
+                {**(table.schema.metadata or {}), **protect.output_mark("synthesize")}), tmp)
         else:
             pacsv.write_csv(table, tmp)
         outputs.commit()

@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import shutil
 from fractions import Fraction
 from pathlib import Path
 
@@ -319,6 +320,40 @@ def test_synthesize_to_csv_with_n_rows_by_default(project: Project, cli,
     assert len(frame) == payload["n"] == 400
     _check_synthetic(frame, payload)
     assert project.ledger.read_bytes() == before
+
+
+def test_synthesize_replaces_only_its_own_marked_parquet(project: Project, cli,
+                                                         synopsis: Path) -> None:
+    out = project.root / "synth.parquet"
+    for seed in (3, 4):  # a rerun (a Makefile's) replaces its own earlier output
+        r = cli("synthesize", synopsis, "--out", out, "--rows", 50, "--seed", seed)
+        assert r.exit_code == 0, r.stderr
+    mark = json.loads(pq.read_schema(out).metadata[b"dpcli.output"])
+    assert mark["command"] == "synthesize"
+    # a copy of the data, and predict's marked output, are not synthesize's
+    copy = project.root / "copy.parquet"
+    shutil.copyfile(project.data, copy)
+    preds = project.root / "preds.parquet"
+    assert cli("predict", synopsis / "grid.json", project.data, "--out", preds).exit_code == 0
+    for path, why in ((copy, "no dpcli.output mark"), (preds, "output of `dpcli predict`")):
+        before = path.read_bytes()
+        r = cli("synthesize", synopsis, "--out", path, "--rows", 50, "--seed", 3)
+        assert r.exit_code == 64, r.stderr
+        assert str(path) in r.stderr and why in r.stderr
+        assert path.read_bytes() == before
+        assert not [p for p in path.parent.iterdir() if ".dpcli-tmp-" in p.name]
+
+
+def test_synthesize_never_replaces_an_existing_csv(project: Project, cli,
+                                                   synopsis: Path) -> None:
+    out = project.root / "synth.csv"
+    r = cli("synthesize", synopsis, "--out", out, "--rows", 50, "--seed", 3)
+    assert r.exit_code == 0, r.stderr
+    before = out.read_bytes()  # even its own: a CSV header cannot tell it from the data
+    r = cli("synthesize", synopsis, "--out", out, "--rows", 50, "--seed", 4)
+    assert r.exit_code == 64
+    assert "never replaces an existing CSV" in r.stderr and str(out) in r.stderr
+    assert out.read_bytes() == before
 
 
 def test_synthesize_refuses_an_unknown_suffix(project: Project, cli, synopsis: Path) -> None:

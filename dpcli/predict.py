@@ -97,12 +97,18 @@ def load_payload(kind: str, envelope: dict[str, Any], path: Path) -> Model:
 
 def load_grid(path: Path) -> Any:
     """The grid synopsis in a publish-grid folder (or its grid.json), checked in full."""
+    return load_grid_envelope(path)[0]
+
+
+def load_grid_envelope(path: Path) -> tuple[Any, dict[str, Any]]:
+    """The grid synopsis (as :func:`load_grid`) and its envelope (for its cautions)."""
     from dpcli.algorithms.synopsis import GRID_FILE, KIND
 
     path = Path(path)
     if path.is_dir():
         path = path / GRID_FILE
-    return load_payload(KIND, read_envelope(path, KIND), path)
+    env = read_envelope(path, KIND)
+    return load_payload(KIND, env, path), env
 
 
 def classify(model: Model, batch: EncodedBatch) -> tuple[np.ndarray, np.ndarray]:

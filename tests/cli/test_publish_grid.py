@@ -356,6 +356,35 @@ def test_synthesize_never_replaces_an_existing_csv(project: Project, cli,
     assert out.read_bytes() == before
 
 
+def test_synthesize_names_the_columns_its_records_lack(project: Project, cli,
+                                                       synopsis: Path) -> None:
+    payload = _payload(synopsis)
+    assert payload["spec_columns"] == ["age", "color", "member", "words"]
+    used = [g["column"] for g in payload["grid"]]
+    r = cli("synthesize", synopsis, "--out", project.root / "s.parquet", "--rows", 20,
+            "--seed", 1, "--json")
+    assert r.exit_code == 0, r.stderr
+    summary = json.loads(r.stdout)
+    lacks = [c for c in payload["spec_columns"] if c not in used]
+    assert summary["lacks"] == lacks and "words" in lacks
+    assert f"not in the synopsis, so not in the records: {', '.join(lacks)}" in r.stderr
+
+
+def test_synthesize_repeats_the_synopsis_cautions(project: Project, cli,
+                                                  synopsis: Path) -> None:
+    grid = synopsis / "grid.json"
+    env = json.loads(grid.read_text())
+    env["payload"]["degeneracy"] = {"degenerate": True, "never_predicted": ["0"]}
+    env["forecast"] = {"verdict": {"usable": False, "text": "verdict: noise dominates"}}
+    grid.write_text(json.dumps(env))
+    r = cli("synthesize", synopsis, "--out", project.root / "s.parquet", "--rows", 20,
+            "--json")
+    assert r.exit_code == 0, r.stderr
+    assert "warning:" in r.stderr and "never predicts '0'" in r.stderr
+    assert "noise dominates" in r.stderr
+    assert len(json.loads(r.stdout)["cautions"]) == 2
+
+
 def test_synthesize_refuses_an_unknown_suffix(project: Project, cli, synopsis: Path) -> None:
     out = project.root / "synth.txt"
     r = cli("synthesize", synopsis, "--out", out, "--rows", 10)
@@ -499,6 +528,10 @@ def test_a_tiny_epsilon_publishes_the_root_grid(project: Project, cli) -> None:
         assert r.exit_code == 0, r.stderr
         synth = pd.read_parquet(project.root / "s.parquet")
         assert list(synth.columns) == ["label"] and len(synth) == 50
+        # label-only records are not silent: the synopsis' cautions and what they lack
+        assert "warning:" in r.stderr and "kept no column" in r.stderr
+        assert "lack every column of the spec's schema: age, color, member, words" in r.stderr
+        assert "degenerate" in r.stderr or "verdict" in r.stderr
     else:
         assert r.exit_code == 65 and "no positive counts" in r.stderr
     r = cli("predict", project.root / "syn" / "grid.json", project.data,

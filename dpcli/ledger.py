@@ -385,7 +385,10 @@ def verify_file(path: Path, *, expect_head: str | None = None, dataset: str | No
 class Ledger:
     """The budget of one dataset, kept in a (possibly shared) ledger file."""
 
-    def __init__(self, path: Path, dataset: str, total: Budget) -> None:
+    def __init__(self, path: Path, dataset: str, total: Budget, *,
+                 setting: tuple[Path, str] | None = None) -> None:
+        """``setting``: the spec and its ``ledger:`` value as written, named when the
+        ledger is missing (a spec copied to another folder finds no ledger there)."""
         if not isinstance(dataset, str) or not dataset:
             raise ValueError("a dataset id must be a non-empty string")
         if total.epsilon <= 0:
@@ -394,6 +397,7 @@ class Ledger:
         self.file = _real(self.path)
         self.dataset = dataset
         self.total = total
+        self.setting = setting
         # The total as recorded (rounded down to a float if it is not one already).
         self.recorded_total = Budget(_amount(total.epsilon, up=False),
                                      _amount(total.delta, up=False))
@@ -556,10 +560,8 @@ class Ledger:
             raise LedgerError(
                 f"{self.path}: the ledger is missing but {', '.join(map(str, sidecars))} "
                 "exist: it was deleted or moved. Restore it before spending anything")
-        raise LedgerError(
-            f"{self.path}: no ledger here. If dataset {self.dataset!r} has never been "
-            "released, create it with `dpcli ledger init --spec SPEC`; if it has, the "
-            "ledger was moved or deleted: restore it before spending anything")
+        raise LedgerError(_missing_message(Path(os.path.abspath(self.path)), self.dataset,
+                                           self.setting))
 
     # -- internals ---------------------------------------------------------
 
@@ -994,6 +996,23 @@ def _hard_links_message(real: Path, links: int) -> str:
     return (f"{real}: the ledger file has {links} hard links; dpcli keeps its key and "
             "checkpoint beside one name, so it refuses multiply linked ledgers. Keep one "
             "name and point other spec folders at it with a symlink (ln -s)")
+
+
+def _missing_message(path: Path, dataset: str, setting: tuple[Path, str] | None) -> str:
+    """No ledger at ``path``. A relative ``ledger:`` is taken against the spec's folder, so a
+    spec copied elsewhere looks for a ledger there: ``ledger init`` would then start a
+    second, separate budget for the same data. The message says so before offering it."""
+    where = ""
+    if setting is not None:
+        spec, value = setting
+        where = (f" (the spec {spec} says `ledger: {value}`"
+                 + (", taken relative to the spec's folder" if not Path(value).expanduser()
+                    .is_absolute() else "") + ")")
+    return (f"{path}: no ledger here{where}. If dataset {dataset!r} was charged before (a spec "
+            "copied or moved from another folder, a ledger moved or deleted), point the "
+            "spec's `ledger:` at that ledger file, or restore it, before spending anything. "
+            f"`dpcli ledger init --spec SPEC` starts a new, separate budget for dataset "
+            f"{dataset!r}: right only if no ledger for it exists anywhere")
 
 
 def _no_genesis_message(path: Path, dataset: str) -> str:

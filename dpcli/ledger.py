@@ -91,7 +91,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from dpcli import NEIGHBOURING_RELATION, __version__
-from dpcli.budget import ZERO, Budget, exact
+from dpcli.budget import ZERO, Budget, exact, format_amount
 from dpcli.errors import BudgetExhausted, LedgerError
 from dpcli.fingerprint import file_digest
 
@@ -1022,9 +1022,19 @@ def _no_genesis_message(path: Path, dataset: str) -> str:
 
 
 def _total_message(dataset: str, declared: Budget, recorded: Budget) -> str:
+    """The spec's total is not the recorded one. A spec that declares less is one left
+    behind by ``ledger raise`` (or lowered by hand): the fix is the spec, not another raise."""
+    if declared.fits_in(recorded):
+        wanted = f"epsilon: {format_amount(recorded.epsilon)}" + (
+            f", delta: {format_amount(recorded.delta)}" if recorded.delta else "")
+        return (f"the ledger records a total of {recorded} for dataset {dataset!r} (set by "
+                "`dpcli ledger init`, or by a later `dpcli ledger raise`) but the spec still "
+                f"declares {declared}: edit the spec's budget: to {{{wanted}}} to match the "
+                "recorded total (a total is never lowered), then rerun")
     return (f"the spec declares a total of {declared} for dataset {dataset!r} but the ledger "
-            f"records {recorded} (fixed at `dpcli ledger init`); to raise it deliberately, run "
-            "`dpcli ledger raise --spec SPEC --epsilon NEW` and then declare NEW in the spec")
+            f"records {recorded} (fixed at `dpcli ledger init` or the last `dpcli ledger "
+            "raise`); to raise it deliberately, run `dpcli ledger raise --spec SPEC --epsilon "
+            "NEW` and then declare NEW in the spec; otherwise declare the recorded total")
 
 
 def _append(real: Path, fd: int, key: bytes, fold: _Fold, entry: dict[str, Any], *,

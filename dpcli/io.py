@@ -118,9 +118,10 @@ class Outputs:
                        protected: Sequence[tuple[str, Path | str]] = ()) -> None:
         """Fail before any charge if an output cannot or must not be written.
 
-        Refused: a folder where a file is due, a folder that is not writable,
-        and any output that would replace a ``protected`` file (see
-        :mod:`dpcli.protect`; a ledger is protected even when not listed).
+        Refused: a folder where a file is due, a path through a file, and any
+        output that would replace a ``protected`` file (see :mod:`dpcli.protect`;
+        a ledger is protected even when not listed), exit 64; a folder the
+        system will not let us write (permission, read-only), exit 74.
         """
         from dpcli.protect import check_outputs
 
@@ -132,8 +133,13 @@ class Outputs:
             parent = path.parent
             while not parent.exists():
                 parent = parent.parent
-            if not parent.is_dir() or not os.access(parent, os.W_OK):
-                raise UsageError(f"{path}: cannot write here ({parent} is not a writable folder)")
+            if not parent.is_dir():  # a path through a file: the command line's mistake
+                raise UsageError(f"{path}: cannot write here ({parent} is not a folder)")
+            if not os.access(parent, os.W_OK):
+                # the system would refuse the write (permission, read-only file system): the
+                # environment's refusal, exit 74 as docs/exit-codes.md defines it, found first
+                raise IOFailure(f"{path}: cannot write here ({parent} is not writable: "
+                                "permission or a read-only file system); nothing was charged")
 
     def stage(self, path: Path, *, private: bool = False) -> Path:
         path = Path(path)

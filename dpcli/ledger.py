@@ -91,7 +91,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from dpcli import NEIGHBOURING_RELATION, __version__
-from dpcli.budget import ZERO, Budget, exact
+from dpcli.budget import ZERO, Budget, exact, format_amount
 from dpcli.errors import BudgetExhausted, LedgerError
 from dpcli.fingerprint import file_digest
 
@@ -385,7 +385,10 @@ def verify_file(path: Path, *, expect_head: str | None = None, dataset: str | No
 class Ledger:
     """The budget of one dataset, kept in a (possibly shared) ledger file."""
 
-    def __init__(self, path: Path, dataset: str, total: Budget) -> None:
+    def __init__(self, path: Path, dataset: str, total: Budget, *,
+                 setting: tuple[Path, str] | None = None) -> None:
+        """``setting``: the spec and its ``ledger:`` value as written, named when the
+        ledger is missing (a spec copied to another folder finds no ledger there)."""
         if not isinstance(dataset, str) or not dataset:
             raise ValueError("a dataset id must be a non-empty string")
         if total.epsilon <= 0:
@@ -394,6 +397,7 @@ class Ledger:
         self.file = _real(self.path)
         self.dataset = dataset
         self.total = total
+        self.setting = setting
         # The total as recorded (rounded down to a float if it is not one already).
         self.recorded_total = Budget(_amount(total.epsilon, up=False),
                                      _amount(total.delta, up=False))
@@ -556,10 +560,8 @@ class Ledger:
             raise LedgerError(
                 f"{self.path}: the ledger is missing but {', '.join(map(str, sidecars))} "
                 "exist: it was deleted or moved. Restore it before spending anything")
-        raise LedgerError(
-            f"{self.path}: no ledger here. If dataset {self.dataset!r} has never been "
-            "released, create it with `dpcli ledger init --spec SPEC`; if it has, the "
-            "ledger was moved or deleted: restore it before spending anything")
+        raise LedgerError(_missing_message(Path(os.path.abspath(self.path)), self.dataset,
+                                           self.setting))
 
     # -- internals ---------------------------------------------------------
 
@@ -996,6 +998,23 @@ def _hard_links_message(real: Path, links: int) -> str:
             "name and point other spec folders at it with a symlink (ln -s)")
 
 
+def _missing_message(path: Path, dataset: str, setting: tuple[Path, str] | None) -> str:
+    """No ledger at ``path``. A relative ``ledger:`` is taken against the spec's folder, so a
+    spec copied elsewhere looks for a ledger there: ``ledger init`` would then start a
+    second, separate budget for the same data. The message says so before offering it."""
+    where = ""
+    if setting is not None:
+        spec, value = setting
+        where = (f" (the spec {spec} says `ledger: {value}`"
+                 + (", taken relative to the spec's folder" if not Path(value).expanduser()
+                    .is_absolute() else "") + ")")
+    return (f"{path}: no ledger here{where}. If dataset {dataset!r} was charged before (a spec "
+            "copied or moved from another folder, a ledger moved or deleted), point the "
+            "spec's `ledger:` at that ledger file, or restore it, before spending anything. "
+            f"`dpcli ledger init --spec SPEC` starts a new, separate budget for dataset "
+            f"{dataset!r}: right only if no ledger for it exists anywhere")
+
+
 def _no_genesis_message(path: Path, dataset: str) -> str:
     return (f"{path}: dataset {dataset!r} has no genesis in this ledger. If it has never been "
             "released, run `dpcli ledger init --spec SPEC`; if the spec's dataset id was "
@@ -1003,9 +1022,19 @@ def _no_genesis_message(path: Path, dataset: str) -> str:
 
 
 def _total_message(dataset: str, declared: Budget, recorded: Budget) -> str:
+    """The spec's total is not the recorded one. A spec that declares less is one left
+    behind by ``ledger raise`` (or lowered by hand): the fix is the spec, not another raise."""
+    if declared.fits_in(recorded):
+        wanted = f"epsilon: {format_amount(recorded.epsilon)}" + (
+            f", delta: {format_amount(recorded.delta)}" if recorded.delta else "")
+        return (f"the ledger records a total of {recorded} for dataset {dataset!r} (set by "
+                "`dpcli ledger init`, or by a later `dpcli ledger raise`) but the spec still "
+                f"declares {declared}: edit the spec's budget: to {{{wanted}}} to match the "
+                "recorded total (a total is never lowered), then rerun")
     return (f"the spec declares a total of {declared} for dataset {dataset!r} but the ledger "
-            f"records {recorded} (fixed at `dpcli ledger init`); to raise it deliberately, run "
-            "`dpcli ledger raise --spec SPEC --epsilon NEW` and then declare NEW in the spec")
+            f"records {recorded} (fixed at `dpcli ledger init` or the last `dpcli ledger "
+            "raise`); to raise it deliberately, run `dpcli ledger raise --spec SPEC --epsilon "
+            "NEW` and then declare NEW in the spec; otherwise declare the recorded total")
 
 
 def _append(real: Path, fd: int, key: bytes, fold: _Fold, entry: dict[str, Any], *,

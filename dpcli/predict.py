@@ -97,12 +97,18 @@ def load_payload(kind: str, envelope: dict[str, Any], path: Path) -> Model:
 
 def load_grid(path: Path) -> Any:
     """The grid synopsis in a publish-grid folder (or its grid.json), checked in full."""
+    return load_grid_envelope(path)[0]
+
+
+def load_grid_envelope(path: Path) -> tuple[Any, dict[str, Any]]:
+    """The grid synopsis (as :func:`load_grid`) and its envelope (for its cautions)."""
     from dpcli.algorithms.synopsis import GRID_FILE, KIND
 
     path = Path(path)
     if path.is_dir():
         path = path / GRID_FILE
-    return load_payload(KIND, read_envelope(path, KIND), path)
+    env = read_envelope(path, KIND)
+    return load_payload(KIND, env, path), env
 
 
 def classify(model: Model, batch: EncodedBatch) -> tuple[np.ndarray, np.ndarray]:
@@ -125,6 +131,19 @@ def output_columns(model: Model) -> list[str]:
     if len(classes) == 2:
         extra.append("score")
     return extra + [f"proba_{c}" for c in classes]
+
+
+def is_prediction_header(header: list[str]) -> bool:
+    """Whether a CSV header ends as predict's output does: ``prediction``, ``score`` (binary
+    labels) and one ``proba_<class>`` per class. A copy of the input data cannot end so
+    (predict refuses data that holds these columns), so predict replaces such a file."""
+    if "prediction" not in header:
+        return False
+    at = len(header) - 1 - header[::-1].index("prediction")
+    tail = header[at + 1:]
+    if tail[:1] == ["score"]:
+        tail = tail[1:]
+    return bool(tail) and all(name.startswith("proba_") for name in tail)
 
 
 def predict_batch(model: Model, raw: pa.RecordBatch, encoded: EncodedBatch) -> pa.RecordBatch:
@@ -181,6 +200,7 @@ def write_predictions(model: Model, data: Path, out: Path, tmp: Path, *,
     import pyarrow.parquet as pq
 
     from dpcli.data import DataSource
+    from dpcli.protect import output_mark
 
     fmt = OUTPUT_FORMATS.get(out.suffix.lower())
     if fmt is None:
@@ -200,7 +220,9 @@ def write_predictions(model: Model, data: Path, out: Path, tmp: Path, *,
             if fmt == "csv":
                 batch = _lists_as_text(batch)
             if writer is None:
-                writer = (pq.ParquetWriter(tmp, batch.schema) if fmt == "parquet"
+                # the mark lets a rerun replace this file (dpcli.protect.check_own_output)
+                writer = (pq.ParquetWriter(tmp, batch.schema.with_metadata(output_mark("predict")))
+                          if fmt == "parquet"
                           else pacsv.CSVWriter(tmp, batch.schema))
             writer.write_batch(batch)
             rows += batch.num_rows

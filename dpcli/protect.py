@@ -28,10 +28,21 @@ release (``tabulate --out keep.csv`` would write its record to ``keep.json``,
 the name of a model that cost budget), an edited release — is refused before
 the charge, so a rerun of a Makefile still overwrites its own results and an
 accident loses nothing.
+
+``predict`` and ``synthesize`` spend nothing and so leave no ledger record: they
+recognise their own earlier output by a mark in the file (:func:`check_own_output`),
+a ``dpcli.output`` entry in a Parquet file's schema metadata (:func:`output_mark`),
+or for predict's CSV the prediction columns its header ends with (a copy of the
+data has none: predict refuses data that holds them). synthesize cannot mark a
+CSV (its header is a subset of the data's columns), so it never replaces an
+existing CSV.
 """
 
 from __future__ import annotations
 
+import csv
+import io
+import json
 import os
 import re
 from collections.abc import Callable, Iterable, Sequence
@@ -138,6 +149,74 @@ def check_replacements(outputs: Iterable[Path], command: str,
                 f"{path}: holds the release of `dpcli {hit[0]}` (ledger run {hit[1]}); this "
                 f"`dpcli {command}` would replace it. Choose another output path, or remove "
                 "the file first (nothing was charged)")
+
+
+#: the Parquet schema-metadata key that marks a file as an output of predict or synthesize
+OUTPUT_MARK = b"dpcli.output"
+
+
+def output_mark(command: str) -> dict[bytes, bytes]:
+    """Schema metadata naming ``command`` as the file's writer (see :func:`check_own_output`)."""
+    from dpcli import __version__
+
+    return {OUTPUT_MARK: json.dumps({"command": command, "dpcli_version": __version__},
+                                    sort_keys=True).encode()}
+
+
+def check_own_output(path: Path, command: str, fmt: str,
+                     csv_header: Callable[[list[str]], bool] | None = None) -> None:
+    """UsageError (exit 64) when ``path`` exists and is not an earlier output of ``command``.
+
+    For commands without a ledger record (predict, synthesize): a Parquet file is
+    theirs when its schema metadata holds :data:`OUTPUT_MARK` naming ``command``; a CSV
+    when ``csv_header`` accepts its header (None: no CSV is recognised). Called
+    before anything is written, so a refusal leaves every file as it was.
+    """
+    path = Path(path)
+    if not path.exists() or path.is_dir():  # a folder is refused by check_writable
+        return
+    if fmt == "parquet":
+        writer = _parquet_mark(path)
+        if writer == command:
+            return
+        why = (f"it holds the output of `dpcli {writer}`" if writer is not None else
+               f"its Parquet metadata has no {OUTPUT_MARK.decode()} mark of `dpcli {command}`")
+    elif csv_header is None:
+        why = (f"`dpcli {command}` cannot mark a CSV as its own, so it never replaces an "
+               "existing CSV (write .parquet to let a rerun replace its output)")
+    else:
+        header = _csv_header(path)
+        if header is not None and csv_header(header):
+            return
+        why = f"its header does not end with the columns `dpcli {command}` adds"
+    raise UsageError(
+        f"{path}: already exists and is not an earlier output of `dpcli {command}` ({why}); "
+        "dpcli replaces only its own earlier outputs, never another file (a copy of the "
+        "data, another tool's file). Remove it or choose another output path (nothing was "
+        "written)")
+
+
+def _parquet_mark(path: Path) -> str | None:
+    """The command named by a Parquet file's output mark; None without one (or not Parquet)."""
+    import pyarrow.parquet as pq
+
+    try:
+        meta = pq.read_schema(path).metadata or {}
+        found = json.loads(meta[OUTPUT_MARK])
+    except Exception:  # not Parquet, no mark, a broken mark: not recognisably ours
+        return None
+    command = found.get("command") if isinstance(found, dict) else None
+    return command if isinstance(command, str) else None
+
+
+def _csv_header(path: Path) -> list[str] | None:
+    """The first record of a CSV file (read from its first MiB), None when unreadable."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(1 << 20)
+        return next(csv.reader(io.StringIO(head.decode("utf-8-sig", errors="replace"))))
+    except (OSError, StopIteration, csv.Error):
+        return None
 
 
 def ledger_of(path: Path) -> Path | None:

@@ -66,7 +66,8 @@ class Charge:
 
 
 def open_ledger(spec: Spec) -> Ledger:
-    return Ledger(spec.ledger_path, spec.dataset, spec.budget)
+    return Ledger(spec.ledger_path, spec.dataset, spec.budget,
+                  setting=(spec.path, spec.ledger_setting) if spec.ledger_setting else None)
 
 
 def prepare_source(spec: Spec, data: Path | str, columns: Sequence[str], total: Budget, *,

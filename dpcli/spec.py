@@ -293,6 +293,7 @@ class Spec:
     #: loaded with ``todo_domains``: (column, "numeric" | "categorical") whose bounds or
     #: categories are still TODO; their declared domains are placeholders, not to be used
     todo: tuple[tuple[str, str], ...] = ()
+    ledger_setting: str = ""  # the 'ledger:' value as written (for messages about the ledger)
 
     def section(self, name: str) -> Any:
         """The parsed section for subcommand ``name``; a SpecError if the spec has none."""
@@ -416,7 +417,7 @@ def load_spec(path: Path | str, *, todo_domains: bool = False) -> Spec:
     return Spec(path=path, dataset=dataset, budget=budget, ledger_path=ledger_path,
                 schema=schema, digest=digest, description=description, sections=sections,
                 public_data=public_data, spark=spark, files=files, todo=tuple(todo),
-                positive_share=positive_share)
+                positive_share=positive_share, ledger_setting=str(raw["ledger"]))
 
 
 def override(section: Any, **values: Any) -> Any:

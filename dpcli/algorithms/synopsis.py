@@ -94,6 +94,8 @@ def payload(syn: Synopsis, schema: Schema, cells_digest: str,
         "cells_sha256": cells_digest,
         "schema": schema_to_dict(Schema(columns=kept, label=schema.label,
                                         source=schema.source)),
+        # the spec's column names (public): synthesize names those its records lack
+        "spec_columns": [c.name for c in schema.columns],
         "breakdown": syn.design.plan.to_json(),
     }
 

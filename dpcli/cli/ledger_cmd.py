@@ -176,7 +176,8 @@ def raise_(spec: SpecOpt,
 
     The total is fixed by the genesis entry, and spending commands refuse a
     spec that declares another one. To raise it, run this with the new total,
-    then set the same total under budget: in the spec. A total is never
+    then set the same total under budget: in the spec: until then every
+    command on the dataset, ledger show included, refuses the spec (exit 76). A total is never
     lowered and nothing already spent is refunded.
 
     Example:
@@ -192,8 +193,13 @@ def raise_(spec: SpecOpt,
     if json:
         ui.emit_json({"ledger": str(s.ledger_path), "dataset": s.dataset,
                       "previous": old.to_json(), "total": new.to_json()})
+    from dpcli.budget import format_amount
+
+    wanted = f"epsilon: {format_amount(new.epsilon)}" + (
+        f", delta: {format_amount(new.delta)}" if new.delta else "")
     ui.say(f"dataset {s.dataset}: total raised from {old} to {new} in {s.ledger_path}; "
-           f"now declare it under budget: in {s.path}",
+           f"now edit budget: in {s.path} to {{{wanted}}}: until the spec declares the new "
+           "total, every command on this dataset (ledger show included) refuses it (exit 76)",
            markup=False)
 
 

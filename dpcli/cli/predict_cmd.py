@@ -25,7 +25,9 @@ def predict(
     data: DataArg,
     out: Annotated[Path, typer.Option(
         "--out", "-o", help="Predictions (.parquet or .csv): the input columns plus "
-        "prediction, score (binary labels) and proba_<class>.")],
+        "prediction, score (binary labels) and proba_<class>. An existing file is "
+        "replaced only when it is an earlier predict output (Parquet: marked in its "
+        "metadata; CSV: its header ends with these columns); anything else exits 64.")],
     json: JsonOpt = False,
     quiet: QuietOpt = False,
     progress: ProgressOpt = False,
@@ -46,13 +48,16 @@ def predict(
     from dpcli import protect, signals
     from dpcli.io import Outputs
     from dpcli.mechanisms import make_rng
-    from dpcli.predict import load_model, write_predictions
+    from dpcli.predict import OUTPUT_FORMATS, is_prediction_header, load_model, write_predictions
 
     ui = UI(quiet=quiet, json=json, force_progress=progress, report=report)
     m, env = load_model(model)
     outputs = Outputs()
     outputs.check_writable(out, protected=[*protect.model_inputs(model, m),
                                            *protect.inputs("the input data", data)])
+    fmt = OUTPUT_FORMATS.get(out.suffix.lower())
+    if fmt is not None:  # an unknown suffix is refused by write_predictions, before writing
+        protect.check_own_output(out, "predict", fmt, is_prediction_header)
     with outputs:
         tmp = outputs.stage(out, private=True)  # rows of the input: the custodian's only
         with ui.progress("predicting", None) as advance:

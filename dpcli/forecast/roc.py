@@ -178,7 +178,7 @@ def forecast(spec: Any, section: Any, n: int, **context: Any) -> Forecast:
                     np.concatenate(([0.0], np.cumsum(counts[1]) / counts[1].sum())),
                     np.concatenate(([0.0], np.cumsum(counts[0]) / counts[0].sum())))
                 e = _trapezoid_errors(counts, cfg, p) - truth
-            return from_samples(e, "|AUC error|")
+            return from_samples(e, "AUC error")  # signed: its interval has two signs
 
         # lazy: the verdict, its inversion and `dpcli plan --target roc.auc` read the AUC
         # only (4,000 vectorised draws, milliseconds); the curve's simulation (40 noisy

@@ -7,6 +7,8 @@ Each case mutates a valid toy spec (or data file) and runs the real
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from tests.cli.conftest import Project, toy_frame
@@ -183,6 +185,26 @@ def test_bad_options(project: Project, cli, args, needle) -> None:
     assert r.exit_code == 64
     assert needle in r.stderr
     assert project.no_runs()  # nothing charged
+
+
+def test_a_read_only_output_folder_exits_74_before_charge(project: Project, cli,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    # docs/exit-codes.md: 74 is the system refusing I/O (permission, read-only file system)
+    folder = project.root / "locked"
+    folder.mkdir()
+    folder.chmod(0o555)
+    if os.access(folder, os.W_OK):  # root writes anyway: stand in for the kernel's answer
+        real = os.access
+        monkeypatch.setattr(os, "access", lambda p, mode, *a, **k: False if (
+            os.fspath(p) == os.fspath(folder) and mode & os.W_OK) else real(p, mode, *a, **k))
+    try:
+        r = cli("tabulate", project.data, "--spec", project.spec, "--out", folder / "o.csv")
+    finally:
+        folder.chmod(0o755)
+    assert r.exit_code == 74, r.stderr
+    assert str(folder) in r.stderr and "not writable" in r.stderr
+    assert project.no_runs()  # nothing charged
+    assert list(folder.iterdir()) == []
 
 
 def test_unwritable_output_fails_before_charge(project: Project, cli) -> None:

@@ -211,6 +211,16 @@ def _tabulate_and_evaluate(project: Project, monkeypatch: pytest.MonkeyPatch) ->
     project.write_spec(lambda s: s.update(evaluate={"epsilon": 0.2}))
 
 
+def test_roc_auc_forecast_names_the_signed_error(project: Project, cli) -> None:
+    # a lopsided interval of the signed AUC error is not worded as an |error| (a size)
+    project.write_spec(lambda s: s.update(roc={"epsilon": 0.1}))
+    r = cli("plan", "--spec", project.spec, "--rows", 1000)
+    assert r.exit_code == 0, r.stderr
+    line = next(x for x in r.stdout.splitlines() if x.strip().startswith("roc"))
+    assert "AUC error: typically" in line and "|AUC error|" not in line
+    assert "between -" in line or "within ±" in line
+
+
 def test_roc_and_evaluate_are_forecast_on_the_test_set(project: Project, cli,
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     """They score a released model on held-out rows: --test-rows / --test-data give their n."""

@@ -121,6 +121,50 @@ def test_predict_without_label_column(project: Project, cli, model: Path) -> Non
     pd.testing.assert_frame_equal(a.drop(columns=["label"]), b)
 
 
+@pytest.mark.parametrize("suffix", [".parquet", ".csv"])
+def test_a_rerun_replaces_its_own_predictions(project: Project, cli, model: Path,
+                                              suffix: str) -> None:
+    out = project.root / f"p{suffix}"
+    for data in (project.data, project.csv):  # as a Makefile reruns it
+        r = _predict(cli, model, data, out)
+        assert r.exit_code == 0, r.stderr
+    if suffix == ".parquet":
+        import pyarrow.parquet as pq
+
+        assert json.loads(pq.read_schema(out).metadata[b"dpcli.output"])["command"] == "predict"
+
+
+@pytest.mark.parametrize("suffix", [".parquet", ".csv"])
+def test_an_existing_file_that_is_not_a_prediction_is_kept(project: Project, cli, model: Path,
+                                                           suffix: str) -> None:
+    # a copy of the private data (the tester's `cp train.csv copy.csv`), and an unrelated file
+    source = project.data if suffix == ".parquet" else project.csv
+    for name, make in (("copy", lambda p: shutil.copyfile(source, p)),
+                       ("notes", lambda p: p.write_text("prediction,notes\n1,keep me\n"))):
+        out = project.root / f"{name}{suffix}"
+        make(out)
+        before = out.read_bytes()
+        r = _predict(cli, model, project.data, out)
+        assert r.exit_code == 64, r.stderr
+        assert str(out) in r.stderr and "not an earlier output of `dpcli predict`" in r.stderr
+        assert out.read_bytes() == before
+        assert not [p for p in project.root.iterdir() if ".dpcli-tmp-" in p.name]
+
+
+def test_the_input_data_or_the_model_is_never_an_output(project: Project, cli,
+                                                        model: Path) -> None:
+    preds = project.root / "p.parquet"
+    assert _predict(cli, model, project.data, preds).exit_code == 0
+    link = project.root / "link.parquet"
+    link.symlink_to(preds)
+    for data, out in ((preds, link), (project.data, model)):
+        before = out.read_bytes()
+        r = _predict(cli, model, data, out)
+        assert r.exit_code == 64, r.stderr
+        assert "must not replace" in r.stderr
+        assert out.read_bytes() == before
+
+
 def test_unknown_output_suffix_is_refused(project: Project, cli, model: Path) -> None:
     r = _predict(cli, model, project.data, project.root / "p.txt")
     assert r.exit_code == 64

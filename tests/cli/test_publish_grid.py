@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import shutil
 from fractions import Fraction
 from pathlib import Path
 
@@ -321,6 +322,69 @@ def test_synthesize_to_csv_with_n_rows_by_default(project: Project, cli,
     assert project.ledger.read_bytes() == before
 
 
+def test_synthesize_replaces_only_its_own_marked_parquet(project: Project, cli,
+                                                         synopsis: Path) -> None:
+    out = project.root / "synth.parquet"
+    for seed in (3, 4):  # a rerun (a Makefile's) replaces its own earlier output
+        r = cli("synthesize", synopsis, "--out", out, "--rows", 50, "--seed", seed)
+        assert r.exit_code == 0, r.stderr
+    mark = json.loads(pq.read_schema(out).metadata[b"dpcli.output"])
+    assert mark["command"] == "synthesize"
+    # a copy of the data, and predict's marked output, are not synthesize's
+    copy = project.root / "copy.parquet"
+    shutil.copyfile(project.data, copy)
+    preds = project.root / "preds.parquet"
+    assert cli("predict", synopsis / "grid.json", project.data, "--out", preds).exit_code == 0
+    for path, why in ((copy, "no dpcli.output mark"), (preds, "output of `dpcli predict`")):
+        before = path.read_bytes()
+        r = cli("synthesize", synopsis, "--out", path, "--rows", 50, "--seed", 3)
+        assert r.exit_code == 64, r.stderr
+        assert str(path) in r.stderr and why in r.stderr
+        assert path.read_bytes() == before
+        assert not [p for p in path.parent.iterdir() if ".dpcli-tmp-" in p.name]
+
+
+def test_synthesize_never_replaces_an_existing_csv(project: Project, cli,
+                                                   synopsis: Path) -> None:
+    out = project.root / "synth.csv"
+    r = cli("synthesize", synopsis, "--out", out, "--rows", 50, "--seed", 3)
+    assert r.exit_code == 0, r.stderr
+    before = out.read_bytes()  # even its own: a CSV header cannot tell it from the data
+    r = cli("synthesize", synopsis, "--out", out, "--rows", 50, "--seed", 4)
+    assert r.exit_code == 64
+    assert "never replaces an existing CSV" in r.stderr and str(out) in r.stderr
+    assert out.read_bytes() == before
+
+
+def test_synthesize_names_the_columns_its_records_lack(project: Project, cli,
+                                                       synopsis: Path) -> None:
+    payload = _payload(synopsis)
+    assert payload["spec_columns"] == ["age", "color", "member", "words"]
+    used = [g["column"] for g in payload["grid"]]
+    r = cli("synthesize", synopsis, "--out", project.root / "s.parquet", "--rows", 20,
+            "--seed", 1, "--json")
+    assert r.exit_code == 0, r.stderr
+    summary = json.loads(r.stdout)
+    lacks = [c for c in payload["spec_columns"] if c not in used]
+    assert summary["lacks"] == lacks and "words" in lacks
+    assert f"not in the synopsis, so not in the records: {', '.join(lacks)}" in r.stderr
+
+
+def test_synthesize_repeats_the_synopsis_cautions(project: Project, cli,
+                                                  synopsis: Path) -> None:
+    grid = synopsis / "grid.json"
+    env = json.loads(grid.read_text())
+    env["payload"]["degeneracy"] = {"degenerate": True, "never_predicted": ["0"]}
+    env["forecast"] = {"verdict": {"usable": False, "text": "verdict: noise dominates"}}
+    grid.write_text(json.dumps(env))
+    r = cli("synthesize", synopsis, "--out", project.root / "s.parquet", "--rows", 20,
+            "--json")
+    assert r.exit_code == 0, r.stderr
+    assert "warning:" in r.stderr and "never predicts '0'" in r.stderr
+    assert "noise dominates" in r.stderr
+    assert len(json.loads(r.stdout)["cautions"]) == 2
+
+
 def test_synthesize_refuses_an_unknown_suffix(project: Project, cli, synopsis: Path) -> None:
     out = project.root / "synth.txt"
     r = cli("synthesize", synopsis, "--out", out, "--rows", 10)
@@ -464,6 +528,10 @@ def test_a_tiny_epsilon_publishes_the_root_grid(project: Project, cli) -> None:
         assert r.exit_code == 0, r.stderr
         synth = pd.read_parquet(project.root / "s.parquet")
         assert list(synth.columns) == ["label"] and len(synth) == 50
+        # label-only records are not silent: the synopsis' cautions and what they lack
+        assert "warning:" in r.stderr and "kept no column" in r.stderr
+        assert "lack every column of the spec's schema: age, color, member, words" in r.stderr
+        assert "degenerate" in r.stderr or "verdict" in r.stderr
     else:
         assert r.exit_code == 65 and "no positive counts" in r.stderr
     r = cli("predict", project.root / "syn" / "grid.json", project.data,

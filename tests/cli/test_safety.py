@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 
 import yaml
 
@@ -17,6 +18,28 @@ from tests.cli.conftest import run_entries as read_entries  # runs only, no gene
 def _tab(cli, project: Project, *extra: object, data=None, out="o.csv"):
     return cli("tabulate", data or project.data, "--spec", project.spec,
                "--out", project.root / out, *extra)
+
+
+def test_a_copied_spec_points_at_the_old_ledger_before_offering_init(project: Project,
+                                                                   cli) -> None:
+    # the tester's case: the spec copied to another folder, its relative ledger: not there
+    assert _tab(cli, project).exit_code == 0  # charged through the original ledger
+    elsewhere = project.root / "elsewhere"
+    elsewhere.mkdir()
+    copy = elsewhere / "spec.yaml"
+    shutil.copyfile(project.spec, copy)
+    for f in project.root.glob("*.txt"):  # the public files the spec names
+        shutil.copyfile(f, elsewhere / f.name)
+    r = cli("tabulate", project.data, "--spec", copy, "--out", elsewhere / "o.csv")
+    assert r.exit_code == 76
+    msg = " ".join(r.stderr.split())
+    assert str(elsewhere / "ledger.jsonl") in msg                 # the resolved path
+    assert f"the spec {copy} says `ledger: ledger.jsonl`" in msg   # and the spec's setting
+    assert "relative to the spec's folder" in msg
+    # first: point at the ledger that was charged; init only if none exists anywhere
+    assert msg.index("point the spec's `ledger:` at that ledger file") < msg.index("ledger init")
+    assert "new, separate budget for dataset 'toy'" in msg
+    assert not (elsewhere / "ledger.jsonl").exists()
 
 
 def test_missing_ledger_refuses_until_init(project: Project, cli) -> None:

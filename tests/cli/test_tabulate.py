@@ -158,6 +158,25 @@ def test_lifetime_budget_cannot_be_raised_in_the_spec(project: Project, cli) -> 
     assert r.exit_code == 76 and "never lowered" in r.stderr
 
 
+def test_show_after_raise_says_to_edit_the_spec_not_to_raise_again(project: Project,
+                                                                     cli) -> None:
+    # the tester's case: `ledger raise`, then `ledger show` with the spec unchanged
+    r = cli("ledger", "raise", "--spec", project.spec, "--epsilon", 2)
+    assert r.exit_code == 0, r.stderr
+    assert "now edit budget: in" in r.stderr and "{epsilon: 2}" in r.stderr
+    for args in (("ledger", "show", "--spec", project.spec), ("tabulate", project.data,
+                 "--spec", project.spec, "--out", project.root / "o.csv")):
+        r = cli(*args)
+        assert r.exit_code == 76
+        msg = " ".join(r.stderr.split())
+        assert "the ledger records a total of ε=2" in msg and "still declares ε=1" in msg
+        assert "edit the spec's budget: to {epsilon: 2}" in msg
+        assert "run `dpcli ledger raise" not in msg  # it was just run: not the advice
+    project.write_spec(lambda spec: spec["budget"].update(epsilon=2), sync=False)
+    r = cli("ledger", "show", "--spec", project.spec)
+    assert r.exit_code == 0, r.stderr
+
+
 def test_the_data_report_is_shown_only_with_report(project: Project, cli) -> None:
     """The toy ages (10-99) exceed the declared bounds [17, 90]: the exact counts of clamped
     values are a private figure, on stderr only when the custodian asks for them."""

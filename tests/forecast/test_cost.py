@@ -182,3 +182,16 @@ def test_printed_lines_say_what_the_numbers_are() -> None:
     bound = MetricForecast("extra", 0.3, (0.0, 0.3), bound_only=True)
     assert bound.line() == "extra: at most 0.3 (an upper bound, not a median)"
     assert bound.to_json()["bound_only"] is True and "bound_only" not in _metric(1).to_json()
+
+
+def test_a_signed_interval_is_never_worded_as_an_absolute_error() -> None:
+    # the tester's `plan`: "|AUC error| … 90% of runs between −0.253 and 0.15" (a negative
+    # bound on a size) and validate's "between −0.0306 and 0" for a loss
+    auc = MetricForecast("|AUC error|", 0.05, (-0.253, 0.15))
+    assert auc.line() == ("AUC error: typically 0.05 (median size); 90% of runs between "
+                          "-0.253 and 0.15")
+    loss = MetricForecast("class cut's utility loss / N", 0.01, (-0.0306, 0.0))
+    assert loss.line() == ("class cut's utility loss / N: typically 0.01 (median size); "
+                           "90% of runs at most 0.0306 (one-sided)")
+    assert loss.to_json()["interval"] == [-0.0306, 0.0]  # the numbers are unchanged
+    assert MetricForecast("e", 0.1, (-0.2, 0.19)).line().endswith("within ±0.2")

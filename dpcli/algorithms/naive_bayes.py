@@ -452,7 +452,8 @@ class NaiveBayesModel:
             elif isinstance(col, TokensColumn):
                 assert isinstance(values, TokenSets)
                 out += self._bernoulli_loglik(self.tables[name], values,
-                                              alpha + self.pseudo.get(name, 0.0))
+                                              alpha + self.pseudo.get(name, 0.0),
+                                              bound=float(col.max_per_row or 0) or None)
             else:
                 table = self.tables[name] + alpha + self.pseudo.get(name, 0.0)
                 logp = np.log(table / table.sum(axis=1, keepdims=True))
@@ -470,11 +471,12 @@ class NaiveBayesModel:
             return None
         prior = self.log_prior()
         out = float(prior[1] - prior[0])
-        n_c = np.maximum(self.class_counts, 0)[:, None]
         for name in names:
-            alpha = self.config.smoothing + self.pseudo.get(name, 0.0)
-            p = np.clip((self.tables[name] + alpha) / (n_c + 2 * alpha), 1e-6, 1 - 1e-6)
-            base = np.log1p(-p).sum(axis=1)
+            col = self.schema.column(name)
+            assert isinstance(col, TokensColumn)
+            _, base = self._bernoulli_base(self.tables[name],
+                                           self.config.smoothing + self.pseudo.get(name, 0.0),
+                                           float(col.max_per_row or 0) or None)
             out += float(base[1] - base[0])
         return out
 
@@ -494,16 +496,31 @@ class NaiveBayesModel:
         return ll
 
     def _bernoulli_loglik(self, counts: np.ndarray, tokens: TokenSets,
-                          alpha: float) -> np.ndarray:
-        n_c = np.maximum(self.class_counts, 0)[:, None]
-        p = np.clip((counts + alpha) / (n_c + 2 * alpha), 1e-6, 1 - 1e-6)
-        log_absent = np.log1p(-p)                     # (K, V)
-        delta = np.log(p) - log_absent                # word present vs absent
-        base = log_absent.sum(axis=1)                 # every word absent
+                          alpha: float, bound: float | None = None) -> np.ndarray:
+        p, base = self._bernoulli_base(counts, alpha, bound)
+        delta = np.log(p) - np.log1p(-p)              # word present vs absent
         rows = np.repeat(np.arange(tokens.n), np.diff(tokens.offsets))
         present = np.zeros((tokens.n, counts.shape[0]))
         np.add.at(present, rows, delta[:, tokens.indices].T)
         return base[None, :] + present
+
+    def _bernoulli_base(self, counts: np.ndarray, alpha: float,
+                        bound: float | None) -> tuple[np.ndarray, np.ndarray]:
+        """The word shares p (K, V) and each class's every-word-absent term Σ_v log(1 − p).
+
+        ``bound`` (the column's max_per_row r): no class's term is more than r below the
+        largest. Post-processing with a public constant: a class's −Σ_v log(1 − p_v) is
+        about Σ_v p_v, its mean words per row, in [0, r]; with V noisy words it comes out
+        in the hundreds (the noise that survives the clip at 0 in every cell), a shift of
+        every row's log-odds that saturates the probabilities (docs/algorithms/
+        naive-bayes.md, **Token columns**). It moves no row's rank.
+        """
+        n_c = np.maximum(self.class_counts, 0)[:, None]
+        p = np.clip((counts + alpha) / (n_c + 2 * alpha), 1e-6, 1 - 1e-6)
+        base = np.log1p(-p).sum(axis=1)              # every word absent
+        if bound is not None:
+            base = np.maximum(base, base.max() - bound)
+        return p, base
 
     # ---------------------------------------------------------- serialise
     def to_payload(self) -> dict[str, Any]:

@@ -102,9 +102,11 @@ relative error δn/n_c moves every word's log-share, for every row; the table
 therefore gets at least 2√2·K/(δ·n·ε) of ε, at most 1/4 (:func:`prior_floor`):
 discrete Laplace at scale 2/ε_p has sd ≈ 2√2/ε_p, a tenth (δ = 0.1) of a
 balanced class n/K. δ chosen from 0.05 / 0.1 / 0.2 on a split of the tweets
-train file (benchmarks/results/learners_r7.md). Models without a tokens column
-keep the rule's share: their class sizes are pooled from the tables' row sums,
-or the Gaussian coupling above already weighs them.
+train file (benchmarks/results/learners_r7.md). The floor applies only where the
+class sizes come from the prior alone: a model whose class sizes are pooled from
+its categorical tables' and histograms' row sums (no Gaussian column) keeps the
+rule's share, and so does a model without a tokens column (the Gaussian coupling
+above already weighs the prior where it is a denominator).
 
 An explicit ``train-nb.split`` in the spec sets the weights and turns the
 public-variance and fallback rules off (the user decides); a histogram's table
@@ -336,8 +338,15 @@ def allocate(schema: Schema, columns: Sequence[str], *, n: int, epsilon: float, 
                     changed = True
         if not changed:
             break
+    # the floor applies where a tokens column divides by class sizes that come from the prior
+    # alone: the fit pools them from the count tables' and histograms' row sums only when
+    # there is such a table and no Gaussian column (naive_bayes.pool_class_counts)
     tokens = any(isinstance(schema.column(c), TokensColumn) for c in columns)
-    floor = prior_floor(n, epsilon, k) if split is None and tokens else Fraction(0)
+    tables = bool(histograms) or any(
+        not isinstance(schema.column(c), (NumericColumn, TokensColumn)) for c in columns)
+    pooled = tables and not gaussian
+    floor = (prior_floor(n, epsilon, k) if split is None and tokens and not pooled
+             else Fraction(0))
     if floor > weights["prior"]:
         rest = 1 - t_share - weights["prior"]
         scale = (1 - t_share - floor) / rest

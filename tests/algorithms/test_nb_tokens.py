@@ -191,3 +191,14 @@ def test_one_class_runs_are_rare_at_small_n_eps() -> None:
     alpha = sps.binom.sf(6, runs, 0.1)
     assert alpha < 3e-3
     assert one_class <= 6, f"{one_class} of {runs} runs one-class"
+
+
+def test_pooled_class_sizes_keep_the_rule_share() -> None:
+    """A tokens column beside a categorical table: the class sizes are pooled from the
+    table's row sums (no Gaussian column), so the prior keeps the Lagrange share."""
+    schema = Schema(columns=(SCHEMA.columns[0], CategoricalColumn("c", tuple("abc"))),
+                    label=Label("y", ("0", "1")))
+    a = na.allocate(schema, ("t", "c"), n=1400, epsilon=0.5, method="global", trim=0.05,
+                    gamma=4.0)
+    assert a.weights["prior"] < na.prior_floor(1400, 0.5, 2)
+    assert not any("prior: raised" in r for r in a.reasons)

@@ -415,6 +415,10 @@ class NaiveBayesModel:
     #: per count table / histogram column: a public pseudo-count added to each cell when
     #: predicting, half the table's noise scale (:func:`pseudo_count`); absent: none
     pseudo: dict[str, float] = field(default_factory=dict)
+    #: tokens columns' every-word-absent terms kept within max_per_row of each other
+    #: (:meth:`_bernoulli_base`); False for model files written before it (their threshold
+    #: was chosen on the unclamped log-odds)
+    clamp_absent: bool = True
 
     # ------------------------------------------------------------ predict
     @property
@@ -518,7 +522,7 @@ class NaiveBayesModel:
         n_c = np.maximum(self.class_counts, 0)[:, None]
         p = np.clip((counts + alpha) / (n_c + 2 * alpha), 1e-6, 1 - 1e-6)
         base = np.log1p(-p).sum(axis=1)              # every word absent
-        if bound is not None:
+        if bound is not None and self.clamp_absent:
             base = np.maximum(base, base.max() - bound)
         return p, base
 
@@ -539,6 +543,7 @@ class NaiveBayesModel:
             "threshold_rule": self.threshold_rule,
             "threshold_check": None if self.rows_check is None else self.rows_check.to_json(),
             "pseudo_counts": dict(self.pseudo),
+            "clamp_absent": self.clamp_absent,
             "schema": schema_to_dict(self.schema),
             "columns": list(self.columns),
             "class_counts": self.class_counts.tolist(),
@@ -573,6 +578,7 @@ class NaiveBayesModel:
             threshold_rule=payload.get("threshold_rule"),
             rows_check=_rows_check(payload.get("threshold_check")),
             pseudo={str(k): float(v) for k, v in (payload.get("pseudo_counts") or {}).items()},
+            clamp_absent=bool(payload.get("clamp_absent", False)),
         )
 
 

@@ -202,3 +202,20 @@ def test_pooled_class_sizes_keep_the_rule_share() -> None:
                     gamma=4.0)
     assert a.weights["prior"] < na.prior_floor(1400, 0.5, 2)
     assert not any("prior: raised" in r for r in a.reasons)
+
+
+def test_model_files_before_the_clamp_predict_as_they_were_released() -> None:
+    """The clamp is recorded in the model file; a file without it (written before round 7,
+    its threshold chosen on the unclamped log-odds) predicts unclamped, as released."""
+    model = _fit(0.5, seed=4)
+    payload = model.to_payload()
+    assert payload["clamp_absent"] is True
+    again = nb.NaiveBayesModel.from_payload(payload, "test")
+    np.testing.assert_array_equal(again.joint_log_likelihood(TRAIN),
+                                  model.joint_log_likelihood(TRAIN))
+    del payload["clamp_absent"]
+    old = nb.NaiveBayesModel.from_payload(payload, "test")
+    assert old.clamp_absent is False
+    a = old.config.smoothing + old.pseudo["t"]
+    _, raw = old._bernoulli_base(old.tables["t"], a, float(R))
+    assert abs(raw[1] - raw[0]) > R

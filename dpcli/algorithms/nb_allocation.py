@@ -94,6 +94,20 @@ mean and variance and the two rules above; ``bins: B`` overrides the rule's B.
 Measured on a split of adult_train (tuning) and reported on adult_test once
 (benchmarks/results/learners_r5.md).
 
+**The prior's floor** (a model with a tokens column). A tokens column's
+Bernoulli shares are its noisy word counts over the class count ñ_c, so one
+relative error δn/n_c moves every word's log-share, for every row; the table
+(V words, Δ = 2r) has so large a weight that the Lagrange split left the prior
+0.1 % of ε on the tweets, and ñ_c came out as 0 (a constant model). The prior
+therefore gets at least 2√2·K/(δ·n·ε) of ε, at most 1/4 (:func:`prior_floor`):
+discrete Laplace at scale 2/ε_p has sd ≈ 2√2/ε_p, a tenth (δ = 0.1) of a
+balanced class n/K. δ chosen from 0.05 / 0.1 / 0.2 on a split of the tweets
+train file (benchmarks/results/learners_r7.md). The floor applies only where the
+class sizes come from the prior alone: a model whose class sizes are pooled from
+its categorical tables' and histograms' row sums (no Gaussian column) keeps the
+rule's share, and so does a model without a tokens column (the Gaussian coupling
+above already weighs the prior where it is a denominator).
+
 An explicit ``train-nb.split`` in the spec sets the weights and turns the
 public-variance and fallback rules off (the user decides); a histogram's table
 takes the ``categorical`` weight; the threshold keeps its share.
@@ -152,6 +166,10 @@ MIN_BINS = 2
 #: ``numeric: auto`` keeps a mean and variance when the rule's unclamped B is below this
 GAUSSIAN_BELOW = 2.0
 MAX_BINS = 16
+#: the prior's noise sd is at most this fraction of a balanced class (n/K): its floor
+PRIOR_RELATIVE_ERROR = 0.1
+#: ... and the floor never takes more than this share of ε
+PRIOR_MAX_SHARE = Fraction(1, 4)
 #: L1 sensitivity of a per-class histogram under replace-one (one cell out, one in)
 HISTOGRAM_SENSITIVITY = 2
 
@@ -208,6 +226,13 @@ def quantile_need(n: int, epsilon: float, candidates: int = THRESHOLD_CANDIDATES
 
     return (2 * QUANTILE_MINORITY * (math.log(candidates) + RESOLVE_MARGIN)
             / (float(1 - CHECK_PART) * max(n, 1) * epsilon))
+
+
+def prior_floor(n: int, epsilon: float, k: int) -> Fraction:
+    """The prior's least share: 2√2·K/(δ·n·ε), δ = PRIOR_RELATIVE_ERROR, at most
+    PRIOR_MAX_SHARE (module docstring, **The prior's floor**)."""
+    need = 2 * math.sqrt(2) * max(k, 2) / (PRIOR_RELATIVE_ERROR * max(n, 1) * epsilon)
+    return min(PRIOR_MAX_SHARE, Fraction(_round(need)))
 
 
 def histogram_bins(n: int, epsilon: float, k: int, columns: int) -> int:
@@ -313,6 +338,22 @@ def allocate(schema: Schema, columns: Sequence[str], *, n: int, epsilon: float, 
                     changed = True
         if not changed:
             break
+    # the floor applies where a tokens column divides by class sizes that come from the prior
+    # alone: the fit pools them from the count tables' and histograms' row sums only when
+    # there is such a table and no Gaussian column (naive_bayes.pool_class_counts)
+    tokens = any(isinstance(schema.column(c), TokensColumn) for c in columns)
+    tables = bool(histograms) or any(
+        not isinstance(schema.column(c), (NumericColumn, TokensColumn)) for c in columns)
+    pooled = tables and not gaussian
+    floor = (prior_floor(n, epsilon, k) if split is None and tokens and not pooled
+             else Fraction(0))
+    if floor > weights["prior"]:
+        rest = 1 - t_share - weights["prior"]
+        scale = (1 - t_share - floor) / rest
+        weights = {key: floor if key == "prior" else v * scale for key, v in weights.items()}
+        reasons.append(f"prior: raised to {float(floor):.3g} of ε so that its noise keeps a "
+                       f"class of n/K = {n / k:,.0f} records within "
+                       f"{PRIOR_RELATIVE_ERROR:.0%} (sd)")
     if below_two:
         reasons.append(f"{len(numeric_cols)} numeric column(s) keep a per-class mean and "
                        f"variance: at n = {n:,} and this ε the bins rule asks for fewer than "

@@ -12,8 +12,15 @@ vanish from s, i.e. t = log(ñ_pos/ñ_neg) (the cut that maximises balanced
 accuracy for a calibrated model), and 126 points sinh(u), u evenly spaced
 over ±asinh(R), R the largest |log-odds| the released model reaches over the
 declared domain (:mod:`dpcli.algorithms.degenerate`), capped at 10^4 — fine
-steps near 0, coarse ones far out. All are functions of released values and
-declared domains: post-processing.
+steps near 0, coarse ones far out. A model with a tokens column spreads those
+points around the log-odds every row shares instead (its every-word-absent terms
+and the prior: the log-odds of a row with no words), from the range's low end to its
+high end (a cut outside the range is one-class on every possible row): with V
+words, each noisy, that shared shift can be hundreds of nats while the rows spread
+over a few (tweets at n = 1,400, ε = 0.5: every row within
+−498 … −473 of a shift of −494, where the grid around 0 had steps of ~60, so no
+candidate split the rows and the model was one-class). All are functions of
+released values and declared domains: post-processing.
 
 **Utility and its sensitivity.** q(t) = TP(t)/a + TN(t)/b, where TP(t) is the
 number of positive training records with s(x) > t, TN(t) the negatives with
@@ -116,11 +123,26 @@ class ThresholdCounts:
 
 
 def candidates(log_odds_range: tuple[float, float], prior_odds: float,
-               count: int = 128) -> np.ndarray:
-    """``count`` public candidate thresholds on the positive log-odds, sorted, distinct."""
+               count: int = 128, center: float | None = None) -> np.ndarray:
+    """``count`` public candidate thresholds on the positive log-odds, sorted, distinct.
+
+    ``center`` (a released model's log-odds at a public reference row, for instance
+    the shift that every row of a tokens model shares: :meth:`NaiveBayesModel.
+    common_log_odds`): the sinh grid is spread around it instead of 0, from ``lo`` to
+    ``hi``, so the fine steps lie where the rows are when that shift is far from 0
+    (module docstring, **Candidates**).
+    """
     lo, hi = log_odds_range
     reach = min(max(abs(lo), abs(hi), 1.0), MAX_RANGE)
-    spread = np.sinh(np.linspace(-math.asinh(reach), math.asinh(reach), count - 2))
+    if center is None or not math.isfinite(center):
+        spread = np.sinh(np.linspace(-math.asinh(reach), math.asinh(reach), count - 2))
+    else:
+        # every point inside the model's range [lo, hi] (a cut outside it is one-class on
+        # every possible row), fine steps at the centre, coarser towards either end
+        c = min(max(center, lo), hi)
+        below = min(max(c - lo, 1.0), MAX_RANGE)
+        above = min(max(hi - c, 1.0), MAX_RANGE)
+        spread = c + np.sinh(np.linspace(-math.asinh(below), math.asinh(above), count - 2))
     extra = [0.0, prior_odds if math.isfinite(prior_odds) else 0.0]
     out = np.unique(np.concatenate([spread, extra]))
     while len(out) < count:   # ties (0 or the prior on a grid point): pad far out

@@ -853,7 +853,8 @@ def test_payload_holds_only_public_values_and_released_parameters(
         released.append(rel)
         payloads.append(model.to_payload())
     # pseudo_counts: half each table's noise scale, a function of the plan only (public)
-    public_keys = {"model", "method", "config", "schema", "columns", "pseudo_counts"}
+    public_keys = {"model", "method", "config", "schema", "columns", "pseudo_counts",
+                   "clamp_absent"}   # a public flag: how predict reads the tokens tables
     for payload in payloads:
         assert set(payload) == public_keys | {"class_counts", "tables", "numeric", "threshold",
                                                  "threshold_rule", "threshold_check"}

@@ -454,10 +454,7 @@ class NaiveBayesModel:
                         else p.log_density(np.asarray(values, float),
                                            alpha + self.pseudo.get(name, 0.0)))
             elif isinstance(col, TokensColumn):
-                assert isinstance(values, TokenSets)
-                out += self._bernoulli_loglik(self.tables[name], values,
-                                              alpha + self.pseudo.get(name, 0.0),
-                                              bound=float(col.max_per_row or 0) or None)
+                out += self.tokens_loglik(name, values)
             else:
                 table = self.tables[name] + alpha + self.pseudo.get(name, 0.0)
                 logp = np.log(table / table.sum(axis=1, keepdims=True))
@@ -498,6 +495,16 @@ class NaiveBayesModel:
             mass = hi + np.log1p(-np.exp(np.minimum(lo - hi, -1e-12)))
             ll -= mass[None, :]
         return ll
+
+    def tokens_loglik(self, name: str, values: Any) -> np.ndarray:
+        """A tokens column's (rows × classes) term of :meth:`joint_log_likelihood`: the one
+        place it is computed (nb_threshold's scorer calls it too, so the threshold pass
+        scores as the released model does, clamp included)."""
+        col = self.schema.column(name)
+        assert isinstance(col, TokensColumn) and isinstance(values, TokenSets)
+        return self._bernoulli_loglik(self.tables[name], values,
+                                      self.config.smoothing + self.pseudo.get(name, 0.0),
+                                      bound=float(col.max_per_row or 0) or None)
 
     def _bernoulli_loglik(self, counts: np.ndarray, tokens: TokenSets,
                           alpha: float, bound: float | None = None) -> np.ndarray:

@@ -349,8 +349,8 @@ def allocate(schema: Schema, columns: Sequence[str], *, n: int, epsilon: float, 
              else Fraction(0))
     if floor > weights["prior"]:
         rest = 1 - t_share - weights["prior"]
-        scale = (1 - t_share - floor) / rest
-        weights = {key: floor if key == "prior" else v * scale for key, v in weights.items()}
+        stretch = (1 - t_share - floor) / rest
+        weights = {key: floor if key == "prior" else v * stretch for key, v in weights.items()}
         reasons.append(f"prior: raised to {float(floor):.3g} of ε so that its noise keeps a "
                        f"class of n/K = {n / k:,.0f} records within "
                        f"{PRIOR_RELATIVE_ERROR:.0%} (sd)")

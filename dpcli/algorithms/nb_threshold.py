@@ -236,7 +236,7 @@ class Scorer:
 
         if isinstance(col, NumericColumn):
             return m._numeric_loglik(m.numeric[name], np.asarray(values))
-        return m._bernoulli_loglik(m.tables[name], values, m.config.smoothing)
+        return m.tokens_loglik(name, values)
 
 
 def positive_code(model: object) -> int:

@@ -353,10 +353,12 @@ def cells_of(hist: np.ndarray) -> np.ndarray:
     return hist[tuple(slice(0, n - 1) for n in hist.shape[:-1])]
 
 
-def score_pool(table: JointTable, hierarchies: Sequence[Hierarchy], grids: np.ndarray,
-               rate: float, positive: int,
-               progress: Callable[[int], None] | None = None) -> np.ndarray:
-    """Quality (:func:`misclassification`) of every grid, as a data cube (module doc).
+def score_pool_dense(table: JointTable, hierarchies: Sequence[Hierarchy], grids: np.ndarray,
+                     rate: float, positive: int,
+                     progress: Callable[[int], None] | None = None) -> np.ndarray:
+    """Quality (:func:`misclassification`) of every grid, as a dense data cube: the
+    reference :func:`score_pool` is tested against, and its fallback when the cell keys
+    would not fit 62 bits.
 
     Private: exact qualities; release only through :func:`select_grid`.
     """
@@ -433,6 +435,238 @@ def _refinements(hierarchies: Sequence[Hierarchy],
                     parent[i], axis[i] = finer, j
                     break
     return parent, axis
+
+
+# ------------------------------------------------------------------ sparse scoring
+#: cells gathered per chunk of the sparse cube walk: bounds the memory of a chunk and
+#: gives the worker threads pieces of comparable size
+CHUNK_CELLS = 1 << 20
+
+
+@dataclass(frozen=True)
+class _Keys:
+    """Bit-packed cell keys over all candidates: column j's node in ``bits[j]`` bits at
+    ``shift[j]`` (column 0 most significant, the "in no leaf" node last), so a key's order
+    over a grid's used columns is the C order of its dense histogram.
+    ``table[offset[j] + ((ls·H + lt) << bits[j] | v)]`` is the level-lt node of column
+    j's level-ls node v (the extra node to the extra node, every node to 0 at the root);
+    ``table[0] = 0`` serves a pass that changes nothing."""
+
+    shift: np.ndarray
+    bits: np.ndarray
+    height: np.ndarray
+    offset: np.ndarray
+    table: np.ndarray
+    total_bits: int
+
+
+def _keys(hierarchies: Sequence[Hierarchy]) -> _Keys | None:
+    bits = np.array([max(1, int(h.n_leaves).bit_length()) for h in hierarchies],
+                    dtype=np.int64)                     # n_leaves + 1 nodes: 0 … n_leaves
+    total = int(bits.sum())
+    if total > 48:          # leaves 14 bits for the grid index of a chunk (module doc)
+        return None
+    shift = (total - np.cumsum(bits)).astype(np.int64)
+    maps = []
+    for h, width in zip(hierarchies, bits.tolist(), strict=True):
+        hh = h.height
+        table = np.zeros((hh, hh, 1 << width), dtype=np.int64)
+        for ls in range(hh):
+            for lt in range(1, ls + 1):
+                table[ls, lt, h.leaf_level[ls]] = h.leaf_level[lt]
+                table[ls, lt, h.sizes[ls]] = h.sizes[lt]       # "in no leaf" stays out
+        maps.append(table.reshape(-1))
+    heights = np.array([h.height for h in hierarchies], dtype=np.int64)
+    lengths = np.array([len(m) for m in maps], dtype=np.int64)
+    offset = 1 + np.cumsum(lengths) - lengths
+    return _Keys(shift, bits, heights, offset,
+                 np.concatenate([np.zeros(1, dtype=np.int64), *maps]), total)
+
+
+def _ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """The concatenation of arange(s, s + n) for each (s, n)."""
+    total = int(lengths.sum())
+    before = np.cumsum(lengths) - lengths
+    return (np.arange(total, dtype=np.int64) + np.repeat(starts - before, lengths)).astype(
+        np.int64)
+
+
+@dataclass
+class _Cells:
+    """Non-empty cells of several grids: grid i's cells are ``start[i]:start[i] + count[i]``
+    of ``key``, ``a`` (rest), ``b`` (positive) and ``out`` (bit j: the cell is column j's
+    "in no leaf" node, so in no real cell of the grid), in key order."""
+
+    key: np.ndarray
+    a: np.ndarray
+    b: np.ndarray
+    out: np.ndarray
+    start: np.ndarray
+    count: np.ndarray
+
+
+def _roll(src: _Cells, src_levels: np.ndarray, of: np.ndarray, levels: np.ndarray,
+          k: _Keys, pack: bool) -> _Cells:
+    """Cells of the grids ``levels`` (each coarser than or equal to its source grid
+    ``src_levels[of[t]]`` column by column), summed from the source's cells. ``pack``:
+    every grid holds fewer than 2^31 records, so a cell's two counts add up as one int64."""
+    sizes = src.count[of]
+    take = _ranges(src.start[of], sizes)
+    owner = np.repeat(np.arange(len(of), dtype=np.int64), sizes)
+    key = src.key[take]
+    lsrc = src_levels[of]
+    change = lsrc != levels                               # (targets, columns)
+    kept = ((levels > 0).astype(np.int64) << np.arange(levels.shape[1])).sum(axis=1)
+    # one pass per changed column of a target (one for a roll-up, up to all for the
+    # maximal grids): per-target shift, mask and offset into the maps, gathered per cell
+    rank = np.cumsum(change, axis=1) - 1
+    for i in range(int(change.sum(axis=1).max(initial=0))):
+        pick = change & (rank == i)
+        col = np.argmax(pick, axis=1)
+        live = pick[np.arange(len(of)), col]
+        shift = np.where(live, k.shift[col], 0)
+        mask = np.where(live, (1 << k.bits[col]) - 1, 0)
+        ls, lt = lsrc[np.arange(len(of)), col], levels[np.arange(len(of)), col]
+        base = np.where(live, k.offset[col] + ((ls * k.height[col] + lt) << k.bits[col]), 0)
+        runs = np.flatnonzero(np.diff(col, prepend=-1, append=-1)) if len(col) else col
+        if len(runs) <= 65 and live.all():   # targets grouped by column (roll-ups): slices
+            ends = np.cumsum(sizes)
+            for lo, hi in zip(runs[:-1].tolist(), runs[1:].tolist(), strict=True):
+                e0, e1 = int(ends[lo] - sizes[lo]), int(ends[hi - 1])
+                if e0 == e1:
+                    continue
+                j = int(col[lo])
+                part = key[e0:e1]
+                node = (part >> k.shift[j]) & ((1 << k.bits[j]) - 1)
+                part += (k.table[base[owner[e0:e1]] + node] - node) << k.shift[j]
+            continue
+        node = (key >> shift[owner]) & mask[owner]
+        key += (k.table[base[owner] + node] - node) << shift[owner]
+    combined = (owner << k.total_bits) | key
+    order = np.argsort(combined)       # not stable: equal keys only add up (integers)
+    combined = combined[order]
+    first = np.flatnonzero(np.concatenate([[True], combined[1:] != combined[:-1]])) \
+        if len(combined) else np.zeros(0, dtype=np.int64)
+    take = take[order]
+    if not len(first):
+        a, b = src.a[:0], src.b[:0]
+    elif pack:                                    # both counts in one int64
+        both = np.add.reduceat((src.a << 32 | src.b)[take], first)
+        a, b = both >> 32, both & 0xFFFFFFFF
+    else:
+        a = np.add.reduceat(src.a[take], first)
+        b = np.add.reduceat(src.b[take], first)
+    head = combined[first]
+    cell_owner = head >> k.total_bits
+    out = src.out[take[first]] & kept[cell_owner]
+    count = np.bincount(cell_owner, minlength=len(of)).astype(np.int64)
+    return _Cells(head & ((1 << k.total_bits) - 1), a, b, out, np.cumsum(count) - count,
+                  count)
+
+
+def _quality(cells: _Cells, n_grids: int, rate: float) -> np.ndarray:
+    """:func:`misclassification` of each grid from its non-empty cells; cells in the extra
+    node of a used column are in no real cell and left out."""
+    owner = np.repeat(np.arange(n_grids, dtype=np.int64), cells.count)
+    valid = cells.out == 0
+    a, b, owner = cells.a[valid], cells.b[valid], owner[valid]
+    count = np.bincount(owner, minlength=n_grids)
+    out = np.zeros(n_grids)
+    full = np.flatnonzero(count > 0)
+    if len(full):
+        first = (np.cumsum(count) - count)[full]
+        low = np.add.reduceat(np.minimum(a, b), first)
+        flips = np.add.reduceat(_flip_term(np.abs(a - b), rate), first)
+        out[full] = low.astype(float) + flips
+    return out
+
+
+def score_pool(table: JointTable, hierarchies: Sequence[Hierarchy], grids: np.ndarray,
+               rate: float, positive: int,
+               progress: Callable[[int], None] | None = None, *,
+               threads: int | None = None) -> np.ndarray:
+    """Quality (:func:`misclassification`) of every grid, as a sparse data cube.
+
+    Private: exact qualities; release only through :func:`select_grid`. Each grid's
+    non-empty cells are summed from those of its one-level refinement in the pool (or,
+    for the pool's maximal grids, from the table projected on their used columns), a
+    whole level of the refinement forest at a time, in chunks run on ``threads`` worker
+    threads (default: the pass's, :func:`dpcli.data.prefetch.usable_cores`). A grid
+    never holds more cells than the table has rows, so the work is the pool's non-empty
+    cells, not its dense cells. Equal to :func:`score_pool_dense` but for the rounding
+    of the flip terms' sum (the same terms, over the non-empty cells only).
+    """
+    k = _keys(hierarchies)
+    if k is None or len(grids) == 0:
+        return score_pool_dense(table, hierarchies, grids, rate, positive, progress)
+    from concurrent.futures import ThreadPoolExecutor
+
+    from dpcli.data.prefetch import usable_cores
+
+    workers = usable_cores() if threads is None else max(1, threads)
+    g = grids.astype(np.int64)
+    counts = np.asarray(table.counts)
+    b0 = counts[:, positive].astype(np.int64)
+    a0 = counts.sum(axis=1).astype(np.int64) - b0
+    leaves = np.asarray(table.leaves, dtype=np.int64)
+    raw_key = np.zeros(len(leaves), dtype=np.int64)
+    raw_out = np.zeros(len(leaves), dtype=np.int64)
+    for j, h in enumerate(hierarchies):
+        raw_key |= leaves[:, j] << k.shift[j]
+        raw_out |= (leaves[:, j] == h.n_leaves).astype(np.int64) << j
+    top = (k.height - 1)[None, :]
+    raw = _Cells(raw_key, a0, b0, raw_out, np.zeros(1, dtype=np.int64),
+                 np.array([len(raw_key)], dtype=np.int64))
+    pack = int(a0.sum()) + int(b0.sum()) < 2**31
+    parent, axis = _refinements(hierarchies, grids)
+    quality = np.full(len(g), np.nan)
+
+    def run(src: _Cells, src_levels: np.ndarray, of: np.ndarray,
+            levels: np.ndarray) -> _Cells:
+        """:func:`_roll` in chunks of about CHUNK_CELLS gathered cells, on the workers."""
+        sizes = src.count[of]
+        chunk_of = np.cumsum(sizes) // CHUNK_CELLS
+        limit = 1 << (62 - k.total_bits)                      # owner << bits must fit
+        chunk_of = np.maximum(chunk_of, np.arange(len(of)) // limit)
+        cuts = np.flatnonzero(np.diff(chunk_of)) + 1
+        parts = np.split(np.arange(len(of)), cuts)
+        if len(parts) > 1 and workers > 1:
+            with ThreadPoolExecutor(workers) as ex:
+                done = list(ex.map(lambda p: _roll(src, src_levels, of[p], levels[p], k, pack),
+                                   parts))
+        else:
+            done = [_roll(src, src_levels, of[p], levels[p], k, pack) for p in parts]
+        count = np.concatenate([c.count for c in done])
+        return _Cells(np.concatenate([c.key for c in done]),
+                      np.concatenate([c.a for c in done]),
+                      np.concatenate([c.b for c in done]),
+                      np.concatenate([c.out for c in done]), np.cumsum(count) - count, count)
+
+    # the pool's maximal grids: from the table projected on each used-column set
+    roots = np.flatnonzero(parent < 0)
+    sets, set_of = np.unique(g[roots] > 0, axis=0, return_inverse=True)
+    set_levels = np.where(sets, top, 0)
+    projected = run(raw, top, np.zeros(len(sets), dtype=np.int64), set_levels)
+    frontier, cells = roots, run(projected, set_levels, set_of.reshape(-1), g[roots])
+    by_parent = np.argsort(parent, kind="stable")
+    bounds = np.searchsorted(parent[by_parent], np.arange(-1, len(g) + 1))
+    while len(frontier):
+        quality[frontier] = _quality(cells, len(frontier), rate)
+        if progress is not None:
+            progress(len(frontier))
+        lo, hi = bounds[frontier + 1], bounds[frontier + 2]
+        slots = _ranges(lo, hi - lo)
+        if not len(slots):
+            break
+        children = by_parent[slots]
+        of = np.repeat(np.arange(len(frontier), dtype=np.int64), hi - lo)
+        by_axis = np.argsort(axis[children], kind="stable")   # one column per run in _roll
+        children, of = children[by_axis], of[by_axis]
+        cells = run(cells, g[frontier], of, g[children])
+        frontier = children
+    if not np.isfinite(quality).all():
+        raise RuntimeError("a grid of the pool was not scored")  # never release on a gap
+    return quality
 
 
 # -------------------------------------------------------------------- mechanisms

@@ -178,6 +178,7 @@ def test_cube_scores_equal_the_naive_recount_of_every_grid() -> None:
     table = random_table(rng, hs, 500)
     grids = pp.pool([h.sizes for h in hs], 10**6)
     cube = pp.score_pool(table, hs, grids, 0.25, positive=1)
+    np.testing.assert_allclose(cube, pp.score_pool_dense(table, hs, grids, 0.25, 1), rtol=1e-12)
     rows = pp.cell_rows(table, 1)
     naive = [pp.misclassification(pp.cells_of(pp.grid_histogram(rows, hs, g)), 0.25)
              for g in grids]

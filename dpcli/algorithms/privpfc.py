@@ -518,30 +518,29 @@ def _roll(src: _Cells, src_levels: np.ndarray, of: np.ndarray, levels: np.ndarra
     change = lsrc != levels                               # (targets, columns)
     kept = ((levels > 0).astype(np.int64) << np.arange(levels.shape[1])).sum(axis=1)
     # one pass per changed column of a target (one for a roll-up, up to all for the
-    # maximal grids): per-target shift, mask and offset into the maps, gathered per cell
+    # maximal grids), in runs of consecutive targets that change the same column between
+    # the same levels (the callers order targets so): scalar shift, mask and map per run
     rank = np.cumsum(change, axis=1) - 1
+    ends = np.cumsum(sizes)
+    every = np.arange(len(of))
+    top = int(k.height.max())
     for i in range(int(change.sum(axis=1).max(initial=0))):
         pick = change & (rank == i)
         col = np.argmax(pick, axis=1)
-        live = pick[np.arange(len(of)), col]
-        shift = np.where(live, k.shift[col], 0)
-        mask = np.where(live, (1 << k.bits[col]) - 1, 0)
-        ls, lt = lsrc[np.arange(len(of)), col], levels[np.arange(len(of)), col]
-        base = np.where(live, k.offset[col] + ((ls * k.height[col] + lt) << k.bits[col]), 0)
-        runs = np.flatnonzero(np.diff(col, prepend=-1, append=-1)) if len(col) else col
-        if len(runs) <= 65 and live.all():   # targets grouped by column (roll-ups): slices
-            ends = np.cumsum(sizes)
-            for lo, hi in zip(runs[:-1].tolist(), runs[1:].tolist(), strict=True):
-                e0, e1 = int(ends[lo] - sizes[lo]), int(ends[hi - 1])
-                if e0 == e1:
-                    continue
-                j = int(col[lo])
-                part = key[e0:e1]
-                node = (part >> k.shift[j]) & ((1 << k.bits[j]) - 1)
-                part += (k.table[base[owner[e0:e1]] + node] - node) << k.shift[j]
-            continue
-        node = (key >> shift[owner]) & mask[owner]
-        key += (k.table[base[owner] + node] - node) << shift[owner]
+        code = np.where(pick[every, col],
+                        (col * top + lsrc[every, col]) * top + levels[every, col] + 1, 0)
+        runs = np.flatnonzero(np.diff(code, prepend=-1))
+        for lo, hi in zip(runs.tolist(), [*runs[1:].tolist(), len(of)], strict=True):
+            e0, e1 = int(ends[lo] - sizes[lo]), int(ends[hi - 1])
+            if code[lo] == 0 or e0 == e1:
+                continue
+            j, ls, lt = int(col[lo]), int(lsrc[lo, col[lo]]), int(levels[lo, col[lo]])
+            width, shift = int(k.bits[j]), int(k.shift[j])
+            at = int(k.offset[j]) + ((ls * int(k.height[j]) + lt) << width)
+            table = k.table[at:at + (1 << width)]
+            part = key[e0:e1]
+            node = (part >> shift) & ((1 << width) - 1)
+            part += (table[node] - node) << shift
     combined = (owner << k.total_bits) | key
     order = np.argsort(combined)       # not stable: equal keys only add up (integers)
     combined = combined[order]
@@ -644,6 +643,7 @@ def score_pool(table: JointTable, hierarchies: Sequence[Hierarchy], grids: np.nd
 
     # the pool's maximal grids: from the table projected on each used-column set
     roots = np.flatnonzero(parent < 0)
+    roots = roots[np.lexsort(g[roots].T[::-1])]          # alike roots in runs (_roll)
     sets, set_of = np.unique(g[roots] > 0, axis=0, return_inverse=True)
     set_levels = np.where(sets, top, 0)
     projected = run(raw, top, np.zeros(len(sets), dtype=np.int64), set_levels)
@@ -660,7 +660,7 @@ def score_pool(table: JointTable, hierarchies: Sequence[Hierarchy], grids: np.nd
             break
         children = by_parent[slots]
         of = np.repeat(np.arange(len(frontier), dtype=np.int64), hi - lo)
-        by_axis = np.argsort(axis[children], kind="stable")   # one column per run in _roll
+        by_axis = np.lexsort((g[frontier][of, axis[children]], axis[children]))  # runs
         children, of = children[by_axis], of[by_axis]
         cells = run(cells, g[frontier], of, g[children])
         frontier = children

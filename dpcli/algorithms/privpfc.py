@@ -440,7 +440,7 @@ def _refinements(hierarchies: Sequence[Hierarchy],
 # ------------------------------------------------------------------ sparse scoring
 #: cells gathered per chunk of the sparse cube walk: bounds the memory of a chunk and
 #: gives the worker threads pieces of comparable size
-CHUNK_CELLS = 1 << 20
+CHUNK_CELLS = 1 << 19
 
 
 @dataclass(frozen=True)
@@ -542,7 +542,7 @@ def _roll(src: _Cells, src_levels: np.ndarray, of: np.ndarray, levels: np.ndarra
             node = (part >> shift) & ((1 << width) - 1)
             part += (table[node] - node) << shift
     combined = (owner << k.total_bits) | key
-    order = np.argsort(combined)       # not stable: equal keys only add up (integers)
+    order = np.argsort(combined, kind="stable")   # timsort: uses the runs a roll-up leaves
     combined = combined[order]
     first = np.flatnonzero(np.concatenate([[True], combined[1:] != combined[:-1]])) \
         if len(combined) else np.zeros(0, dtype=np.int64)
@@ -620,50 +620,62 @@ def score_pool(table: JointTable, hierarchies: Sequence[Hierarchy], grids: np.nd
     parent, axis = _refinements(hierarchies, grids)
     quality = np.full(len(g), np.nan)
 
-    def run(src: _Cells, src_levels: np.ndarray, of: np.ndarray,
-            levels: np.ndarray) -> _Cells:
-        """:func:`_roll` in chunks of about CHUNK_CELLS gathered cells, on the workers."""
+    def job(src: _Cells, src_levels: np.ndarray, of: np.ndarray, levels: np.ndarray,
+            score: bool) -> tuple[_Cells, np.ndarray]:
+        cells = _roll(src, src_levels, of, levels, k, pack)
+        return cells, (_quality(cells, len(of), rate) if score else np.zeros(0))
+
+    def run(src: _Cells, src_levels: np.ndarray, of: np.ndarray, levels: np.ndarray,
+            score: bool = True) -> tuple[_Cells, np.ndarray]:
+        """:func:`_roll` (and :func:`_quality` if ``score``) in chunks of about
+        CHUNK_CELLS gathered cells, on the workers; results joined in chunk order."""
         sizes = src.count[of]
         chunk_of = np.cumsum(sizes) // CHUNK_CELLS
         limit = 1 << (62 - k.total_bits)                      # owner << bits must fit
         chunk_of = np.maximum(chunk_of, np.arange(len(of)) // limit)
         cuts = np.flatnonzero(np.diff(chunk_of)) + 1
         parts = np.split(np.arange(len(of)), cuts)
-        if len(parts) > 1 and workers > 1:
-            with ThreadPoolExecutor(workers) as ex:
-                done = list(ex.map(lambda p: _roll(src, src_levels, of[p], levels[p], k, pack),
-                                   parts))
+        if pool_ is not None and len(parts) > 1:
+            done = list(pool_.map(lambda p: job(src, src_levels, of[p], levels[p], score),
+                                  parts))
         else:
-            done = [_roll(src, src_levels, of[p], levels[p], k, pack) for p in parts]
-        count = np.concatenate([c.count for c in done])
-        return _Cells(np.concatenate([c.key for c in done]),
-                      np.concatenate([c.a for c in done]),
-                      np.concatenate([c.b for c in done]),
-                      np.concatenate([c.out for c in done]), np.cumsum(count) - count, count)
+            done = [job(src, src_levels, of[p], levels[p], score) for p in parts]
+        count = np.concatenate([c.count for c, _ in done])
+        return (_Cells(np.concatenate([c.key for c, _ in done]),
+                       np.concatenate([c.a for c, _ in done]),
+                       np.concatenate([c.b for c, _ in done]),
+                       np.concatenate([c.out for c, _ in done]), np.cumsum(count) - count,
+                       count),
+                np.concatenate([q for _, q in done]))
 
-    # the pool's maximal grids: from the table projected on each used-column set
-    roots = np.flatnonzero(parent < 0)
-    roots = roots[np.lexsort(g[roots].T[::-1])]          # alike roots in runs (_roll)
-    sets, set_of = np.unique(g[roots] > 0, axis=0, return_inverse=True)
-    set_levels = np.where(sets, top, 0)
-    projected = run(raw, top, np.zeros(len(sets), dtype=np.int64), set_levels)
-    frontier, cells = roots, run(projected, set_levels, set_of.reshape(-1), g[roots])
-    by_parent = np.argsort(parent, kind="stable")
-    bounds = np.searchsorted(parent[by_parent], np.arange(-1, len(g) + 1))
-    while len(frontier):
-        quality[frontier] = _quality(cells, len(frontier), rate)
-        if progress is not None:
-            progress(len(frontier))
-        lo, hi = bounds[frontier + 1], bounds[frontier + 2]
-        slots = _ranges(lo, hi - lo)
-        if not len(slots):
-            break
-        children = by_parent[slots]
-        of = np.repeat(np.arange(len(frontier), dtype=np.int64), hi - lo)
-        by_axis = np.lexsort((g[frontier][of, axis[children]], axis[children]))  # runs
-        children, of = children[by_axis], of[by_axis]
-        cells = run(cells, g[frontier], of, g[children])
-        frontier = children
+    pool_ = ThreadPoolExecutor(workers) if workers > 1 else None
+    try:
+        # the pool's maximal grids: from the table projected on each used-column set
+        roots = np.flatnonzero(parent < 0)
+        roots = roots[np.lexsort(g[roots].T[::-1])]          # alike roots in runs (_roll)
+        sets, set_of = np.unique(g[roots] > 0, axis=0, return_inverse=True)
+        set_levels = np.where(sets, top, 0)
+        projected, _ = run(raw, top, np.zeros(len(sets), dtype=np.int64), set_levels, False)
+        frontier = roots
+        cells, quality[roots] = run(projected, set_levels, set_of.reshape(-1), g[roots])
+        by_parent = np.argsort(parent, kind="stable")
+        bounds = np.searchsorted(parent[by_parent], np.arange(-1, len(g) + 1))
+        while len(frontier):
+            if progress is not None:
+                progress(len(frontier))
+            lo, hi = bounds[frontier + 1], bounds[frontier + 2]
+            slots = _ranges(lo, hi - lo)
+            if not len(slots):
+                break
+            children = by_parent[slots]
+            of = np.repeat(np.arange(len(frontier), dtype=np.int64), hi - lo)
+            by_axis = np.lexsort((g[frontier][of, axis[children]], axis[children]))  # runs
+            children, of = children[by_axis], of[by_axis]
+            cells, quality[children] = run(cells, g[frontier], of, g[children])
+            frontier = children
+    finally:
+        if pool_ is not None:
+            pool_.shutdown()
     if not np.isfinite(quality).all():
         raise RuntimeError("a grid of the pool was not scored")  # never release on a gap
     return quality

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -215,17 +217,16 @@ def _weighted(rng: np.random.Generator, hs: list, rows: int, *, classes: str = "
     return JointTable(tuple(h.column for h in hs), leaves.astype(np.int32), counts)
 
 
-SHAPES = {
-    "adult-like": dict(hs=_adult_like, rows=4000, kw={}),
-    "one column": dict(hs=lambda: _adult_like()[:1], rows=300, kw={}),
-    "one flat column": dict(hs=lambda: _adult_like()[2:3], rows=50, kw={}),
-    "single class": dict(hs=_adult_like, rows=2000, kw={"classes": "pos"}),
-    "no positives": dict(hs=hierarchies, rows=500, kw={"classes": "neg"}),
-    "mostly empty cells": dict(hs=_adult_like, rows=40, kw={"no_leaf": 0.0}),
-    "all in no leaf": dict(hs=hierarchies, rows=60, kw={"no_leaf": 1.0}),
-    "skewed": dict(hs=_adult_like, rows=5000, kw={"skew": True, "no_leaf": 0.3}),
+SHAPES: dict[str, tuple[Callable[[], list], int, dict[str, Any]]] = {
+    "adult-like": (_adult_like, 4000, {}),
+    "one column": (lambda: _adult_like()[:1], 300, {}),
+    "one flat column": (lambda: _adult_like()[2:3], 50, {}),
+    "single class": (_adult_like, 2000, {"classes": "pos"}),
+    "no positives": (hierarchies, 500, {"classes": "neg"}),
+    "mostly empty cells": (_adult_like, 40, {"no_leaf": 0.0}),
+    "all in no leaf": (hierarchies, 60, {"no_leaf": 1.0}),
+    "skewed": (_adult_like, 5000, {"skew": True, "no_leaf": 0.3}),
 }
-
 
 @pytest.mark.parametrize("shape", sorted(SHAPES))
 @pytest.mark.parametrize("threshold", [3, 40, 10**6])
@@ -235,9 +236,9 @@ def test_sparse_scores_equal_the_dense_cube(shape: str, threshold: int,
     the same integers and the terms the same, only the flip terms' sum skips the empty
     cells' zeros (a different rounding, at most ~1e-16 relative); the same on any
     number of threads and chunks, so the pick never depends on the machine."""
-    spec = SHAPES[shape]
-    hs = spec["hs"]()
-    table = _weighted(make_rng(hash(shape) % 1000), hs, spec["rows"], **spec["kw"])
+    make, rows, kw = SHAPES[shape]
+    hs = make()
+    table = _weighted(make_rng(sorted(SHAPES).index(shape)), hs, rows, **kw)
     grids = pp.pool([h.sizes for h in hs], threshold)
     for rate in (0.01, 0.3, 4.0):
         dense = pp.score_pool_dense(table, hs, grids, rate, 1)

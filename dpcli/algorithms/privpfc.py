@@ -441,6 +441,9 @@ def _refinements(hierarchies: Sequence[Hierarchy],
 #: cells gathered per chunk of the sparse cube walk: bounds the memory of a chunk and
 #: gives the worker threads pieces of comparable size
 CHUNK_CELLS = 1 << 19
+#: maximal grids' source cells walked together (their subtrees, level by level): bounds
+#: the cells held at once
+BATCH_CELLS = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -654,25 +657,30 @@ def score_pool(table: JointTable, hierarchies: Sequence[Hierarchy], grids: np.nd
         roots = np.flatnonzero(parent < 0)
         roots = roots[np.lexsort(g[roots].T[::-1])]          # alike roots in runs (_roll)
         sets, set_of = np.unique(g[roots] > 0, axis=0, return_inverse=True)
+        set_of = set_of.reshape(-1)
         set_levels = np.where(sets, top, 0)
         projected, _ = run(raw, top, np.zeros(len(sets), dtype=np.int64), set_levels, False)
-        frontier = roots
-        cells, quality[roots] = run(projected, set_levels, set_of.reshape(-1), g[roots])
         by_parent = np.argsort(parent, kind="stable")
         bounds = np.searchsorted(parent[by_parent], np.arange(-1, len(g) + 1))
-        while len(frontier):
-            if progress is not None:
-                progress(len(frontier))
-            lo, hi = bounds[frontier + 1], bounds[frontier + 2]
-            slots = _ranges(lo, hi - lo)
-            if not len(slots):
-                break
-            children = by_parent[slots]
-            of = np.repeat(np.arange(len(frontier), dtype=np.int64), hi - lo)
-            by_axis = np.lexsort((g[frontier][of, axis[children]], axis[children]))  # runs
-            children, of = children[by_axis], of[by_axis]
-            cells, quality[children] = run(cells, g[frontier], of, g[children])
-            frontier = children
+        # the roots' subtrees are independent: walk them a batch at a time, so the memory
+        # held is a batch's widest level, not the whole pool's
+        batch_of = np.cumsum(projected.count[set_of]) // BATCH_CELLS
+        for batch in np.split(np.arange(len(roots)), np.flatnonzero(np.diff(batch_of)) + 1):
+            frontier = roots[batch]
+            cells, quality[frontier] = run(projected, set_levels, set_of[batch], g[frontier])
+            while len(frontier):
+                if progress is not None:
+                    progress(len(frontier))
+                lo, hi = bounds[frontier + 1], bounds[frontier + 2]
+                slots = _ranges(lo, hi - lo)
+                if not len(slots):
+                    break
+                children = by_parent[slots]
+                of = np.repeat(np.arange(len(frontier), dtype=np.int64), hi - lo)
+                by_axis = np.lexsort((g[frontier][of, axis[children]], axis[children]))
+                children, of = children[by_axis], of[by_axis]    # alike children in runs
+                cells, quality[children] = run(cells, g[frontier], of, g[children])
+                frontier = children
     finally:
         if pool_ is not None:
             pool_.shutdown()

@@ -242,14 +242,35 @@ def test_sparse_scores_equal_the_dense_cube(shape: str, threshold: int,
     grids = pp.pool([h.sizes for h in hs], threshold)
     for rate in (0.01, 0.3, 4.0):
         dense = pp.score_pool_dense(table, hs, grids, rate, 1)
-        sparse = pp.score_pool(table, hs, grids, rate, 1, threads=1)
+        sparse = pp.score_pool(table, hs, grids, rate, 1, threads=1, method="sparse")
         np.testing.assert_allclose(sparse, dense, rtol=1e-13, atol=1e-12)
         assert np.argmin(sparse) == np.argmin(dense) or \
             dense[np.argmin(sparse)] == pytest.approx(dense.min(), rel=1e-13)
         monkeypatch.setattr(pp, "CHUNK_CELLS", 7)           # many chunks, on 3 threads
-        np.testing.assert_array_equal(pp.score_pool(table, hs, grids, rate, 1, threads=3),
-                                      sparse)
+        many = pp.score_pool(table, hs, grids, rate, 1, threads=3, method="sparse")
+        np.testing.assert_array_equal(many, sparse)
         monkeypatch.undo()
+
+
+def test_auto_picks_the_dense_cube_only_for_small_grids(monkeypatch: pytest.MonkeyPatch) -> None:
+    hs = _adult_like()
+    table = _weighted(make_rng(8), hs, 500)
+    grids = pp.pool([h.sizes for h in hs], 10**6)
+    dense = pp.score_pool_dense(table, hs, grids, 0.3, 1)
+
+    def refuse(*args: Any, **kwargs: Any) -> np.ndarray:
+        raise AssertionError("dense cube used")
+
+    with monkeypatch.context() as m:
+        m.setattr(pp, "score_pool_dense", refuse)
+        m.setattr(pp, "DENSE_BELOW", 1)                  # every grid is "large"
+        np.testing.assert_allclose(pp.score_pool(table, hs, grids, 0.3, 1), dense, rtol=1e-13)
+    m2 = pytest.MonkeyPatch()
+    m2.setattr(pp, "DENSE_BELOW", 10**9)                # every grid is "small"
+    try:
+        assert pp.score_pool(table, hs, grids, 0.3, 1).tolist() == dense.tolist()
+    finally:
+        m2.undo()
 
 
 def test_sparse_scores_of_an_empty_table_are_zero() -> None:
@@ -257,7 +278,7 @@ def test_sparse_scores_of_an_empty_table_are_zero() -> None:
     table = JointTable(("a", "b", "c"), np.zeros((0, 3), dtype=np.int32),
                        np.zeros((0, 2), dtype=np.int64))
     grids = pp.pool([h.sizes for h in hs], 10**6)
-    assert pp.score_pool(table, hs, grids, 0.5, 1).tolist() == [0.0] * len(grids)
+    assert pp.score_pool(table, hs, grids, 0.5, 1, method="sparse").tolist() == [0.0] * len(grids)
     assert pp.score_pool_dense(table, hs, grids, 0.5, 1).tolist() == [0.0] * len(grids)
 
 
@@ -272,7 +293,8 @@ def test_sparse_scores_change_at_most_delta_q_between_neighbours(rate: float) ->
     for _ in range(25):
         base = random_table(rng, hs, int(rng.integers(1, 60)))
         neighbour = replace_one(rng, base, hs)
-        q = [pp.score_pool(t, hs, grids, rate, 1, threads=1) for t in (base, neighbour)]
+        q = [pp.score_pool(t, hs, grids, rate, 1, threads=1, method="sparse")
+             for t in (base, neighbour)]
         worst = max(worst, float(np.abs(q[0] - q[1]).max()))
     assert worst <= delta + 1e-9
     assert worst > 0.5 * delta        # the test moves scores near the bound: it can fail

@@ -38,11 +38,20 @@ Where dpcli departs from the paper, and why:
   sensitivities below.
 
 Speed: the data are read once, into the sparse joint histogram of every
-candidate's leaves. Grids are scored as a data cube: a grid whose one-level
-refinement is also in the pool is rolled up from that refinement's dense
-histogram (one ``np.add.reduceat``); only the maximal grids are built from
-the sparse table. :func:`score_pool` walks that forest depth first, so the
-memory held is one dense histogram per level of the walk.
+candidate's leaves (R distinct leaf tuples: about 25,000 on resampled Adult at
+any n). The pool grows with T = ⌊n·ε_hist/10⌋ until the pre-selection caps it
+(k columns, a pool below the product of their heights), and T bounds a grid's
+cells, so a dense cube costs pool × T: 8.7·10⁸ cells at 10⁶ rows of Adult.
+But a grid never has more non-empty cells than R, and empty cells add 0 to
+the quality, so :func:`score_pool` keeps only non-empty cells (bit-packed keys,
+two counts): a grid whose one-level refinement is in the pool is rolled up from
+that refinement's cells (a map of one column's nodes, a sort, a sum per run of
+equal keys); the maximal grids from the table projected on their used columns.
+It walks the forest a batch of maximal grids at a time, level by level, each
+level in chunks on the pass's worker threads, so no Python runs per grid (2·10⁷
+cells in all at 10⁶ rows, against 8.7·10⁸). :func:`score_pool_dense` is the
+former dense cube: the reference the tests compare with, and still the faster
+one for a pool of many small grids (:data:`DENSE_BELOW`).
 """
 
 from __future__ import annotations
@@ -353,10 +362,12 @@ def cells_of(hist: np.ndarray) -> np.ndarray:
     return hist[tuple(slice(0, n - 1) for n in hist.shape[:-1])]
 
 
-def score_pool(table: JointTable, hierarchies: Sequence[Hierarchy], grids: np.ndarray,
-               rate: float, positive: int,
-               progress: Callable[[int], None] | None = None) -> np.ndarray:
-    """Quality (:func:`misclassification`) of every grid, as a data cube (module doc).
+def score_pool_dense(table: JointTable, hierarchies: Sequence[Hierarchy], grids: np.ndarray,
+                     rate: float, positive: int,
+                     progress: Callable[[int], None] | None = None) -> np.ndarray:
+    """Quality (:func:`misclassification`) of every grid, as a dense data cube: the
+    reference :func:`score_pool` is tested against, and what it uses for pools of small
+    grids or when the sparse keys would need over 48 bits.
 
     Private: exact qualities; release only through :func:`select_grid`.
     """
@@ -433,6 +444,282 @@ def _refinements(hierarchies: Sequence[Hierarchy],
                     parent[i], axis[i] = finer, j
                     break
     return parent, axis
+
+
+# ------------------------------------------------------------------ sparse scoring
+#: cells gathered per chunk of the sparse cube walk: bounds the memory of a chunk and
+#: gives the worker threads pieces of comparable size
+CHUNK_CELLS = 1 << 18
+#: below this mean of dense cells per grid (extra nodes included) the dense cube is
+#: faster (measured: Adult's 14 columns at n = 30,162, ε = 1: 120,614 grids of 3,981
+#: cells on average, dense 14 s of CPU, sparse 33 s; 9 columns at 10⁶ rows: 22,911
+#: grids of 38,000, dense 18 s, sparse 6 s)
+DENSE_BELOW = 8192
+#: table rows × used-column sets projected and walked together (the maximal grids of
+#: those sets and their subtrees, level by level): bounds the cells held at once
+BATCH_CELLS = 1 << 20
+
+
+@dataclass(frozen=True)
+class _Keys:
+    """Bit-packed cell keys over all candidates: column j's node in ``bits[j]`` bits at
+    ``shift[j]`` (column 0 most significant, the "in no leaf" node last), so a key's order
+    over a grid's used columns is the C order of its dense histogram.
+    ``table[offset[j] + ((ls·H + lt) << bits[j] | v)]`` is the level-lt node of column
+    j's level-ls node v (the extra node to the extra node, every node to 0 at the root);
+    ``table[0] = 0`` serves a pass that changes nothing."""
+
+    shift: np.ndarray
+    bits: np.ndarray
+    height: np.ndarray
+    offset: np.ndarray
+    table: np.ndarray
+    total_bits: int
+
+
+def _keys(hierarchies: Sequence[Hierarchy]) -> _Keys | None:
+    bits = np.array([max(1, int(h.n_leaves).bit_length()) for h in hierarchies],
+                    dtype=np.int64)                     # n_leaves + 1 nodes: 0 … n_leaves
+    total = int(bits.sum())
+    if total > 48:          # leaves 14 bits for the grid index within a chunk
+        return None
+    shift = (total - np.cumsum(bits)).astype(np.int64)
+    maps = []
+    for h, width in zip(hierarchies, bits.tolist(), strict=True):
+        hh = h.height
+        table = np.zeros((hh, hh, 1 << width), dtype=np.int64)
+        for ls in range(hh):
+            for lt in range(1, ls + 1):
+                table[ls, lt, h.leaf_level[ls]] = h.leaf_level[lt]
+                table[ls, lt, h.sizes[ls]] = h.sizes[lt]       # "in no leaf" stays out
+        maps.append(table.reshape(-1))
+    heights = np.array([h.height for h in hierarchies], dtype=np.int64)
+    lengths = np.array([len(m) for m in maps], dtype=np.int64)
+    offset = 1 + np.cumsum(lengths) - lengths
+    return _Keys(shift, bits, heights, offset,
+                 np.concatenate([np.zeros(1, dtype=np.int64), *maps]), total)
+
+
+def _ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """The concatenation of arange(s, s + n) for each (s, n)."""
+    total = int(lengths.sum())
+    before = np.cumsum(lengths) - lengths
+    return (np.arange(total, dtype=np.int64) + np.repeat(starts - before, lengths)).astype(
+        np.int64)
+
+
+@dataclass
+class _Cells:
+    """Non-empty cells of several grids: grid i's cells are ``start[i]:start[i] + count[i]``
+    of ``key``, ``a`` (rest), ``b`` (positive) and ``out`` (bit j: the cell is column j's
+    "in no leaf" node, so in no real cell of the grid), in key order."""
+
+    key: np.ndarray
+    a: np.ndarray
+    b: np.ndarray
+    out: np.ndarray
+    start: np.ndarray
+    count: np.ndarray
+
+
+def _roll(src: _Cells, src_levels: np.ndarray, of: np.ndarray, levels: np.ndarray,
+          k: _Keys, pack: bool) -> _Cells:
+    """Cells of the grids ``levels`` (each coarser than or equal to its source grid
+    ``src_levels[of[t]]`` column by column), summed from the source's cells. ``pack``:
+    every grid holds fewer than 2^31 records, so a cell's two counts add up as one int64."""
+    sizes = src.count[of]
+    take = _ranges(src.start[of], sizes)
+    owner = np.repeat(np.arange(len(of), dtype=np.int64), sizes)
+    key = src.key[take]
+    lsrc = src_levels[of]
+    change = lsrc != levels                               # (targets, columns)
+    kept = ((levels > 0).astype(np.int64) << np.arange(levels.shape[1])).sum(axis=1)
+    # one pass per changed column of a target (one for a roll-up, up to all for the
+    # maximal grids), in runs of consecutive targets that change the same column between
+    # the same levels (the callers order targets so): scalar shift, mask and map per run
+    rank = np.cumsum(change, axis=1) - 1
+    ends = np.cumsum(sizes)
+    every = np.arange(len(of))
+    top = int(k.height.max())
+    for i in range(int(change.sum(axis=1).max(initial=0))):
+        pick = change & (rank == i)
+        col = np.argmax(pick, axis=1)
+        code = np.where(pick[every, col],
+                        (col * top + lsrc[every, col]) * top + levels[every, col] + 1, 0)
+        runs = np.flatnonzero(np.diff(code, prepend=-1))
+        for lo, hi in zip(runs.tolist(), [*runs[1:].tolist(), len(of)], strict=True):
+            e0, e1 = int(ends[lo] - sizes[lo]), int(ends[hi - 1])
+            if code[lo] == 0 or e0 == e1:
+                continue
+            j, ls, lt = int(col[lo]), int(lsrc[lo, col[lo]]), int(levels[lo, col[lo]])
+            width, shift = int(k.bits[j]), int(k.shift[j])
+            at = int(k.offset[j]) + ((ls * int(k.height[j]) + lt) << width)
+            table = k.table[at:at + (1 << width)]
+            part = key[e0:e1]
+            node = (part >> shift) & ((1 << width) - 1)
+            part += (table[node] - node) << shift
+    combined = (owner << k.total_bits) | key
+    order = np.argsort(combined, kind="stable")   # timsort: uses the runs a roll-up leaves
+    combined = combined[order]
+    first = np.flatnonzero(np.concatenate([[True], combined[1:] != combined[:-1]])) \
+        if len(combined) else np.zeros(0, dtype=np.int64)
+    take = take[order]
+    if not len(first):
+        a, b = src.a[:0], src.b[:0]
+    elif pack:                                    # both counts in one int64
+        both = np.add.reduceat((src.a << 32 | src.b)[take], first)
+        a, b = both >> 32, both & 0xFFFFFFFF
+    else:
+        a = np.add.reduceat(src.a[take], first)
+        b = np.add.reduceat(src.b[take], first)
+    head = combined[first]
+    cell_owner = head >> k.total_bits
+    out = src.out[take[first]] & kept[cell_owner]
+    count = np.bincount(cell_owner, minlength=len(of)).astype(np.int64)
+    return _Cells(head & ((1 << k.total_bits) - 1), a, b, out, np.cumsum(count) - count,
+                  count)
+
+
+def _quality(cells: _Cells, n_grids: int, rate: float) -> np.ndarray:
+    """:func:`misclassification` of each grid from its non-empty cells; cells in the extra
+    node of a used column are in no real cell and left out."""
+    owner = np.repeat(np.arange(n_grids, dtype=np.int64), cells.count)
+    valid = cells.out == 0
+    a, b, owner = cells.a[valid], cells.b[valid], owner[valid]
+    count = np.bincount(owner, minlength=n_grids)
+    out = np.zeros(n_grids)
+    full = np.flatnonzero(count > 0)
+    if len(full):
+        first = (np.cumsum(count) - count)[full]
+        low = np.add.reduceat(np.minimum(a, b), first)
+        flips = np.add.reduceat(_flip_term(np.abs(a - b), rate), first)
+        out[full] = low.astype(float) + flips
+    return out
+
+
+def score_pool(table: JointTable, hierarchies: Sequence[Hierarchy], grids: np.ndarray,
+               rate: float, positive: int,
+               progress: Callable[[int], None] | None = None, *,
+               threads: int | None = None, method: str = "auto") -> np.ndarray:
+    """Quality (:func:`misclassification`) of every grid, as a sparse data cube.
+
+    Private: exact qualities; release only through :func:`select_grid`. Each grid's
+    non-empty cells are summed from those of its one-level refinement in the pool (or,
+    for the pool's maximal grids, from the table projected on their used columns), a
+    whole level of the refinement forest at a time, in chunks run on ``threads`` worker
+    threads (default: the pass's, :func:`dpcli.data.prefetch.usable_cores`). A grid
+    never holds more cells than the table has rows, so the work is the pool's non-empty
+    cells, not its dense cells. Equal to :func:`score_pool_dense` but for the rounding
+    of the flip terms' sum (the same terms, over the non-empty cells only).
+
+    ``method``: "sparse", "dense", or "auto": dense when the pool's grids average fewer
+    than DENSE_BELOW dense cells (many small grids: the dense cube's one roll-up per grid
+    is cheaper than the sparse chunks) or the keys need over 48 bits; a choice from the
+    pool and the taxonomies, public facts.
+    """
+    k = _keys(hierarchies)
+    if method == "auto" and len(grids):
+        dense_cells = np.ones(len(grids))
+        for j, h in enumerate(hierarchies):
+            dense_cells *= np.array([1, *(s + 1 for s in h.sizes[1:])], dtype=float)[
+                grids[:, j].astype(np.int64)]
+        method = "dense" if dense_cells.mean() < DENSE_BELOW else "sparse"
+    if k is None or len(grids) == 0 or method == "dense":
+        return score_pool_dense(table, hierarchies, grids, rate, positive, progress)
+    from concurrent.futures import ThreadPoolExecutor
+
+    from dpcli.data.prefetch import usable_cores
+
+    workers = usable_cores() if threads is None else max(1, threads)
+    g = grids.astype(np.int64)
+    counts = np.asarray(table.counts)
+    b0 = counts[:, positive].astype(np.int64)
+    a0 = counts.sum(axis=1).astype(np.int64) - b0
+    leaves = np.asarray(table.leaves, dtype=np.int64)
+    raw_key = np.zeros(len(leaves), dtype=np.int64)
+    raw_out = np.zeros(len(leaves), dtype=np.int64)
+    for j, h in enumerate(hierarchies):
+        raw_key |= leaves[:, j] << k.shift[j]
+        raw_out |= (leaves[:, j] == h.n_leaves).astype(np.int64) << j
+    top = (k.height - 1)[None, :]
+    raw = _Cells(raw_key, a0, b0, raw_out, np.zeros(1, dtype=np.int64),
+                 np.array([len(raw_key)], dtype=np.int64))
+    pack = int(a0.sum()) + int(b0.sum()) < 2**31
+    parent, axis = _refinements(hierarchies, grids)
+    quality = np.full(len(g), np.nan)
+
+    def job(src: _Cells, src_levels: np.ndarray, of: np.ndarray, levels: np.ndarray,
+            score: bool) -> tuple[_Cells, np.ndarray]:
+        cells = _roll(src, src_levels, of, levels, k, pack)
+        return cells, (_quality(cells, len(of), rate) if score else np.zeros(0))
+
+    def run(src: _Cells, src_levels: np.ndarray, of: np.ndarray, levels: np.ndarray,
+            score: bool = True) -> tuple[_Cells, np.ndarray]:
+        """:func:`_roll` (and :func:`_quality` if ``score``) in chunks of about
+        CHUNK_CELLS gathered cells, on the workers; results joined in chunk order."""
+        sizes = src.count[of]
+        chunk_of = np.cumsum(sizes) // CHUNK_CELLS
+        limit = 1 << (62 - k.total_bits)                      # owner << bits must fit
+        chunk_of = np.maximum(chunk_of, np.arange(len(of)) // limit)
+        cuts = np.flatnonzero(np.diff(chunk_of)) + 1
+        parts = np.split(np.arange(len(of)), cuts)
+        if pool_ is not None and len(parts) > 1:
+            done = list(pool_.map(lambda p: job(src, src_levels, of[p], levels[p], score),
+                                  parts))
+        else:
+            done = [job(src, src_levels, of[p], levels[p], score) for p in parts]
+        count = np.concatenate([c.count for c, _ in done])
+        return (_Cells(np.concatenate([c.key for c, _ in done]),
+                       np.concatenate([c.a for c, _ in done]),
+                       np.concatenate([c.b for c, _ in done]),
+                       np.concatenate([c.out for c, _ in done]), np.cumsum(count) - count,
+                       count),
+                np.concatenate([q for _, q in done]))
+
+    pool_ = ThreadPoolExecutor(workers) if workers > 1 else None
+    try:
+        # the pool's maximal grids: from the table projected on each used-column set.
+        # Their subtrees are independent: walk them a batch of sets at a time, so the
+        # memory held is a batch's projections and widest level, not the whole pool's
+        roots = np.flatnonzero(parent < 0)
+        sets, set_of = np.unique(g[roots] > 0, axis=0, return_inverse=True)
+        set_of = set_of.reshape(-1)
+        order = np.lexsort((*g[roots].T[::-1], set_of))      # by set, alike roots in runs
+        roots, set_of = roots[order], set_of[order]
+        set_levels = np.where(sets, top, 0)
+        by_parent = np.argsort(parent, kind="stable")
+        bounds = np.searchsorted(parent[by_parent], np.arange(-1, len(g) + 1))
+        set_batch = np.arange(len(sets)) * max(len(raw_key), 1) // BATCH_CELLS
+        for first_set in np.flatnonzero(np.diff(set_batch, prepend=-1)).tolist():
+            last_set = int(np.searchsorted(set_batch, set_batch[first_set], side="right"))
+            span = set_levels[first_set:last_set]
+            projected, _ = run(raw, top, np.zeros(len(span), dtype=np.int64), span, False)
+            in_span = np.flatnonzero((set_of >= first_set) & (set_of < last_set))
+            sizes = projected.count[set_of[in_span] - first_set]
+            for batch in np.split(in_span, np.flatnonzero(np.diff(
+                    np.cumsum(sizes) // BATCH_CELLS)) + 1):
+                frontier = roots[batch]
+                cells, quality[frontier] = run(projected, span, set_of[batch] - first_set,
+                                               g[frontier])
+                while len(frontier):
+                    if progress is not None:
+                        progress(len(frontier))
+                    lo, hi = bounds[frontier + 1], bounds[frontier + 2]
+                    slots = _ranges(lo, hi - lo)
+                    if not len(slots):
+                        break
+                    children = by_parent[slots]
+                    of = np.repeat(np.arange(len(frontier), dtype=np.int64), hi - lo)
+                    by_axis = np.lexsort((g[frontier][of, axis[children]], axis[children]))
+                    children, of = children[by_axis], of[by_axis]    # alike children in runs
+                    cells, quality[children] = run(cells, g[frontier], of, g[children])
+                    frontier = children
+    finally:
+        if pool_ is not None:
+            pool_.shutdown()
+    if not np.isfinite(quality).all():
+        raise RuntimeError("a grid of the pool was not scored")  # never release on a gap
+    return quality
 
 
 # -------------------------------------------------------------------- mechanisms

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -182,6 +184,120 @@ def test_cube_scores_equal_the_naive_recount_of_every_grid() -> None:
     naive = [pp.misclassification(pp.cells_of(pp.grid_histogram(rows, hs, g)), 0.25)
              for g in grids]
     np.testing.assert_allclose(cube, naive, rtol=1e-12)
+
+
+def _adult_like() -> list:
+    """Four columns of Adult-like shape: two groupings, equal-width bins, a flat one."""
+    a = CategoricalColumn("a", tuple(f"a{i}" for i in range(8)),
+                          taxonomy={"Any": {"g1": {"h1": ["a0", "a1"], "h2": ["a2", "a3"]},
+                                            "g2": {"h3": ["a4", "a5"], "h4": ["a6", "a7"]}}})
+    b = NumericColumn("b", 0.0, 16.0, taxonomy={"bins": [2, 4, 8, 16]})
+    c = CategoricalColumn("c", ("c1", "c2", "c3"))
+    e = CategoricalColumn("e", ("e1", "e2", "e3", "e4", "e5"),
+                          taxonomy={"Any": {"x": ["e1", "e2"], "y": ["e3", "e4", "e5"]}})
+    return [hierarchy(col, WHERE) for col in (a, b, c, e)]
+
+
+def _weighted(rng: np.random.Generator, hs: list, rows: int, *, classes: str = "both",
+              no_leaf: float = 0.1, skew: bool = False) -> JointTable:
+    """A joint table (distinct leaf tuples with counts, as the pass builds it): leaves at
+    random (a share in no leaf on every column; ``skew`` piles rows on a few tuples),
+    counts of one or both classes."""
+    cols = []
+    for h in hs:
+        leaf = rng.integers(0, h.n_leaves, rows)
+        if skew:
+            leaf = np.minimum(leaf, rng.integers(0, 2, rows))
+        leaf[rng.random(rows) < no_leaf] = h.n_leaves
+        cols.append(leaf)
+    leaves, inverse = np.unique(np.column_stack(cols), axis=0, return_inverse=True)
+    label = rng.random(rows) < 0.3 if classes == "both" else np.full(rows, classes == "pos")
+    counts = np.zeros((len(leaves), 2), dtype=np.int64)
+    np.add.at(counts, (inverse.reshape(-1), label.astype(int)), 1)
+    return JointTable(tuple(h.column for h in hs), leaves.astype(np.int32), counts)
+
+
+SHAPES: dict[str, tuple[Callable[[], list], int, dict[str, Any]]] = {
+    "adult-like": (_adult_like, 4000, {}),
+    "one column": (lambda: _adult_like()[:1], 300, {}),
+    "one flat column": (lambda: _adult_like()[2:3], 50, {}),
+    "single class": (_adult_like, 2000, {"classes": "pos"}),
+    "no positives": (hierarchies, 500, {"classes": "neg"}),
+    "mostly empty cells": (_adult_like, 40, {"no_leaf": 0.0}),
+    "all in no leaf": (hierarchies, 60, {"no_leaf": 1.0}),
+    "skewed": (_adult_like, 5000, {"skew": True, "no_leaf": 0.3}),
+}
+
+@pytest.mark.parametrize("shape", sorted(SHAPES))
+@pytest.mark.parametrize("threshold", [3, 40, 10**6])
+def test_sparse_scores_equal_the_dense_cube(shape: str, threshold: int,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """The sparse cube scores every grid as the dense one (today's code): the counts are
+    the same integers and the terms the same, only the flip terms' sum skips the empty
+    cells' zeros (a different rounding, at most ~1e-16 relative); the same on any
+    number of threads and chunks, so the pick never depends on the machine."""
+    make, rows, kw = SHAPES[shape]
+    hs = make()
+    table = _weighted(make_rng(sorted(SHAPES).index(shape)), hs, rows, **kw)
+    grids = pp.pool([h.sizes for h in hs], threshold)
+    for rate in (0.01, 0.3, 4.0):
+        dense = pp.score_pool_dense(table, hs, grids, rate, 1)
+        sparse = pp.score_pool(table, hs, grids, rate, 1, threads=1, method="sparse")
+        np.testing.assert_allclose(sparse, dense, rtol=1e-13, atol=1e-12)
+        assert np.argmin(sparse) == np.argmin(dense) or \
+            dense[np.argmin(sparse)] == pytest.approx(dense.min(), rel=1e-13)
+        monkeypatch.setattr(pp, "CHUNK_CELLS", 7)           # many chunks, on 3 threads
+        many = pp.score_pool(table, hs, grids, rate, 1, threads=3, method="sparse")
+        np.testing.assert_array_equal(many, sparse)
+        monkeypatch.undo()
+
+
+def test_auto_picks_the_dense_cube_only_for_small_grids(monkeypatch: pytest.MonkeyPatch) -> None:
+    hs = _adult_like()
+    table = _weighted(make_rng(8), hs, 500)
+    grids = pp.pool([h.sizes for h in hs], 10**6)
+    dense = pp.score_pool_dense(table, hs, grids, 0.3, 1)
+
+    def refuse(*args: Any, **kwargs: Any) -> np.ndarray:
+        raise AssertionError("dense cube used")
+
+    with monkeypatch.context() as m:
+        m.setattr(pp, "score_pool_dense", refuse)
+        m.setattr(pp, "DENSE_BELOW", 1)                  # every grid is "large"
+        np.testing.assert_allclose(pp.score_pool(table, hs, grids, 0.3, 1), dense, rtol=1e-13)
+    m2 = pytest.MonkeyPatch()
+    m2.setattr(pp, "DENSE_BELOW", 10**9)                # every grid is "small"
+    try:
+        assert pp.score_pool(table, hs, grids, 0.3, 1).tolist() == dense.tolist()
+    finally:
+        m2.undo()
+
+
+def test_sparse_scores_of_an_empty_table_are_zero() -> None:
+    hs = hierarchies()
+    table = JointTable(("a", "b", "c"), np.zeros((0, 3), dtype=np.int32),
+                       np.zeros((0, 2), dtype=np.int64))
+    grids = pp.pool([h.sizes for h in hs], 10**6)
+    assert pp.score_pool(table, hs, grids, 0.5, 1, method="sparse").tolist() == [0.0] * len(grids)
+    assert pp.score_pool_dense(table, hs, grids, 0.5, 1).tolist() == [0.0] * len(grids)
+
+
+@pytest.mark.parametrize("rate", [0.05, 0.5, 2.0])
+def test_sparse_scores_change_at_most_delta_q_between_neighbours(rate: float) -> None:
+    """Replace-one sensitivity of the scores as the sparse cube computes them."""
+    rng = make_rng(21)
+    hs = _adult_like()
+    delta = pp.quality_sensitivity(rate)
+    grids = pp.pool([h.sizes for h in hs], 10**6)
+    worst = 0.0
+    for _ in range(25):
+        base = random_table(rng, hs, int(rng.integers(1, 60)))
+        neighbour = replace_one(rng, base, hs)
+        q = [pp.score_pool(t, hs, grids, rate, 1, threads=1, method="sparse")
+             for t in (base, neighbour)]
+        worst = max(worst, float(np.abs(q[0] - q[1]).max()))
+    assert worst <= delta + 1e-9
+    assert worst > 0.5 * delta        # the test moves scores near the bound: it can fail
 
 
 def test_a_row_in_no_leaf_is_in_no_cell_only_of_grids_using_that_column() -> None:

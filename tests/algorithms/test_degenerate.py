@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from pathlib import Path
 
@@ -71,7 +72,10 @@ def test_the_naive_bayes_range_is_that_of_every_input(seed: int) -> None:
 
 
 def test_a_prior_that_swamps_every_feature_never_predicts_the_rare_class() -> None:
-    model = _nb(np.random.default_rng(4), prior=(1e9, 0.0))
+    # unclamped every-word-absent terms (a model file from before the clamp): with an empty
+    # class they swamp every other feature, which is the shape this check must name
+    model = dataclasses.replace(_nb(np.random.default_rng(4), prior=(1e9, 0.0)),
+                                clamp_absent=False)
     verdict = check(model)
     assert verdict.never == ("1",) and verdict.degenerate and not verdict.constant
     assert "no input in the declared domain is predicted class '1'" in verdict.problem()
@@ -137,6 +141,32 @@ def test_the_signal_test_finds_a_clear_signal() -> None:
     positive = rng.binomial(sizes, rate)
     counts = _noisy(np.column_stack([sizes - positive, positive]), 4.0, rng)
     assert signal_p_value(counts, 4.0) == 1 / (SIGNAL_DRAWS + 1)
+
+
+def _grid(cells: int, signal: bool, seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    sizes = rng.integers(0, 60, cells)
+    rate = rng.beta(1, 3, cells) if signal else np.full(cells, 0.25)
+    positive = rng.binomial(sizes, rate)
+    return _noisy(np.column_stack([sizes - positive, positive]), 4.0, rng)
+
+
+def test_the_signal_test_stops_early_with_the_full_run_s_answer(monkeypatch) -> None:
+    """A clear signal on a large grid stops after the pilot replicates with the full run's
+    1/(draws + 1); a grid with no signal stops at the SIGNAL_STOP-th replicate reaching the
+    observed statistic (Besag and Clifford's p-value), above SIGNAL_LEVEL as the full run."""
+    from dpcli.algorithms import degenerate as dg
+
+    strong, null = _grid(3000, True, 1), _grid(3000, False, 2)
+    early = dg.signal_p_value(strong, 4.0), dg.signal_p_value(null, 4.0)
+    assert early[0] == 1 / (dg.SIGNAL_DRAWS + 1)
+    assert early[1] > dg.SIGNAL_LEVEL
+    assert early[1] == dg.SIGNAL_STOP / round(dg.SIGNAL_STOP / early[1])   # SIGNAL_STOP / l
+    monkeypatch.setattr(dg, "SIGNAL_STOP", 10**9)        # the full runs
+    monkeypatch.setattr(dg, "SIGNAL_MARGIN", np.inf)
+    full = dg.signal_p_value(strong, 4.0), dg.signal_p_value(null, 4.0)
+    assert full[0] == early[0]
+    assert full[1] > dg.SIGNAL_LEVEL
 
 
 def test_the_signal_test_is_a_function_of_the_released_counts() -> None:

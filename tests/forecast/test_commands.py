@@ -228,23 +228,31 @@ def _true_at(scores: np.ndarray, positive: np.ndarray, thresholds: np.ndarray) -
     return 1.0 - np.searchsorted(pos, thresholds, side="right") / pos.size
 
 
-def test_roc_error_bars_cover(adult, monkeypatch) -> None:
+def _roc_releases(adult, n: int, epsilon: float, prevalence: float, auc: float,
+                  data_seed: int, rng_seed: int, runs: int, upper: float):
+    """``runs`` private ROC curves of one binormal test set with their error bars, and the
+    set's true AUC, scores and labels."""
     from dpcli.algorithms import roc as pr
     from dpcli.forecast import roc as fr
 
-    monkeypatch.setattr(fr, "BAR_DRAWS", 60)
-    n = 1500
-    section = dataclasses.replace(adult.sections["roc"], epsilon=0.5)
-    scores, positive = _binormal(n, 0.3, 0.8, 2)
+    section = dataclasses.replace(adult.sections["roc"], epsilon=epsilon)
+    scores, positive = _binormal(n, prevalence, auc, data_seed)
     true_auc = pr.true_roc(scores, positive).auc
     cfg, p = fr.config(section), fr.plan(adult, section, n)
-    rng = np.random.default_rng(6)
-    auc_hits, point_hits, points = 0, 0, 0
-    runs = 100
+    rng = np.random.default_rng(rng_seed)
     for _ in range(runs):
-        curve, _ = pr.private_roc(scores, positive, lower=-4.0, upper=5.0, config=cfg,
+        curve, _ = pr.private_roc(scores, positive, lower=-4.0, upper=upper, config=cfg,
                                   run_plan=p, rng=rng)
-        bars = fr.error_bars(curve, cfg, p, n)
+        yield curve, fr.error_bars(curve, cfg, p, n), true_auc, scores, positive
+
+
+def test_roc_error_bars_cover(adult, monkeypatch) -> None:
+    from dpcli.forecast import roc as fr
+
+    monkeypatch.setattr(fr, "BAR_DRAWS", 60)
+    auc_hits, point_hits, points = 0, 0, 0
+    for curve, bars, true_auc, scores, positive in _roc_releases(
+            adult, 1500, 0.5, 0.3, 0.8, data_seed=2, rng_seed=6, runs=100, upper=5.0):
         lo, hi = bars["auc"]
         auc_hits += lo <= true_auc <= hi
         truth = _true_at(scores, positive, curve.thresholds)[1:-1]
@@ -265,23 +273,15 @@ def test_roc_auc_interval_covers_when_the_release_is_clipped(adult, monkeypatch)
     released AUC, cut to [0, 1]. A new user's case (252 test rows, ε 0.5, true AUC 0.72):
     centred on the clipped value alone, 88 % of 300 runs covered and 20 of the 35 clipped
     ones; now 97 % and 35 of 35. It never collapses to a point (width > 0)."""
-    from dpcli.algorithms import roc as pr
     from dpcli.forecast import roc as fr
 
     monkeypatch.setattr(fr, "BAR_DRAWS", 20)
     monkeypatch.setattr(fr, "AUC_DRAWS", 1000)
-    n = 252
-    section = dataclasses.replace(adult.sections["roc"], epsilon=0.5)
-    scores, positive = _binormal(n, 0.25, 0.72, 1)
-    true_auc = pr.true_roc(scores, positive).auc
-    cfg, p = fr.config(section), fr.plan(adult, section, n)
-    rng = np.random.default_rng(2)
     runs, clipped, hits = 300, 0, 0
-    for _ in range(runs):
-        curve, _ = pr.private_roc(scores, positive, lower=-4.0, upper=6.0, config=cfg,
-                                  run_plan=p, rng=rng)
+    for curve, bars, true_auc, _, _ in _roc_releases(
+            adult, 252, 0.5, 0.25, 0.72, data_seed=1, rng_seed=2, runs=runs, upper=6.0):
         assert curve.auc_release is not None
-        lo, hi = fr.error_bars(curve, cfg, p, n)["auc"]
+        lo, hi = bars["auc"]
         assert 0.0 <= lo <= curve.auc <= hi <= 1.0 and hi > lo
         clipped += not 0.0 <= curve.auc_release.unclipped <= 1.0
         hits += lo <= true_auc <= hi

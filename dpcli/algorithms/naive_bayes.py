@@ -386,13 +386,19 @@ class NumericParams:
         shares of the released counts over the bin's width (post-processing)."""
         from dpcli.stats.accumulators import bin_index
 
+        logp, edges = self.log_table(alpha)
+        return logp[:, bin_index(np.clip(x, self.lower, self.upper), edges)].T
+
+    def log_table(self, alpha: float) -> tuple[np.ndarray, np.ndarray]:
+        """(classes × bins) log p(bin | c) over the bin's width, and the bins' edges: the one
+        place they are computed (nb_threshold's scorer reads them too)."""
+        from dpcli.stats.accumulators import histogram_edges
+
         assert self.bins is not None
         counts = self.bins + alpha
         width = (self.upper - self.lower) / counts.shape[1]
         logp = np.log(counts / counts.sum(axis=1, keepdims=True)) - math.log(width)
-        edges = np.linspace(self.lower, self.upper, counts.shape[1] + 1)
-        edges[-1] = self.upper
-        return logp[:, bin_index(np.clip(x, self.lower, self.upper), edges)].T
+        return logp, histogram_edges(self, counts.shape[1])
 
 
 @dataclass
@@ -456,10 +462,15 @@ class NaiveBayesModel:
             elif isinstance(col, TokensColumn):
                 out += self.tokens_loglik(name, values)
             else:
-                table = self.tables[name] + alpha + self.pseudo.get(name, 0.0)
-                logp = np.log(table / table.sum(axis=1, keepdims=True))
-                out += logp[:, np.asarray(values)].T
+                out += self.code_log_table(name)[:, np.asarray(values)].T
         return out
+
+    def code_log_table(self, name: str) -> np.ndarray:
+        """(classes × levels) log P(level | c) of a categorical or binary column: smoothed
+        shares of the released table, the one place they are computed (nb_threshold's
+        scorer reads them too)."""
+        table = self.tables[name] + self.config.smoothing + self.pseudo.get(name, 0.0)
+        return np.log(table / table.sum(axis=1, keepdims=True))
 
     def common_log_odds(self) -> float | None:
         """log-odds of class 1 over class 0 shared by every row through the tokens

@@ -190,20 +190,13 @@ class Scorer:
                 if p.bins is None:
                     self.terms.append((name, ("model",)))
                     continue
-                # as NumericParams.log_density computes them
-                counts = p.bins + (alpha + m.pseudo.get(name, 0.0))
-                width = (p.upper - p.lower) / counts.shape[1]
-                logp = np.log(counts / counts.sum(axis=1, keepdims=True)) - math.log(width)
-                edges = np.linspace(p.lower, p.upper, counts.shape[1] + 1)
-                edges[-1] = p.upper
+                logp, edges = p.log_table(alpha + m.pseudo.get(name, 0.0))  # as log_density
                 self.terms.append((name, ("bins", self._rows(logp), p.lower, p.upper,
                                           edges)))
             elif isinstance(col, TokensColumn):
                 self.terms.append((name, ("model",)))
-            else:  # as joint_log_likelihood computes them
-                table = m.tables[name] + alpha + m.pseudo.get(name, 0.0)
-                logp = np.log(table / table.sum(axis=1, keepdims=True))
-                self.terms.append((name, ("codes", self._rows(logp))))
+            else:  # the table joint_log_likelihood reads
+                self.terms.append((name, ("codes", self._rows(m.code_log_table(name)))))
 
     def _rows(self, logp: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         return tuple(np.ascontiguousarray(logp[k]) for k in self.classes)  # type: ignore[return-value]
@@ -319,9 +312,9 @@ class BinLeaves:
         return self.bins
 
     def edges(self) -> np.ndarray:
-        edges = np.linspace(self.lower, self.upper, self.bins + 1)
-        edges[-1] = self.upper
-        return edges
+        from dpcli.stats.accumulators import histogram_edges
+
+        return histogram_edges(self, self.bins)
 
     def leaves(self, values: np.ndarray) -> np.ndarray:
         from dpcli.stats.accumulators import bin_index

@@ -20,7 +20,7 @@ brute-force neighbour tests in ``tests/stats/test_sensitivity.py``.
 from __future__ import annotations
 
 import abc
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -48,8 +48,19 @@ def n_levels(col: Column) -> int:
     raise TypeError(f"column '{col.name}' is {col.kind}: it has no levels")
 
 
-def histogram_edges(col: NumericColumn, bins: int) -> np.ndarray:
-    """``bins + 1`` equal-width edges from ``lower`` to ``upper`` (both exact)."""
+class Bounded(Protocol):
+    """Anything with declared bounds: a numeric column, a released histogram's parameters."""
+
+    @property
+    def lower(self) -> float: ...
+
+    @property
+    def upper(self) -> float: ...
+
+
+def histogram_edges(col: Bounded, bins: int) -> np.ndarray:
+    """``bins + 1`` equal-width edges from ``lower`` to ``upper`` (both exact: numpy's
+    linspace sets its last point to ``upper``)."""
     return np.linspace(col.lower, col.upper, bins + 1)
 
 

@@ -144,6 +144,7 @@ def roc(spec: Spec, data: Path, *, model: Path | None = None, out: Path | None =
             true_curve = pr.true_roc(np.concatenate([v for v, _ in kept]),
                                      np.concatenate([p for _, p in kept]))
         del roc_pass, kept  # nothing below may touch private values
+        curve_warning = _curve_noise_warning(curve, noise)   # from released values
         envelope = run.envelope("roc_curve", payload)
         if out is not None:
             from dpcli.plot import roc_png
@@ -152,7 +153,7 @@ def roc(spec: Spec, data: Path, *, model: Path | None = None, out: Path | None =
             run.write(out / "curve.csv", _csv(curve, bars))
             run.write(out / "curve.json", dumps_json(envelope))
             # the picture carries the interval and the caution too (it travels alone)
-            caution = warning or _curve_noise_warning(curve, noise)
+            caution = warning or curve_warning
             run.write_bytes(out / "curve.png", roc_png(curve, title=title,
                                                        true_curve=true_curve, bars=bars,
                                                        warning=caution))
@@ -160,7 +161,6 @@ def roc(spec: Spec, data: Path, *, model: Path | None = None, out: Path | None =
                        "auc_interval": bars["auc"],
                        **({"non_private_output": "curve.png shows the true curve "
                            "(spec declares public_data)"} if compare_true else {})}
-    curve_warning = _curve_noise_warning(curve, noise)
     if curve_warning is not None:
         reporter.warn(curve_warning)
     if warning is not None:

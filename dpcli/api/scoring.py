@@ -89,7 +89,7 @@ def model_caution(spec: Spec, si: ScoreInput) -> str | None:
     only the model file and the ledger (no private value); None when it matches, or
     when the run is not in this ledger (a model of another dataset or ledger).
     """
-    from dpcli.api.spend import _recorded_runs
+    from dpcli.api.spend import recorded_runs
     from dpcli.fingerprint import file_digest
 
     run_id = si.source_note.get("model_run_id")
@@ -98,7 +98,7 @@ def model_caution(spec: Spec, si: ScoreInput) -> str | None:
         return None
     if not Path(path).is_file():
         return None
-    run = next((r for r in _recorded_runs(spec) if r.run_id == run_id), None)
+    run = next((r for r in recorded_runs(spec) if r.run_id == run_id), None)
     if run is None or run.status != "complete" or not run.outputs:
         return None
     if file_digest(Path(path)) in {o.get("sha256") for o in run.outputs}:

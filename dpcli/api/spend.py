@@ -81,7 +81,7 @@ def forecast_json(fc: Forecast | None) -> dict[str, Any]:
             "verdict": fc.verdict.to_json(), "forecast_method": fc.method, "forecast_n": fc.n}
 
 
-def _recorded_runs(spec: Spec) -> list[Any]:
+def recorded_runs(spec: Spec) -> list[Any]:
     """The dataset's runs in its ledger (none when the ledger does not exist yet)."""
     from dpcli.run import open_ledger
 
@@ -186,7 +186,7 @@ class Spend:
             protected = [*protect.spec_protected(spec), *protect.inputs("the input data", data),
                          *inputs]
             Outputs().check_writable(*real, protected=protected)
-            protect.check_replacements(real, command, lambda: _recorded_runs(spec))
+            protect.check_replacements(real, command, lambda: recorded_runs(spec))
         if isinstance(plan, Plan):
             total = plan.total
         elif total is None:

@@ -484,11 +484,7 @@ class NaiveBayesModel:
         prior = self.log_prior()
         out = float(prior[1] - prior[0])
         for name in names:
-            col = self.schema.column(name)
-            assert isinstance(col, TokensColumn)
-            _, base = self._bernoulli_base(self.tables[name],
-                                           self.config.smoothing + self.pseudo.get(name, 0.0),
-                                           float(col.max_per_row or 0) or None)
+            _, base = self._tokens_terms(name)
             out += float(base[1] - base[0])
         return out
 
@@ -511,20 +507,22 @@ class NaiveBayesModel:
         """A tokens column's (rows × classes) term of :meth:`joint_log_likelihood`: the one
         place it is computed (nb_threshold's scorer calls it too, so the threshold pass
         scores as the released model does, clamp included)."""
-        col = self.schema.column(name)
-        assert isinstance(col, TokensColumn) and isinstance(values, TokenSets)
-        return self._bernoulli_loglik(self.tables[name], values,
-                                      self.config.smoothing + self.pseudo.get(name, 0.0),
-                                      bound=float(col.max_per_row or 0) or None)
-
-    def _bernoulli_loglik(self, counts: np.ndarray, tokens: TokenSets,
-                          alpha: float, bound: float | None = None) -> np.ndarray:
-        p, base = self._bernoulli_base(counts, alpha, bound)
+        assert isinstance(values, TokenSets)
+        p, base = self._tokens_terms(name)
         delta = np.log(p) - np.log1p(-p)              # word present vs absent
-        rows = np.repeat(np.arange(tokens.n), np.diff(tokens.offsets))
-        present = np.zeros((tokens.n, counts.shape[0]))
-        np.add.at(present, rows, delta[:, tokens.indices].T)
+        rows = np.repeat(np.arange(values.n), np.diff(values.offsets))
+        present = np.zeros((values.n, p.shape[0]))
+        np.add.at(present, rows, delta[:, values.indices].T)
         return base[None, :] + present
+
+    def _tokens_terms(self, name: str) -> tuple[np.ndarray, np.ndarray]:
+        """A tokens column's word shares and every-word-absent terms (:meth:`_bernoulli_base`
+        with the column's pseudo-count and its max_per_row as the clamp's bound)."""
+        col = self.schema.column(name)
+        assert isinstance(col, TokensColumn)
+        return self._bernoulli_base(self.tables[name],
+                                    self.config.smoothing + self.pseudo.get(name, 0.0),
+                                    float(col.max_per_row or 0) or None)
 
     def _bernoulli_base(self, counts: np.ndarray, alpha: float,
                         bound: float | None) -> tuple[np.ndarray, np.ndarray]:

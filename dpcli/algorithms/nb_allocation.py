@@ -237,8 +237,7 @@ def prior_floor(n: int, epsilon: float, k: int) -> Fraction:
 
 def histogram_bins(n: int, epsilon: float, k: int, columns: int) -> int:
     """B = round(√(n·ε/(2√2·K·m))) in [MIN_BINS, MAX_BINS]: a histogram's bins (module doc)."""
-    raw = math.sqrt(max(n, 1) * epsilon / (2 * math.sqrt(2) * max(k, 2) * max(columns, 1)))
-    return int(min(MAX_BINS, max(MIN_BINS, round(raw))))
+    return int(min(MAX_BINS, max(MIN_BINS, round(raw_bins(n, epsilon, k, columns)))))
 
 
 def raw_bins(n: int, epsilon: float, k: int, columns: int) -> float:

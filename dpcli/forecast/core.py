@@ -61,21 +61,17 @@ class MetricForecast:
         """``what``: its typical size (the median) and where ``level`` of runs land, in words a
         reader cannot take for something else ("90% ≤ x" read as a 90 % chance of x)."""
         lo, hi = self.interval
-        # the interval is of the signed error: a name in bars (|AUC error|) would read a
-        # negative end as a negative size, so the line names the error itself
-        what = self.what[1:-1] if len(self.what) > 2 and self.what[0] == self.what[-1] == "|" \
-            else self.what
         if self.bound_only:
-            return f"{what}: at most {_fmt(hi)} (an upper bound, not a median)"
+            return f"{self.what}: at most {_fmt(hi)} (an upper bound, not a median)"
         if lo == hi == self.expected:   # a quantity the noise does not reach
-            return f"{what}: {_fmt(lo)} (no noise on it)"
+            return f"{self.what}: {_fmt(lo)} (no noise on it)"
         if lo < 0 < hi and max(-lo, hi) <= 1.5 * min(-lo, hi):
             span = f"within ±{_fmt(self.bound)}"
         elif lo == 0 or hi == 0:   # one-sided (a loss: never better than the best): its size
             span = f"at most {_fmt(self.bound)} (one-sided)"
         else:   # lopsided (a clipped rate): both ends of the signed error
             span = f"between {_fmt(lo)} and {_fmt(hi)}"
-        return (f"{what}: typically {_fmt(self.expected)} (median size); "
+        return (f"{self.what}: typically {_fmt(self.expected)} (median size); "
                 f"{self.level:.0%} of runs {span}")
 
 

@@ -187,7 +187,7 @@ def test_printed_lines_say_what_the_numbers_are() -> None:
 def test_a_signed_interval_is_never_worded_as_an_absolute_error() -> None:
     # the tester's `plan`: "|AUC error| … 90% of runs between −0.253 and 0.15" (a negative
     # bound on a size) and validate's "between −0.0306 and 0" for a loss
-    auc = MetricForecast("|AUC error|", 0.05, (-0.253, 0.15))
+    auc = MetricForecast("AUC error", 0.05, (-0.253, 0.15))   # roc's name: signed
     assert auc.line() == ("AUC error: typically 0.05 (median size); 90% of runs between "
                           "-0.253 and 0.15")
     loss = MetricForecast("class cut's utility loss / N", 0.01, (-0.0306, 0.0))

@@ -387,10 +387,20 @@ def _standard(d: int, rng: np.random.Generator | None, given: np.ndarray | None
     return l2_laplace_vector(d, 1.0, rng)  # output perturbation draws its own lattice noise
 
 
+def _row_norms_squared(x: sparse.csr_matrix, block: int = 1 << 16) -> np.ndarray:
+    """‖row‖² of a CSR matrix, ``block`` rows at a time: ``x.multiply(x)`` would copy the whole
+    design (values and indices) at once, the peak of a validate run on a large file."""
+    out = np.empty(x.shape[0])
+    for start in range(0, x.shape[0], block):
+        part = x[start:start + block]
+        out[start:start + block] = np.asarray(part.multiply(part).sum(axis=1)).ravel()
+    return out
+
+
 def _check_data(x: Design, y: np.ndarray) -> tuple[Design, np.ndarray]:
     if sparse.issparse(x):
         x = sparse.csr_matrix(x, dtype=np.float64)
-        squared = np.asarray(x.multiply(x).sum(axis=1)).ravel()
+        squared = _row_norms_squared(x)
     else:
         x = np.asarray(x, dtype=np.float64)
         squared = np.einsum("ij,ij->i", x, x) if x.ndim == 2 else np.zeros(0)

@@ -19,7 +19,12 @@ from dpcli.mechanisms import (
     objective_perturbation,
     output_perturbation,
 )
-from dpcli.mechanisms.erm import LOGISTIC_CURVATURE, minimise, weight_norm_bound
+from dpcli.mechanisms.erm import (
+    LOGISTIC_CURVATURE,
+    _row_norms_squared,
+    minimise,
+    weight_norm_bound,
+)
 
 C = LOGISTIC_CURVATURE
 
@@ -242,3 +247,17 @@ def test_output_perturbation_inflates_its_scale_for_the_rounding() -> None:
     assert fit.noise_scale == pytest.approx(2 / (60 * 0.05) + 2 * GRADIENT_TOLERANCE / 0.05
                                             + 2 * g, rel=1e-12)
     assert 2 / (60 * 0.05) < fit.noise_scale <= 2 / (60 * 0.05) * (1 + 1 / 1024) + 1e-8
+
+
+@pytest.mark.parametrize("block", [1, 3, 7, 1 << 16])
+def test_row_norms_in_blocks_equal_the_whole_matrix(block: int) -> None:
+    """The unit-ball check reads squared row norms block by block (memory): the same numbers
+    as the whole-matrix product, with empty rows, a last partial block and one row."""
+    from scipy import sparse
+
+    rng = np.random.default_rng(3)
+    for rows in (1, 10, 23):
+        x = sparse.random(rows, 9, density=0.3, format="csr", random_state=rng)
+        x = sparse.csr_matrix(x.multiply(rng.uniform(-1, 1, size=(rows, 1))))
+        whole = np.asarray(x.multiply(x).sum(axis=1)).ravel()
+        np.testing.assert_array_equal(_row_norms_squared(x, block=block), whole)

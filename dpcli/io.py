@@ -13,6 +13,7 @@ import json
 import os
 import re
 import socket
+import stat
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -95,6 +96,28 @@ def remove_stale_temps(folder: Path) -> list[Path]:
     return removed
 
 
+def refuse_special(path: Path) -> None:
+    """UsageError (exit 64) if ``path`` is, or links to, something other than a regular file or
+    folder: a device (``/dev/null``, ``/dev/stdout``), a FIFO or a socket.
+
+    Why: an output is written beside its path and renamed over it, which would replace the
+    device node itself with a regular file holding the release (run as root, ``--out
+    /dev/null`` breaks the system's /dev/null for every process) and leave it readable by
+    anyone.
+    """
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return  # absent (or a dangling link): a new file takes the name
+    if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+        kind = ("a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
+                else "a FIFO (named pipe)" if stat.S_ISFIFO(mode) else "a socket")
+        link = " (through a symbolic link)" if path.is_symlink() else ""
+        raise UsageError(f"{path}: is {kind}{link}, not a regular file; dpcli writes its "
+                         "outputs to files it can replace whole. Give a file path (nothing "
+                         "was charged)")
+
+
 @dataclass
 class Outputs:
     """A set of output files committed together: all renamed into place, or none.
@@ -130,6 +153,7 @@ class Outputs:
         for path in real:
             if path.exists() and path.is_dir():
                 raise UsageError(f"{path}: is a folder; give a file name for this output")
+            refuse_special(path)
             parent = path.parent
             while not parent.exists():
                 parent = parent.parent

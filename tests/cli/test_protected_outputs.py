@@ -178,3 +178,28 @@ def test_a_folder_output_where_a_ledger_file_belongs_is_refused(project, cli, tm
         assert r.exit_code == 64 and "nothing was charged" in r.stderr, r.stderr
         assert not target.exists()
     assert project.ledger.read_bytes() == ledger
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_an_output_that_is_a_fifo_or_links_to_one_is_refused(root: Path, tmp_path: Path,
+                                                             command: str) -> None:
+    """Renaming over a device or FIFO would replace the node itself with the release (as root,
+    ``--out /dev/null`` breaks the system's /dev/null): refused before the charge. A FIFO
+    stands for any special file (making a device node needs root)."""
+    fifo = tmp_path / "pipe.csv"
+    os.mkfifo(fifo)
+    link = tmp_path / "link.csv"
+    link.symlink_to(fifo)
+    folder_output = command in ("roc", "publish-grid")
+    for target in (fifo, link):
+        before = _state(root)
+        code, err = _run(*_fifo_command(command, root, target))
+        assert code == 64, (target, err)
+        assert ("folder" in err) if folder_output else ("FIFO" in err), err
+        assert _state(root) == before
+        assert fifo.exists() and not fifo.is_file() and link.is_symlink()
+
+
+def _fifo_command(name: str, root: Path, out: Path) -> list[object]:
+    args = _command(name, root, "placeholder")
+    return [str(out) if str(a).endswith("/placeholder") else a for a in args]

@@ -157,10 +157,16 @@ def _kind(value: Any) -> str:
 
 
 class _StrictLoader(yaml.SafeLoader):
-    """yaml.SafeLoader that refuses duplicate keys and reads 1e-3 as a number.
+    """yaml.SafeLoader that refuses duplicate keys and types plain scalars as YAML 1.2 does.
 
     A duplicated ``budget:`` or ``epsilon:`` would otherwise silently let the
-    last one win; and YAML 1.1 reads exponent notation without a dot as text.
+    last one win. PyYAML follows YAML 1.1, whose plain scalars surprise: ``No``,
+    ``yes``, ``on`` and ``off`` are booleans (``categories: [No, Yes]``, common in
+    data from R, became ``false``/``true`` and matched no value of the column),
+    ``0_1`` is the number 1 and ``1_0`` is 10 (ε ten times the one meant),
+    ``010`` is 8 and ``1e-3`` is text. Here only ``true``/``false`` are
+    booleans, numbers are written with digits alone (``0x``/``0o`` prefixes
+    aside), and every other plain scalar is text.
     """
 
 
@@ -179,10 +185,29 @@ def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode,
 
 _StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG,
                               _construct_mapping)
+_BOOL, _INT, _FLOAT = ("tag:yaml.org,2002:bool", "tag:yaml.org,2002:int",
+                       "tag:yaml.org,2002:float")
+_StrictLoader.yaml_implicit_resolvers = {
+    first: [(tag, rx) for tag, rx in resolvers if tag not in (_BOOL, _INT, _FLOAT)]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()}
 _StrictLoader.add_implicit_resolver(
-    "tag:yaml.org,2002:float",
-    re.compile(r"^[-+]?(?:[0-9][0-9_]*)(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"),
-    list("-+0123456789"))
+    _BOOL, re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF"))
+_StrictLoader.add_implicit_resolver(
+    _INT, re.compile(r"^(?:[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+)$"), list("-+0123456789"))
+_StrictLoader.add_implicit_resolver(
+    _FLOAT, re.compile(r"^(?:[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?"
+                       r"|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$"),
+    list("-+0123456789."))
+
+
+def _construct_int(loader: _StrictLoader, node: yaml.ScalarNode) -> int:
+    text = str(loader.construct_scalar(node))
+    if text.startswith(("0o", "0x")):
+        return int(text, 0)
+    return int(text, 10)  # 010 is ten, as YAML 1.2 reads it (1.1: octal 8)
+
+
+_StrictLoader.add_constructor(_INT, _construct_int)
 
 
 #: the placeholder ``dpcli init`` writes where only the custodian can declare a value

@@ -19,8 +19,27 @@ F = TypeVar("F", bound=Callable[..., Any])
 SpecOpt = Annotated[Path, typer.Option(
     "--spec", "-s", help="YAML spec of the dataset: schema, budget, ledger, command sections.",
     dir_okay=False)]
+
+
+def number(text: str) -> float:
+    """A number option's value: Python's ``float()`` minus the digit separator it accepts.
+
+    Why: ``float("0_1")`` is 1 and ``float("1_0")`` is 10, so a typo in ``--epsilon 0_1``
+    would spend ten times the ε meant; the shell has no such numbers, so nobody means them.
+    """
+    text = text.strip()
+    if "_" in text:
+        raise typer.BadParameter(f"{text!r} is not a number (write it with digits, a dot and "
+                                 "an optional exponent, e.g. 0.1 or 1e-3)")
+    try:
+        return float(text)
+    except ValueError:
+        raise typer.BadParameter(f"{text!r} is not a number") from None
+
+
 EpsilonOpt = Annotated[float | None, typer.Option(
-    "--epsilon", "-e", help="ε this run spends (overrides the spec's section for this run).")]
+    "--epsilon", "-e", parser=number,
+    help="ε this run spends (overrides the spec's section for this run).")]
 SeedOpt = Annotated[int | None, typer.Option(
     "--seed", min=0, help="Seed the noise for a reproducible test or benchmark; the run is marked "
     "'seeded' in the ledger. Omit it for real releases (OS randomness).")]

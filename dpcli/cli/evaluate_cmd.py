@@ -12,6 +12,7 @@ from dpcli.cli.common import (
     EpsilonOpt,
     RunOptions,
     SpecOpt,
+    number,
     spending_command,
 )
 from dpcli.cli.roc_cmd import ModelOpt, ScoreColumnOpt, ScoreRangeOpt
@@ -29,6 +30,7 @@ def evaluate(
     score_column: ScoreColumnOpt = None,
     score_range: ScoreRangeOpt = None,
     cutoff: Annotated[float | None, typer.Option(
+        parser=number,
         help="With --score-column: predict the positive class when score > cutoff (default: "
         "the middle of the score range; a spec's cutoff is ignored with --model).")] = None,
     out: Annotated[Path | None, typer.Option(

@@ -6,7 +6,14 @@ from typing import Annotated
 
 import typer
 
-from dpcli.cli.common import JsonOpt, QuietOpt, SpecOpt, VerboseOpt, handle_errors
+from dpcli.cli.common import (
+    JsonOpt,
+    QuietOpt,
+    SpecOpt,
+    VerboseOpt,
+    handle_errors,
+    number,
+)
 from dpcli.cli.ui import UI
 
 app = typer.Typer(help="The privacy budget and audit log of a dataset: init, show, verify, "
@@ -168,9 +175,11 @@ def verify(spec: SpecOpt,
 @handle_errors
 def raise_(spec: SpecOpt,
            epsilon: Annotated[float, typer.Option(
-               "--epsilon", "-e", help="The dataset's new lifetime total ε (not an increment).")],
+               "--epsilon", "-e", parser=number,
+               help="The dataset's new lifetime total ε (not an increment).")],
            delta: Annotated[float | None, typer.Option(
-               "--delta", help="The new total δ (default: keep the recorded one).")] = None,
+               "--delta", parser=number,
+               help="The new total δ (default: keep the recorded one).")] = None,
            json: JsonOpt = False, quiet: QuietOpt = False, verbose: VerboseOpt = False) -> None:
     """Deliberately raise a dataset's lifetime budget; recorded as a 'raise' entry.
 

@@ -12,6 +12,7 @@ from dpcli.cli.common import (
     EpsilonOpt,
     RunOptions,
     SpecOpt,
+    number,
     spending_command,
 )
 
@@ -47,7 +48,8 @@ def roc(
         "--k", min=1, max=16, help="2^k bins; for recursive medians, k levels (default "
         "ceil(log2 n) - 3, at most 10).")] = None,
     alpha: Annotated[float | None, typer.Option(
-        "--alpha", help="Fixed-space: floor(α·n) bins instead of 2^k (the paper's α; at "
+        "--alpha", parser=number,
+        help="Fixed-space: floor(α·n) bins instead of 2^k (the paper's α; at "
         "most 65,536).")] = None,
     counts: Annotated[str | None, typer.Option(
         help="How TP and FP counts are noised: hierarchical (b-ary tree with constrained "
@@ -58,7 +60,8 @@ def roc(
         "exact public range; default for naive Bayes and logistic regression) or identity "
         "(the score on its declared range; default otherwise).")] = None,
     auc_share: Annotated[float | None, typer.Option(
-        "--auc-share", help="Share of ε on the AUC released directly from a noisy signed "
+        "--auc-share", parser=number,
+        help="Share of ε on the AUC released directly from a noisy signed "
         "pair count (default 0.5; 0: the AUC is the curve's trapezoid).")] = None,
     compare_true: Annotated[bool, typer.Option(
         "--compare-true", help="Also draw the TRUE curve in curve.png. Not private: refused "

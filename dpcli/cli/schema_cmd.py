@@ -11,6 +11,7 @@ from dpcli.cli.common import (
     RunOptions,
     SourceArg,
     SpecOpt,
+    number,
     spending_command,
 )
 
@@ -26,7 +27,8 @@ def suggest(
     data: SourceArg,
     spec: SpecOpt,
     epsilon: Annotated[float, typer.Option(
-        "--epsilon", "-e", help="ε this run spends, split equally between the columns.")],
+        "--epsilon", "-e", parser=number,
+        help="ε this run spends, split equally between the columns.")],
     out: Annotated[Path | None, typer.Option(
         "--out", "-o", help="YAML file of suggestions to review (required unless --dry-run).",
         dir_okay=False)] = None,
@@ -34,6 +36,7 @@ def suggest(
         help="Comma-separated columns to suggest for (default: every numeric column whose "
         "bounds and every categorical column whose categories are TODO).")] = None,
     delta: Annotated[float, typer.Option(
+        parser=number,
         help="δ for the category suggestions (split equally between them); the spec's budget "
         "must have δ to spend. Not used for bounds.")] = DEFAULT_DELTA,
     opts: RunOptions = RunOptions(),

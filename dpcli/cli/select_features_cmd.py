@@ -13,6 +13,7 @@ from dpcli.cli.common import (
     RunOptions,
     SourceArg,
     SpecOpt,
+    number,
     spending_command,
 )
 
@@ -34,7 +35,7 @@ def select_features(
         "and/or top --k) or cluster (k-means of noisy count vectors, clusters whose centre "
         "scores at least --threshold). Default: the spec's, else threshold.")] = None,
     threshold: Annotated[float | None, typer.Option(
-        help="τ, on the score's own scale (a row count for tc and dc).")] = None,
+        parser=number, help="τ, on the score's own scale (a row count for tc and dc).")] = None,
     k: Annotated[int | None, typer.Option(
         "--k", min=1, help="How many to select (topk, perturb), or the cap on how many "
         "(threshold).")] = None,
@@ -46,12 +47,14 @@ def select_features(
         "column the score applies to).")] = None,
     epsilon: EpsilonOpt = None,
     total_epsilon: Annotated[float | None, typer.Option(
-        "--total-epsilon", help="The ε for selection AND the training after it: the command "
+        "--total-epsilon", parser=number,
+        help="The ε for selection AND the training after it: the command "
         "spends the split rule's share (what the selection needs to resolve --min-effect, "
         "within 10-50 % of it) and prints the training share to pass to the trainer's "
         "--epsilon. Instead of --epsilon.")] = None,
     min_effect: Annotated[float | None, typer.Option(
-        "--min-effect", help="The smallest score gap that matters, per record: a share of n "
+        "--min-effect", parser=number,
+        help="The smallest score gap that matters, per record: a share of n "
         "for tc, dc, pi and chi2 (default 0.05), nats for ig (default 0.01). A selection "
         "whose noise cannot resolve it is refused before any charge.")] = None,
     allow_noise: Annotated[bool, typer.Option(

@@ -12,6 +12,7 @@ from dpcli.cli.common import (
     EpsilonOpt,
     RunOptions,
     SpecOpt,
+    number,
     spending_command,
 )
 
@@ -27,9 +28,11 @@ def train_brc(
         "clipped to [10, 200] (the noise's standard deviation below a random hyperplane's "
         "typical edge 0.1; ε_r the rounds' share of ε). Default: the spec's, else auto.")] = None,
     c1: Annotated[float | None, typer.Option(
-        "--c1", help="Private weights stay ≥ 1/c1 (1 ≤ c1 ≤ 1000; default √2).")] = None,
+        "--c1", parser=number,
+        help="Private weights stay ≥ 1/c1 (1 ≤ c1 ≤ 1000; default √2).")] = None,
     c2: Annotated[float | None, typer.Option(
-        "--c2", help="Private weights stay ≤ c2 (1 ≤ c2 ≤ 1000; default √2).")] = None,
+        "--c2", parser=number,
+        help="Private weights stay ≤ c2 (1 ≤ c2 ≤ 1000; default √2).")] = None,
     columns: Annotated[str | None, typer.Option(
         help="Comma-separated feature columns (default: the spec's 'train-brc.columns', else "
         "every numeric, categorical and binary column).")] = None,

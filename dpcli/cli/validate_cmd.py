@@ -12,6 +12,7 @@ from dpcli.cli.common import (
     EpsilonOpt,
     RunOptions,
     SpecOpt,
+    number,
     spending_command,
 )
 
@@ -42,7 +43,8 @@ def validate(
         help="objective (default: objective perturbation) or output (output perturbation).")
     ] = None,
     delta: Annotated[float | None, typer.Option(
-        "--delta", help="δ for the hinge and logistic scores (default 1e-6); the ramp score "
+        "--delta", parser=number,
+        help="δ for the hinge and logistic scores (default 1e-6); the ramp score "
         "needs none.")] = None,
     columns: Annotated[str | None, typer.Option(
         help="Comma-separated feature columns (default: the spec's 'validate.columns', else "

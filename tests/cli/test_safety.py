@@ -79,6 +79,34 @@ def test_exponent_notation_is_a_number(project: Project, cli) -> None:
     assert json.loads(r.stdout)["spent"]["epsilon"] == 0.3
 
 
+def test_yes_and_no_in_a_spec_are_text_not_booleans(project: Project, cli) -> None:
+    """YAML 1.1 reads an unquoted ``[no, yes]`` as booleans: every row of the column would
+    have matched no declared value, silently (seen with R data's No/Yes columns)."""
+    text = project.spec.read_text()
+    assert "'no'" in text and "'yes'" in text
+    project.spec.write_text(text.replace("'no'", "No").replace("'yes'", "Yes"))
+    from dpcli.spec import load_spec
+
+    member = load_spec(project.spec).schema.column("member")
+    assert list(member.levels) == ["No", "Yes"]
+    project.spec.write_text(text.replace("'no'", "no").replace("'yes'", "yes"))
+    assert list(load_spec(project.spec).schema.column("member").levels) == ["no", "yes"]
+    r = _tab(cli, project, "--columns", "member")
+    assert r.exit_code == 0, r.stderr
+    table = (project.root / "o.csv").read_text()
+    assert "yes" in table and "true" not in table
+
+
+def test_digit_separators_are_not_numbers(project: Project, cli) -> None:
+    """Python and YAML 1.1 read 0_1 as 1: ten times the ε a typo for 0.1 meant."""
+    r = _tab(cli, project, "--epsilon", "0_1")
+    assert r.exit_code == 64 and "'0_1' is not a number" in r.stderr, r.stderr
+    project.spec.write_text(project.spec.read_text().replace("epsilon: 0.3", "epsilon: 0_3"))
+    r = _tab(cli, project)
+    assert r.exit_code == 78 and "must be a number, got str '0_3'" in r.stderr, r.stderr
+    assert project.no_runs()
+
+
 def test_over_budget_exits_3_before_reading_values(project: Project, cli) -> None:
     broken = project.root / "broken.csv"
     broken.write_text("age,color,member,words,label\n30,red,no,alpha,9\n")

@@ -13,6 +13,7 @@ from dpcli.cli.common import (
     ReportOpt,
     SpecOpt,
     VerboseOpt,
+    error_object,
     handle_errors,
 )
 from dpcli.cli.ui import UI
@@ -90,15 +91,25 @@ def inspect(
             status[name] = f"stored as {m.found}, expected {m.expected}"
         else:
             status[name] = "ok"
+    problems = structure.problems() + ([values_problem] if values_problem else [])
+    # a problem from the value pass names the file already; the structure's do not
+    failure = None if ok else "; ".join(problems[:1] if not structure.readable else problems)
+    if failure is not None and not failure.startswith(f"{data}: "):
+        failure = f"{data}: {failure}"
     if json:
+        failed = {} if failure is None else error_object("data", failure, DataError.exit_code,
+                                                         charged=False)
+        # one line: the report and, on a failure, the error object's keys in it (a second
+        # line from the error handler would break a JSON Lines reader)
         ui.emit_json({"file": str(data), "format": structure.format, "rows": structure.num_rows,
                       "ok": ok, "columns": status, "extra_columns": list(structure.extra),
-                      "problems": structure.problems()
-                      + ([values_problem] if values_problem else []),
-                      "values_checked": values_checked,
+                      "problems": problems, "values_checked": values_checked,
                       # which kinds, never how many: --json stdout may leave the custodian
                       **({"remapped": {c: sorted(k) for c, k in remaps.counts.items()}}
-                         if remaps is not None else {})})
+                         if remaps is not None else {}), **failed})
+        if failure is not None:
+            ui.error(failure)
+            raise typer.Exit(DataError.exit_code)
     else:
         rows = f", {structure.num_rows:,} rows" if structure.num_rows is not None else ""
         table = Table(title=f"{data} ({structure.format}{rows}) against {s.path}",
@@ -126,11 +137,8 @@ def inspect(
         if remaps is not None and remaps.counts and not report:
             ui.say("rerun with --report for the exact counts of remapped values (private "
                    "figures, for your screen only)")
-    if not structure.readable:
-        raise DataError(f"{data}: {structure.problems()[0]}")
-    if not ok:
-        problems = structure.problems() + ([values_problem] if values_problem else [])
-        raise DataError(f"{data}: " + "; ".join(problems))
+    if failure is not None:
+        raise DataError(failure)
     changed = "" if not remaps or not remaps.counts else (
         f"; a run will remap values in {len(remaps.counts)} column(s) (listed above)")
     ui.say(f"ok: {data} matches the schema of {s.path}{changed} (nothing was charged)")

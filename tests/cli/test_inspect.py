@@ -39,6 +39,28 @@ def test_json_names_every_column_status(project: Project, cli) -> None:
     assert project.no_runs()
 
 
+def test_a_failure_with_json_is_one_line_holding_the_report_and_the_error(project: Project,
+                                                                          cli) -> None:
+    """JSON Lines readers take one object per run: the report carries the error's keys."""
+    import pandas as pd
+
+    frame = pd.read_csv(project.csv).astype({"age": object})
+    frame.loc[len(frame) - 2, "age"] = "abc"
+    data = project.root / "deep.csv"
+    frame.to_csv(data, index=False)
+    for args in ((), ("--json",)):
+        r = cli("inspect", data, "--spec", project.spec, *args)
+        assert r.exit_code == 65, r.stderr
+        assert r.stderr.count("error:") == 1 and f"{data}: {data}" not in r.stderr, r.stderr
+    lines = r.stdout.strip().splitlines()
+    assert len(lines) == 1, lines
+    out = json.loads(lines[0])
+    assert out["ok"] is False and out["error"] == "data" and out["exit_code"] == 65
+    assert out["charged"] is False and "'age'" in out["message"]
+    assert set(out["columns"]) == {"age", "color", "member", "words", "label"}
+    assert project.no_runs()
+
+
 def _remap_project(project: Project):
     import pandas as pd
 

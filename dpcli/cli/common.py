@@ -21,12 +21,14 @@ SpecOpt = Annotated[Path, typer.Option(
     dir_okay=False)]
 
 
-def number(text: str) -> float:
+def number(text: str | float) -> float:
     """A number option's value: Python's ``float()`` minus the digit separator it accepts.
 
     Why: ``float("0_1")`` is 1 and ``float("1_0")`` is 10, so a typo in ``--epsilon 0_1``
     would spend ten times the ε meant; the shell has no such numbers, so nobody means them.
     """
+    if isinstance(text, int | float):  # an option's default, passed through as well
+        return float(text)
     text = text.strip()
     if "_" in text:
         raise typer.BadParameter(f"{text!r} is not a number (write it with digits, a dot and "

@@ -128,6 +128,28 @@ class Evaluation:
                 "on this data, or the noise decides: read the intervals, spend more ε, or "
                 "evaluate on more records")
 
+    def noise_sized_classes(self) -> str | None:
+        """A caution when a class's released size (its row of the matrix, K noisy cells) is
+        within the noise's 95 % half-width of zero: that class's recall, and so the balanced
+        accuracy, are then the noise's (a test set holding one class released a recall of 1.0
+        for the absent one). Read from released values only (post-processing, free)."""
+        halfwidth = 1.96 * math.sqrt(len(self.classes)) * noise_sd(self.epsilon)
+        small = [(c, float(self.matrix[i, :].sum())) for i, c in enumerate(self.classes)
+                 if self.matrix[i, :].sum() <= halfwidth]
+        if not small:
+            return None
+        named = ", ".join(f"{c!r} (released size {size:,.0f})" for c, size in small)
+        return (f"class {named} is within the noise of an empty class (± {halfwidth:,.0f} "
+                "at 95 %): its recall and the balanced accuracy are noise, and the test set "
+                "may hold (almost) no such rows. Evaluate on more records of each class, or "
+                "spend more ε")
+
+    def caution(self) -> str | None:
+        """Every caution the released matrix calls for (:meth:`no_skill`,
+        :meth:`noise_sized_classes`), one sentence each, or None."""
+        found = [c for c in (self.noise_sized_classes(), self.no_skill()) if c is not None]
+        return "; ".join(found) if found else None
+
     def to_payload(self) -> dict[str, Any]:
         payload: dict[str, Any] = {
             "classes": list(self.classes),
@@ -142,7 +164,7 @@ class Evaluation:
         }
         if self.positive is not None:
             payload["positive_class"] = self.classes[self.positive]
-        caution = self.no_skill()
+        caution = self.caution()
         if caution is not None:
             payload["caution"] = caution
         return payload

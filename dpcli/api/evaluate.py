@@ -96,7 +96,7 @@ def evaluate(spec: Spec, data: Path, *, model: Path | None = None,
         if out is not None:
             run.write(out, dumps_json(envelope))
         run.summary = {"accuracy": round(result.accuracy, 6)}
-    caution = result.no_skill()
+    caution = result.caution()
     if caution is not None:
         reporter.warn(caution)
     return Released("evaluation", result, envelope, plan, run.run_id, out, dict(run.summary),

@@ -361,8 +361,24 @@ def encode_label(arr: pa.Array, label: Label, where: RowPosition | None = None,
             raise w.error(label.column, i, "missing label",
                           " (the label can not be imputed)")
         raise w.error(label.column, i, "label value outside the declared classes",
-                      f" (declared: {list(label.classes)})")
+                      f" (declared: {list(label.classes)}){_stored_hint(arr.type, label)}")
     return codes
+
+
+def _stored_hint(t: pa.DataType, label: Label) -> str:
+    """A hint when the label is stored as numbers (or booleans) and no declared class could
+    be one: a type mismatch, which the value message alone does not name. Data-independent
+    (the column's type and the spec)."""
+    if pa.types.is_dictionary(t):
+        t = t.value_type
+    if pa.types.is_integer(t) and not any(c.lstrip("-").isdigit() for c in label.classes):
+        return (f"; the column is stored as {t}, and no declared class is an integer: "
+                "declare the classes as the file stores them (e.g. [0, 1]), or convert "
+                "the column")
+    if pa.types.is_boolean(t) and not {"true", "false"} & {c.lower() for c in label.classes}:
+        return (f"; the column is stored as {t}: declare the classes [false, true], or "
+                "convert the column")
+    return ""
 
 
 def _splitmix64(x: np.ndarray) -> np.ndarray:

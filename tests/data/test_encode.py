@@ -146,6 +146,20 @@ def test_label_codes_and_errors() -> None:
         encode_label(pa.array(["0", None]), label, where())
 
 
+def test_a_label_stored_as_numbers_against_word_classes_names_the_type() -> None:
+    """Classes [No, Yes] against an int64 column: the message names the storage type, not
+    only 'outside the declared classes'; a numeric class list gets no such hint."""
+    with pytest.raises(DataError) as info:
+        encode_label(pa.array([0, 1]), Label("y", ("No", "Yes")), where())
+    assert "stored as int64" in str(info.value) and "e.g. [0, 1]" in str(info.value)
+    with pytest.raises(DataError) as info:
+        encode_label(pa.array([True, False]), Label("y", ("No", "Yes")), where())
+    assert "stored as bool" in str(info.value)
+    with pytest.raises(DataError) as info:
+        encode_label(pa.array([0, 7]), Label("y", ("0", "1")), where())
+    assert "stored as" not in str(info.value)
+
+
 # ----------------------------------------------------------------- tokens
 
 

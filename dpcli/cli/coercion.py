@@ -1,20 +1,22 @@
-"""Plain text and path options converted without pydantic (a start-up cost).
+"""Text, path and number options converted without pydantic (a start-up cost).
 
 Why: typer (0.2x) converts every option value through a pydantic ``TypeAdapter``
 built on first use; importing pydantic and building adapters costs about 0.1 s
-of CPU in every command (docs/scale.md, fixed cost), although most of dpcli's
-options are text or paths, which need no conversion at all: a command-line
-value is already a ``str``, and pydantic's path conversion is ``Path(value)``.
+of CPU in every command (docs/scale.md, fixed cost), although dpcli's options
+are text, paths and plain numbers: a command-line value is already a ``str``,
+pydantic's path conversion is ``Path(value)``, and its reading of decimal text
+is ``int()``'s or ``float()``'s.
 
-:func:`install` gives each text or path parameter of the command tree a
-converter that does exactly what typer's adapter does for a ``str`` from the
-command line — the text itself; for a path, ``Path(value)`` and then typer's
-own checks and messages (it exists as a file or a folder where ``dir_okay`` /
-``file_okay`` forbid it, it is not readable) — and hands any other value to
-typer's own adapter. Every other parameter (numbers with their ranges, lists)
-gets typer's adapter when a value arrives: typer builds one for each parameter
-of the command even when the option is not given (its value None, which
-needs no conversion), and that alone imports pydantic.
+:func:`install` gives each such parameter of the command tree a converter that
+does exactly what typer's adapter does for a ``str`` from the command line —
+the text itself; for a path, ``Path(value)`` and then typer's own checks and
+messages (a file or a folder where ``file_okay`` / ``dir_okay`` forbid it, not
+readable); for a number written in plain decimals, ``int``/``float`` within the
+option's min and max — and hands any other value (out of range, "1_000",
+"inf") to typer's own adapter, for its value or its message. Every other
+parameter gets typer's adapter when a value arrives: typer builds one for each
+parameter of the command even when the option is not given (its value None,
+which needs no conversion), and that alone imports pydantic.
 ``tests/cli/test_coercion.py`` checks the two agree on values that exercise
 each check. With a typer that has no such converters (older, click-based
 versions) :func:`install` does nothing.
@@ -23,14 +25,19 @@ versions) :func:`install` does nothing.
 from __future__ import annotations
 
 import os
+import re
 import stat
 from pathlib import Path
 from typing import Any
 
+#: the number text converted here (else typer's adapter): digits, a sign, a decimal point,
+#: an exponent — what int() and float() read exactly as pydantic does
+_INT = re.compile(r"[+-]?[0-9]+")
+_FLOAT = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 
 def install(group: Any) -> None:
-    """Give the text and path parameters of ``group``'s commands (and sub-groups') the
-    pydantic-free converter; other parameters keep typer's."""
+    """Give the text, path and number parameters of ``group``'s commands (and sub-groups')
+    the pydantic-free converters; other parameters get typer's when a value arrives."""
     try:
         from typer._coercion import RuntimeParam, build_runtime_param
         from typer.core import _TyperParameter
@@ -72,15 +79,17 @@ def _commands(group: Any) -> list[Any]:
 
 
 def _plain(param: Any) -> bool:
-    """A single text or path value whose conversion this module copies exactly: no custom
-    parser, no ``exists``, ``-``, ``resolve_path`` or ``path_type`` (typer's adapter for
-    those)."""
+    """A single text, path or number value whose conversion this module copies exactly: no
+    custom parser, no ``exists``, ``-``, ``resolve_path`` or ``path_type`` for a path, no
+    ``clamp`` for a number (typer's adapter for those)."""
     desc = param.type_descriptor
     info = desc.parameter_info
-    if desc.annotation not in (str, Path) or desc.file_annotation is not None:
+    if desc.annotation not in (str, Path, int, float) or desc.file_annotation is not None:
         return False
     if param.multiple or param.nargs != 1 or getattr(info, "parser", None) is not None:
         return False
+    if desc.annotation in (int, float):
+        return not getattr(info, "clamp", False)
     return not (getattr(info, "exists", False) or getattr(info, "allow_dash", False)
                 or getattr(info, "resolve_path", False)
                 or getattr(info, "path_type", None) is not None)
@@ -109,6 +118,22 @@ def _classes(base: Any, build: Any) -> dict[type | None, Any]:
             return build(param.type_descriptor)._coerce_value(value, param=param, ctx=ctx)
 
     @dataclass(frozen=True)
+    class Number(base):
+        """typer's number adapter (pydantic's lax int/float, the option's min and max) on
+        plain decimal text: ``int(value)`` / ``float(value)`` (both correctly rounded, as
+        pydantic's parser is) within the range; anything else (a value out of range, text
+        such as "1_000", "inf" or " 2") goes to typer's adapter and its message."""
+
+        def _coerce_value(self, value: Any, param: Any, ctx: Any) -> Any:
+            kind = self.annotation
+            if type(value) is str and (_INT if kind is int else _FLOAT).fullmatch(value):
+                number = kind(value)
+                low, high = self.parameter_info.min, self.parameter_info.max
+                if (low is None or number >= low) and (high is None or number <= high):
+                    return number
+            return build(param.type_descriptor)._coerce_value(value, param=param, ctx=ctx)
+
+    @dataclass(frozen=True)
     class File(base):
         """typer's path adapter on a str: ``Path(value)``, then its checks."""
 
@@ -117,7 +142,7 @@ def _classes(base: Any, build: Any) -> dict[type | None, Any]:
                 return build(param.type_descriptor)._coerce_value(value, param=param, ctx=ctx)
             return checked_path(value, self.parameter_info, param=param, ctx=ctx)
 
-    return {str: Text, Path: File, None: Deferred}
+    return {str: Text, Path: File, int: Number, float: Number, None: Deferred}
 
 
 def checked_path(value: str, info: Any, *, param: Any = None, ctx: Any = None) -> Path:

@@ -76,3 +76,72 @@ def test_train_nb_without_features_does_not_import_feature_selection(tmp_path) -
         "print('dpcli.algorithms.feature_selection' in sys.modules)\n")
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip().splitlines()[-1] == "False"
+
+
+#: run the console entry point (``dpcli.cli.app.main``, as the installed ``dpcli`` does) and
+#: print, at its exit, which of these heavy modules the process imported
+ENTRY = (
+    "import atexit, sys\n"
+    "HEAVY = ('numpy', 'pyarrow', 'pydantic', 'pandas', 'scipy', 'scipy.special',\n"
+    "         'scipy.sparse', 'scipy.stats', 'scipy.optimize', 'matplotlib', 'rich')\n"
+    "atexit.register(lambda: print('imported:', ','.join(m for m in HEAVY\n"
+    "                                                   if m in sys.modules)))\n"
+    "sys.argv = ['dpcli', *{args!r}]\n"
+    "from dpcli.cli.app import main\n"
+    "main()\n")
+
+
+def imported_by(*args: object) -> tuple[int, set[str]]:
+    r = fresh(ENTRY.format(args=[str(a) for a in args]))
+    lines = [line for line in r.stdout.splitlines() if line.startswith("imported:")]
+    assert lines, (r.returncode, r.stdout, r.stderr)
+    return r.returncode, set(filter(None, lines[-1].split(":", 1)[1].strip().split(",")))
+
+
+def test_help_imports_no_data_library_nor_pydantic() -> None:
+    # typer builds every command's options: building them must not load a command's
+    # libraries, and typer's pydantic converters are not needed for --help
+    for args in (["--help"], ["train-nb", "--help"], ["select-features", "--help"],
+                 ["ledger", "show", "--help"]):
+        code, mods = imported_by(*args)
+        assert code == 0, args
+        assert not mods & {"numpy", "pyarrow", "pydantic", "pandas", "scipy", "matplotlib"}, \
+            (args, mods)
+
+
+def test_a_quiet_train_nb_run_imports_only_what_it_needs(tmp_path) -> None:
+    from tests.cli.conftest import make_project
+
+    project = make_project(tmp_path)
+    code, mods = imported_by("train-nb", project.data, "--spec", project.spec, "--out",
+                             tmp_path / "nb.json", "--epsilon", "0.5", "-q")
+    assert code == 0
+    assert (tmp_path / "nb.json").exists()
+    assert {"numpy", "pyarrow"} <= mods  # the check sees the modules of a real run
+    # text and path options need no pydantic; pyarrow's pandas check is answered without
+    # pandas; no picture, no sparse algebra; a quiet run with nothing to say needs no rich
+    assert not mods & {"pydantic", "pandas", "matplotlib", "scipy.sparse", "scipy.stats",
+                       "scipy.optimize", "rich"}, mods
+
+
+def test_ledger_show_reads_the_ledger_without_numpy(tmp_path) -> None:
+    from tests.cli.conftest import make_project
+
+    project = make_project(tmp_path)
+    code, mods = imported_by("ledger", "show", "--spec", project.spec)
+    assert code == 0
+    assert not mods & {"numpy", "pyarrow", "pydantic", "pandas", "scipy"}, mods
+
+
+def test_a_number_option_still_gets_typers_conversion_and_range(tmp_path) -> None:
+    # options other than text and paths keep typer's own converter (built on a value)
+    from tests.cli.conftest import make_project
+
+    project = make_project(tmp_path)
+    code, _ = imported_by("train-nb", project.data, "--spec", project.spec, "--out",
+                          tmp_path / "nb.json", "--seed", "-1", "-q")
+    assert code == 64  # --seed has min=0: the option parser's usage error
+    code, _ = imported_by("train-nb", project.data, "--spec", project.spec, "--out",
+                          tmp_path / "nb.json", "--epsilon", "0.5x", "-q")
+    assert code == 64
+    assert not (tmp_path / "nb.json").exists()

@@ -8,6 +8,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import yaml
+
 
 def fresh(code: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
@@ -145,3 +147,29 @@ def test_a_number_option_still_gets_typers_conversion_and_range(tmp_path) -> Non
                           tmp_path / "nb.json", "--epsilon", "0.5x", "-q")
     assert code == 64
     assert not (tmp_path / "nb.json").exists()
+
+
+def test_a_spec_parses_its_schema_file_once_and_a_new_read_sees_an_edit(tmp_path,
+                                                                       monkeypatch) -> None:
+    from dpcli import checks
+    from dpcli.spec import load_spec
+    from tests.cli.conftest import make_project
+
+    project = make_project(tmp_path)
+    schema = tmp_path / "schema.yaml"
+    spec = yaml.safe_load(project.spec.read_text())
+    schema.write_text(yaml.safe_dump(spec["schema"]))
+    spec["schema"] = str(schema)
+    project.spec.write_text(yaml.safe_dump(spec))
+    parsed: list[str] = []
+    parse = checks._parse_yaml
+    monkeypatch.setattr(checks, "_parse_yaml", lambda p: (parsed.append(p.name), parse(p))[1])
+    first = load_spec(project.spec)
+    assert sorted(parsed) == ["schema.yaml", "spec.yaml"]  # the schema once, not twice
+    # the memory lasts one load: an edit of the same size is read by the next load
+    text = schema.read_text()
+    assert "[17, 90]" in text or "- 17" in text
+    schema.write_text(text.replace("17", "18"))
+    second = load_spec(project.spec)
+    assert len(parsed) == 4
+    assert first.schema.column("age").lower == 17 and second.schema.column("age").lower == 18

@@ -48,17 +48,19 @@ def _answer_no_pandas(pa: Any) -> None:
 
 
 class _AfterPyarrow:
-    """An import finder that finds nothing itself: when pyarrow is imported, it takes
-    itself off the finders and has the ordinary loader run :func:`_answer_no_pandas` once
-    pyarrow's module has run."""
+    """An import finder that finds nothing itself: for pyarrow it asks the ordinary finders
+    and has the loader run :func:`_answer_no_pandas` once pyarrow's module has run; it
+    leaves the finders then (a mere look-up, ``importlib.util.find_spec``, keeps it)."""
 
     @staticmethod
     def find_spec(name: str, path: object = None, target: object = None) -> Any:
         if name != "pyarrow":
             return None
-        if _AfterPyarrow in sys.meta_path:
-            sys.meta_path.remove(_AfterPyarrow)
-        spec = importlib.util.find_spec(name)  # the ordinary finders, without this one
+        sys.meta_path.remove(_AfterPyarrow)
+        try:
+            spec = importlib.util.find_spec(name)  # the ordinary finders, without this one
+        finally:
+            sys.meta_path.insert(0, _AfterPyarrow)
         loader = spec.loader if spec is not None else None
         if loader is None or not hasattr(loader, "exec_module"):
             return spec
@@ -66,6 +68,8 @@ class _AfterPyarrow:
 
         def exec_module(module: ModuleType) -> None:
             run(module)
+            if _AfterPyarrow in sys.meta_path:
+                sys.meta_path.remove(_AfterPyarrow)
             _answer_no_pandas(module)
 
         loader.exec_module = exec_module  # type: ignore[method-assign]

@@ -173,3 +173,22 @@ def test_a_spec_parses_its_schema_file_once_and_a_new_read_sees_an_edit(tmp_path
     second = load_spec(project.spec)
     assert len(parsed) == 4
     assert first.schema.column("age").lower == 17 and second.schema.column("age").lower == 18
+
+
+def test_defer_pandas_before_pyarrow_is_imported_answers_after_its_import() -> None:
+    # the CLI arms the check before anything imports pyarrow (so that --help need not): a
+    # look-up of pyarrow's spec does not use it up, the real import answers it
+    r = fresh(
+        "import importlib.util, sys\n"
+        "from dpcli.data.pandas_shim import defer_pandas\n"
+        "defer_pandas()\n"
+        "assert 'pyarrow' not in sys.modules\n"
+        "assert importlib.util.find_spec('pyarrow') is not None\n"
+        "import pyarrow as pa\n"
+        "pa.array([1.5, None]); pa.scalar('x')\n"
+        "assert 'pandas' not in sys.modules, 'pyarrow imported pandas'\n"
+        "assert not any(type(f).__name__ == '_AfterPyarrow' or f.__name__ == '_AfterPyarrow'\n"
+        "               for f in sys.meta_path if hasattr(f, '__name__')), sys.meta_path\n"
+        "print('ok')\n")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "ok"

@@ -111,6 +111,33 @@ def test_help_imports_no_data_library_nor_pydantic() -> None:
             (args, mods)
 
 
+def test_every_commands_help_imports_no_data_library() -> None:
+    # all commands' --help in one process: building and showing the help of each must not
+    # import what running it needs
+    r = fresh(
+        "import io, sys, contextlib\n"
+        "import typer\n"
+        "from dpcli.cli.app import app\n"
+        "root = typer.main.get_command(app)\n"
+        "paths = []\n"
+        "for name, cmd in root.commands.items():\n"
+        "    subs = getattr(cmd, 'commands', None)\n"
+        "    paths += [[name, s] for s in subs] if subs else [[name]]\n"
+        "for path in paths:\n"
+        "    with contextlib.redirect_stdout(io.StringIO()) as out:\n"
+        "        try:\n"
+        "            app([*path, '--help'])\n"
+        "        except SystemExit as exc:\n"
+        "            assert not exc.code, (path, exc.code)\n"
+        "    assert 'Usage' in out.getvalue(), path\n"
+        "heavy = ('numpy', 'pyarrow', 'pydantic', 'pandas', 'scipy', 'matplotlib')\n"
+        "print(len(paths), ','.join(m for m in heavy if m in sys.modules))\n")
+    assert r.returncode == 0, r.stderr
+    count, _, mods = r.stdout.strip().splitlines()[-1].partition(" ")
+    assert int(count) >= 20
+    assert mods == ""
+
+
 def test_a_quiet_train_nb_run_imports_only_what_it_needs(tmp_path) -> None:
     from tests.cli.conftest import make_project
 

@@ -35,6 +35,7 @@ from typing import Any
 _INT = re.compile(r"[+-]?[0-9]+")
 _FLOAT = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 
+
 def install(group: Any) -> None:
     """Give the text, path and number parameters of ``group``'s commands (and sub-groups')
     the pydantic-free converters; other parameters get typer's when a value arrives."""

@@ -38,21 +38,28 @@ _FLOAT = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?"
 
 def install(group: Any) -> None:
     """Give the text, path and number parameters of ``group``'s commands (and sub-groups')
-    the pydantic-free converters; other parameters get typer's when a value arrives."""
+    the pydantic-free converters; other parameters get typer's when a value arrives.
+
+    A typer whose converters changed shape keeps its own (slower, never wrong):
+    tests/cli/test_coercion.py fails on such a typer, so the pinned one is covered."""
     try:
         from typer._coercion import RuntimeParam, build_runtime_param
         from typer.core import _TyperParameter
-    except ImportError:  # a typer without per-parameter converters: nothing to do
+
+        fast = _classes(RuntimeParam, build_runtime_param)
+    except (ImportError, AttributeError, TypeError):  # older (click-based) or changed typer
         return
-    fast = _classes(RuntimeParam, build_runtime_param)
 
     def give(param: Any) -> None:
-        if not isinstance(param, _TyperParameter) or param._runtime_param is not None:
-            return
-        desc = param.type_descriptor
-        kind = fast[desc.annotation] if _plain(param) else fast[None]
-        param._runtime_param = kind(parameter_info=desc.parameter_info,
-                                    annotation=desc.annotation)
+        try:
+            if not isinstance(param, _TyperParameter) or param._runtime_param is not None:
+                return
+            desc = param.type_descriptor
+            kind = fast[desc.annotation] if _plain(param) else fast[None]
+            param._runtime_param = kind(parameter_info=desc.parameter_info,
+                                        annotation=desc.annotation)
+        except (AttributeError, TypeError):
+            return  # typer's own converter, built as typer builds it
 
     for command in _commands(group):
         for param in getattr(command, "params", ()):

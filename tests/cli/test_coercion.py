@@ -116,3 +116,24 @@ def test_the_help_option_gets_a_converter_too() -> None:
     assert option is not None and option._runtime_param is not None
     install(command)  # again (a tree parsed twice): the help option is not wrapped twice
     assert sub.get_help_option(Context(sub)) is option
+
+
+def test_a_typer_whose_converters_changed_shape_keeps_its_own(monkeypatch) -> None:
+    # e.g. a later typer whose RuntimeParam needs another field: install leaves every
+    # parameter to typer (slower, never wrong) instead of failing the command
+    from dataclasses import dataclass
+
+    from typer.main import get_command
+
+    @dataclass(frozen=True)
+    class Changed(coercion.RuntimeParam):  # type: ignore[misc]
+        new_field: int
+
+    monkeypatch.setattr(coercion, "RuntimeParam", Changed)
+    command = get_command(_app())
+    install(command)
+    assert all(p._runtime_param is None for p in command.commands["cmd"].params)  # type: ignore[attr-defined]
+    # the command still parses, through typer's own converters
+    command.main(["cmd", "x", "--count", "3", "--eps", "0.5"], standalone_mode=False)
+    params = command.commands["cmd"].params  # type: ignore[attr-defined]
+    assert all(p._runtime_param is not None for p in params if p.name in ("count", "eps"))

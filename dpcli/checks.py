@@ -6,11 +6,14 @@ and is a :class:`~dpcli.errors.SpecError` (exit code 78).
 
 from __future__ import annotations
 
+import copy
 import math
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from collections.abc import Set as AbstractSet
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -236,8 +239,40 @@ def refuse_todos(found: list[Where]) -> None:
                     f"{'; '.join(shown)}{more}")
 
 
+#: files parsed during one :func:`parse_once` block, by (path, inode, size, modification
+#: time): reading a spec parses its schema file for TODOs and then for its columns, and
+#: pure-Python YAML costs ~15 ms a parse. None outside such a block: every call parses.
+_PARSED: ContextVar[dict[tuple[str, int, int, int], Any] | None] = ContextVar(
+    "dpcli_parsed_yaml", default=None)
+
+
+@contextmanager
+def parse_once() -> Iterator[None]:
+    """Within the block, :func:`load_yaml` parses each unchanged file once (callers get
+    copies of that parse); the memory ends with the block."""
+    token = _PARSED.set({})
+    try:
+        yield
+    finally:
+        _PARSED.reset(token)
+
+
 def load_yaml(path: Path) -> Any:
     """Parse the YAML file at ``path``; SpecError naming the file (and line) on failure."""
+    parsed = _PARSED.get()
+    if parsed is None:
+        return _parse_yaml(path)
+    try:
+        st = path.stat()
+    except OSError:
+        return _parse_yaml(path)  # the error names the file
+    key = (str(path.resolve()), st.st_ino, st.st_size, st.st_mtime_ns)
+    if key not in parsed:
+        parsed[key] = _parse_yaml(path)
+    return copy.deepcopy(parsed[key])  # callers may change what they get
+
+
+def _parse_yaml(path: Path) -> Any:
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:

@@ -23,7 +23,6 @@ from typing import Any
 from dpcli import checks
 from dpcli.checks import Where
 from dpcli.errors import UsageError
-from dpcli.mechanisms.range_queries import STRATEGIES
 
 # ---------------------------------------------------------------- the options and limits
 
@@ -43,7 +42,9 @@ EQUAL_SPLIT = {"prior": 1, "categorical": 1, "mean": 1, "variance": 1}
 FS_SCORES = ("tc", "dc", "pi", "ig", "chi2")
 FS_METHODS = ("perturb", "cluster", "threshold", "topk")
 ROC_THRESHOLDS = ("recursive-medians", "fixed-space")
-ROC_COUNTS = STRATEGIES
+#: the range-query strategies of roc's counts (dpcli.mechanisms.range_queries' STRATEGIES;
+#: declared here so that reading a spec does not import the mechanisms and numpy)
+ROC_COUNTS = ("privelet", "hierarchical", "laplace")
 ROC_MAX_LEVELS = 16  # 2^16 bins: a curve of 65,536 points is plenty, and its files stay small
 ROC_TRANSFORMS = ("logit", "identity")
 GRID_DECISIONS = ("balanced", "majority")

@@ -353,9 +353,14 @@ def load_spec(path: Path | str, *, todo_domains: bool = False) -> Spec:
 
     ``todo_domains`` (for ``dpcli schema suggest`` only) accepts numeric bounds and category
     lists still marked TODO, parses them as placeholders and lists them in ``Spec.todo``;
-    every other TODO is still refused.
+    every other TODO is still refused. A schema file is parsed once (its TODOs and its
+    columns read the same parse).
     """
-    path = Path(path)
+    with checks.parse_once():
+        return _load_spec(Path(path), todo_domains)
+
+
+def _load_spec(path: Path, todo_domains: bool) -> Spec:
     where = Where(path)
     raw = checks.load_yaml(path)
     if raw is None:

@@ -69,6 +69,9 @@ class _Group(TyperGroup):
 
     def make_context(self, info_name: str | None, args: list[str], *rest: Any,
                      **kwargs: Any) -> Any:
+        from dpcli.cli.coercion import install
+
+        install(self)  # text and path options without pydantic (dpcli/cli/coercion.py)
         self._args = tuple(args)
         try:
             return super().make_context(info_name, args, *rest, **kwargs)

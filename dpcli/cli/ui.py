@@ -15,10 +15,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Any
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
 
-from rich.console import Console
-from rich.text import Text
+if TYPE_CHECKING:
+    from rich.console import Console
 
 PROGRESS_LINE_SECONDS = 10.0
 
@@ -69,10 +70,15 @@ class UI:
     # reading only stdout must not log a degenerate or noise-dominated release as clean
     warnings: list[str] = field(default_factory=list)
 
-    def __post_init__(self) -> None:
+    @cached_property
+    def err(self) -> Console:
+        """The console on stderr, made (and rich imported, about 30 ms) on first use: a
+        quiet run that has nothing to say never needs it (docs/scale.md, fixed cost)."""
+        from rich.console import Console
+
         # markup off: paths and messages may hold '[...]', which rich would eat or reject
-        self.err = Console(stderr=True, highlight=False, soft_wrap=True, markup=False,
-                           emoji=False)
+        return Console(stderr=True, highlight=False, soft_wrap=True, markup=False,
+                       emoji=False)
 
     def say(self, text: str = "", **kwargs: Any) -> None:
         """A line of talk on stderr (suppressed by --quiet)."""
@@ -87,14 +93,20 @@ class UI:
         """The command's own result for a reader (a table, a total) on stdout, so that
         ``> file`` and pipes get it; talk and warnings stay on stderr. Not silenced by
         --quiet: asking for a report and then hiding it helps nobody."""
+        from rich.console import Console
+
         Console(highlight=False, soft_wrap=True, markup=False, emoji=False).print(renderable)
 
     def warn(self, text: str) -> None:
         """Warnings are shown even with --quiet, and repeated in the --json summary."""
+        from rich.text import Text
+
         self.warnings.append(text)
         self.err.print(Text("warning: ", style="yellow") + Text(text))
 
     def error(self, text: str) -> None:
+        from rich.text import Text
+
         self.err.print(Text("error: ", style="red") + Text(text))
 
     def emit_json(self, obj: Any) -> None:
@@ -147,6 +159,8 @@ class UI:
             TextColumn,
             TimeRemainingColumn,
         )
+        from rich.text import Text
+
         class Rate(ProgressColumn):
             def render(self, task: Any) -> Text:
                 speed = task.finished_speed or task.speed

@@ -38,8 +38,7 @@ import numpy as np
 from dpcli.mechanisms.consistency import tree_inference
 from dpcli.mechanisms.laplace import discrete_laplace_mechanism
 from dpcli.mechanisms.rng import check_int, check_positive, check_rng
-
-STRATEGIES = ("privelet", "hierarchical", "laplace")
+from dpcli.params import ROC_COUNTS as STRATEGIES
 
 
 def padded_size(bins: int, base: int) -> tuple[int, int]:

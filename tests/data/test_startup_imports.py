@@ -8,6 +8,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import yaml
+
 
 def fresh(code: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
@@ -76,3 +78,144 @@ def test_train_nb_without_features_does_not_import_feature_selection(tmp_path) -
         "print('dpcli.algorithms.feature_selection' in sys.modules)\n")
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip().splitlines()[-1] == "False"
+
+
+#: run the console entry point (``dpcli.cli.app.main``, as the installed ``dpcli`` does) and
+#: print, at its exit, which of these heavy modules the process imported
+ENTRY = (
+    "import atexit, sys\n"
+    "HEAVY = ('numpy', 'pyarrow', 'pydantic', 'pandas', 'scipy', 'scipy.special',\n"
+    "         'scipy.sparse', 'scipy.stats', 'scipy.optimize', 'matplotlib', 'rich')\n"
+    "atexit.register(lambda: print('imported:', ','.join(m for m in HEAVY\n"
+    "                                                   if m in sys.modules)))\n"
+    "sys.argv = ['dpcli', *{args!r}]\n"
+    "from dpcli.cli.app import main\n"
+    "main()\n")
+
+
+def imported_by(*args: object) -> tuple[int, set[str]]:
+    r = fresh(ENTRY.format(args=[str(a) for a in args]))
+    lines = [line for line in r.stdout.splitlines() if line.startswith("imported:")]
+    assert lines, (r.returncode, r.stdout, r.stderr)
+    return r.returncode, set(filter(None, lines[-1].split(":", 1)[1].strip().split(",")))
+
+
+def test_help_imports_no_data_library_nor_pydantic() -> None:
+    # typer builds every command's options: building them must not load a command's
+    # libraries, and typer's pydantic converters are not needed for --help
+    for args in (["--help"], ["train-nb", "--help"], ["select-features", "--help"],
+                 ["ledger", "show", "--help"]):
+        code, mods = imported_by(*args)
+        assert code == 0, args
+        assert not mods & {"numpy", "pyarrow", "pydantic", "pandas", "scipy", "matplotlib"}, \
+            (args, mods)
+
+
+def test_every_commands_help_imports_no_data_library() -> None:
+    # all commands' --help in one process: building and showing the help of each must not
+    # import what running it needs
+    r = fresh(
+        "import io, sys, contextlib\n"
+        "import typer\n"
+        "from dpcli.cli.app import app\n"
+        "root = typer.main.get_command(app)\n"
+        "paths = []\n"
+        "for name, cmd in root.commands.items():\n"
+        "    subs = getattr(cmd, 'commands', None)\n"
+        "    paths += [[name, s] for s in subs] if subs else [[name]]\n"
+        "for path in paths:\n"
+        "    with contextlib.redirect_stdout(io.StringIO()) as out:\n"
+        "        try:\n"
+        "            app([*path, '--help'])\n"
+        "        except SystemExit as exc:\n"
+        "            assert not exc.code, (path, exc.code)\n"
+        "    assert 'Usage' in out.getvalue(), path\n"
+        "heavy = ('numpy', 'pyarrow', 'pydantic', 'pandas', 'scipy', 'matplotlib')\n"
+        "print(len(paths), ','.join(m for m in heavy if m in sys.modules))\n")
+    assert r.returncode == 0, r.stderr
+    count, _, mods = r.stdout.strip().splitlines()[-1].partition(" ")
+    assert int(count) >= 20
+    assert mods == ""
+
+
+def test_a_quiet_train_nb_run_imports_only_what_it_needs(tmp_path) -> None:
+    from tests.cli.conftest import make_project
+
+    project = make_project(tmp_path)
+    code, mods = imported_by("train-nb", project.data, "--spec", project.spec, "--out",
+                             tmp_path / "nb.json", "--epsilon", "0.5", "-q")
+    assert code == 0
+    assert (tmp_path / "nb.json").exists()
+    assert {"numpy", "pyarrow"} <= mods  # the check sees the modules of a real run
+    # text and path options need no pydantic; pyarrow's pandas check is answered without
+    # pandas; no picture, no sparse algebra; a quiet run with nothing to say needs no rich
+    assert not mods & {"pydantic", "pandas", "matplotlib", "scipy.sparse", "scipy.stats",
+                       "scipy.optimize", "rich"}, mods
+
+
+def test_ledger_show_reads_the_ledger_without_numpy(tmp_path) -> None:
+    from tests.cli.conftest import make_project
+
+    project = make_project(tmp_path)
+    code, mods = imported_by("ledger", "show", "--spec", project.spec)
+    assert code == 0
+    assert not mods & {"numpy", "pyarrow", "pydantic", "pandas", "scipy"}, mods
+
+
+def test_a_number_option_still_gets_typers_conversion_and_range(tmp_path) -> None:
+    # options other than text and paths keep typer's own converter (built on a value)
+    from tests.cli.conftest import make_project
+
+    project = make_project(tmp_path)
+    code, _ = imported_by("train-nb", project.data, "--spec", project.spec, "--out",
+                          tmp_path / "nb.json", "--seed", "-1", "-q")
+    assert code == 64  # --seed has min=0: the option parser's usage error
+    code, _ = imported_by("train-nb", project.data, "--spec", project.spec, "--out",
+                          tmp_path / "nb.json", "--epsilon", "0.5x", "-q")
+    assert code == 64
+    assert not (tmp_path / "nb.json").exists()
+
+
+def test_a_spec_parses_its_schema_file_once_and_a_new_read_sees_an_edit(tmp_path,
+                                                                       monkeypatch) -> None:
+    from dpcli import checks
+    from dpcli.spec import load_spec
+    from tests.cli.conftest import make_project
+
+    project = make_project(tmp_path)
+    schema = tmp_path / "schema.yaml"
+    spec = yaml.safe_load(project.spec.read_text())
+    schema.write_text(yaml.safe_dump(spec["schema"]))
+    spec["schema"] = str(schema)
+    project.spec.write_text(yaml.safe_dump(spec))
+    parsed: list[str] = []
+    parse = checks._parse_yaml
+    monkeypatch.setattr(checks, "_parse_yaml", lambda p: (parsed.append(p.name), parse(p))[1])
+    first = load_spec(project.spec)
+    assert sorted(parsed) == ["schema.yaml", "spec.yaml"]  # the schema once, not twice
+    # the memory lasts one load: an edit of the same size is read by the next load
+    text = schema.read_text()
+    assert "[17, 90]" in text or "- 17" in text
+    schema.write_text(text.replace("17", "18"))
+    second = load_spec(project.spec)
+    assert len(parsed) == 4
+    assert first.schema.column("age").lower == 17 and second.schema.column("age").lower == 18
+
+
+def test_defer_pandas_before_pyarrow_is_imported_answers_after_its_import() -> None:
+    # the CLI arms the check before anything imports pyarrow (so that --help need not): a
+    # look-up of pyarrow's spec does not use it up, the real import answers it
+    r = fresh(
+        "import importlib.util, sys\n"
+        "from dpcli.data.pandas_shim import defer_pandas\n"
+        "defer_pandas()\n"
+        "assert 'pyarrow' not in sys.modules\n"
+        "assert importlib.util.find_spec('pyarrow') is not None\n"
+        "import pyarrow as pa\n"
+        "pa.array([1.5, None]); pa.scalar('x')\n"
+        "assert 'pandas' not in sys.modules, 'pyarrow imported pandas'\n"
+        "assert not any(type(f).__name__ == '_AfterPyarrow' or f.__name__ == '_AfterPyarrow'\n"
+        "               for f in sys.meta_path if hasattr(f, '__name__')), sys.meta_path\n"
+        "print('ok')\n")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "ok"

@@ -55,7 +55,8 @@ def install(group: Any) -> None:
             if not isinstance(param, _TyperParameter) or param._runtime_param is not None:
                 return
             desc = param.type_descriptor
-            kind = fast[desc.annotation] if _plain(param) else fast[None]
+            kind = (fast[desc.annotation] if _plain(param) else
+                    fast["parsed"] if _parsed(param) else fast[None])
             param._runtime_param = kind(parameter_info=desc.parameter_info,
                                         annotation=desc.annotation)
         except (AttributeError, TypeError):
@@ -103,7 +104,15 @@ def _plain(param: Any) -> bool:
                 or getattr(info, "path_type", None) is not None)
 
 
-def _classes(base: Any, build: Any) -> dict[type | None, Any]:
+def _parsed(param: Any) -> bool:
+    """A single number read by the option's own ``parser`` (dpcli's ``cli.common.number``):
+    the parser's value is the option's, as typer's adapter gives it for a float."""
+    desc = param.type_descriptor
+    return (desc.annotation in (int, float) and not param.multiple and param.nargs == 1
+            and getattr(desc.parameter_info, "parser", None) is not None)
+
+
+def _classes(base: Any, build: Any) -> dict[type | str | None, Any]:
     """The converters, as subclasses of typer's ``RuntimeParam`` (its ``coerce`` keeps the
     handling of a missing value: None, or () for a list, converted by no one), by the
     annotation they serve (None: any other)."""
@@ -150,7 +159,15 @@ def _classes(base: Any, build: Any) -> dict[type | None, Any]:
                 return build(param.type_descriptor)._coerce_value(value, param=param, ctx=ctx)
             return checked_path(value, self.parameter_info, param=param, ctx=ctx)
 
-    return {str: Text, Path: File, int: Number, float: Number, None: Deferred}
+    @dataclass(frozen=True)
+    class Parsed(base):
+        """The option's own parser on the value (its errors are typer's BadParameter)."""
+
+        def _coerce_value(self, value: Any, param: Any, ctx: Any) -> Any:
+            return self.parameter_info.parser(value)
+
+    return {str: Text, Path: File, int: Number, float: Number, "parsed": Parsed,
+            None: Deferred}
 
 
 def checked_path(value: str, info: Any, *, param: Any = None, ctx: Any = None) -> Path:

@@ -178,7 +178,9 @@ def _found_by_check(charge: Charge, exc: BaseException) -> DataError | None:
 @contextmanager
 def charged(spec: Spec, plan: Plan, *, command: str, arguments: dict[str, Any],
             input_path: Path | str, seeded: bool,
-            neighbouring: str = NEIGHBOURING_RELATION) -> Iterator[Charge]:
+            neighbouring: str = NEIGHBOURING_RELATION,
+            on_wait: Callable[[Path], None] | None = None,
+            before_charge: Callable[[], None] | None = None) -> Iterator[Charge]:
     """Reserve ``plan.total`` in the ledger, then run the body; record how it ended.
 
     ``input_path`` is a local file or folder (recorded with its absolute path
@@ -187,7 +189,11 @@ def charged(spec: Spec, plan: Plan, *, command: str, arguments: dict[str, Any],
     :func:`dpcli.fingerprint.input_digest`).
 
     With ``--reuse`` (:data:`REUSE`), an identical completed release whose outputs
-    are unchanged raises :class:`Reused` (exit 0) before anything is reserved.
+    are unchanged raises :class:`Reused` (exit 0) before anything is reserved. The
+    look, ``before_charge`` (the outputs' replacement check, done here under --reuse),
+    the charge and the record are serialised with identical ``--reuse`` requests
+    (:func:`dpcli.reuse.serialised`; ``on_wait`` is told when this run has to wait):
+    an identical request never charges twice.
 
     Raises BudgetExhausted (exit 3) before the body runs when the plan does
     not fit in what remains. If the body raises, a ``failed`` entry is
@@ -200,12 +206,37 @@ def charged(spec: Spec, plan: Plan, *, command: str, arguments: dict[str, Any],
     If the outputs were written but the ``complete`` entry cannot be, a
     LedgerError says exactly that.
     """
-    from dpcli import signals
-
     ledger = open_ledger(spec)
     digest = input_digest(spec.ledger_path, input_path)
-    if REUSE.get():
+    if not REUSE.get():
+        with _charged(ledger, spec, plan, command=command, arguments=arguments,
+                      input_path=input_path, digest=digest, seeded=seeded,
+                      neighbouring=neighbouring) as charge:
+            yield charge
+        return
+    from dpcli.reuse import request_digest, serialised
+
+    # identical --reuse requests run one at a time, from this look to the complete entry:
+    # a duplicate started meanwhile finds this run's release (dpcli.reuse)
+    request = request_digest(dataset=spec.dataset, command=command, arguments=arguments,
+                             spec_digest=spec.digest, input_digest=digest)
+    with serialised(ledger.file, request, on_wait):
         _reuse(ledger, spec, command, arguments, digest)
+        if before_charge is not None:
+            before_charge()
+        with _charged(ledger, spec, plan, command=command, arguments=arguments,
+                      input_path=input_path, digest=digest, seeded=seeded,
+                      neighbouring=neighbouring) as charge:
+            yield charge
+
+
+@contextmanager
+def _charged(ledger: Ledger, spec: Spec, plan: Plan, *, command: str,
+             arguments: dict[str, Any], input_path: Path | str, digest: str | None,
+             seeded: bool, neighbouring: str) -> Iterator[Charge]:
+    """The reservation, the body and its record (see :func:`charged`)."""
+    from dpcli import signals
+
     with signals.held(keep=True):  # a signal now is raised in the try below, once the line is down
         reservation = ledger.reserve(
             plan, command=command, arguments=arguments, spec_digest=spec.digest,

@@ -152,6 +152,7 @@ class Spend:
         self.command = command
         self.reporter = reporter
         self.neighbouring = neighbouring
+        self._outputs: list[Path] = []  # the output files, checked again under --reuse
 
     @classmethod
     def prepare(cls, spec: Spec, plan: Plan | Callable[[int], Plan], data: Path | str,
@@ -178,7 +179,7 @@ class Spend:
         """
         from dpcli import NEIGHBOURING_RELATION, protect
         from dpcli.io import Outputs
-        from dpcli.run import prepare_source
+        from dpcli.run import REUSE, prepare_source
 
         reporter = reporter or Silent()
         real = [Path(p) for p in outputs if p is not None]
@@ -186,7 +187,10 @@ class Spend:
             protected = [*protect.spec_protected(spec), *protect.inputs("the input data", data),
                          *inputs]
             Outputs().check_writable(*real, protected=protected)
-            protect.check_replacements(real, command, lambda: recorded_runs(spec))
+            if dry_run or not REUSE.get():
+                protect.check_replacements(real, command, lambda: recorded_runs(spec))
+            # else under --reuse, once the request's lock is held (Spend.charged): an identical
+            # run may be writing these outputs now, and its record decides what they are
         if isinstance(plan, Plan):
             total = plan.total
         elif total is None:
@@ -208,8 +212,10 @@ class Spend:
             else:
                 for line in fc.lines():
                     reporter.say(line)
-        return cls(spec, made, source, n, data, command=command, reporter=reporter,
-                   neighbouring=relation, companions=companions, forecast=fc)
+        spend = cls(spec, made, source, n, data, command=command, reporter=reporter,
+                    neighbouring=relation, companions=companions, forecast=fc)
+        spend._outputs = real
+        return spend
 
     def dry_run(self, extra: dict[str, Any] | None = None) -> DryRun:
         """What this run would spend against what remains (reads the ledger, charges nothing)."""
@@ -264,7 +270,8 @@ class Spend:
         outputs = Outputs()
         with charged(self.spec, self.plan, command=self.command, arguments=arguments,
                      input_path=self._data, seeded=seed is not None,
-                     neighbouring=self.neighbouring) as charge, outputs:
+                     neighbouring=self.neighbouring, on_wait=self._waiting,
+                     before_charge=self._check_replacements) as charge, outputs:
             run = Charged(self, charge, generator, outputs, seeded=seed is not None)
             # a data error before any noise (no step drawn, or the generator untouched: a
             # trainer may draw its steps before its first pass), with nothing written, may end
@@ -280,6 +287,20 @@ class Spend:
             run.plan.check_spent()
             charge.outputs = outputs.commit()
             charge.summary = run.summary
+
+    def _waiting(self, lock: Path) -> None:
+        self.reporter.say(f"waiting for an identical --reuse run of `dpcli {self.command}` "
+                          f"in progress (lock {lock}): its release will be reused if it "
+                          "completes")
+
+    def _check_replacements(self) -> None:
+        """The outputs replace only their own recorded bytes (:func:`dpcli.protect.
+        check_replacements`): under --reuse, checked once the request's lock is held."""
+        from dpcli import protect
+
+        if self._outputs:
+            protect.check_replacements(self._outputs, self.command,
+                                       lambda: recorded_runs(self.spec))
 
     def _recheck(self) -> None:
         """The full pre-charge check of the main input, then of each companion (raises the

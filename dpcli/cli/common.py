@@ -54,7 +54,8 @@ QuietOpt = Annotated[bool, typer.Option(
 ReuseOpt = Annotated[bool, typer.Option(
     "--reuse", help="If the ledger holds this exact release (same command, parameters, ε, spec "
     "and input file) completed, with its outputs unchanged, exit 0 without spending; "
-    "otherwise run as usual. For Makefiles and retried cron jobs.")]
+    "otherwise run as usual. Identical --reuse runs started together wait for each other and "
+    "charge once. For Makefiles and retried cron jobs.")]
 ReportOpt = Annotated[bool, typer.Option(
     "--report", help="Also print the custodian's data report on stderr: exact private figures "
     "(rows read, values clamped, mapped, imputed or dropped; the data row of a bad value). "

@@ -1,0 +1,93 @@
+"""One ``--reuse`` request at a time: identical requests wait for each other (docs/ledger.md).
+
+Why: ``--reuse`` looks for a completed identical release before it charges. Two
+identical jobs started together (overlapping cron retries, ``make -j`` with one
+target twice) both looked before either had completed, and both charged and
+released a fresh noisy table. The look and the charge must be one step for
+identical requests: the first one's outcome must be visible to the next.
+
+So a ``--reuse`` run holds an exclusive ``flock`` on a lock file named by a
+hash of its request — dataset, command, arguments (ε and outputs included),
+spec digest and the input's keyed digest — from before its look until its
+``complete`` (or ``failed``) entry is written. An identical run started
+meanwhile waits there (saying so on stderr), then looks: it finds the first
+one's release and is ``reused`` (nothing spent), or, if the first failed or was
+killed (a lock dies with its process), runs itself. Different requests never
+wait for each other, and runs without ``--reuse`` never take this lock.
+
+The lock file sits beside the ledger (``<ledger>.reuse-<hash>.lock``, empty)
+and is removed by its holder when it is done; after a kill the next identical
+run takes it over and removes it. As in the ledger's own lock, a holder checks
+once locked that the path still names the file it locked (a remover may have
+unlinked it meanwhile): otherwise it tries again.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
+from pathlib import Path
+from typing import Any
+
+from dpcli.errors import LedgerError
+
+_TRIES = 20
+
+
+def request_digest(*, dataset: str, command: str, arguments: dict[str, Any],
+                   spec_digest: str, input_digest: str | None) -> str:
+    """A hash naming one ``--reuse`` request (what :meth:`dpcli.ledger.Ledger.completed_like`
+    matches); it reveals nothing beyond what the ledger already records."""
+    text = json.dumps([dataset, command, arguments, spec_digest, input_digest],
+                      sort_keys=True, ensure_ascii=False, default=str)
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+
+
+def lock_path(ledger_file: Path, request: str) -> Path:
+    """The lock file of ``request`` beside the ledger file (symlinks followed)."""
+    real = Path(os.path.realpath(ledger_file))
+    return real.with_name(f"{real.name}.reuse-{request}.lock")
+
+
+@contextmanager
+def serialised(ledger_file: Path, request: str,
+               on_wait: Callable[[Path], None] | None = None) -> Iterator[None]:
+    """Hold the lock of ``request`` for the block; wait (calling ``on_wait`` once) while an
+    identical request holds it. A signal while waiting ends the wait (Terminated)."""
+    path = lock_path(ledger_file, request)
+    fd = -1
+    told = held = False
+    try:
+        for _ in range(_TRIES):
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                if on_wait is not None and not told:
+                    on_wait(path)
+                    told = True
+                fcntl.flock(fd, fcntl.LOCK_EX)
+            try:
+                now = os.stat(path)
+            except FileNotFoundError:
+                now = None
+            mine = os.fstat(fd)
+            if now is not None and (now.st_dev, now.st_ino) == (mine.st_dev, mine.st_ino):
+                held = True
+                break
+            os.close(fd)  # its holder removed it while we waited: take the new one
+            fd = -1
+        else:
+            raise LedgerError(f"{path}: this --reuse lock file keeps being replaced while "
+                              "dpcli waits for it; refusing to run")
+        yield
+    finally:
+        if held:
+            with suppress(OSError):  # removed while still held: a waiter then takes a new one
+                os.unlink(path)
+        if fd >= 0:
+            os.close(fd)  # also releases the lock

@@ -133,6 +133,8 @@ class Outputs:
     """
 
     _staged: dict[Path, Path] = field(default_factory=dict)
+    #: SHA-256 of each committed output as written (hashed before its rename)
+    digests: dict[Path, str] = field(default_factory=dict)
     _private: set[Path] = field(default_factory=set)
     _cleaned: set[Path] = field(default_factory=set)
     _last: Path | None = None
@@ -198,12 +200,16 @@ class Outputs:
             return self._commit()
 
     def _commit(self) -> list[Path]:
+        from dpcli.fingerprint import file_digest
+
         mode = 0o666 & ~_umask()  # mkstemp makes 0600 files; outputs follow the user's umask
         for final, tmp in self._staged.items():
             self._last = final
             os.chmod(tmp, 0o600 if final in self._private else mode)
             with open(tmp, "rb+") as fh:
                 os.fsync(fh.fileno())
+            # what the ledger records is what this run wrote, not what the path holds later
+            self.digests[final] = file_digest(tmp)
         done = []
         for final in list(self._staged):
             self._last = final

@@ -461,15 +461,22 @@ class Ledger:
         return Reservation(run_id, self.dataset, charge, digest, seq, remaining_after)
 
     def complete(self, reservation: Reservation, outputs: Sequence[Path],
-                 summary: dict[str, Any] | None = None) -> None:
+                 summary: dict[str, Any] | None = None, *,
+                 digests: dict[Path, str] | None = None) -> None:
         """Record that a reserved run finished, with the SHA-256 of each output.
+
+        ``digests`` gives an output's SHA-256 as the run wrote it (hashed before its
+        rename into place: another process writing the same path meanwhile cannot put
+        its bytes into this run's record); an output without one is hashed on disk.
 
         Guarantees: on return the line is fsynced. Raises LedgerError when the
         file fails verification, or the reservation is not in it or is
         already finished.
         """
+        known = digests or {}
         extra: dict[str, Any] = {
-            "outputs": [{"path": str(p), "sha256": file_digest(Path(p))} for p in outputs]}
+            "outputs": [{"path": str(p), "sha256": known.get(Path(p)) or file_digest(Path(p))}
+                        for p in outputs]}
         if summary is not None:
             extra["summary"] = summary
         self._finish(reservation, "complete", extra)

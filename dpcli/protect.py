@@ -21,13 +21,13 @@ A temporary file is written beside its output (same folder, a name of its
 own), so it is covered by the folder rule.
 
 A spending command replaces an existing file only when it is one of its own
-earlier outputs (:func:`check_replacements`): a path an earlier completed run
-of the same command wrote, or bytes it recorded, in the dataset's ledger.
-Anything else — a copy of the data, another tool's file, another command's
-release (``tabulate --out keep.csv`` would write its record to ``keep.json``,
-the name of a model that cost budget), an edited release — is refused before
-the charge, so a rerun of a Makefile still overwrites its own results and an
-accident loses nothing.
+earlier outputs (:func:`check_replacements`): its bytes (SHA-256) are exactly
+those an earlier completed run of the same command recorded for that path in
+the dataset's ledger. Anything else — a copy of the data, another tool's file,
+another command's release (``tabulate --out keep.csv`` would write its record
+to ``keep.json``, the name of a model that cost budget), an edited release, a
+file copied over an earlier output — is refused before the charge, so a rerun
+of a Makefile still overwrites its own results and an accident loses nothing.
 
 ``predict`` and ``synthesize`` spend nothing and so leave no ledger record: they
 recognise their own earlier output by a mark in the file (:func:`check_own_output`),
@@ -114,9 +114,12 @@ def check_replacements(outputs: Iterable[Path], command: str,
                        runs: Callable[[], Iterable[Any]]) -> None:
     """UsageError (exit 64) for an output that exists and is not an earlier output of ``command``.
 
-    An earlier output is a file whose path an earlier completed run of ``command`` recorded
-    (edited since or not), or whose bytes any completed run recorded (then it must have
-    been ``command``'s: another command's release is refused by name).
+    An earlier output is a file whose bytes (SHA-256) are exactly those an earlier completed
+    run of ``command`` recorded for that path. The path alone is not enough: whatever is
+    there now (a copy of the data, an edited release, another command's release copied over
+    it) may be all that is left of it. The refusal says which case it is: another command's
+    release (named), this command's release recorded under another path, a recorded output
+    whose bytes changed since, or a file no run recorded.
 
     ``runs()`` gives the dataset's runs as the ledger records them (``RunView``: command,
     run_id, status, outputs with their SHA-256); it is called only when an output exists.
@@ -126,29 +129,47 @@ def check_replacements(outputs: Iterable[Path], command: str,
     existing = [Path(p) for p in outputs if Path(p).is_file()]
     if not existing:
         return
-    known: dict[str, tuple[str, str]] = {}
-    own_paths: set[str] = set()  # where this command wrote before (an edited output: rewrite it)
+    by_digest: dict[str, tuple[str, str, str]] = {}  # sha256 -> (command, run_id, path)
+    by_path: dict[str, dict[str, str]] = {}  # real path -> {sha256: command} recorded there
     for run in runs():
-        if run.status == "complete":
-            for out in run.outputs:
-                known[out.get("sha256", "")] = (run.command, run.run_id)
-                if run.command == command and out.get("path"):
-                    own_paths.add(os.path.realpath(out["path"]))
-    for path in existing:
-        if os.path.realpath(path) in own_paths:
+        if run.status != "complete":
             continue
-        hit = known.get(file_digest(path))
-        if hit is None:
-            raise UsageError(
-                f"{path}: already exists and is not an output this dataset's ledger recorded; "
-                "dpcli replaces only its own earlier outputs of the same command, never another "
-                "file (a copy of the data, another tool's file, an edited release). Remove it "
-                "or choose another output path (nothing was charged)")
-        if hit[0] != command:
-            raise UsageError(
-                f"{path}: holds the release of `dpcli {hit[0]}` (ledger run {hit[1]}); this "
-                f"`dpcli {command}` would replace it. Choose another output path, or remove "
-                "the file first (nothing was charged)")
+        for out in run.outputs:
+            digest, where = out.get("sha256", ""), out.get("path", "")
+            by_digest[digest] = (run.command, run.run_id, where)
+            if where:
+                by_path.setdefault(os.path.realpath(where), {})[digest] = run.command
+    for path in existing:
+        digest = file_digest(path)
+        here = by_path.get(os.path.realpath(path), {})
+        if here.get(digest) == command:
+            continue  # this command's own recorded bytes at this path: a rerun replaces them
+        _refuse_replacement(path, command, by_digest.get(digest), recorded_here=bool(here))
+
+
+def _refuse_replacement(path: Path, command: str, hit: tuple[str, str, str] | None, *,
+                        recorded_here: bool) -> None:
+    tail = "Remove it or choose another output path (nothing was charged)"
+    if hit is not None and hit[0] != command:
+        raise UsageError(
+            f"{path}: holds the release of `dpcli {hit[0]}` (ledger run {hit[1]}); this "
+            f"`dpcli {command}` would replace it. Choose another output path, or remove "
+            "the file first (nothing was charged)")
+    if hit is not None:
+        raise UsageError(
+            f"{path}: holds the release of ledger run {hit[1]}, recorded at {hit[2]}, not at "
+            f"this path (a copy?); dpcli replaces a file only when it holds exactly what the "
+            f"ledger recorded for that path. {tail}")
+    if recorded_here:
+        raise UsageError(
+            f"{path}: an earlier run wrote this path, but the file no longer holds what the "
+            "ledger recorded for it (edited, or another file copied over it); dpcli replaces "
+            f"only its own earlier outputs byte for byte, never another file. {tail}")
+    raise UsageError(
+        f"{path}: already exists and is not an output this dataset's ledger recorded; dpcli "
+        "replaces only its own earlier outputs of the same command, byte for byte as "
+        "recorded, never another file (a copy of the data, another tool's file, an edited "
+        f"release). {tail}")
 
 
 #: the Parquet schema-metadata key that marks a file as an output of predict or synthesize

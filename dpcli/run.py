@@ -52,6 +52,8 @@ class Charge:
 
     reservation: Reservation
     outputs: list[Path] = field(default_factory=list)
+    #: each output's SHA-256 as written (dpcli.io.Outputs.digests)
+    digests: dict[Path, str] = field(default_factory=dict)
     summary: dict[str, Any] = field(default_factory=dict)
     #: True once the run may have released something (noise drawn for a release): from
     #: then on a data error is a failure and the charge stays (the default: always)
@@ -270,7 +272,8 @@ def _charged(ledger: Ledger, spec: Spec, plan: Plan, *, command: str,
         raise
     with signals.held():  # a signal held since the outputs' commit ends the run once recorded
         try:
-            ledger.complete(reservation, charge.outputs, charge.summary)
+            ledger.complete(reservation, charge.outputs, charge.summary,
+                            digests=charge.digests)
         except DpcliError as exc:
             if not charge.outputs:
                 raise

@@ -286,6 +286,7 @@ class Spend:
             # recorded as failed, the charge kept)
             run.plan.check_spent()
             charge.outputs = outputs.commit()
+            charge.digests = dict(outputs.digests)
             charge.summary = run.summary
 
     def _waiting(self, lock: Path) -> None:

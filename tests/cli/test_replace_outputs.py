@@ -4,6 +4,7 @@ and a rerun (a Makefile's) still overwrites its own results. Through the real en
 
 from __future__ import annotations
 
+import json
 import shutil
 
 from tests.cli.conftest import Project, run_entries
@@ -47,11 +48,68 @@ def test_a_file_no_run_wrote_is_never_replaced(project: Project, cli) -> None:
 def test_a_rerun_overwrites_its_own_outputs(project: Project, cli) -> None:
     assert _tab(cli, project, "t.csv").exit_code == 0
     assert _tab(cli, project, "t.csv").exit_code == 0  # a Makefile's second run
-    # an edited output of the same command at the same path is rewritten, as before
+    assert _tab(cli, project, "t.csv").exit_code == 0  # and a third: the record follows
+    assert len(project.reserves()) == 3
+
+
+def test_an_edited_output_is_not_replaced(project: Project, cli) -> None:
+    """A path once written is not enough: its bytes must be what the ledger recorded there."""
+    assert _tab(cli, project, "t.csv").exit_code == 0
     with (project.root / "t.csv").open("a") as fh:
         fh.write("edited\n")
+    edited = (project.root / "t.csv").read_bytes()
+    runs = len(run_entries(project.ledger))
+    r = _tab(cli, project, "t.csv")
+    assert r.exit_code == 64, r.stderr
+    assert "no longer holds what the ledger recorded" in r.stderr
+    assert "nothing was charged" in r.stderr
+    assert (project.root / "t.csv").read_bytes() == edited
+    assert len(run_entries(project.ledger)) == runs
+
+
+def test_a_data_copy_over_an_earlier_output_is_not_replaced(project: Project, cli) -> None:
+    """The tester's case: t2.csv was tabulate's output once; now it is a copy of data."""
+    assert _tab(cli, project, "t2.csv").exit_code == 0
+    shutil.copyfile(project.csv, project.root / "t2.csv")
+    r = _tab(cli, project, "t2.csv", "--json")
+    assert r.exit_code == 64, r.stderr
+    assert "t2.csv" in r.stderr and "no longer holds what the ledger recorded" in r.stderr
+    assert json.loads(r.stdout.strip().splitlines()[-1])["charged"] is False
+    assert (project.root / "t2.csv").read_bytes() == project.csv.read_bytes()
+    assert len(project.reserves()) == 1
+
+
+def test_another_commands_release_copied_over_an_earlier_output_is_refused(
+        project: Project, cli) -> None:
+    """The tester's case: cp c_lr.json c_nb.json, then train-nb --out c_nb.json."""
+    assert _nb(cli, project, "nb.json").exit_code == 0
+    assert cli("validate", project.data, "--spec", project.spec, "--out",
+               project.root / "lr.json", "--epsilon", 0.3).exit_code == 0
+    shutil.copyfile(project.root / "lr.json", project.root / "nb.json")
+    r = _nb(cli, project, "nb.json")
+    assert r.exit_code == 64, r.stderr
+    assert "nb.json" in r.stderr and "dpcli validate" in r.stderr
+    assert (project.root / "nb.json").read_bytes() == (project.root / "lr.json").read_bytes()
+    assert len(project.reserves()) == 2
+
+
+def test_its_own_release_copied_to_another_path_is_not_replaced(project: Project, cli) -> None:
+    assert _tab(cli, project, "a.csv").exit_code == 0
+    shutil.copyfile(project.root / "a.csv", project.root / "b.csv")
+    r = _tab(cli, project, "b.csv")
+    assert r.exit_code == 64 and "recorded at" in r.stderr and "a.csv" in r.stderr
+    assert len(project.reserves()) == 1
+
+
+def test_the_record_is_the_bytes_this_run_wrote(project: Project, cli) -> None:
+    """The ledger records each output's SHA-256 as the run wrote it (hashed before its rename),
+    so the record matches the file left in place."""
+    from dpcli.fingerprint import file_digest
+
     assert _tab(cli, project, "t.csv").exit_code == 0
-    assert "edited" not in (project.root / "t.csv").read_text()
+    outputs = [e for e in run_entries(project.ledger) if e["kind"] == "complete"][0]["outputs"]
+    assert {o["path"]: o["sha256"] for o in outputs} == {
+        str(project.root / name): file_digest(project.root / name) for name in ("t.csv", "t.json")}
 
 
 def test_a_release_moved_under_another_commands_name_is_refused(project: Project, cli) -> None:

@@ -34,17 +34,20 @@ def test_without_reuse_or_with_other_parameters_it_spends_again(project: Project
     assert len(project.reserves()) == 3
 
 
-def test_an_edited_or_missing_output_is_released_again(project: Project, cli) -> None:
+def test_a_missing_output_is_released_again_an_edited_one_is_kept(project: Project,
+                                                                    cli) -> None:
     assert _tab(cli, project, "--reuse").exit_code == 0
-    with (project.root / "t.csv").open("a") as fh:
-        fh.write("edited\n")
-    r = _tab(cli, project, "--reuse")
-    assert r.exit_code == 0 and "reused" not in r.stderr
-    assert len(project.reserves()) == 2
     (project.root / "t.json").unlink()
     r = _tab(cli, project, "--reuse")
     assert r.exit_code == 0 and "reused" not in r.stderr
-    assert len(project.reserves()) == 3
+    assert len(project.reserves()) == 2
+    # an edited output is neither reused nor replaced (it is no longer what was recorded)
+    with (project.root / "t.csv").open("a") as fh:
+        fh.write("edited\n")
+    r = _tab(cli, project, "--reuse")
+    assert r.exit_code == 64 and "no longer holds what the ledger recorded" in r.stderr
+    assert "edited" in (project.root / "t.csv").read_text()
+    assert len(project.reserves()) == 2
 
 
 def test_reuse_answers_even_when_the_budget_is_spent(project: Project, cli) -> None:

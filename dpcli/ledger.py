@@ -627,12 +627,12 @@ class Ledger:
             _append(self.file, fd, key, fold, entry, path=self.path)
 
 
-def raise_total(path: Path, dataset: str, epsilon: float | str,
+def raise_total(path: Path, dataset: str, epsilon: float | str | None,
                 delta: float | str | None = None) -> tuple[Budget, Budget]:
     """Record that the custodian raised ``dataset``'s total; returns (old, new) totals.
 
-    ``delta`` None keeps the recorded δ. The new total (rounded down to a
-    float) must be at least the old one in ε and δ and differ from it.
+    ``epsilon`` None keeps the recorded ε, ``delta`` None the recorded δ. The new total
+    (rounded down to a float) must be at least the old one in ε and δ and differ from it.
     Afterwards the spec must declare the new total.
     """
     real = _real(path)
@@ -643,7 +643,8 @@ def raise_total(path: Path, dataset: str, epsilon: float | str,
         state = fold.datasets.get(dataset)
         if state is None or not state.genesis:
             raise LedgerError(_no_genesis_message(Path(path), dataset))
-        wanted = Budget(epsilon, state.total.delta if delta is None else delta)
+        wanted = Budget(state.total.epsilon if epsilon is None else epsilon,
+                        state.total.delta if delta is None else delta)
         ledger = Ledger(path, dataset, wanted)
         new = ledger.recorded_total
         if new == state.total or not state.total.fits_in(new):
@@ -1038,10 +1039,26 @@ def _total_message(dataset: str, declared: Budget, recorded: Budget) -> str:
                 "`dpcli ledger init`, or by a later `dpcli ledger raise`) but the spec still "
                 f"declares {declared}: edit the spec's budget: to {{{wanted}}} to match the "
                 "recorded total (a total is never lowered), then rerun")
-    return (f"the spec declares a total of {declared} for dataset {dataset!r} but the ledger "
-            f"records {recorded} (fixed at `dpcli ledger init` or the last `dpcli ledger "
-            "raise`); to raise it deliberately, run `dpcli ledger raise --spec SPEC --epsilon "
-            "NEW` and then declare NEW in the spec; otherwise declare the recorded total")
+    differ = [f"{name}: the spec {format_amount(d)}, the ledger {format_amount(r)}"
+              for name, d, r in (("ε", declared.epsilon, recorded.epsilon),
+                                 ("δ", declared.delta, recorded.delta)) if d != r]
+    raised = Budget(max(declared.epsilon, recorded.epsilon), max(declared.delta, recorded.delta))
+    options = "".join(f" --{option} {format_amount(new)}" for option, new, old in (
+        ("epsilon", raised.epsilon, recorded.epsilon), ("delta", raised.delta, recorded.delta))
+        if new != old)
+    lowered = [f"{name}={format_amount(r)}" for name, d, r in (
+        ("ε", declared.epsilon, recorded.epsilon), ("δ", declared.delta, recorded.delta)) if d < r]
+    keep = (f" and declare the recorded {' and '.join(lowered)} in the spec (a total is never "
+            "lowered)" if lowered else "")
+    return (f"the spec declares a total of {_both(declared)} for dataset {dataset!r} but the "
+            f"ledger records {_both(recorded)} ({'; '.join(differ)}), fixed at `dpcli ledger "
+            "init` or the last `dpcli ledger raise`; to raise it deliberately, run `dpcli ledger "
+            f"raise --spec SPEC{options}`{keep}; otherwise declare the recorded total")
+
+
+def _both(budget: Budget) -> str:
+    """ε and δ, δ shown even when 0 (a message about which of the two differs)."""
+    return f"ε={format_amount(budget.epsilon)}, δ={format_amount(budget.delta)}"
 
 
 def _append(real: Path, fd: int, key: bytes, fold: _Fold, entry: dict[str, Any], *,

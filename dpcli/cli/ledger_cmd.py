@@ -174,9 +174,10 @@ def verify(spec: SpecOpt,
 @app.command("raise")
 @handle_errors
 def raise_(spec: SpecOpt,
-           epsilon: Annotated[float, typer.Option(
+           epsilon: Annotated[float | None, typer.Option(
                "--epsilon", "-e", parser=number,
-               help="The dataset's new lifetime total ε (not an increment).")],
+               help="The dataset's new lifetime total ε (not an increment; default: keep the "
+               "recorded one).")] = None,
            delta: Annotated[float | None, typer.Option(
                "--delta", parser=number,
                help="The new total δ (default: keep the recorded one).")] = None,
@@ -189,13 +190,18 @@ def raise_(spec: SpecOpt,
     command on the dataset, ledger show included, refuses the spec (exit 76). A total is never
     lowered and nothing already spent is refunded.
 
+    Give --epsilon, --delta or both (the other stays as recorded).
+
     Example:
 
         dpcli ledger raise --spec configs/adult.yaml --epsilon 12
     """
+    from dpcli.errors import UsageError
     from dpcli.ledger import raise_total
     from dpcli.spec import load_spec
 
+    if epsilon is None and delta is None:
+        raise UsageError("give the new total: --epsilon, --delta or both")
     ui = UI(quiet=quiet, json=json)
     s = load_spec(spec, todo_domains=True)
     old, new = raise_total(s.ledger_path, s.dataset, epsilon, delta)

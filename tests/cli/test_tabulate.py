@@ -177,6 +177,32 @@ def test_show_after_raise_says_to_edit_the_spec_not_to_raise_again(project: Proj
     assert r.exit_code == 0, r.stderr
 
 
+def test_a_delta_declared_after_init_names_delta_and_its_option(project: Project,
+                                                                  cli) -> None:
+    """The tester's case: `ledger init` with δ 0, then a δ set in the spec. The refusal named
+    only "ε=1" and pointed at `ledger raise --epsilon`; it names δ and `--delta` now."""
+    project.write_spec(lambda spec: spec["budget"].update(delta=1e-6), sync=False)
+    r = _run(cli, project)
+    assert r.exit_code == 76
+    msg = " ".join(r.stderr.split())
+    assert "records ε=1, δ=0" in msg and "δ: the spec 1e-06, the ledger 0" in msg
+    assert "`dpcli ledger raise --spec SPEC --delta 1e-06`" in msg
+    assert "--epsilon" not in msg and project.no_runs()
+    assert cli("ledger", "raise", "--spec", project.spec).exit_code == 64  # neither option
+    r = cli("ledger", "raise", "--spec", project.spec, "--delta", "1e-6")
+    assert r.exit_code == 0, r.stderr
+    assert "raised from ε=1 to ε=1, δ=1e-06" in r.stderr  # ε kept as recorded
+    assert _run(cli, project).exit_code == 0
+
+
+def test_a_total_lowered_in_one_part_and_raised_in_the_other(project: Project, cli) -> None:
+    project.write_spec(lambda spec: spec["budget"].update(epsilon=0.5, delta=1e-6), sync=False)
+    r = _run(cli, project)
+    msg = " ".join(r.stderr.split())
+    assert r.exit_code == 76
+    assert "raise --spec SPEC --delta 1e-06` and declare the recorded ε=1" in msg
+
+
 def test_the_data_report_is_shown_only_with_report(project: Project, cli) -> None:
     """The toy ages (10-99) exceed the declared bounds [17, 90]: the exact counts of clamped
     values are a private figure, on stderr only when the custodian asks for them."""

@@ -34,7 +34,9 @@ Files beside the ledger (see :func:`companion_paths`)
 * ``<ledger>.key`` (mode 0600): the secret key of the input digests and of the
   checkpoint's MAC.
 * ``<ledger>.head``: the checkpoint -- entry count, byte length, head hash,
-  total and spent per dataset, open runs, and the ledger file's identity
+  total and spent per dataset, open runs, the first 64 bits of each keyed
+  input digest per dataset (to warn when one file is charged under two
+  dataset ids without reading the file), and the ledger file's identity
   (device, inode, size, ctime) -- with an HMAC-SHA-256 under the key. It is
   rewritten atomically (temp file ``<ledger>.head.tmp``, fsync, rename) after
   every append.
@@ -122,6 +124,9 @@ class Reservation:
     entry_hash: str
     seq: int
     remaining: Budget  # what is left of the dataset's budget after this charge
+    #: other dataset ids of this ledger whose runs recorded the same keyed input digest
+    #: (the same file charged under two ids: two budgets for the same people)
+    shared_with: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -457,8 +462,9 @@ class Ledger:
                 "remaining_delta": float(remaining_after.delta),
                 "seeded": bool(seeded),
             }
+            shared = fold.datasets_with_input(input_digest, besides=self.dataset)
             digest = _append(self.file, fd, key, fold, entry, path=self.path)
-        return Reservation(run_id, self.dataset, charge, digest, seq, remaining_after)
+        return Reservation(run_id, self.dataset, charge, digest, seq, remaining_after, shared)
 
     def complete(self, reservation: Reservation, outputs: Sequence[Path],
                  summary: dict[str, Any] | None = None, *,
@@ -723,11 +729,22 @@ class _Fold:
         self.problems: list[str] = []
         self._reserved: set[str] | None = set()
         self._key_fp = key_fingerprint(key) if key is not None else None
+        # dataset -> the first 64 bits (hex) of each keyed input digest its runs recorded, in
+        # order of first use (None: a checkpoint written before they were kept)
+        self.inputs: dict[str, dict[str, None]] | None = {}
         self.anchor: str | None = None
         self.anchor_seen = False
 
     def reserved(self, run_id: str) -> bool:
         return self._reserved is None or run_id in self._reserved
+
+    def datasets_with_input(self, digest: str | None, *, besides: str) -> tuple[str, ...]:
+        """The datasets other than ``besides`` whose runs recorded the keyed input ``digest``."""
+        short = _short_digest(digest)
+        if short is None or self.inputs is None:
+            return ()
+        return tuple(sorted(name for name, seen in self.inputs.items()
+                            if name != besides and short in seen))
 
     def feed(self, raw: bytes) -> None:
         """Add one line (with its newline, if it has one)."""
@@ -801,6 +818,9 @@ class _Fold:
                                      f"({state.spent} of {state.total})")
             self.open[run_id] = (name, index, stored, str(exact(entry["epsilon"])),
                                  str(exact(entry["delta"])))
+            short = _short_digest(entry.get("input_digest"))
+            if short is not None and self.inputs is not None:
+                self.inputs.setdefault(name, {})[short] = None
         elif kind in ("complete", "failed", "aborted"):
             run_id = entry["run_id"]
             start = self.open.get(run_id)
@@ -839,6 +859,8 @@ class _Fold:
                                 "spent": [str(s.spent.epsilon), str(s.spent.delta)]}
                          for name, s in self.datasets.items()},
             "open": {run_id: list(v) for run_id, v in self.open.items()},
+            **({"inputs": {name: "".join(seen) for name, seen in self.inputs.items()}}
+               if self.inputs is not None else {}),
         }
 
     @classmethod
@@ -853,7 +875,23 @@ class _Fold:
         fold.open = {run_id: (str(v[0]), int(v[1]), str(v[2]), *(str(x) for x in v[3:5]))
                      for run_id, v in body["open"].items()}
         fold._reserved = None  # unknown without reading the file
+        inputs = body.get("inputs")
+        fold.inputs = None if not isinstance(inputs, dict) else {
+            name: dict.fromkeys(text[i:i + _SHORT] for i in range(0, len(text), _SHORT))
+            for name, text in inputs.items()}
         return fold
+
+
+#: hex digits of a keyed input digest the checkpoint keeps (64 bits: a chance collision
+#: between two of a ledger's inputs is negligible, and the record stays small)
+_SHORT = 16
+
+
+def _short_digest(digest: Any) -> str | None:
+    """The checkpoint's short form of a recorded input digest ("hmac-sha256:<hex>")."""
+    if not isinstance(digest, str) or not digest:
+        return None
+    return digest.rsplit(":", 1)[-1][:_SHORT].ljust(_SHORT, "0")
 
 
 def _stamp(st: os.stat_result) -> list[int]:
@@ -968,7 +1006,8 @@ def _load_state(real: Path, fd: int, key: bytes, *, path: Path,
                 f"{path}: the ledger is {st.st_size} bytes but its checkpoint recorded "
                 f"{checkpoint['entries']} entries in {checkpoint['offset']} bytes: its tail was "
                 "cut or it was emptied. Restore it from a backup; refusing to use it")
-        if checkpoint["stamp"] == _stamp(st):
+        # a checkpoint from before it kept the input digests is rebuilt once by a writer
+        if checkpoint["stamp"] == _stamp(st) and ("inputs" in checkpoint or not exclusive):
             return _Fold.from_json(checkpoint, key)
     fold = _scan(fd, checkpoint, key)
     if fold.problems:

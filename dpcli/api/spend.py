@@ -272,6 +272,7 @@ class Spend:
                      input_path=self._data, seeded=seed is not None,
                      neighbouring=self.neighbouring, on_wait=self._waiting,
                      before_charge=self._check_replacements) as charge, outputs:
+            self._shared_input(charge.reservation.shared_with)
             run = Charged(self, charge, generator, outputs, seeded=seed is not None)
             # a data error before any noise (no step drawn, or the generator untouched: a
             # trainer may draw its steps before its first pass), with nothing written, may end
@@ -288,6 +289,19 @@ class Spend:
             charge.outputs = outputs.commit()
             charge.digests = dict(outputs.digests)
             charge.summary = run.summary
+
+    def _shared_input(self, others: Sequence[str]) -> None:
+        """Warn when this input was charged under other dataset ids of the same ledger: each
+        id has its own budget, and dpcli does not add them up (docs/ledger.md)."""
+        if not others:
+            return
+        ids = ", ".join(repr(o) for o in others)
+        self.reporter.warn(
+            f"this input file was charged before under dataset id {ids} in this ledger "
+            f"({self.spec.ledger_path}), and now under {self.spec.dataset!r}: each id has a "
+            "budget of its own, so the privacy loss of the people in it is the sum of the "
+            "ε (and δ) spent under every id, which dpcli does not add up for you. If it is "
+            "the same data, spend it under one dataset id")
 
     def _waiting(self, lock: Path) -> None:
         self.reporter.say(f"waiting for an identical --reuse run of `dpcli {self.command}` "

@@ -176,6 +176,16 @@ class Repair:
     newline_only: bool = False
 
 
+@dataclass(frozen=True)
+class TrustedChain:
+    """What ``trust_chain`` would rebuild the checkpoint from: the chain as it is now."""
+
+    entries: int
+    head: str
+    checkpoint: str  # what became of the old one: "missing" or "fails its MAC"
+    datasets: dict[str, tuple[Budget, Budget]]  # name -> (total, spent), as the chain says
+
+
 def canonical(obj: Any) -> str:
     """The one serialisation the ledger writes and accepts."""
     return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
@@ -697,6 +707,72 @@ def repair_ledger(path: Path, dataset: str,
     return torn
 
 
+def trust_chain(path: Path, dataset: str, confirm: Callable[[TrustedChain], bool], *,
+                expect_head: str | None = None) -> TrustedChain | None:
+    """Rebuild a lost checkpoint from the chain as it is now, and record that in the ledger.
+
+    The checkpoint is what detects a ledger cut short or rolled back (with the key, it
+    vouches for how far the chain had grown). Once it is deleted or damaged, nothing on
+    this disk can tell whether the chain lost its tail before: rebuilding it trusts the
+    chain as it is. So this is an explicit act (``dpcli ledger repair --trust-chain``):
+    allowed only when the checkpoint is missing or fails its MAC — never over an intact
+    checkpoint that the chain contradicts, which is the very rollback it exists to catch
+    —, when the key is there and every line verifies (hashes, chain, fields, the genesis
+    key fingerprints), with at least one genesis, and ``expect_head`` (a head anchored
+    elsewhere), if given, in the chain. ``confirm`` is shown what would be trusted. A
+    ``repair`` entry of ``dataset`` records it (``trusted_chain``: entries, head, what
+    became of the old checkpoint); its append writes the new checkpoint.
+
+    Returns what was trusted, or None when not confirmed. LedgerError otherwise.
+    """
+    ledger = Ledger(path, dataset, Budget(1))
+    ledger.require_initialised()
+    key = read_key(ledger.file)
+    with _locked(ledger.file, exclusive=True) as fd:
+        try:
+            old = "missing" if _read_checkpoint(ledger.file, key) is None else None
+        except LedgerError:
+            old = "fails its MAC"
+        if old is None:
+            try:
+                _load_state(ledger.file, fd, key, path=ledger.path)
+            except LedgerError as exc:
+                raise LedgerError(
+                    f"{path}: the checkpoint is intact (its MAC holds) and the ledger does not "
+                    f"match it ({exc}): that is the cut or rolled-back ledger it exists to "
+                    "catch, and --trust-chain never overrides it. Restore the ledger from a "
+                    "backup") from None
+            raise LedgerError(f"{path}: the checkpoint is intact and matches the ledger: "
+                              "nothing to rebuild")
+        fold = _scan(fd, None, key, expect_head=expect_head)
+        if fold.problems:
+            raise LedgerError(
+                f"{path}: the chain itself fails verification ({fold.problems[0]}); "
+                "--trust-chain rebuilds a lost checkpoint only over a chain that verifies "
+                "(a torn last line: `dpcli ledger repair` first; otherwise restore a backup)")
+        if not any(state.genesis for state in fold.datasets.values()):
+            raise LedgerError(f"{path}: the chain holds no genesis: nothing to trust (if "
+                              "nothing was ever spent from it, delete it and its key, then "
+                              "run `dpcli ledger init`)")
+        if expect_head is not None and not fold.anchor_seen:
+            raise LedgerError(f"{path}: the expected head {expect_head} is not the hash of any "
+                              "entry: the ledger was cut or rewritten since it was anchored; "
+                              "restore it from a backup")
+        trusted = TrustedChain(fold.entries, fold.head, old,
+                               {name: (state.total, state.spent)
+                                for name, state in fold.datasets.items()})
+        if not confirm(trusted):
+            return None
+        entry = ledger._common("repair", fold.entries, fold.head) | {
+            "dropped_line": 0, "dropped_bytes": 0,
+            "dropped_sha256": hashlib.sha256(b"").hexdigest(),
+            "trusted_chain": {"entries": fold.entries, "head": fold.head,
+                              "checkpoint": old,
+                              **({"expect_head": expect_head} if expect_head else {})}}
+        _append(ledger.file, fd, key, fold, entry, path=ledger.path)
+    return trusted
+
+
 # -- the state of a ledger prefix ---------------------------------------------
 
 
@@ -940,7 +1016,9 @@ def _read_checkpoint(real: Path, key: bytes) -> dict[str, Any] | None:
         good = False
     if not good or body.get("format") != CHECKPOINT_FORMAT:
         raise LedgerError(f"{head}: the ledger's checkpoint fails its MAC (edited, damaged, or "
-                          "written with another key)")
+                          "written with another key): restore it; or, if the ledger was not cut "
+                          "or rolled back meanwhile, rebuild it from the chain as it is now "
+                          "with `dpcli ledger repair --spec SPEC --trust-chain`")
     return body
 
 
@@ -1033,8 +1111,10 @@ def _no_checkpoint_problem(real: Path, fold: _Fold) -> str:
                 "nothing was ever spent from it, delete it and its key, then run "
                 "`dpcli ledger init`")
     if any(s.genesis for s in fold.datasets.values()):
-        return (f"the ledger's checkpoint {head.name} is missing (deleted?): restore it, or "
-                "check the ledger's head against your anchored copy")
+        return (f"the ledger's checkpoint {head.name} is missing (deleted?): restore it; or, "
+                "if the ledger was not cut or rolled back meanwhile (check its head against "
+                "your anchored copy), rebuild it from the chain as it is now with `dpcli "
+                "ledger repair --spec SPEC --trust-chain` (recorded in the ledger)")
     return ("the ledger has no genesis entries and no checkpoint (written by an earlier dpcli): "
             "run `dpcli ledger init --spec SPEC` once per dataset to record its genesis")
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -223,6 +223,13 @@ def raise_(spec: SpecOpt,
 def repair(spec: SpecOpt,
            yes: Annotated[bool, typer.Option(
                "--yes", "-y", help="Do not ask for confirmation.")] = False,
+           trust_chain: Annotated[bool, typer.Option(
+               "--trust-chain", help="Rebuild a deleted or damaged checkpoint (.head) from the "
+               "chain as it is now, trusting that it was not cut or rolled back meanwhile; "
+               "recorded in the ledger.")] = False,
+           expect_head: Annotated[str | None, typer.Option(
+               "--expect-head", help="With --trust-chain: a head hash anchored elsewhere "
+               "earlier, which must be in the chain (refused otherwise).")] = None,
            json: JsonOpt = False, quiet: QuietOpt = False, verbose: VerboseOpt = False) -> None:
     """Drop a torn last line (a write cut by a crash), and only that; record the repair.
 
@@ -233,9 +240,17 @@ def repair(spec: SpecOpt,
     spec's dataset. A torn reserve belonged to a run that never read data; a
     torn complete leaves its run 'interrupted', its charge kept.
 
+    With --trust-chain: a checkpoint (.head) that was deleted or fails its MAC
+    blocks every spend, since without it a cut or rolled-back ledger cannot be
+    told from an intact one. If you know the ledger was not (best: its head is
+    an anchored one, --expect-head), this rebuilds the checkpoint from the
+    chain as it is now and records a 'repair' entry saying so. Refused over an
+    intact checkpoint, a chain that does not verify, or a missing key.
+
     Example:
 
         dpcli ledger repair --spec configs/adult.yaml
+        dpcli ledger repair --spec configs/adult.yaml --trust-chain --expect-head <hash>
     """
     import sys
 
@@ -245,6 +260,12 @@ def repair(spec: SpecOpt,
 
     ui = UI(quiet=quiet, json=json)
     s = load_spec(spec, todo_domains=True)
+    if expect_head is not None and not trust_chain:
+        raise UsageError("--expect-head goes with --trust-chain (to check a ledger against an "
+                         "anchored head, run `dpcli ledger verify --expect-head`)")
+    if trust_chain:
+        _trust_chain(ui, s, yes=yes, expect_head=expect_head, json=json)
+        return
     refused: list[str] = []
 
     def confirm(torn: Repair) -> bool:
@@ -275,10 +296,12 @@ def repair(spec: SpecOpt,
         from dpcli.ledger import verify_file
 
         report = verify_file(s.ledger_path)
-        if not report.ok:  # e.g. a deleted checkpoint: not a torn line, and not repairable
+        if not report.ok:  # e.g. a deleted checkpoint: not a torn line (see --trust-chain)
+            lost = any("checkpoint" in p and ("missing" in p or "fails its MAC" in p)
+                       for p in report.problems)
             raise LedgerError(f"{s.ledger_path}: no torn last line to repair, but the ledger "
-                              f"fails verification: {report.problems[0]}; restore the damaged "
-                              "file from a backup")
+                              f"fails verification: {report.problems[0]}"
+                              + ("" if lost else "; restore the damaged file from a backup"))
         said = "nothing to repair (it verifies)"
     elif done.newline_only:
         said = f"restored the final newline of line {done.line} and recorded the repair"
@@ -289,3 +312,43 @@ def repair(spec: SpecOpt,
                       "dropped_line": done.line if done and not done.newline_only else None,
                       "completed_line": done.line if done and done.newline_only else None})
     ui.say(f"{s.ledger_path}: {said}", markup=False)
+
+
+def _trust_chain(ui: UI, s: Any, *, yes: bool, expect_head: str | None, json: bool) -> None:
+    """``ledger repair --trust-chain``: show what would be trusted, confirm, rebuild."""
+    import sys
+
+    from dpcli.errors import UsageError
+    from dpcli.ledger import TrustedChain, trust_chain
+
+    refused: list[str] = []
+
+    def confirm(chain: TrustedChain) -> bool:
+        ui.say(f"the checkpoint is {chain.checkpoint}; the chain verifies: {chain.entries} "
+               f"entries, head {chain.head}", markup=False)
+        for name, (total, spent) in sorted(chain.datasets.items()):
+            ui.say(f"  dataset {name}: total {total}, spent {spent} (as the chain says)",
+                   markup=False)
+        ui.say("rebuilding the checkpoint trusts that the ledger was not cut short or rolled "
+               "back before its checkpoint was lost: a lost tail would be spent budget "
+               "forgotten" + ("" if expect_head else " (compare the head above with your "
+                              "anchored copy, or pass --expect-head)"), markup=False)
+        if yes:
+            return True
+        if not sys.stdin.isatty():
+            refused.append("no terminal to confirm on: pass --yes to rebuild it")
+            return False
+        answer = input("rebuild the checkpoint and record it? [y/N] ")
+        if answer.strip().lower() not in ("y", "yes"):
+            refused.append("not confirmed: nothing changed")
+            return False
+        return True
+
+    done = trust_chain(s.ledger_path, s.dataset, confirm, expect_head=expect_head)
+    if refused or done is None:
+        raise UsageError(refused[0] if refused else "not confirmed: nothing changed")
+    if json:
+        ui.emit_json({"ledger": str(s.ledger_path), "repaired": True, "trusted_chain": {
+            "entries": done.entries, "head": done.head, "checkpoint": done.checkpoint}})
+    ui.say(f"{s.ledger_path}: rebuilt the checkpoint from the chain ({done.entries} entries, "
+           f"head {done.head}) and recorded the repair", markup=False)

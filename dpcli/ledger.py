@@ -807,7 +807,7 @@ class _Fold:
         self._key_fp = key_fingerprint(key) if key is not None else None
         # dataset -> the first 64 bits (hex) of each keyed input digest its runs recorded, in
         # order of first use (None: a checkpoint written before they were kept)
-        self.inputs: dict[str, dict[str, None]] | None = {}
+        self.inputs: dict[str, _Inputs] | None = {}
         self.anchor: str | None = None
         self.anchor_seen = False
 
@@ -820,7 +820,7 @@ class _Fold:
         if short is None or self.inputs is None:
             return ()
         return tuple(sorted(name for name, seen in self.inputs.items()
-                            if name != besides and short in seen))
+                            if name != besides and seen.has(short)))
 
     def feed(self, raw: bytes) -> None:
         """Add one line (with its newline, if it has one)."""
@@ -896,7 +896,7 @@ class _Fold:
                                  str(exact(entry["delta"])))
             short = _short_digest(entry.get("input_digest"))
             if short is not None and self.inputs is not None:
-                self.inputs.setdefault(name, {})[short] = None
+                self.inputs.setdefault(name, _Inputs()).add(short)
         elif kind in ("complete", "failed", "aborted"):
             run_id = entry["run_id"]
             start = self.open.get(run_id)
@@ -935,7 +935,7 @@ class _Fold:
                                 "spent": [str(s.spent.epsilon), str(s.spent.delta)]}
                          for name, s in self.datasets.items()},
             "open": {run_id: list(v) for run_id, v in self.open.items()},
-            **({"inputs": {name: "".join(seen) for name, seen in self.inputs.items()}}
+            **({"inputs": {name: seen.text() for name, seen in self.inputs.items()}}
                if self.inputs is not None else {}),
         }
 
@@ -953,14 +953,37 @@ class _Fold:
         fold._reserved = None  # unknown without reading the file
         inputs = body.get("inputs")
         fold.inputs = None if not isinstance(inputs, dict) else {
-            name: dict.fromkeys(text[i:i + _SHORT] for i in range(0, len(text), _SHORT))
-            for name, text in inputs.items()}
+            name: _Inputs(str(text)) for name, text in inputs.items()}
         return fold
 
 
 #: hex digits of a keyed input digest the checkpoint keeps (64 bits: a chance collision
 #: between two of a ledger's inputs is negligible, and the record stays small)
 _SHORT = 16
+
+
+class _Inputs:
+    """A dataset's short input digests, in order of first use: the checkpoint's text as
+    loaded (searched, not split: a load stays cheap with many inputs) plus those added."""
+
+    def __init__(self, loaded: str = "") -> None:
+        self._loaded = loaded
+        self._added: dict[str, None] = {}
+
+    def has(self, short: str) -> bool:
+        if short in self._added:
+            return True
+        at = self._loaded.find(short)
+        while at >= 0 and at % _SHORT:  # a match across two digests does not count
+            at = self._loaded.find(short, at + 1)
+        return at >= 0
+
+    def add(self, short: str) -> None:
+        if not self.has(short):
+            self._added[short] = None
+
+    def text(self) -> str:
+        return self._loaded + "".join(self._added)
 
 
 def _short_digest(digest: Any) -> str | None:

@@ -610,3 +610,17 @@ def test_an_abort_after_a_checkpoint_without_amounts_still_gives_back(path: Path
                  "epsilon": 0.25, "delta": 0.0, "reason": "DataError"}, "0" * 64, 2, "")
     assert not fold.problems
     assert fold.datasets["uci-adult"].spent == Budget(0)
+
+
+def test_the_checkpoints_input_digests_match_whole_digests_only() -> None:
+    """The checkpoint keeps each dataset's short input digests as one text, searched without
+    splitting it: a match across two digests must not count."""
+    from dpcli.ledger import _Inputs
+
+    seen = _Inputs("0123456789abcdef" + "fedcba9876543210")
+    assert seen.has("fedcba9876543210") and seen.has("0123456789abcdef")
+    assert not seen.has("89abcdeffedcba98")  # the tail of one and the head of the next
+    seen.add("89abcdeffedcba98")
+    seen.add("fedcba9876543210")  # already there: kept once
+    assert seen.has("89abcdeffedcba98")
+    assert seen.text() == "0123456789abcdef" + "fedcba9876543210" + "89abcdeffedcba98"

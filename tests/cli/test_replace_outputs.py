@@ -107,7 +107,7 @@ def test_the_record_is_the_bytes_this_run_wrote(project: Project, cli) -> None:
     from dpcli.fingerprint import file_digest
 
     assert _tab(cli, project, "t.csv").exit_code == 0
-    outputs = [e for e in run_entries(project.ledger) if e["kind"] == "complete"][0]["outputs"]
+    outputs = next(e for e in run_entries(project.ledger) if e["kind"] == "complete")["outputs"]
     assert {o["path"]: o["sha256"] for o in outputs} == {
         str(project.root / name): file_digest(project.root / name) for name in ("t.csv", "t.json")}
 

@@ -723,7 +723,8 @@ def trust_chain(path: Path, dataset: str, confirm: Callable[[TrustedChain], bool
     ``repair`` entry of ``dataset`` records it (``trusted_chain``: entries, head, what
     became of the old checkpoint); its append writes the new checkpoint.
 
-    Returns what was trusted, or None when not confirmed. LedgerError otherwise.
+    Returns what was trusted, or None when the checkpoint is intact and matches the chain
+    (nothing to rebuild) or it was not confirmed. LedgerError otherwise.
     """
     ledger = Ledger(path, dataset, Budget(1))
     ledger.require_initialised()
@@ -742,8 +743,7 @@ def trust_chain(path: Path, dataset: str, confirm: Callable[[TrustedChain], bool
                     f"match it ({exc}): that is the cut or rolled-back ledger it exists to "
                     "catch, and --trust-chain never overrides it. Restore the ledger from a "
                     "backup") from None
-            raise LedgerError(f"{path}: the checkpoint is intact and matches the ledger: "
-                              "nothing to rebuild")
+            return None  # intact and matching: nothing to rebuild
         fold = _scan(fd, None, key, expect_head=expect_head)
         if fold.problems:
             raise LedgerError(

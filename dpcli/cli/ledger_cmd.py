@@ -345,10 +345,16 @@ def _trust_chain(ui: UI, s: Any, *, yes: bool, expect_head: str | None, json: bo
         return True
 
     done = trust_chain(s.ledger_path, s.dataset, confirm, expect_head=expect_head)
-    if refused or done is None:
-        raise UsageError(refused[0] if refused else "not confirmed: nothing changed")
+    if refused:
+        raise UsageError(refused[0])
     if json:
-        ui.emit_json({"ledger": str(s.ledger_path), "repaired": True, "trusted_chain": {
-            "entries": done.entries, "head": done.head, "checkpoint": done.checkpoint}})
+        ui.emit_json({"ledger": str(s.ledger_path), "repaired": done is not None,
+                      "trusted_chain": None if done is None else {
+                          "entries": done.entries, "head": done.head,
+                          "checkpoint": done.checkpoint}})
+    if done is None:
+        ui.say(f"{s.ledger_path}: the checkpoint is intact and matches the ledger: nothing to "
+               "rebuild", markup=False)
+        return
     ui.say(f"{s.ledger_path}: rebuilt the checkpoint from the chain ({done.entries} entries, "
            f"head {done.head}) and recorded the repair", markup=False)

@@ -55,9 +55,11 @@ def test_a_deleted_checkpoint_is_rebuilt_only_when_asked(project: Project, cli) 
     spend(project, cli, "b.csv")  # unblocked, and the earlier spend still counts
     r = cli("ledger", "show", "--spec", project.spec, "--json")
     assert json.loads(r.stdout)["spent"]["epsilon"] == 0.2
-    # a second --trust-chain has nothing to rebuild
+    # a second --trust-chain has nothing to rebuild, and writes nothing
+    after = project.ledger.read_bytes()
     r = cli("ledger", "repair", "--spec", project.spec, "--trust-chain", "--yes")
-    assert r.exit_code == 76 and "nothing to rebuild" in r.stderr
+    assert r.exit_code == 0 and "nothing to rebuild" in r.stderr
+    assert project.ledger.read_bytes() == after
 
 
 def test_a_checkpoint_that_fails_its_mac_can_be_rebuilt(project: Project, cli) -> None:

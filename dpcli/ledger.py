@@ -19,7 +19,9 @@ Entries
 * ``aborted``: the run stopped on a data error found by its pass before it
   released anything (docs/design.md, rule 5 "aborted runs"); it records the
   amount its reserve charged, and that amount is no longer spent.
-* ``repair``: ``dpcli ledger repair`` dropped a torn last line.
+* ``repair``: ``dpcli ledger repair`` dropped a torn last line, or (with
+  ``trusted_chain``: :func:`trust_chain`) rebuilt a deleted or damaged
+  checkpoint from the chain as it was, dropping nothing.
 
 The spent budget is the exact sum of ε (and δ) over all reserve entries of
 the dataset, including runs that failed or were killed, minus only the runs

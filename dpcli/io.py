@@ -132,8 +132,10 @@ class Outputs:
     private data); other outputs get the usual mode, 0666 minus the umask.
     """
 
+    #: hash each output before its rename (a spending run's, for its ledger record)
+    digest: bool = False
     _staged: dict[Path, Path] = field(default_factory=dict)
-    #: SHA-256 of each committed output as written (hashed before its rename)
+    #: SHA-256 of each committed output as written (with ``digest``)
     digests: dict[Path, str] = field(default_factory=dict)
     _private: set[Path] = field(default_factory=set)
     _cleaned: set[Path] = field(default_factory=set)
@@ -208,8 +210,8 @@ class Outputs:
             os.chmod(tmp, 0o600 if final in self._private else mode)
             with open(tmp, "rb+") as fh:
                 os.fsync(fh.fileno())
-            # what the ledger records is what this run wrote, not what the path holds later
-            self.digests[final] = file_digest(tmp)
+            if self.digest:  # the ledger records what this run wrote, not what the path holds
+                self.digests[final] = file_digest(tmp)
         done = []
         for final in list(self._staged):
             self._last = final

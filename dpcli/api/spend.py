@@ -267,7 +267,7 @@ class Spend:
         from dpcli.run import charged
 
         generator = rng if rng is not None else self._generator(seed, arguments)
-        outputs = Outputs()
+        outputs = Outputs(digest=True)
         with charged(self.spec, self.plan, command=self.command, arguments=arguments,
                      input_path=self._data, seeded=seed is not None,
                      neighbouring=self.neighbouring, on_wait=self._waiting,

@@ -636,7 +636,8 @@ def score_pool(table: JointTable, hierarchies: Sequence[Hierarchy], grids: np.nd
         method = "dense" if dense_cells.mean() < DENSE_BELOW else "sparse"
     if k is None or len(grids) == 0 or method == "dense":
         return score_pool_dense(table, hierarchies, grids, rate, positive, progress)
-    from concurrent.futures import ThreadPoolExecutor
+    from collections import deque
+    from concurrent.futures import Future, ThreadPoolExecutor
 
     from dpcli.data.prefetch import usable_cores
 
@@ -665,64 +666,92 @@ def score_pool(table: JointTable, hierarchies: Sequence[Hierarchy], grids: np.nd
     def run(src: _Cells, src_levels: np.ndarray, of: np.ndarray, levels: np.ndarray,
             score: bool = True) -> tuple[_Cells, np.ndarray]:
         """:func:`_roll` (and :func:`_quality` if ``score``) in chunks of about
-        CHUNK_CELLS gathered cells, on the workers; results joined in chunk order."""
+        CHUNK_CELLS gathered cells (a bound on the memory of one step), joined in order."""
         sizes = src.count[of]
         chunk_of = np.cumsum(sizes) // CHUNK_CELLS
         limit = 1 << (62 - k.total_bits)                      # owner << bits must fit
         chunk_of = np.maximum(chunk_of, np.arange(len(of)) // limit)
         cuts = np.flatnonzero(np.diff(chunk_of)) + 1
-        parts = np.split(np.arange(len(of)), cuts)
-        if pool_ is not None and len(parts) > 1:
-            done = list(pool_.map(lambda p: job(src, src_levels, of[p], levels[p], score),
-                                  parts))
-        else:
-            done = [job(src, src_levels, of[p], levels[p], score) for p in parts]
+        if not len(cuts):
+            return job(src, src_levels, of, levels, score)
+        done = [job(src, src_levels, of[p], levels[p], score)
+                for p in np.split(np.arange(len(of)), cuts)]
         count = np.concatenate([c.count for c, _ in done])
         return (_Cells(np.concatenate([c.key for c, _ in done]),
                        np.concatenate([c.counts for c, _ in done]), np.cumsum(count) - count,
                        count),
                 np.concatenate([q for _, q in done]))
 
+    def walk(projected: _Cells, span: np.ndarray, first_set: int, batch: np.ndarray) -> int:
+        """Scores the subtrees of the maximal grids ``roots[batch]``, level by level, from
+        their sets' projections; returns how many grids it scored. Batches write disjoint
+        entries of ``quality``, so they run on any thread, in any order."""
+        frontier = roots[batch]
+        cells, quality[frontier] = run(projected, span, set_of[batch] - first_set,
+                                       g[frontier])
+        scored = 0
+        while len(frontier):
+            scored += len(frontier)
+            lo, hi = bounds[frontier + 1], bounds[frontier + 2]
+            slots = _ranges(lo, hi - lo)
+            if not len(slots):
+                break
+            children = by_parent[slots]
+            of = np.repeat(np.arange(len(frontier), dtype=np.int64), hi - lo)
+            by_axis = np.lexsort((g[frontier][of, axis[children]], axis[children]))
+            children, of = children[by_axis], of[by_axis]    # alike children in runs
+            cells, quality[children] = run(cells, g[frontier], of, g[children])
+            frontier = children
+        return scored
+
+    # the pool's maximal grids: from the table projected on each used-column set.
+    # Their subtrees are independent: walk them a batch of sets at a time, so the
+    # memory held is a batch's projections and widest level, not the whole pool's
+    roots = np.flatnonzero(parent < 0)
+    sets, set_of = np.unique(g[roots] > 0, axis=0, return_inverse=True)
+    set_of = set_of.reshape(-1)
+    order = np.lexsort((*g[roots].T[::-1], set_of))      # by set, alike roots in runs
+    roots, set_of = roots[order], set_of[order]
+    set_levels = np.where(sets, top, 0)
+    by_parent = np.argsort(parent, kind="stable")
+    bounds = np.searchsorted(parent[by_parent], np.arange(-1, len(g) + 1))
+    set_batch = np.arange(len(sets)) * max(len(raw_key), 1) // BATCH_CELLS
+    # the workers each walk whole batches (no barrier per level, and the bookkeeping
+    # between numpy calls runs on the workers too); the main thread projects the next
+    # sets meanwhile. At most 2 batches per worker wait, so memory stays bounded
     pool_ = ThreadPoolExecutor(workers) if workers > 1 else None
+    waiting: deque[Future[int]] = deque()
+
+    def settle(keep: int) -> None:
+        while len(waiting) > keep:
+            scored = waiting.popleft().result()
+            if progress is not None:
+                progress(scored)
+
     try:
-        # the pool's maximal grids: from the table projected on each used-column set.
-        # Their subtrees are independent: walk them a batch of sets at a time, so the
-        # memory held is a batch's projections and widest level, not the whole pool's
-        roots = np.flatnonzero(parent < 0)
-        sets, set_of = np.unique(g[roots] > 0, axis=0, return_inverse=True)
-        set_of = set_of.reshape(-1)
-        order = np.lexsort((*g[roots].T[::-1], set_of))      # by set, alike roots in runs
-        roots, set_of = roots[order], set_of[order]
-        set_levels = np.where(sets, top, 0)
-        by_parent = np.argsort(parent, kind="stable")
-        bounds = np.searchsorted(parent[by_parent], np.arange(-1, len(g) + 1))
-        set_batch = np.arange(len(sets)) * max(len(raw_key), 1) // BATCH_CELLS
         for first_set in np.flatnonzero(np.diff(set_batch, prepend=-1)).tolist():
             last_set = int(np.searchsorted(set_batch, set_batch[first_set], side="right"))
             span = set_levels[first_set:last_set]
             projected, _ = run(raw, top, np.zeros(len(span), dtype=np.int64), span, False)
             in_span = np.flatnonzero((set_of >= first_set) & (set_of < last_set))
-            sizes = projected.count[set_of[in_span] - first_set]
+            sizes = np.cumsum(projected.count[set_of[in_span] - first_set])
+            # BATCH_CELLS bounds a batch; with workers, at least 4 batches each
+            parts = max(int(sizes[-1]) // BATCH_CELLS + 1 if len(sizes) else 1,
+                        min(len(in_span), 4 * workers) if workers > 1 else 1)
             for batch in np.split(in_span, np.flatnonzero(np.diff(
-                    np.cumsum(sizes) // BATCH_CELLS)) + 1):
-                frontier = roots[batch]
-                cells, quality[frontier] = run(projected, span, set_of[batch] - first_set,
-                                               g[frontier])
-                while len(frontier):
+                    sizes * parts // (int(sizes[-1]) + 1) if len(sizes) else sizes)) + 1):
+                if pool_ is None:
+                    scored = walk(projected, span, first_set, batch)
                     if progress is not None:
-                        progress(len(frontier))
-                    lo, hi = bounds[frontier + 1], bounds[frontier + 2]
-                    slots = _ranges(lo, hi - lo)
-                    if not len(slots):
-                        break
-                    children = by_parent[slots]
-                    of = np.repeat(np.arange(len(frontier), dtype=np.int64), hi - lo)
-                    by_axis = np.lexsort((g[frontier][of, axis[children]], axis[children]))
-                    children, of = children[by_axis], of[by_axis]    # alike children in runs
-                    cells, quality[children] = run(cells, g[frontier], of, g[children])
-                    frontier = children
+                        progress(scored)
+                    continue
+                waiting.append(pool_.submit(walk, projected, span, first_set, batch))
+                settle(2 * workers)
+        settle(0)
     finally:
         if pool_ is not None:
+            for future in waiting:
+                future.cancel()
             pool_.shutdown()
     if not np.isfinite(quality).all():
         raise RuntimeError("a grid of the pool was not scored")  # never release on a gap

@@ -292,6 +292,24 @@ def test_sparse_scores_of_an_empty_table_are_zero() -> None:
     assert pp.score_pool_dense(table, hs, grids, 0.5, 1).tolist() == [0.0] * len(grids)
 
 
+@pytest.mark.parametrize("threads", [1, 3])
+def test_sparse_walk_in_small_batches_on_threads_scores_every_grid_once(
+        threads: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Batches of maximal grids walked on the workers (several sets per projection, many
+    batches waiting) give the one-batch scores, and the progress adds up to the pool."""
+    hs = _adult_like()
+    table = _weighted(make_rng(4), hs, 3000, skew=True)
+    grids = pp.pool([h.sizes for h in hs], 60)
+    whole = pp.score_pool(table, hs, grids, 0.3, 1, threads=1, method="sparse")
+    monkeypatch.setattr(pp, "BATCH_CELLS", 300)
+    monkeypatch.setattr(pp, "CHUNK_CELLS", 50)
+    seen: list[int] = []
+    small = pp.score_pool(table, hs, grids, 0.3, 1, seen.append, threads=threads,
+                          method="sparse")
+    np.testing.assert_array_equal(small, whole)
+    assert sum(seen) == len(grids) and len(seen) >= 3
+
+
 def test_sparse_keys_flag_exactly_the_cells_in_no_leaf() -> None:
     """A cell is in no real cell when one of its fields holds the all-ones "in no leaf"
     node; the one-step test (haszero on the complement) against a field-by-field check,

@@ -244,6 +244,34 @@ def _flip_term(x: np.ndarray | float, rate: float) -> np.ndarray | float:
     return np.asarray(x, dtype=float) * np.exp(-rx) * (1.0 + rx / 2.0) / 2.0
 
 
+#: differences |n+ − n−| below this take their flip term from a table (:func:`_flip_terms`)
+FLIP_TABLE = 1 << 16
+
+
+@lru_cache(maxsize=8)
+def _flip_table(rate: float) -> np.ndarray:
+    table = np.asarray(_flip_term(np.arange(FLIP_TABLE, dtype=float), rate))
+    table.flags.writeable = False
+    return table
+
+
+def _flip_terms(x: np.ndarray, rate: float) -> np.ndarray:
+    """:func:`_flip_term` of each count difference x ≥ 0 (integers, or floats holding
+    integers): the same floats, read from :func:`_flip_table` below FLIP_TABLE (about
+    1 ns a cell against 40 for the exponential; the table is that function's own output on
+    the same inputs), computed above it. Non-integer floats are computed."""
+    whole = x if x.dtype.kind in "iu" else x.astype(np.int64)
+    if x.ndim == 0 or (whole is not x and not np.array_equal(whole, x)):
+        return np.asarray(_flip_term(x, rate))
+    table = _flip_table(rate)
+    large = whole >= FLIP_TABLE
+    if not large.any():
+        return table[whole]
+    out = table[np.minimum(whole, FLIP_TABLE - 1)]
+    out[large] = _flip_term(x[large], rate)
+    return out
+
+
 def misclassification(hist: np.ndarray, rate: float) -> float:
     """PrivPfC's quality (Lemma 1): expected misclassified records of the noisy grid.
 
@@ -602,7 +630,7 @@ def _quality(cells: _Cells, n_grids: int, rate: float, k: _Keys) -> np.ndarray:
     if len(full):
         first = (np.cumsum(count) - count)[full]
         low = np.add.reduceat(np.minimum(a, b), first)
-        flips = np.add.reduceat(_flip_term(np.abs(a - b), rate), first)
+        flips = np.add.reduceat(_flip_terms(np.abs(a - b), rate), first)
         out[full] = low.astype(float) + flips
     return out
 

@@ -310,6 +310,23 @@ def test_sparse_walk_in_small_batches_on_threads_scores_every_grid_once(
     assert sum(seen) == len(grids) and len(seen) >= 3
 
 
+@pytest.mark.parametrize("rate", [1e-6, 0.01, 0.3, 4.0])
+def test_flip_terms_from_the_table_are_the_computed_floats(rate: float) -> None:
+    """The table holds the function's own floats: bit for bit on any length and offset
+    (vector and scalar tails), past the table, on floats holding integers, and a
+    non-integer float is computed."""
+    rng = make_rng(17)
+    for n in (1, 3, 8, 17, 1001):
+        for offset in range(3):
+            x = rng.integers(0, 2 * pp.FLIP_TABLE, n + offset)[offset:]
+            want = pp._flip_term(x, rate)
+            assert pp._flip_terms(x, rate).tobytes() == np.asarray(want).tobytes()
+            assert pp._flip_terms(x.astype(float), rate).tobytes() == \
+                np.asarray(want).tobytes()
+    odd = np.array([0.5, 2.0, 70000.25])
+    assert pp._flip_terms(odd, rate).tobytes() == np.asarray(pp._flip_term(odd, rate)).tobytes()
+
+
 def test_sparse_keys_flag_exactly_the_cells_in_no_leaf() -> None:
     """A cell is in no real cell when one of its fields holds the all-ones "in no leaf"
     node; the one-step test (haszero on the complement) against a field-by-field check,

@@ -48,7 +48,7 @@ two counts): a grid whose one-level refinement is in the pool is rolled up from
 that refinement's cells (a map of one column's nodes, a sort, a sum per run of
 equal keys); the maximal grids from the table projected on their used columns.
 It walks the forest a batch of maximal grids at a time, level by level, each
-level in chunks on the pass's worker threads, so no Python runs per grid (2·10⁷
+batch on one of the pass's worker threads, so no Python runs per grid (2·10⁷
 cells in all at 10⁶ rows, against 8.7·10⁸). :func:`score_pool_dense` is the
 former dense cube: the reference the tests compare with, and still the faster
 one for a pool of many small grids (:data:`DENSE_BELOW`).
@@ -644,8 +644,9 @@ def score_pool(table: JointTable, hierarchies: Sequence[Hierarchy], grids: np.nd
     Private: exact qualities; release only through :func:`select_grid`. Each grid's
     non-empty cells are summed from those of its one-level refinement in the pool (or,
     for the pool's maximal grids, from the table projected on their used columns), a
-    whole level of the refinement forest at a time, in chunks run on ``threads`` worker
-    threads (default: the pass's, :func:`dpcli.data.prefetch.usable_cores`). A grid
+    whole level of the refinement forest at a time, batches of maximal grids on
+    ``threads`` worker threads (default: the pass's,
+    :func:`dpcli.data.prefetch.usable_cores`). A grid
     never holds more cells than the table has rows, so the work is the pool's non-empty
     cells, not its dense cells. Equal to :func:`score_pool_dense` but for the rounding
     of the flip terms' sum (the same terms, over the non-empty cells only).

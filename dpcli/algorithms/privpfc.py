@@ -48,7 +48,7 @@ two counts): a grid whose one-level refinement is in the pool is rolled up from
 that refinement's cells (a map of one column's nodes, a sort, a sum per run of
 equal keys); the maximal grids from the table projected on their used columns.
 It walks the forest a batch of maximal grids at a time, level by level, each
-level in chunks on the pass's worker threads, so no Python runs per grid (2·10⁷
+batch on one of the pass's worker threads, so no Python runs per grid (2·10⁷
 cells in all at 10⁶ rows, against 8.7·10⁸). :func:`score_pool_dense` is the
 former dense cube: the reference the tests compare with, and still the faster
 one for a pool of many small grids (:data:`DENSE_BELOW`).
@@ -244,6 +244,34 @@ def _flip_term(x: np.ndarray | float, rate: float) -> np.ndarray | float:
     return np.asarray(x, dtype=float) * np.exp(-rx) * (1.0 + rx / 2.0) / 2.0
 
 
+#: differences |n+ − n−| below this take their flip term from a table (:func:`_flip_terms`)
+FLIP_TABLE = 1 << 16
+
+
+@lru_cache(maxsize=8)
+def _flip_table(rate: float) -> np.ndarray:
+    table = np.asarray(_flip_term(np.arange(FLIP_TABLE, dtype=float), rate))
+    table.flags.writeable = False
+    return table
+
+
+def _flip_terms(x: np.ndarray, rate: float) -> np.ndarray:
+    """:func:`_flip_term` of each count difference x ≥ 0 (integers, or floats holding
+    integers): the same floats, read from :func:`_flip_table` below FLIP_TABLE (about
+    1 ns a cell against 40 for the exponential; the table is that function's own output on
+    the same inputs), computed above it. Non-integer floats are computed."""
+    whole = x if x.dtype.kind in "iu" else x.astype(np.int64)
+    if x.ndim == 0 or (whole is not x and not np.array_equal(whole, x)):
+        return np.asarray(_flip_term(x, rate))
+    table = _flip_table(rate)
+    large = whole >= FLIP_TABLE
+    if not large.any():
+        return table[whole]
+    out = table[np.minimum(whole, FLIP_TABLE - 1)]
+    out[large] = _flip_term(x[large], rate)
+    return out
+
+
 def misclassification(hist: np.ndarray, rate: float) -> float:
     """PrivPfC's quality (Lemma 1): expected misclassified records of the noisy grid.
 
@@ -414,7 +442,8 @@ def _refinements(hierarchies: Sequence[Hierarchy],
     """Per grid: the index of a refinement by one level of one column that is in the pool
     (−1 if none: the grid is maximal), and that column.
 
-    The first refinable column whose refinement is in the pool is taken. Grids
+    The last refinable column whose refinement is in the pool is taken: the least
+    significant of a sparse key, so a roll-up leaves its cells in longer sorted runs. Grids
     are keyed as mixed-radix integers when the heights' product fits in 62
     bits, as level tuples otherwise.
     """
@@ -427,7 +456,7 @@ def _refinements(hierarchies: Sequence[Hierarchy],
         keys = g @ radix
         order = np.argsort(keys)
         sorted_keys = keys[order]
-        for j in range(g.shape[1]):
+        for j in reversed(range(g.shape[1])):
             open_ = (parent < 0) & (g[:, j] + 1 < heights[j])
             want = keys + radix[j]
             at = np.minimum(np.searchsorted(sorted_keys, want), len(keys) - 1)
@@ -437,7 +466,7 @@ def _refinements(hierarchies: Sequence[Hierarchy],
         return parent, axis
     index = {tuple(row): i for i, row in enumerate(g.tolist())}
     for i, row in enumerate(g.tolist()):
-        for j in range(len(row)):
+        for j in reversed(range(len(row))):
             if row[j] + 1 < heights[j]:
                 finer = index.get((*row[:j], row[j] + 1, *row[j + 1:]))
                 if finer is not None:
@@ -463,11 +492,14 @@ BATCH_CELLS = 1 << 20
 @dataclass(frozen=True)
 class _Keys:
     """Bit-packed cell keys over all candidates: column j's node in ``bits[j]`` bits at
-    ``shift[j]`` (column 0 most significant, the "in no leaf" node last), so a key's order
-    over a grid's used columns is the C order of its dense histogram.
+    ``shift[j]`` (column 0 most significant), the "in no leaf" node as the field's all-ones
+    value (above every real node), so a key's order over a grid's used columns is the C
+    order of its dense histogram, and a cell is in no real cell of its grid exactly when
+    one of its fields is all ones (:meth:`valid`: a column at level 0 holds 0 there).
     ``table[offset[j] + ((ls·H + lt) << bits[j] | v)]`` is the level-lt node of column
     j's level-ls node v (the extra node to the extra node, every node to 0 at the root);
-    ``table[0] = 0`` serves a pass that changes nothing."""
+    ``table[0] = 0`` serves a pass that changes nothing. ``low``/``high``: each field's
+    lowest/highest bit."""
 
     shift: np.ndarray
     bits: np.ndarray
@@ -475,6 +507,15 @@ class _Keys:
     offset: np.ndarray
     table: np.ndarray
     total_bits: int
+    low: int
+    high: int
+
+    def valid(self, key: np.ndarray) -> np.ndarray:
+        """Which keys have no all-ones field (a real cell): a field of ``x = ~key`` is zero
+        exactly when ``(x − low) & ~x & high`` sets its high bit; a borrow only crosses a
+        field that is zero, so "some field is zero" is exact (the classic haszero)."""
+        x = ~key & ((1 << self.total_bits) - 1)
+        return ((x - self.low) & ~x & self.high) == 0
 
 
 def _keys(hierarchies: Sequence[Hierarchy]) -> _Keys | None:
@@ -491,13 +532,15 @@ def _keys(hierarchies: Sequence[Hierarchy]) -> _Keys | None:
         for ls in range(hh):
             for lt in range(1, ls + 1):
                 table[ls, lt, h.leaf_level[ls]] = h.leaf_level[lt]
-                table[ls, lt, h.sizes[ls]] = h.sizes[lt]       # "in no leaf" stays out
+                table[ls, lt, (1 << width) - 1] = (1 << width) - 1   # "in no leaf" stays out
         maps.append(table.reshape(-1))
     heights = np.array([h.height for h in hierarchies], dtype=np.int64)
     lengths = np.array([len(m) for m in maps], dtype=np.int64)
     offset = 1 + np.cumsum(lengths) - lengths
+    low = sum(1 << int(s) for s in shift)
+    high = sum(1 << int(s + w - 1) for s, w in zip(shift, bits, strict=True))
     return _Keys(shift, bits, heights, offset,
-                 np.concatenate([np.zeros(1, dtype=np.int64), *maps]), total)
+                 np.concatenate([np.zeros(1, dtype=np.int64), *maps]), total, low, high)
 
 
 def _ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
@@ -511,29 +554,33 @@ def _ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
 @dataclass
 class _Cells:
     """Non-empty cells of several grids: grid i's cells are ``start[i]:start[i] + count[i]``
-    of ``key``, ``a`` (rest), ``b`` (positive) and ``out`` (bit j: the cell is column j's
-    "in no leaf" node, so in no real cell of the grid), in key order."""
+    of ``key`` and ``counts``, in key order. ``counts``: the (rest, positive) counts, packed
+    as rest·2^32 + positive in one int64 when every grid holds fewer than 2^31 records (so
+    a sum of packed counts is the packed sums), else (cells, 2)."""
 
     key: np.ndarray
-    a: np.ndarray
-    b: np.ndarray
-    out: np.ndarray
+    counts: np.ndarray
     start: np.ndarray
     count: np.ndarray
 
+    def split(self, select: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(rest, positive) of the selected cells."""
+        c = self.counts[select]
+        if c.ndim == 1:
+            return c >> 32, c & 0xFFFFFFFF
+        return c[:, 0], c[:, 1]
+
 
 def _roll(src: _Cells, src_levels: np.ndarray, of: np.ndarray, levels: np.ndarray,
-          k: _Keys, pack: bool) -> _Cells:
+          k: _Keys) -> _Cells:
     """Cells of the grids ``levels`` (each coarser than or equal to its source grid
-    ``src_levels[of[t]]`` column by column), summed from the source's cells. ``pack``:
-    every grid holds fewer than 2^31 records, so a cell's two counts add up as one int64."""
+    ``src_levels[of[t]]`` column by column), summed from the source's cells."""
     sizes = src.count[of]
     take = _ranges(src.start[of], sizes)
     owner = np.repeat(np.arange(len(of), dtype=np.int64), sizes)
     key = src.key[take]
     lsrc = src_levels[of]
     change = lsrc != levels                               # (targets, columns)
-    kept = ((levels > 0).astype(np.int64) << np.arange(levels.shape[1])).sum(axis=1)
     # one pass per changed column of a target (one for a roll-up, up to all for the
     # maximal grids), in runs of consecutive targets that change the same column between
     # the same levels (the callers order targets so): scalar shift, mask and map per run
@@ -563,36 +610,27 @@ def _roll(src: _Cells, src_levels: np.ndarray, of: np.ndarray, levels: np.ndarra
     combined = combined[order]
     first = np.flatnonzero(np.concatenate([[True], combined[1:] != combined[:-1]])) \
         if len(combined) else np.zeros(0, dtype=np.int64)
-    take = take[order]
-    if not len(first):
-        a, b = src.a[:0], src.b[:0]
-    elif pack:                                    # both counts in one int64
-        both = np.add.reduceat((src.a << 32 | src.b)[take], first)
-        a, b = both >> 32, both & 0xFFFFFFFF
-    else:
-        a = np.add.reduceat(src.a[take], first)
-        b = np.add.reduceat(src.b[take], first)
+    counts = src.counts[take][order]              # gathered in runs, then permuted once
+    counts = (np.add.reduceat(counts, first, axis=0) if len(first) else counts[:0])
     head = combined[first]
     cell_owner = head >> k.total_bits
-    out = src.out[take[first]] & kept[cell_owner]
     count = np.bincount(cell_owner, minlength=len(of)).astype(np.int64)
-    return _Cells(head & ((1 << k.total_bits) - 1), a, b, out, np.cumsum(count) - count,
-                  count)
+    return _Cells(head & ((1 << k.total_bits) - 1), counts, np.cumsum(count) - count, count)
 
 
-def _quality(cells: _Cells, n_grids: int, rate: float) -> np.ndarray:
+def _quality(cells: _Cells, n_grids: int, rate: float, k: _Keys) -> np.ndarray:
     """:func:`misclassification` of each grid from its non-empty cells; cells in the extra
     node of a used column are in no real cell and left out."""
     owner = np.repeat(np.arange(n_grids, dtype=np.int64), cells.count)
-    valid = cells.out == 0
-    a, b, owner = cells.a[valid], cells.b[valid], owner[valid]
+    valid = k.valid(cells.key)
+    (a, b), owner = cells.split(valid), owner[valid]
     count = np.bincount(owner, minlength=n_grids)
     out = np.zeros(n_grids)
     full = np.flatnonzero(count > 0)
     if len(full):
         first = (np.cumsum(count) - count)[full]
         low = np.add.reduceat(np.minimum(a, b), first)
-        flips = np.add.reduceat(_flip_term(np.abs(a - b), rate), first)
+        flips = np.add.reduceat(_flip_terms(np.abs(a - b), rate), first)
         out[full] = low.astype(float) + flips
     return out
 
@@ -606,8 +644,9 @@ def score_pool(table: JointTable, hierarchies: Sequence[Hierarchy], grids: np.nd
     Private: exact qualities; release only through :func:`select_grid`. Each grid's
     non-empty cells are summed from those of its one-level refinement in the pool (or,
     for the pool's maximal grids, from the table projected on their used columns), a
-    whole level of the refinement forest at a time, in chunks run on ``threads`` worker
-    threads (default: the pass's, :func:`dpcli.data.prefetch.usable_cores`). A grid
+    whole level of the refinement forest at a time, batches of maximal grids on
+    ``threads`` worker threads (default: the pass's,
+    :func:`dpcli.data.prefetch.usable_cores`). A grid
     never holds more cells than the table has rows, so the work is the pool's non-empty
     cells, not its dense cells. Equal to :func:`score_pool_dense` but for the rounding
     of the flip terms' sum (the same terms, over the non-empty cells only).
@@ -626,7 +665,8 @@ def score_pool(table: JointTable, hierarchies: Sequence[Hierarchy], grids: np.nd
         method = "dense" if dense_cells.mean() < DENSE_BELOW else "sparse"
     if k is None or len(grids) == 0 or method == "dense":
         return score_pool_dense(table, hierarchies, grids, rate, positive, progress)
-    from concurrent.futures import ThreadPoolExecutor
+    from collections import deque
+    from concurrent.futures import Future, ThreadPoolExecutor
 
     from dpcli.data.prefetch import usable_cores
 
@@ -637,85 +677,110 @@ def score_pool(table: JointTable, hierarchies: Sequence[Hierarchy], grids: np.nd
     a0 = counts.sum(axis=1).astype(np.int64) - b0
     leaves = np.asarray(table.leaves, dtype=np.int64)
     raw_key = np.zeros(len(leaves), dtype=np.int64)
-    raw_out = np.zeros(len(leaves), dtype=np.int64)
     for j, h in enumerate(hierarchies):
-        raw_key |= leaves[:, j] << k.shift[j]
-        raw_out |= (leaves[:, j] == h.n_leaves).astype(np.int64) << j
+        field = np.where(leaves[:, j] == h.n_leaves, (1 << int(k.bits[j])) - 1, leaves[:, j])
+        raw_key |= field << k.shift[j]
     top = (k.height - 1)[None, :]
-    raw = _Cells(raw_key, a0, b0, raw_out, np.zeros(1, dtype=np.int64),
-                 np.array([len(raw_key)], dtype=np.int64))
-    pack = int(a0.sum()) + int(b0.sum()) < 2**31
+    pack = int(a0.sum()) + int(b0.sum()) < 2**31    # then both counts add up as one int64
+    raw = _Cells(raw_key, (a0 << 32 | b0) if pack else np.column_stack([a0, b0]),
+                 np.zeros(1, dtype=np.int64), np.array([len(raw_key)], dtype=np.int64))
     parent, axis = _refinements(hierarchies, grids)
     quality = np.full(len(g), np.nan)
 
     def job(src: _Cells, src_levels: np.ndarray, of: np.ndarray, levels: np.ndarray,
             score: bool) -> tuple[_Cells, np.ndarray]:
-        cells = _roll(src, src_levels, of, levels, k, pack)
-        return cells, (_quality(cells, len(of), rate) if score else np.zeros(0))
+        cells = _roll(src, src_levels, of, levels, k)
+        return cells, (_quality(cells, len(of), rate, k) if score else np.zeros(0))
 
     def run(src: _Cells, src_levels: np.ndarray, of: np.ndarray, levels: np.ndarray,
             score: bool = True) -> tuple[_Cells, np.ndarray]:
         """:func:`_roll` (and :func:`_quality` if ``score``) in chunks of about
-        CHUNK_CELLS gathered cells, on the workers; results joined in chunk order."""
+        CHUNK_CELLS gathered cells (a bound on the memory of one step), joined in order."""
         sizes = src.count[of]
         chunk_of = np.cumsum(sizes) // CHUNK_CELLS
         limit = 1 << (62 - k.total_bits)                      # owner << bits must fit
         chunk_of = np.maximum(chunk_of, np.arange(len(of)) // limit)
         cuts = np.flatnonzero(np.diff(chunk_of)) + 1
-        parts = np.split(np.arange(len(of)), cuts)
-        if pool_ is not None and len(parts) > 1:
-            done = list(pool_.map(lambda p: job(src, src_levels, of[p], levels[p], score),
-                                  parts))
-        else:
-            done = [job(src, src_levels, of[p], levels[p], score) for p in parts]
+        if not len(cuts):
+            return job(src, src_levels, of, levels, score)
+        done = [job(src, src_levels, of[p], levels[p], score)
+                for p in np.split(np.arange(len(of)), cuts)]
         count = np.concatenate([c.count for c, _ in done])
         return (_Cells(np.concatenate([c.key for c, _ in done]),
-                       np.concatenate([c.a for c, _ in done]),
-                       np.concatenate([c.b for c, _ in done]),
-                       np.concatenate([c.out for c, _ in done]), np.cumsum(count) - count,
+                       np.concatenate([c.counts for c, _ in done]), np.cumsum(count) - count,
                        count),
                 np.concatenate([q for _, q in done]))
 
+    def walk(projected: _Cells, span: np.ndarray, first_set: int, batch: np.ndarray) -> int:
+        """Scores the subtrees of the maximal grids ``roots[batch]``, level by level, from
+        their sets' projections; returns how many grids it scored. Batches write disjoint
+        entries of ``quality``, so they run on any thread, in any order."""
+        frontier = roots[batch]
+        cells, quality[frontier] = run(projected, span, set_of[batch] - first_set,
+                                       g[frontier])
+        scored = 0
+        while len(frontier):
+            scored += len(frontier)
+            lo, hi = bounds[frontier + 1], bounds[frontier + 2]
+            slots = _ranges(lo, hi - lo)
+            if not len(slots):
+                break
+            children = by_parent[slots]
+            of = np.repeat(np.arange(len(frontier), dtype=np.int64), hi - lo)
+            by_axis = np.lexsort((g[frontier][of, axis[children]], axis[children]))
+            children, of = children[by_axis], of[by_axis]    # alike children in runs
+            cells, quality[children] = run(cells, g[frontier], of, g[children])
+            frontier = children
+        return scored
+
+    # the pool's maximal grids: from the table projected on each used-column set.
+    # Their subtrees are independent: walk them a batch of sets at a time, so the
+    # memory held is a batch's projections and widest level, not the whole pool's
+    roots = np.flatnonzero(parent < 0)
+    sets, set_of = np.unique(g[roots] > 0, axis=0, return_inverse=True)
+    set_of = set_of.reshape(-1)
+    order = np.lexsort((*g[roots].T[::-1], set_of))      # by set, alike roots in runs
+    roots, set_of = roots[order], set_of[order]
+    set_levels = np.where(sets, top, 0)
+    by_parent = np.argsort(parent, kind="stable")
+    bounds = np.searchsorted(parent[by_parent], np.arange(-1, len(g) + 1))
+    set_batch = np.arange(len(sets)) * max(len(raw_key), 1) // BATCH_CELLS
+    # the workers each walk whole batches (no barrier per level, and the bookkeeping
+    # between numpy calls runs on the workers too); the main thread projects the next
+    # sets meanwhile. At most 2 batches per worker wait, so memory stays bounded
     pool_ = ThreadPoolExecutor(workers) if workers > 1 else None
+    waiting: deque[Future[int]] = deque()
+
+    def settle(keep: int) -> None:
+        while len(waiting) > keep:
+            scored = waiting.popleft().result()
+            if progress is not None:
+                progress(scored)
+
     try:
-        # the pool's maximal grids: from the table projected on each used-column set.
-        # Their subtrees are independent: walk them a batch of sets at a time, so the
-        # memory held is a batch's projections and widest level, not the whole pool's
-        roots = np.flatnonzero(parent < 0)
-        sets, set_of = np.unique(g[roots] > 0, axis=0, return_inverse=True)
-        set_of = set_of.reshape(-1)
-        order = np.lexsort((*g[roots].T[::-1], set_of))      # by set, alike roots in runs
-        roots, set_of = roots[order], set_of[order]
-        set_levels = np.where(sets, top, 0)
-        by_parent = np.argsort(parent, kind="stable")
-        bounds = np.searchsorted(parent[by_parent], np.arange(-1, len(g) + 1))
-        set_batch = np.arange(len(sets)) * max(len(raw_key), 1) // BATCH_CELLS
         for first_set in np.flatnonzero(np.diff(set_batch, prepend=-1)).tolist():
             last_set = int(np.searchsorted(set_batch, set_batch[first_set], side="right"))
             span = set_levels[first_set:last_set]
             projected, _ = run(raw, top, np.zeros(len(span), dtype=np.int64), span, False)
             in_span = np.flatnonzero((set_of >= first_set) & (set_of < last_set))
-            sizes = projected.count[set_of[in_span] - first_set]
+            sizes = np.cumsum(projected.count[set_of[in_span] - first_set])
+            # BATCH_CELLS bounds a batch; with workers, at least 4 batches each
+            parts = max(int(sizes[-1]) // BATCH_CELLS + 1 if len(sizes) else 1,
+                        min(len(in_span), 4 * workers) if workers > 1 else 1)
             for batch in np.split(in_span, np.flatnonzero(np.diff(
-                    np.cumsum(sizes) // BATCH_CELLS)) + 1):
-                frontier = roots[batch]
-                cells, quality[frontier] = run(projected, span, set_of[batch] - first_set,
-                                               g[frontier])
-                while len(frontier):
+                    sizes * parts // (int(sizes[-1]) + 1) if len(sizes) else sizes)) + 1):
+                if pool_ is None:
+                    scored = walk(projected, span, first_set, batch)
                     if progress is not None:
-                        progress(len(frontier))
-                    lo, hi = bounds[frontier + 1], bounds[frontier + 2]
-                    slots = _ranges(lo, hi - lo)
-                    if not len(slots):
-                        break
-                    children = by_parent[slots]
-                    of = np.repeat(np.arange(len(frontier), dtype=np.int64), hi - lo)
-                    by_axis = np.lexsort((g[frontier][of, axis[children]], axis[children]))
-                    children, of = children[by_axis], of[by_axis]    # alike children in runs
-                    cells, quality[children] = run(cells, g[frontier], of, g[children])
-                    frontier = children
+                        progress(scored)
+                    continue
+                waiting.append(pool_.submit(walk, projected, span, first_set, batch))
+                settle(2 * workers)
+        settle(0)
     finally:
         if pool_ is not None:
+            for future in waiting:
+                future.cancel()
             pool_.shutdown()
     if not np.isfinite(quality).all():
         raise RuntimeError("a grid of the pool was not scored")  # never release on a gap

@@ -292,6 +292,77 @@ def test_sparse_scores_of_an_empty_table_are_zero() -> None:
     assert pp.score_pool_dense(table, hs, grids, 0.5, 1).tolist() == [0.0] * len(grids)
 
 
+@pytest.mark.parametrize("threads", [1, 3])
+def test_sparse_walk_in_small_batches_on_threads_scores_every_grid_once(
+        threads: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Batches of maximal grids walked on the workers (several sets per projection, many
+    batches waiting) give the one-batch scores, and the progress adds up to the pool."""
+    hs = _adult_like()
+    table = _weighted(make_rng(4), hs, 3000, skew=True)
+    grids = pp.pool([h.sizes for h in hs], 60)
+    whole = pp.score_pool(table, hs, grids, 0.3, 1, threads=1, method="sparse")
+    monkeypatch.setattr(pp, "BATCH_CELLS", 300)
+    monkeypatch.setattr(pp, "CHUNK_CELLS", 50)
+    seen: list[int] = []
+    small = pp.score_pool(table, hs, grids, 0.3, 1, seen.append, threads=threads,
+                          method="sparse")
+    np.testing.assert_array_equal(small, whole)
+    assert sum(seen) == len(grids) and len(seen) >= 3
+
+
+@pytest.mark.parametrize("rate", [1e-6, 0.01, 0.3, 4.0])
+def test_flip_terms_from_the_table_are_the_computed_floats(rate: float) -> None:
+    """The table holds the function's own floats: bit for bit on any length and offset
+    (vector and scalar tails), past the table, on floats holding integers, and a
+    non-integer float is computed."""
+    rng = make_rng(17)
+    for n in (1, 3, 8, 17, 1001):
+        for offset in range(3):
+            x = rng.integers(0, 2 * pp.FLIP_TABLE, n + offset)[offset:]
+            want = pp._flip_term(x, rate)
+            assert pp._flip_terms(x, rate).tobytes() == np.asarray(want).tobytes()
+            assert pp._flip_terms(x.astype(float), rate).tobytes() == \
+                np.asarray(want).tobytes()
+    odd = np.array([0.5, 2.0, 70000.25])
+    assert pp._flip_terms(odd, rate).tobytes() == np.asarray(pp._flip_term(odd, rate)).tobytes()
+
+
+def test_sparse_keys_flag_exactly_the_cells_in_no_leaf() -> None:
+    """A cell is in no real cell when one of its fields holds the all-ones "in no leaf"
+    node; the one-step test (haszero on the complement) against a field-by-field check,
+    on widths 1 to 6 (n_leaves 1, 3 and 7 make the extra node a power of two minus one)."""
+    cols = [CategoricalColumn(f"c{n}", tuple(f"v{i}" for i in range(n))) for n in
+            (1, 2, 3, 4, 7, 8, 20, 33)]
+    hs = [hierarchy(col, WHERE) for col in cols]
+    k = pp._keys(hs)
+    assert k is not None
+    rng = make_rng(5)
+    fields = []
+    for h, width in zip(hs, k.bits.tolist(), strict=True):
+        f = rng.integers(0, h.n_leaves, 20_000)
+        f[rng.random(20_000) < 0.15] = (1 << width) - 1
+        f[rng.random(20_000) < 0.15] = 0                  # a column at level 0
+        fields.append(f)
+    key = sum((f << int(s)) for f, s in zip(fields, k.shift.tolist(), strict=True))
+    want = np.all([f != (1 << w) - 1 for f, w in zip(fields, k.bits.tolist(), strict=True)],
+                  axis=0)
+    assert 0 < want.sum() < len(want)
+    np.testing.assert_array_equal(k.valid(np.asarray(key, dtype=np.int64)), want)
+
+
+def test_sparse_scores_of_counts_past_two_to_the_31_equal_the_dense_cube() -> None:
+    """Grids holding 2^31 records or more keep the two counts apart (no packing)."""
+    hs = _adult_like()
+    small = _weighted(make_rng(9), hs, 600)
+    table = JointTable(small.columns, small.leaves, small.counts * (1 << 24) + small.counts)
+    assert int(table.counts.sum()) >= 2**31
+    grids = pp.pool([h.sizes for h in hs], 10**6)
+    for rate in (1e-9, 1e-7):
+        dense = pp.score_pool_dense(table, hs, grids, rate, 1)
+        sparse = pp.score_pool(table, hs, grids, rate, 1, threads=2, method="sparse")
+        np.testing.assert_allclose(sparse, dense, rtol=1e-13)
+
+
 @pytest.mark.parametrize("rate", [0.05, 0.5, 2.0])
 def test_sparse_scores_change_at_most_delta_q_between_neighbours(rate: float) -> None:
     """Replace-one sensitivity of the scores as the sparse cube computes them."""

@@ -198,6 +198,52 @@ def test_numeric_leaves_are_left_open_right_closed(where: Where) -> None:
     np.testing.assert_array_equal(h.leaves(np.array([-3.0, 12.0])), [0, 2])
 
 
+def _search_leaves(h: Hierarchy, values: np.ndarray) -> np.ndarray:
+    """The reference: a binary search over the edges."""
+    assert h.edges is not None
+    return np.clip(np.searchsorted(h.edges, np.asarray(values, dtype=float), side="left") - 1,
+                   0, h.n_leaves - 1)
+
+
+def _edge_values(edges: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """Every edge, its float neighbours, values beyond both ends, and random ones."""
+    e = np.asarray(edges, dtype=float)
+    near = np.concatenate([e, np.nextafter(e, -np.inf), np.nextafter(e, np.inf)])
+    span = e[-1] - e[0]
+    return np.concatenate([near, [e[0] - span, e[-1] + span, -0.0, 0.0],
+                           rng.uniform(e[0] - 0.1 * span, e[-1] + 0.1 * span, 20_000)])
+
+
+def test_numeric_leaves_by_table_equal_the_binary_search(where: Where) -> None:
+    """The one-comparison table gives the search's leaf at and next to every edge, beyond
+    both ends, on integers and at random, for the shipped Adult taxonomies, equal-width
+    bins, and edges crowded into one corner (the table grows or gives way to the search)."""
+    rng = np.random.default_rng(11)
+    spec = load_spec(ADULT_SPEC)
+    numeric = [h for h in privpfc.candidate_hierarchies(spec.schema) if h.edges is not None]
+    assert numeric
+    crowded = {"(0, 10]": {f"({a:.17g}, {b:.17g}]": {} for a, b in zip(
+        [0.0, 1e-12, 2e-12, 3e-12], [1e-12, 2e-12, 3e-12, 10.0], strict=True)}}
+    many = {"bins": [2, 8, 64, 1024]}
+    for taxonomy, hi in ((crowded, 10.0), (many, 1000.0), (INTERVALS, 10.0)):
+        numeric.append(hierarchy(NumericColumn("x", 0, hi, taxonomy=taxonomy), where))
+    used_table = 0
+    for h in numeric:
+        assert h.edges is not None
+        values = np.concatenate([_edge_values(h.edges, rng),
+                                 np.arange(np.floor(h.edges[0]) - 2, np.ceil(h.edges[-1]) + 3,
+                                           max(1.0, float(h.edges[-1] - h.edges[0]) / 5000))])
+        np.testing.assert_array_equal(h.leaves(values), _search_leaves(h, values))
+        np.testing.assert_array_equal(h.leaves(values.astype(np.float32)),
+                                      _search_leaves(h, values.astype(np.float32)))
+        used_table += h._leaf_cells is not None
+    assert used_table >= len(numeric) - 1     # the crowded edges may need the search
+    h = numeric[-1]
+    with_nan = np.array([1.0, np.nan, 7.0])   # never encoded, but never a wrong leaf either
+    np.testing.assert_array_equal(h.leaves(with_nan), _search_leaves(h, with_nan))
+    assert h.leaves(np.zeros(0)).tolist() == []
+
+
 @pytest.mark.parametrize(("taxonomy", "message"), [
     ({"(0, 10]": {"(0, 4]": {}, "(5, 10]": {}}}, "starts at 5, expected 4"),  # gap
     ({"(0, 10]": {"(0, 6]": {}, "(5, 10]": {}}}, "starts at 5, expected 6"),  # overlap

@@ -3,11 +3,13 @@
 What a default run does (issue 20; docs/algorithms/logistic-regression.md), all decided from public
 facts (n, ε, the declared width d) before the charge (:func:`decide`):
 
-* the regulariser: ``lambda: auto`` searches the grid by stability (below) only
-  when its selection noise is at most 1 % of the validation loss's range;
-  otherwise it trains once at λ0 = 4·√d/(ε·n) (:func:`auto_lambda`) on every
-  row. ``lambda: search`` always searches (the paper's procedure); a number
-  trains at that λ.
+* the regulariser: ``lambda: auto`` trains once at λ0 = 4·√d/(ε·n)
+  (:func:`auto_lambda`) on every row, unless a grid (the spec's, else
+  λ0 × 1/4 … 16: :func:`auto_grid`) is both precise enough to search by
+  stability (selection noise ≤ 1 % of the validation loss's range) and
+  reaches down to 16·λ0. ``lambda: search`` always searches (the paper's
+  procedure); a number trains at that λ. A data-driven choice at the grid's
+  edge is flagged (:func:`grid_edge`).
 * the class threshold: a share clip(1207/(N·ε), 1/20, 1/4) of ε
   (:func:`threshold_share`) releases a cut on wᵀx by the exponential
   mechanism over 4096 public candidates (:func:`choose_threshold`), so that

@@ -32,7 +32,7 @@ def validate(spec: Spec, data: Path, *, validation: Path | None = None,
 
     Costs the section's ε (and δ for the hinge and logistic scores). By
     default (``lam`` "auto") λ0 = 4√d/(ε·n) from public facts, unless a grid
-    reaching down to 16·λ0 can be searched with little noise; "search" always
+    reaching down to 4·λ0 can be searched with little noise; "search" always
     searches (Chaudhuri & Vinterbo 2013), a number fixes λ. A share of ε
     releases the class threshold (exponential mechanism). ``validation``
     names disjoint validation rows (default: about 10 % of ``data`` by a

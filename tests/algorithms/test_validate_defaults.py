@@ -40,9 +40,9 @@ def test_auto_lambda_is_four_root_d_over_epsilon_n() -> None:
 
 def test_search_only_when_the_selection_noise_is_one_percent_of_the_range() -> None:
     # a grid given in the spec, wide enough a design that its smallest λ is within reach of
-    # λ0 (≤ 16 λ0) where its noise is small: only the noise decides here
+    # λ0 (≤ 4 λ0) where its noise is small: only the noise decides here
     config = v.ValidateConfig(grid=(5e-4, 0.01, 0.1), grid_given=True)
-    d = 400
+    d = 10_000
     # ramp: noise mean ≈ 8/(λ_min·n·ε) — 1 % needs n·ε ≈ 1.6·10⁶ at λ_min = 5e-4
     small = v.decide(config, 1.0, 9_000, 1_000, d, 10_000)
     assert small.mode == "auto" and small.n_model == 10_000 and small.grid is None
@@ -79,10 +79,10 @@ def test_a_grid_wholly_above_lambda0_is_not_searched_by_auto() -> None:
     assert v.decide(v.ValidateConfig(), 1.0, n, m, d, n + m).lam == pytest.approx(lam0)
     search = v.decide(v.ValidateConfig(lam="search"), 1.0, n, m, d, n + m)
     assert search.mode == "select" and search.grid == v.PAPER_GRID
-    # the reach is the largest auto factor: a grid starting at 16 λ0 passes it, 17 λ0 not
+    # the reach: a grid starting just below REACH·λ0 passes it, just above not
     d_wide = 40_000     # wide enough that a grid near λ0 is precise enough
     lam0 = v.auto_lambda(n + m, float(dec.epsilon_model), d_wide)
-    for factor, searched in ((15.99, True), (16.01, False)):
+    for factor, searched in ((0.999 * v.REACH, True), (1.001 * v.REACH, False)):
         grid = v.ValidateConfig(grid=(factor * lam0, 1.0), grid_given=True)
         got = v.decide(grid, 1.0, n, m, d_wide, n + m)
         assert (got.mode == "select") == searched, got.reason

@@ -16,7 +16,9 @@ Data (never a suite test file):
   ``name`` alone: the suite's train file as it is.
 
 Each design is cut by validate's public row rule (fraction 0.3, seed 7) into a fitting part
-(the rows validate is given) and a holdout; AUC and balanced accuracy on the holdout.
+(the rows validate is given) and a holdout; AUC and balanced accuracy on the holdout. With
+``--resample-fit`` the file is cut first and only the fitting part is resampled to N rows, so
+the holdout holds no copy of a fitted row.
 
     nice -n 10 python benchmarks/validate_r8.py --datasets carseats:1500000 --epsilons 0.5,1,2 \
         --seeds 5
@@ -217,6 +219,9 @@ def main() -> None:
     ap.add_argument("--multiples", action="store_true",
                     help="AUC of one fit at λ0 × (1/4, 1, 4, 16, 64) and at 0.001 instead")
     ap.add_argument("--out", type=Path, default=HERE / "results" / "validate_r8.jsonl")
+    ap.add_argument("--resample-fit", action="store_true",
+                    help="name:N resamples the fitting part only (N rows); the holdout keeps the "
+                         "file's own rows, none of them in the fitting part")
     ap.add_argument("--report", nargs="*", type=Path,
                     help="print the tables from these JSON-lines files and stop")
     args = ap.parse_args()
@@ -225,9 +230,14 @@ def main() -> None:
         return
     for item in args.datasets.split(","):
         name, _, size = item.partition(":")
-        spec, cols, x, y = design(name, int(size) if size else None)
+        fit_rows = int(size) if size and args.resample_fit else None
+        spec, cols, x, y = design(name, None if args.resample_fit else
+                                  (int(size) if size else None))
         hold = v.validation_rows(len(y), 0.3, 7)
         f, h = np.flatnonzero(~hold), np.flatnonzero(hold)
+        if fit_rows is not None:   # only the fitting part is resampled: the holdout's people
+            f = np.random.default_rng(8).choice(f, size=fit_rows)   # are not in it
+            item += " (fit part resampled)"
         xf, yf, xh, yh = x[f], y[f], x[h], y[h]
         del x, y
         nf, d = xf.shape

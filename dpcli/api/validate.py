@@ -31,8 +31,8 @@ def validate(spec: Spec, data: Path, *, validation: Path | None = None,
     """Train private logistic regression with its regulariser λ and class cut chosen privately.
 
     Costs the section's ε (and δ for the hinge and logistic scores). By
-    default (``lam`` "auto") λ is searched only where n·ε makes the search's
-    noise small, else λ0 = 4√d/(ε·n) from public facts; "search" always
+    default (``lam`` "auto") λ0 = 4√d/(ε·n) from public facts, unless a grid
+    reaching down to 4·λ0 can be searched with little noise; "search" always
     searches (Chaudhuri & Vinterbo 2013), a number fixes λ. A share of ε
     releases the class threshold (exponential mechanism). ``validation``
     names disjoint validation rows (default: about 10 % of ``data`` by a
@@ -117,16 +117,27 @@ def validate(spec: Spec, data: Path, *, validation: Path | None = None,
         n, m, rows_all, decision = planned.n, planned.m, planned.n_all, planned.decision
         sizes.update(n=n, m=m, n_all=rows_all)
         decided["decision"] = decision
+        searched = decision.searched(config)
         if decision.mode == "auto":
             reporter.say(f"note: λ chosen without the data: {decision.reason}")
         elif decision.mode == "select" and config.method == "stability":
-            noise = tuning.selection_noise_mean(config, float(decision.epsilon_model), n, m, d)
+            noise = tuning.selection_noise_mean(searched, float(decision.epsilon_model), n, m,
+                                                d)
             if noise > tuning.NOISY_SELECTION:
                 reporter.warn(
                     f"the selection noise has mean {noise:.3g} (2β/ε2, β = max(2/(λ_min·n), "
                     f"β2/m)), large next to differences of validation scores (the ramp loss "
                     f"keeps them within 1): the choice may be close to random. Raise the "
-                    f"smallest λ (now {min(config.grid):g}), or use more ε or rows.")
+                    f"smallest λ (now {min(searched.grid):g}), or use more ε or rows.")
+        if decision.mode == "select":
+            lam0 = tuning.auto_lambda(n + m if validation is None else n,
+                                      float(decision.epsilon_model), d)
+            if min(searched.grid) > tuning.REACH * lam0:
+                reporter.say(
+                    f"note: the grid's smallest λ {min(searched.grid):.3g} is "
+                    f"{min(searched.grid) / lam0:.0f} × λ0 = 4√d/(ε·n) = {lam0:.3g}: on this "
+                    "many rows every candidate may be over-regularised (lambda: auto trains "
+                    "at λ0 here)")
         # the class cut's error is the forecast's headline: its verdict, printed after the
         # plan, says whether the cut is usable (one story: no second, worst-case warning)
         return planned.plan
@@ -142,6 +153,8 @@ def validate(spec: Spec, data: Path, *, validation: Path | None = None,
         return spend.dry_run()
     plan = spend.plan
     n, m = sizes["n"], sizes["m"]
+    # the grid searched: the spec's, the paper's, or (lambda: auto) the one around λ0
+    config = decided["decision"].searched(config)
     arguments: dict[str, Any] = {
         "data": str(data.resolve()), "out": None if out is None else str(out.resolve()),
         "columns": list(chosen), "method": config.method, "score": config.score,
@@ -190,6 +203,15 @@ def validate(spec: Spec, data: Path, *, validation: Path | None = None,
                                       float(decision.epsilon_model), rng, advance)
         report = tuning.fit_report(config, outcome, section.epsilon, decision.n_model
                                    if decision.mode != "select" else n, m, decision)
+        edge = report.get("lambda_at_grid_edge")
+        if edge is not None:
+            reporter.warn(
+                f"the chosen λ = {outcome.fit.lam:.4g} is the {edge} value of the grid "
+                f"({min(config.grid):.3g} … {max(config.grid):.3g}): the best λ may lie "
+                f"beyond it. λ0 = 4√d/(ε·n) (lambda: auto) is "
+                f"{tuning.auto_lambda(n, float(decision.epsilon_model), d):.3g} on these "
+                "rows; a grid reaching past the edge, or that λ, may do better "
+                "(the model file records lambda_at_grid_edge)")
         model = tuning.LogRegModel(inputs.model_schema(s.schema, chosen), tuple(chosen),
                                    outcome.fit.weights, report)
         # the class threshold reads every row (DATA and the validation file) once, in any
@@ -265,7 +287,7 @@ class ValidatePlan:
 
     plan: Any          # dpcli.mechanisms.Plan
     decision: Any      # dpcli.algorithms.validate.Decision
-    config: Any        # dpcli.algorithms.validate.ValidateConfig
+    config: Any        # dpcli.algorithms.validate.ValidateConfig (with the grid searched)
     n: int             # training rows (DATA less its validation rows, or all of DATA)
     m: int             # validation rows
     n_all: int         # every row the class threshold reads
@@ -301,8 +323,8 @@ def plan_at(spec: Spec, section: Any, rows: int, *, columns: Sequence[str] | Non
     rows_all = rows + (m if validation_rows is not None else 0)
     decision = tuning.decide(config, section.epsilon, n, m, d, rows_all,
                              split=validation_rows is None)
-    return ValidatePlan(tuning.full_plan(config, decision, n, m, d, rows_all), decision, config,
-                        n, m, rows_all, d)
+    return ValidatePlan(tuning.full_plan(config, decision, n, m, d, rows_all), decision,
+                        decision.searched(config), n, m, rows_all, d)
 
 
 @functools.lru_cache(maxsize=64)

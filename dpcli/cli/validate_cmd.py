@@ -51,9 +51,10 @@ def validate(
         "every numeric, categorical and binary column).")] = None,
     lam: Annotated[str | None, typer.Option(
         "--lambda", help="The regulariser: a number > 0 (no search); search (always search "
-        "the grid by --method, the paper's procedure); or auto (default: search only when the "
-        "selection noise is ≤ 1% of the score range, else λ0 = 4√d/(ε·n)). Spec key "
-        "validate.lambda.")] = None,
+        "the grid by --method, the paper's procedure); or auto (default: λ0 = 4√d/(ε·n), or a "
+        "search of the grid (the spec's, else λ0 × 1/4 … 16) only when its selection noise is "
+        "≤ 1% of the score range and its smallest λ ≤ 4·λ0). A choice at the grid's edge "
+        "is warned about. Spec key validate.lambda.")] = None,
     threshold_share: Annotated[str | None, typer.Option(
         "--threshold-share", help="Share of ε for the private class threshold, in [0, 0.25], "
         "or auto (default: clip(1207/(N·ε), 0.05, 0.25)); 0 keeps the 0.5 cut. Spec key "
@@ -63,9 +64,11 @@ def validate(
 ) -> None:
     """Train private logistic regression, its regulariser and class cut chosen privately.
 
-    By default (lambda auto) λ is searched on a grid only where n·ε makes
-    the search's noise small (≤ 1 % of the score range); otherwise
-    λ0 = 4√d/(ε·n) is used, decided from public facts. A share of ε
+    By default (lambda auto) λ0 = 4√d/(ε·n) is used, decided from public
+    facts; a grid is searched instead only where its noise is small (≤ 1 %
+    of the score range) and its smallest λ is at most 4·λ0 (without a grid
+    in the spec: λ0 × 1/4 … 16, in practice never precise enough). A search
+    that picks the grid's smallest or largest λ warns. A share of ε
     (clip(1207/(N·ε), 0.05, 0.25); threshold_share 0: the 0.5 cut) then
     releases the class threshold by the exponential mechanism, so that
     predict gives both classes even from a strongly regularised model.

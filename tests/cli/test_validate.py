@@ -695,6 +695,37 @@ def test_a_grid_whose_smallest_lambda_drowns_the_choice_is_warned_about(project:
     assert r.exit_code == 0 and "close to random" not in r.stderr
 
 
+def test_a_choice_at_the_grid_edge_is_warned_about_and_recorded(project: Project,
+                                                                  cli) -> None:
+    """Of two values every choice is an edge: the run warns on stderr, the --json summary
+    carries the warning and the model file records which edge."""
+    r = _validate(cli, project, "--grid", "0.5,1", "--epsilon", 0.5, "--seed", 3, "--json")
+    assert r.exit_code == 0, r.stderr
+    p = project.envelope()["payload"]
+    edge = "smallest" if p["chosen_index"] == 0 else "largest"
+    assert p["lambda_at_grid_edge"] == edge and p["lambda"] == (0.5 if edge == "smallest"
+                                                                 else 1.0)
+    assert f"is the {edge} value of the grid" in r.stderr
+    assert any(f"{edge} value of the grid" in w for w in _summary(r)["warnings"])
+    # the random baseline's choice reads no data: nothing to say about an edge
+    r = _validate(cli, project, "--grid", "0.5,1", "--epsilon", 0.2, "--method", "random",
+                  out="random.json")
+    assert r.exit_code == 0, r.stderr
+    assert "value of the grid" not in r.stderr
+    assert project.envelope("random.json")["payload"].get("lambda_at_grid_edge") is None
+
+
+def test_a_searched_grid_wholly_above_lambda0_is_noted_before_the_charge(project: Project,
+                                                                         cli) -> None:
+    # λ0 = 4√8/(0.5·400) ≈ 0.057 (ε_model 0.5 at threshold share 0): 50 is ~900 λ0
+    r = _validate(cli, project, "--grid", "50,100", "--epsilon", 0.5, "--dry-run")
+    assert r.exit_code == 0, r.stderr
+    assert "the grid's smallest λ 50 is" in r.stderr and "over-regularised" in r.stderr
+    assert project.no_runs()
+    r = _validate(cli, project, "--grid", "0.05,0.1", "--epsilon", 0.5, "--dry-run")
+    assert r.exit_code == 0 and "over-regularised" not in r.stderr
+
+
 # ------------------------------------------------------------------------ defaults (issue 20)
 def _imbalanced(project: Project) -> Path:
     """label 1 for 45 % of the members, never otherwise (22 % positives): below ½ for every

@@ -66,15 +66,31 @@ SATURATED_CUT = float(np.log(1e4))
 def one_class_on_rows(predicted_positive: float, n_rows: int, halfwidth: float = 0.0) -> str | None:
     """"negative"/"positive" when a released count of rows predicted positive, widened by
     its noise's ``halfwidth``, reaches (almost) none or (almost) all of the ``n_rows`` rows
-    (post-processing of the released count); None otherwise or without rows."""
+    (post-processing of the released count); ``EITHER`` when the noise spans both ends (one
+    class may take every row, and the count cannot tell which: naming the nearer end named
+    the wrong one); None otherwise or without rows."""
     if not n_rows:
         return None
     lo, hi = ONE_CLASS_SHARE * n_rows, (1 - ONE_CLASS_SHARE) * n_rows
     near_none = predicted_positive - halfwidth <= lo
     near_all = predicted_positive + halfwidth >= hi
-    if near_none and near_all:   # the noise spans both ends: the nearer one
-        return "negative" if predicted_positive <= n_rows / 2 else "positive"
+    if near_none and near_all:
+        return EITHER
     return "negative" if near_none else "positive" if near_all else None
+
+
+#: :func:`one_class_on_rows` when the released count's noise spans both ends
+EITHER = "either (the noise cannot tell which)"
+
+
+def one_class_words(side: str) -> str:
+    """How a message says which way the rows go: "(almost) every row" / "(almost) no row"
+    positive, or that one class may take them all."""
+    if side == "positive":
+        return "predict (almost) every row positive"
+    if side == "negative":
+        return "predict (almost) no row positive"
+    return "predict (almost) every row in one class, and the noise cannot tell which"
 
 
 @dataclass(frozen=True)
@@ -167,9 +183,7 @@ class Verdict:
             assert r is not None
             parts.append(f"by the released count of training rows predicted positive "
                          f"({r.predicted_positive:,} ± {r.halfwidth:,.0f} at 95 %, of "
-                         f"{r.rows:,}) it may "
-                         f"predict {'(almost) every' if side == 'positive' else '(almost) no'}"
-                         f" row positive")
+                         f"{r.rows:,}) it may {one_class_words(side)}")
         if self.saturated and not self.constant:
             p = 0.5 * (1 + float(np.tanh(self.cut / 2)))   # σ(cut) without overflow
             parts.append(f"its probabilities are uncalibrated: it decides at log-odds "

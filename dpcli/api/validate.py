@@ -229,14 +229,15 @@ def validate(spec: Spec, data: Path, *, validation: Path | None = None,
         side = cut.one_class()
         if side is not None and "degeneracy" in payload:
             # the domain allows both classes, but the released count says the rows get one
-            other = "negative" if side == "positive" else "positive"
+            from dpcli.algorithms.degenerate import one_class_words
+
             reporter.warn(
-                f"degenerate on the data: the released cut (logit {cut.logit:.4g}) calls "
-                f"{'almost every' if side == 'positive' else 'almost no'} row positive "
-                f"(noisy count {cut.noisy_predicted_positive:,} ± {cut.check_halfwidth:,} "
-                f"at 95 %, of {cut.n_rows:,}): the {other} class may be (almost) never "
-                "predicted. The model's ranking (score) may still be useful; more ε or rows, "
-                "or threshold_share 0 for the 0.5 cut")
+                f"degenerate on the data: by the released count of rows predicted positive at "
+                f"the cut (logit {cut.logit:.4g}; noisy count "
+                f"{cut.noisy_predicted_positive:,} ± {cut.check_halfwidth:,} at 95 %, of "
+                f"{cut.n_rows:,}) the model may {one_class_words(side)}. The model's ranking "
+                "(score) may still be useful; more ε or rows, or threshold_share 0 for the "
+                "0.5 cut")
             payload["degeneracy"] = {**payload["degeneracy"], "degenerate": True,
                                      "one_class_on_rows": side}
         envelope = run.envelope(tuning.KIND, payload)

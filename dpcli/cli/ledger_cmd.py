@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -97,6 +98,7 @@ def show(spec: SpecOpt, json: JsonOpt = False, quiet: QuietOpt = False,
                       "epsilon": float(r.epsilon), "delta": float(r.delta), "status": r.status,
                       "seeded": r.seeded, "neighbouring": r.neighbouring,
                       "outputs": r.outputs} for r in summary.runs],
+            "repairs": _repairs(s.ledger_path, s.dataset),
         })
         return
     use_delta = bool(summary.total.delta)
@@ -114,8 +116,43 @@ def show(spec: SpecOpt, json: JsonOpt = False, quiet: QuietOpt = False,
     else:
         ui.result(f"dataset {s.dataset}: no runs recorded yet in {s.ledger_path}")
     _relaxed_runs(ui, summary.runs)
+    _say_repairs(ui, _repairs(s.ledger_path, s.dataset))
     ui.result(f"total {summary.total}   spent {summary.spent}   "
               f"remaining {summary.remaining}   runs {len(summary.runs)}")
+
+
+def _repairs(ledger: Path, dataset: str) -> list[dict[str, Any]]:
+    """The dataset's recorded repairs (time, what was done), oldest first."""
+    from dpcli.ledger import read_entries
+
+    out = []
+    for e in read_entries(ledger):
+        if e.get("kind") != "repair" or e.get("dataset") != dataset:
+            continue
+        trusted = e.get("trusted_chain")
+        out.append({"time": e.get("time"), "seq": e.get("seq"),
+                    "what": "trusted_chain" if trusted else "dropped_torn_line",
+                    **({"trusted_chain": trusted} if trusted else
+                       {"dropped_line": e.get("dropped_line")})})
+    return out
+
+
+def _say_repairs(ui: UI, repairs: list[dict[str, Any]]) -> None:
+    """One line per repair: a rebuilt checkpoint means a rollback before it is not
+    detectable from this disk, which a reviewer of the account must see."""
+    for r in repairs:
+        when = str(r.get("time", ""))[:19].replace("T", " ")
+        if r["what"] == "trusted_chain":
+            t = r["trusted_chain"]
+            ui.warn(f"{when}: `ledger repair --trust-chain` rebuilt the checkpoint, trusting "
+                    f"the chain as it then was ({t.get('entries')} entries, head "
+                    f"{str(t.get('head'))[:16]}…"
+                    f"{', checked against --expect-head' if t.get('expect_head') else ''}): a "
+                    "rollback of the ledger before it would not have been detected; compare "
+                    "that head with one recorded elsewhere")
+        else:
+            ui.say(f"note: {when}: `ledger repair` dropped a torn last line "
+                   f"(line {r.get('dropped_line')})", markup=False)
 
 
 def _relaxed_runs(ui: UI, runs: list) -> None:
@@ -159,9 +196,12 @@ def verify(spec: SpecOpt,
     ui = UI(quiet=quiet, json=json)
     s = load_spec(spec, todo_domains=True)
     report = open_ledger(s).verify(expect_head=expect_head)
+    repairs = _repairs(s.ledger_path, s.dataset) if report.ok else []
     if json:
         ui.emit_json({"ledger": str(s.ledger_path), "ok": report.ok, "entries": report.entries,
-                      "head": report.head, "problems": report.problems})
+                      "head": report.head, "problems": report.problems, "repairs": repairs})
+    else:
+        _say_repairs(ui, repairs)
     if not report.ok:
         for problem in report.problems:
             ui.say(f"  {problem}", markup=False)

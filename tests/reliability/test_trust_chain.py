@@ -55,6 +55,16 @@ def test_a_deleted_checkpoint_is_rebuilt_only_when_asked(project: Project, cli) 
     spend(project, cli, "b.csv")  # unblocked, and the earlier spend still counts
     r = cli("ledger", "show", "--spec", project.spec, "--json")
     assert json.loads(r.stdout)["spent"]["epsilon"] == 0.2
+    # the rebuilt checkpoint is in the account a reviewer reads, not only in the raw file
+    repairs = json.loads(r.stdout)["repairs"]
+    assert [x["what"] for x in repairs] == ["trusted_chain"]
+    assert repairs[0]["trusted_chain"]["head"] == anchored
+    for command in ("show", "verify"):
+        r = cli("ledger", command, "--spec", project.spec)
+        assert r.exit_code == 0 and "rebuilt the checkpoint" in r.stderr, r.stderr
+        assert anchored[:16] in r.stderr
+    r = cli("ledger", "verify", "--spec", project.spec, "--json")
+    assert json.loads(r.stdout)["repairs"] == repairs
     # a second --trust-chain has nothing to rebuild, and writes nothing
     after = project.ledger.read_bytes()
     r = cli("ledger", "repair", "--spec", project.spec, "--trust-chain", "--yes")

@@ -129,6 +129,9 @@ class Reservation:
     #: other dataset ids of this ledger whose runs recorded the same keyed input digest
     #: (the same file charged under two ids: two budgets for the same people)
     shared_with: tuple[str, ...] = ()
+    #: the checkpoint was written for another file (device and inode): the ledger was
+    #: copied or moved with it, and a copy spends the same budget a second time
+    relocated: bool = False
 
 
 @dataclass(frozen=True)
@@ -475,8 +478,10 @@ class Ledger:
                 "seeded": bool(seeded),
             }
             shared = fold.datasets_with_input(input_digest, besides=self.dataset)
+            relocated = fold.relocated
             digest = _append(self.file, fd, key, fold, entry, path=self.path)
-        return Reservation(run_id, self.dataset, charge, digest, seq, remaining_after, shared)
+        return Reservation(run_id, self.dataset, charge, digest, seq, remaining_after, shared,
+                           relocated)
 
     def complete(self, reservation: Reservation, outputs: Sequence[Path],
                  summary: dict[str, Any] | None = None, *,
@@ -811,6 +816,8 @@ class _Fold:
         # order of first use (None: a checkpoint written before they were kept)
         self.inputs: dict[str, _Inputs] | None = {}
         self.anchor: str | None = None
+        # the file is not the one the checkpoint was written for (another device or inode)
+        self.relocated = False
         self.anchor_seen = False
 
     def reserved(self, run_id: str) -> bool:
@@ -1113,6 +1120,8 @@ def _load_state(real: Path, fd: int, key: bytes, *, path: Path,
         if checkpoint["stamp"] == _stamp(st) and ("inputs" in checkpoint or not exclusive):
             return _Fold.from_json(checkpoint, key)
     fold = _scan(fd, checkpoint, key)
+    stamp = checkpoint.get("stamp") if checkpoint is not None else None
+    fold.relocated = isinstance(stamp, list) and stamp[:2] != [st.st_dev, st.st_ino]
     if fold.problems:
         more = len(fold.problems) - 1
         raise LedgerError(

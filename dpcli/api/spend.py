@@ -273,6 +273,12 @@ class Spend:
                      neighbouring=self.neighbouring, on_wait=self._waiting,
                      before_charge=self._check_replacements) as charge, outputs:
             self._shared_input(charge.reservation.shared_with)
+            if charge.reservation.relocated:
+                self.reporter.warn(
+                    f"the ledger {self.spec.ledger_path} was copied or moved with its "
+                    "checkpoint (which was written for another file): if the original is "
+                    "still in use, the two copies spend one budget twice. Keep one ledger per "
+                    "dataset and point every spec at it (docs/ledger.md)")
             run = Charged(self, charge, generator, outputs, seeded=seed is not None)
             # a data error before any noise (no step drawn, or the generator untouched: a
             # trainer may draw its steps before its first pass), with nothing written, may end

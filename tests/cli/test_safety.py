@@ -218,3 +218,29 @@ def test_seeded_noise_is_keyed_by_the_ledger(project: Project, cli) -> None:
     assert _tab(cli, project, "--seed", 1, out="c.csv").exit_code == 0
     c = pd.read_csv(project.root / "c.csv")["count"]
     assert not a.equals(c)  # 32 noisy counts at scale ~27 coincide w.p. < 1e-30
+
+
+def test_a_copied_ledger_warns_at_its_first_spend(project: Project, cli) -> None:
+    """``cp -r`` of a project folder (or a restored backup) is a second account of the same
+    budget: its checkpoint was written for another file (device, inode), said once."""
+    r = _tab(cli, project)
+    assert r.exit_code == 0 and "copied or moved" not in r.stderr, r.stderr
+    copy = project.root / "copy"
+    copy.mkdir()
+    for path in companion_paths(project.ledger):
+        if path.exists() and path.is_file():
+            shutil.copy2(path, copy / path.name)
+    spec = yaml.safe_load(project.spec.read_text())
+    spec["ledger"] = str(copy / project.ledger.name)
+    spec["schema"] = yaml.safe_load(yaml.safe_dump(spec["schema"]))
+    copied = project.root / "copied.yaml"
+    copied.write_text(yaml.safe_dump(spec, sort_keys=False))
+    first = cli("tabulate", project.data, "--spec", copied, "--out", project.root / "c.csv",
+                "--json")
+    assert first.exit_code == 0, first.stderr
+    assert "copied or moved" in first.stderr
+    assert any("copied or moved" in w for w in json.loads(first.stdout)["warnings"])
+    again = cli("tabulate", project.data, "--spec", copied, "--out", project.root / "d.csv")
+    assert again.exit_code == 0 and "copied or moved" not in again.stderr
+    original = _tab(cli, project, out="e.csv")
+    assert original.exit_code == 0 and "copied or moved" not in original.stderr

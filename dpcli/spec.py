@@ -472,9 +472,11 @@ def _public_files(raw: Mapping[str, Any], where: Where, schema: Schema) -> list[
 
 
 def _digest(files: list[Path]) -> str:
+    # each file by the name of what it is, not of the link that reached it: a spec used
+    # through a symlink (current.yaml -> v3.yaml) is the same request for --reuse
     h = hashlib.sha256()
     for f in files:
-        h.update(f.name.encode() + b"\0" + f.read_bytes() + b"\0")
+        h.update(f.resolve().name.encode() + b"\0" + f.read_bytes() + b"\0")
     return h.hexdigest()
 
 

@@ -27,6 +27,17 @@ def test_a_second_identical_run_spends_nothing(project: Project, cli) -> None:
     assert (project.root / "t.csv").read_bytes() == table
 
 
+def test_a_spec_reached_through_a_symlink_is_the_same_request(project: Project, cli) -> None:
+    """current.yaml -> v3.yaml: the same spec bytes by another name reuse, not re-spend."""
+    assert _tab(cli, project, "--reuse").exit_code == 0
+    link = project.root / "current.yaml"
+    link.symlink_to(project.spec.name)
+    r = cli("tabulate", project.data, "--spec", link, "--out", project.root / "t.csv",
+            "--epsilon", 0.3, "--reuse")
+    assert r.exit_code == 0 and "reused run" in r.stderr, r.stderr
+    assert len(project.reserves()) == 1
+
+
 def test_without_reuse_or_with_other_parameters_it_spends_again(project: Project, cli) -> None:
     assert _tab(cli, project, "--reuse").exit_code == 0
     assert _tab(cli, project).exit_code == 0                              # no --reuse

@@ -118,6 +118,16 @@ def refuse_special(path: Path) -> None:
                          "was charged)")
 
 
+def path_state(path: Path | str) -> tuple[int, ...] | None:
+    """What is at ``path`` now, cheaply (device, inode, size, modification time; None when
+    absent): compared before an output replaces it, to see a write since a check."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+
+
 @dataclass
 class Outputs:
     """A set of output files committed together: all renamed into place, or none.
@@ -134,6 +144,10 @@ class Outputs:
 
     #: hash each output before its rename (a spending run's, for its ledger record)
     digest: bool = False
+    #: what each output path held when the pre-charge checks passed (:func:`path_state`,
+    #: keyed by absolute path; filled by the caller's check): a path that changed since is
+    #: not replaced (a file written there while the run ran is kept)
+    expected: dict[str, tuple[int, ...] | None] = field(default_factory=dict)
     _staged: dict[Path, Path] = field(default_factory=dict)
     #: SHA-256 of each committed output as written (with ``digest``)
     digests: dict[Path, str] = field(default_factory=dict)
@@ -212,6 +226,14 @@ class Outputs:
                 os.fsync(fh.fileno())
             if self.digest:  # the ledger records what this run wrote, not what the path holds
                 self.digests[final] = file_digest(tmp)
+        for final in self._staged:
+            key = os.path.abspath(final)
+            if key in self.expected and path_state(final) != self.expected[key]:
+                self._last = final
+                raise UsageError(
+                    f"{final}: changed while this run ran (written or replaced by another "
+                    "process after the checks before the charge); it is kept, and nothing "
+                    "of this run was written. Rerun with a free output path")
         done = []
         for final in list(self._staged):
             self._last = final

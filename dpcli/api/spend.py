@@ -22,6 +22,7 @@ reservation.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
@@ -34,6 +35,7 @@ from dpcli.api.report import Reporter, Silent
 from dpcli.budget import Budget
 from dpcli.data.source import BatchSource, Source
 from dpcli.errors import UsageError
+from dpcli.io import path_state
 from dpcli.mechanisms import Plan, Spending
 from dpcli.spec import Spec
 
@@ -153,6 +155,7 @@ class Spend:
         self.reporter = reporter
         self.neighbouring = neighbouring
         self._outputs: list[Path] = []  # the output files, checked again under --reuse
+        self._expected: dict[str, tuple[int, ...] | None] = {}
 
     @classmethod
     def prepare(cls, spec: Spec, plan: Plan | Callable[[int], Plan], data: Path | str,
@@ -187,7 +190,8 @@ class Spend:
             protected = [*protect.spec_protected(spec), *protect.inputs("the input data", data),
                          *inputs]
             Outputs().check_writable(*real, protected=protected)
-            if dry_run or not REUSE.get():
+            checked = dry_run or not REUSE.get()
+            if checked:
                 protect.check_replacements(real, command, lambda: recorded_runs(spec))
             # else under --reuse, once the request's lock is held (Spend.charged): an identical
             # run may be writing these outputs now, and its record decides what they are
@@ -215,6 +219,8 @@ class Spend:
         spend = cls(spec, made, source, n, data, command=command, reporter=reporter,
                     neighbouring=relation, companions=companions, forecast=fc)
         spend._outputs = real
+        if real and checked:
+            spend._saw_outputs()
         return spend
 
     def dry_run(self, extra: dict[str, Any] | None = None) -> DryRun:
@@ -267,7 +273,7 @@ class Spend:
         from dpcli.run import charged
 
         generator = rng if rng is not None else self._generator(seed, arguments)
-        outputs = Outputs(digest=True)
+        outputs = Outputs(digest=True, expected=self._expected)
         with charged(self.spec, self.plan, command=self.command, arguments=arguments,
                      input_path=self._data, seeded=seed is not None,
                      neighbouring=self.neighbouring, on_wait=self._waiting,
@@ -322,6 +328,12 @@ class Spend:
         if self._outputs:
             protect.check_replacements(self._outputs, self.command,
                                        lambda: recorded_runs(self.spec))
+        self._saw_outputs()
+
+    def _saw_outputs(self) -> None:
+        """Note what each output path holds once its checks passed: the commit replaces a
+        path only if it still holds that (:attr:`dpcli.io.Outputs.expected`)."""
+        self._expected.update({os.path.abspath(p): path_state(p) for p in self._outputs})
 
     def _recheck(self) -> None:
         """The full pre-charge check of the main input, then of each companion (raises the

@@ -117,3 +117,30 @@ def test_a_release_moved_under_another_commands_name_is_refused(project: Project
     shutil.copyfile(project.root / "m.json", project.root / "t.json")
     r = _tab(cli, project, "t.csv")
     assert r.exit_code == 64 and "dpcli train-nb" in r.stderr
+
+
+def test_a_file_written_at_the_output_path_during_the_run_is_kept(project: Project, cli,
+                                                                  monkeypatch) -> None:
+    """The replacement check runs before the charge; a file another process writes there
+    afterwards (a tester's `cp data.csv out.json` during a long validate) is not replaced:
+    the commit compares the path with what the check saw, keeps the file, writes nothing,
+    and the run is recorded failed with its charge kept (noise was drawn)."""
+    from dpcli.api.spend import Spend
+
+    out = project.root / "raced.csv"
+    saw = Spend._saw_outputs
+
+    def check_then_race(self: Spend) -> None:
+        saw(self)
+        out.write_text("someone else's file\n")   # right after the checks
+
+    monkeypatch.setattr(Spend, "_saw_outputs", check_then_race)
+    for extra in ((), ("--reuse",)):
+        out.unlink(missing_ok=True)
+        r = _tab(cli, project, "raced.csv", *extra)
+        assert r.exit_code == 64 and "changed while this run ran" in r.stderr, r.stderr
+    assert r.exit_code == 64 and "changed while this run ran" in r.stderr, r.stderr
+    assert out.read_text() == "someone else's file\n"
+    assert not (project.root / "raced.json").exists()   # the set is written whole or not
+    statuses = [e["kind"] for e in run_entries(project.ledger)]
+    assert statuses[-1] == "failed"

@@ -61,10 +61,17 @@ def forecast(spec: Any, section: Any, n: int, **context: Any) -> Forecast:
         config = config_at(replace(section, epsilon=e), n, base)
         # ρ at the cap the class weights may take (public): the weights spend what the
         # rounds leave of the noise room, and unbalanced labels (the usual case) reach it
-        rho = brc.weight_cap(config, e, n)
-        out = {HEADLINE: laplace_error(brc.noise_scale(config, e, n, rho),
-                                       "noise on each round's weighted error (class "
-                                       "weights at their cap)")}
+        if config.candidates > 1:
+            # selecting: the exponential noise on each round's balanced edges, at the
+            # balanced proxy (smaller class n/2; T after the count only falls with it)
+            out = {HEADLINE: laplace_error(brc.noise_scale(config, e, n),
+                                           "noise on each round's selection (balanced "
+                                           "edges, smaller class n/2)")}
+        else:
+            rho = brc.weight_cap(config, e, n)
+            out = {HEADLINE: laplace_error(brc.noise_scale(config, e, n, rho),
+                                           "noise on each round's weighted error (class "
+                                           "weights at their cap)")}
         # a class total of the margin histogram sums its `bins` counts, each with discrete
         # Laplace noise of scale 2/ε_cal (variance 2·scale²): close to normal
         cal_eps = float(e * brc.CALIBRATION_SHARE)

@@ -1123,15 +1123,28 @@ def margin_counts(data: Data, rounds: Sequence[Round],
     α_T, which that pass ends by releasing.
     """
     span = float(sum(abs(r.alpha) for r in rounds))
-    counts = np.zeros((CALIBRATION_BINS, 2), dtype=np.int64)
+    bins = margin_bins(rounds)
+    counts = np.zeros((bins, 2), dtype=np.int64)
     count = 0
     for rows in data.chunks():
-        counts += margin_histogram(ensemble_margin(rounds, rows), rows.y, span)[1]
+        counts += margin_histogram(ensemble_margin(rounds, rows), rows.y, span, bins)[1]
         count += rows.n
         if progress is not None:
             progress(rows.n)
     _check_count(count, data.n, "the calibration pass")
-    return margin_edges(span), counts
+    return margin_edges(span, bins), counts
+
+
+def margin_bins(rounds: Sequence[Round]) -> int:
+    """The calibration histogram's bins: :data:`CALIBRATION_BINS`, or T + 1 when fewer and
+    every round is a selected classifier voting ±EDGE (public: the released rounds).
+
+    Such an F takes only the T + 1 values EDGE·(2j − T), j = 0..T, and T + 1 equal bins
+    over [−T·EDGE, T·EDGE] hold one value each (value j sits j/T of a bin past bin j's
+    left edge). More bins would only add empty cells, whose noise the class cut
+    (:func:`decision_threshold`) sums all the same."""
+    selected = all(r.hyperplane is not None and abs(r.alpha) == SELECTED_ALPHA for r in rounds)
+    return min(CALIBRATION_BINS, len(rounds) + 1) if selected and rounds else CALIBRATION_BINS
 
 
 def _noisy_counts(counts: np.ndarray, epsilon: float, rng: np.random.Generator) -> np.ndarray:

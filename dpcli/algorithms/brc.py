@@ -19,6 +19,15 @@ Two modes:
 * ``private`` (Algorithm 3): every feature and the label are private;
   ε-DP under replace-one neighbours, dpcli's default relation.
 
+Selecting rounds (dpcli's default, ``candidates`` > 1; docs/algorithms/brc.md): each round
+draws K random classifiers and releases only the index of one, chosen by report-noisy-max
+with exponential noise on their class-balanced edges (:func:`balanced_edges`, sensitivity
+c2/(2·min N̂), :func:`edge_sensitivity`; :func:`select_candidate`) — with a public label
+the public stump competes in the same selection with its exact edge. The chosen classifier
+votes with ±EDGE; no error is released. T follows the released class count
+(:func:`select_rounds`), K follows n (:func:`auto_candidates`). ``candidates: 1`` runs the
+paper's round below.
+
 Choices where the paper leaves room (each is post-processing or data-free):
 
 * public learner: a weighted decision stump (a numeric threshold, or one

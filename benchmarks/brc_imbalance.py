@@ -90,6 +90,8 @@ def run(train, test, schema, cols, mode: str, eps: float, seed: int,
     else:
         config = brc.BRCConfig(rounds=rounds or 25)
     ens, cal, _ = brc.fit(data, config, eps, make_rng(seed))
+    if hasattr(brc, "config_ran"):
+        config = brc.config_ran(config, ens)
     model = brc.BRCModel(inputs.model_schema(schema, cols), tuple(cols), mode, public, ens,
                          config, data.n, eps, cal)
     proba, codes = model.classify(test)

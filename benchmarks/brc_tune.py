@@ -125,6 +125,7 @@ def run(d: dict, mode: str, variant: str, eps: float, seed: int) -> dict:
     data = brc.training_set([d["fit"]], d["schema"], d["cols"], public, positive=1)
     cfg = variant_config(brc, variant, eps, data.n, counted=mode == "private")
     ens, cal, _ = brc.fit(data, cfg, eps, make_rng(seed))
+    cfg = brc.config_ran(cfg, ens)
     model = brc.BRCModel(inputs.model_schema(d["schema"], d["cols"]), tuple(d["cols"]), mode,
                          public, ens, cfg, data.n, eps, cal)
     proba, codes = model.classify(d["val"])

@@ -305,6 +305,16 @@ def auto_constant(epsilon: float, n: int, counted: bool = False) -> float:
     return C_DEFAULT if at_paper >= AUTO_MAX_ROUNDS else 1.0
 
 
+def config_ran(config: BRCConfig, rounds: Sequence[Round]) -> BRCConfig:
+    """The configuration :func:`fit` ran: with rounds set after the class count
+    (``rounds_after_count``), T is the number of rounds it released, not the plan's bound.
+    The model file records this T, and a file whose ensemble lists another number of
+    rounds stays malformed."""
+    if config.rounds_after_count and rounds:
+        return replace(config, rounds=len(rounds), rounds_after_count=False)
+    return config
+
+
 def auto_config(epsilon: float, n: int, counted: bool = False,
                 candidates: int | None = None) -> BRCConfig:
     """dpcli's default configuration at ε and n (public facts): c1 = c2 by
@@ -1310,11 +1320,6 @@ class BRCModel:
     n: int
     epsilon: float
     calibration: Calibration = field(default_factory=Calibration)
-
-    def __post_init__(self) -> None:
-        # selecting with rounds after the class count: the config's T was an upper bound
-        if self.config.candidates > 1 and self.rounds and len(self.rounds) != self.config.rounds:
-            self.config = replace(self.config, rounds=len(self.rounds))
 
     def margin(self, batch: EncodedBatch) -> np.ndarray:
         """F(x) = Σ_t α_t h_t(x) for every record of ``batch``."""

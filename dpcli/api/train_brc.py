@@ -111,6 +111,7 @@ def train_brc(spec: Spec, data: Path, *, out: Path | None = None,
                                "calibration: a pass each)", (config.rounds + 2) * n) as advance:
             ensemble, calibration, _ = brc.fit(stream, config, section.epsilon, run.rng,
                                                advance)
+        config = brc.config_ran(config, ensemble)   # T after the class count, when set there
         model = brc.BRCModel(inputs.model_schema(s.schema, chosen), tuple(chosen), mode, public,
                              ensemble, config, n, section.epsilon, calibration)
         payload = {**model.to_payload(), "breakdown": plan.to_json(), **run.check_model(model)}
@@ -130,9 +131,9 @@ def train_brc(spec: Spec, data: Path, *, out: Path | None = None,
         if out is not None:
             run.write(out, dumps_json(envelope))
         kinds = [r.kind for r in ensemble]
-        run.summary = {"mode": mode, "rounds": model.config.rounds,
+        run.summary = {"mode": mode, "rounds": config.rounds,
                        "public_rounds": kinds.count("public")}
-    details = {"mode": mode, "neighbouring": neighbouring, "rounds": model.config.rounds,
+    details = {"mode": mode, "neighbouring": neighbouring, "rounds": config.rounds,
                "public_rounds": kinds.count("public"), "private_columns": len(chosen) - len(public),
                "public_columns": len(public),
                "noise_scale": payload["noise_scale"],

@@ -245,8 +245,9 @@ def test_selected_rounds_vote_edge_and_t_follows_the_released_count() -> None:
         smaller = min(cal.positives, 6000 - cal.positives)
         assert len(rounds) == brc.select_rounds(2.0, smaller, config.c2, True) < config.rounds
         assert {abs(r.alpha) for r in rounds} == {brc.EDGE}
-        model = brc.BRCModel(schema, ("x", "z"), "private", (), rounds, config, 6000, 2.0, cal)
-        assert model.config.rounds == len(rounds)
+        ran = brc.config_ran(config, rounds)
+        assert ran.rounds == len(rounds) and brc.config_ran(ran, rounds[:2]) == ran
+        model = brc.BRCModel(schema, ("x", "z"), "private", (), rounds, ran, 6000, 2.0, cal)
         assert len(cal.counts) == brc.margin_bins(rounds) == min(brc.CALIBRATION_BINS,
                                                                  len(rounds) + 1)
         pred = model.predict_codes(batch)

@@ -140,16 +140,20 @@ def _check_round(r: dict, t: int, private_columns: list[str]) -> None:
 
 
 def _check_calibration(payload: dict) -> None:
-    """a > 0, b finite; 17 edges over [−Σ|α|, Σ|α|]; 16 × [negative, positive] integers."""
+    """a > 0, b finite; B + 1 edges over [−Σ|α|, Σ|α|]; B × [negative, positive] integers,
+    B = 16, or T + 1 when fewer and every round is a selected ±EDGE vote (brc.margin_bins)."""
     cal = payload["calibration"]
     assert math.isfinite(cal["a"]) and cal["a"] > 0 and math.isfinite(cal["b"])
     span = math.fsum(abs(r["alpha"]) for r in payload["ensemble"]) or 1.0
-    assert len(cal["margin_edges"]) == 17
-    np.testing.assert_allclose(cal["margin_edges"], np.linspace(-span, span, 17),
+    ens = payload["ensemble"]
+    selected = all(r["kind"] == "private" and abs(r["alpha"]) == brc.EDGE for r in ens)
+    bins = min(16, len(ens) + 1) if selected else 16
+    assert len(cal["margin_edges"]) == bins + 1
+    np.testing.assert_allclose(cal["margin_edges"], np.linspace(-span, span, bins + 1),
                                rtol=1e-12, atol=1e-12)
     assert cal["counts_columns"] == ["negative", "positive"]
     counts = cal["noisy_counts"]
-    assert len(counts) == 16 and all(len(c) == 2 for c in counts)
+    assert len(counts) == bins and all(len(c) == 2 for c in counts)
     assert all(isinstance(v, int) and not isinstance(v, bool) for c in counts for v in c)
 
 

@@ -101,11 +101,15 @@ def train_brc(
     done = released(ui, result)
     d, model = done.details, done.value
     cal = model.calibration
+    k = model.config.candidates
+    noise = (f"{k} random classifiers a round, selection noise scale c2·T/(m·ε_r) = "
+             f"{d['noise_scale']:.3g} (m the smaller class)" if k > 1 else
+             f"class weights {model.class_ratio:.3g}:1, noise scale ρ·c1·c2·T/(ε_r·n) = "
+             f"{d['noise_scale']:.3g}")
     ui.say(f"trained brc ({d['mode']}: {d['private_columns']} private, {d['public_columns']} "
            f"public columns) with T = {d['rounds']} rounds ({d['public_rounds']} public), "
-           f"class prior {cal.prior:.3g} ({'exact' if cal.exact_count else 'noisy'}, class "
-           f"weights {model.class_ratio:.3g}:1), noise scale ρ·c1·c2·T/(ε_r·n) = "
-           f"{d['noise_scale']:.3g}, threshold F > {cal.threshold:.3g}; wrote {out}, spent "
+           f"class prior {cal.prior:.3g} ({'exact' if cal.exact_count else 'noisy'}), {noise}, "
+           f"threshold F > {cal.threshold:.3g}; wrote {out}, spent "
            f"{done.plan.total} (run {done.run_id[:8]})")
     if opts.json:
         ui.emit_json({"command": "train-brc", "dataset": done.envelope["dataset"],

@@ -1,5 +1,13 @@
 """train-brc's forecast: each round's noise against the weighted error's range (closed form).
 
+Selecting rounds (the default, ``candidates`` > 1): the headline is the scale of the
+exponential noise round t's selection adds to the candidates' balanced edges, c2·T/(m·ε_r)
+(:func:`dpcli.algorithms.brc.noise_scale`), at the balanced proxy m = n/2; T set after the
+class count only falls with a smaller class, which keeps the scale at most EDGE/3
+(:func:`dpcli.algorithms.brc.select_rounds`). Its "median |noise|" is that of a Laplace of
+the same scale (the exponential's is smaller): an upper reading. The paper's round
+(``candidates: 1``) is read as follows.
+
 Round t releases the weighted error of a random classifier, in [0, 1], with
 Laplace noise of scale b = ρ·c1·c2·T/(ε_r·n) (:func:`dpcli.algorithms.brc.noise_scale`;
 ε_r the rounds' share of ε, T the rounds, ``auto`` resolved at n as the command

@@ -4,8 +4,9 @@ Selecting rounds (the default, ``candidates`` > 1): the headline is the scale of
 exponential noise round t's selection adds to the candidates' balanced edges, c2·T/(m·ε_r)
 (:func:`dpcli.algorithms.brc.noise_scale`), at the balanced proxy m = n/2; T set after the
 class count only falls with a smaller class, which keeps the scale at most EDGE/3
-(:func:`dpcli.algorithms.brc.select_rounds`). Its "median |noise|" is that of a Laplace of
-the same scale (the exponential's is smaller): an upper reading. The paper's round
+(:func:`dpcli.algorithms.brc.select_rounds`). |Laplace(b)| and the exponential noise of
+scale b have one law (median b·ln 2, 90 % quantile b·ln 10), so the Laplace reading is
+exact for each candidate's noise. The paper's round
 (``candidates: 1``) is read as follows.
 
 Round t releases the weighted error of a random classifier, in [0, 1], with

@@ -84,15 +84,20 @@ def run(train, test, schema, cols, mode: str, eps: float, seed: int,
              if rounds is None and hasattr(brc, "auto_constant") else brc.C_DEFAULT)
         t = rounds or brc.auto_rounds(eps, data.n, c, c, counted)
         config = brc.BRCConfig(rounds=t, counted=counted, c1=c, c2=c)
+        if rounds is None and hasattr(brc, "auto_config"):
+            # as train-brc: K candidates a round by the rule of n, T after the class count
+            config = brc.auto_config(eps, data.n, counted)
     else:
         config = brc.BRCConfig(rounds=rounds or 25)
     ens, cal, _ = brc.fit(data, config, eps, make_rng(seed))
+    if hasattr(brc, "config_ran"):
+        config = brc.config_ran(config, ens)
     model = brc.BRCModel(inputs.model_schema(schema, cols), tuple(cols), mode, public, ens,
                          config, data.n, eps, cal)
     proba, codes = model.classify(test)
     y = test.label == 1
     pred = codes == 1
-    out = {"T": config.rounds, "c": config.c1, "accuracy": float(np.mean(pred == y)),
+    out = {"T": model.config.rounds, "c": config.c1, "accuracy": float(np.mean(pred == y)),
            "balanced_accuracy": float((np.mean(pred[y]) + np.mean(~pred[~y])) / 2),
            "auc": auc(proba[:, 1], y), "positive_share": float(np.mean(pred))}
     if new:

@@ -49,6 +49,7 @@ ROC_MAX_LEVELS = 16  # 2^16 bins: a curve of 65,536 points is plenty, and its fi
 ROC_TRANSFORMS = ("logit", "identity")
 GRID_DECISIONS = ("balanced", "majority")
 BRC_MAX_ROUNDS = 10_000
+BRC_MAX_CANDIDATES = 256   # random classifiers a brc round may draw (brc.MAX_CANDIDATES)
 BRC_MAX_C = 1000.0   # c1, c2 at most this: keeps c1·c2/n and the noise finite
 VALIDATE_METHODS = ("stability", "alpha-split", "data-split", "random")
 VALIDATE_SCORES = ("ramp", "hinge", "logistic")
@@ -226,6 +227,21 @@ def rounds(raw: Any, where: Where) -> int | str:
     value = checks.integer(raw, where, minimum=1)
     if value > BRC_MAX_ROUNDS:
         raise where.error(f"must be at most {BRC_MAX_ROUNDS:,}, got {value:,}")
+    return value
+
+
+def candidates(raw: Any, where: Where) -> int | str:
+    """``candidates``: random classifiers per brc round (1 to 256), or ``auto`` (from n)."""
+    if isinstance(raw, str):
+        if raw.strip().lower() == "auto":
+            return "auto"
+        try:
+            raw = int(raw.strip())
+        except ValueError:
+            raise where.error(f"must be a whole number or 'auto', got {raw!r}") from None
+    value = checks.integer(raw, where, minimum=1)
+    if value > BRC_MAX_CANDIDATES:
+        raise where.error(f"must be at most {BRC_MAX_CANDIDATES}, got {value}")
     return value
 
 
@@ -418,6 +434,10 @@ SECTIONS: dict[str, Section] = {s.name: s for s in (
         Param("rounds", rounds, {"oneOf": [{"type": "integer", "minimum": 1,
                                             "maximum": BRC_MAX_ROUNDS}, {"const": "auto"}]},
               "boosting rounds T, or auto"),
+        Param("candidates", candidates, {"oneOf": [{"type": "integer", "minimum": 1,
+                                                    "maximum": BRC_MAX_CANDIDATES},
+                                                   {"const": "auto"}]},
+              "random classifiers per round (1: the paper's round), or auto"),
         Param("c1", _boost_constant, {**_NUM, "minimum": 1, "maximum": BRC_MAX_C},
               "private weights stay ≥ 1/c1"),
         Param("c2", _boost_constant, {**_NUM, "minimum": 1, "maximum": BRC_MAX_C},

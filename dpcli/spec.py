@@ -158,6 +158,7 @@ class TrainBRCSection:
 
     epsilon: float
     rounds: int | str | None = None   # a number, or "auto" (train-brc's default when unset)
+    candidates: int | str | None = None   # a number, or "auto" (from n; the default)
     c1: float | None = None
     c2: float | None = None
     columns: tuple[str, ...] = ()
@@ -168,6 +169,8 @@ class TrainBRCSection:
         out = _set(self, ("c1", "c2"))
         if isinstance(self.rounds, int):
             out["rounds"] = self.rounds
+        if isinstance(self.candidates, int):
+            out["candidates"] = self.candidates
         return out
 
 

@@ -19,6 +19,15 @@ Two modes:
 * ``private`` (Algorithm 3): every feature and the label are private;
   ε-DP under replace-one neighbours, dpcli's default relation.
 
+Selecting rounds (dpcli's default, ``candidates`` > 1; docs/algorithms/brc.md): each round
+draws K random classifiers and releases only the index of one, chosen by report-noisy-max
+with exponential noise on their class-balanced edges (:func:`balanced_edges`, sensitivity
+c2/(2·min N̂), :func:`edge_sensitivity`; :func:`select_candidate`) — with a public label
+the public stump competes in the same selection with its exact edge. The chosen classifier
+votes with ±EDGE; no error is released. T follows the released class count
+(:func:`select_rounds`), K follows n (:func:`auto_candidates`). ``candidates: 1`` runs the
+paper's round below.
+
 Choices where the paper leaves room (each is post-processing or data-free):
 
 * public learner: a weighted decision stump (a numeric threshold, or one
@@ -134,6 +143,12 @@ MAX_CLASS_RATIO = 20.0      # class weights at most this factor apart (the error
 EDGE = 0.1                  # a random hyperplane's typical |err − 1/2| (the signal per round)
 AUTO_MIN_ROUNDS = 10
 AUTO_MAX_ROUNDS = 200
+SELECTION = "selection_rounds"   # plan step (candidates > 1): the T private selections
+SELECT_MIN_ROUNDS = 5        # the selection rounds' floor (2 rounds lost 0.05-0.10 AUC)
+SELECT_RESOLUTION = 3.0      # the selection's noise scale is at most EDGE / this
+MIN_CANDIDATES = 16
+MAX_CANDIDATES = params.BRC_MAX_CANDIDATES
+CANDIDATE_WORK = 2 ** 22     # candidate-record evaluations per round (sets K at large n)
 
 
 @dataclass(frozen=True)
@@ -146,8 +161,18 @@ class BRCConfig:
     # the label is private: the class counts are a release (1/20 of ε, :func:`release_counts`);
     # with a public label they are exact and free
     counted: bool = False
+    # random hyperplanes drawn per round. 1: the paper's round (one random classifier, its
+    # noisy error released); more: the round selects one of them privately by its
+    # class-balanced edge (:func:`select_candidate`) and releases nothing else
+    candidates: int = 1
+    # selecting with ``rounds: auto``: T is set after the class count (:func:`select_rounds`,
+    # from the released class sizes); ``rounds`` is then its balanced upper bound
+    rounds_after_count: bool = False
 
     def __post_init__(self) -> None:
+        if not 1 <= self.candidates <= MAX_CANDIDATES:
+            raise ValueError(f"candidates must be in [1, {MAX_CANDIDATES}], "
+                             f"got {self.candidates}")
         if not 1 <= self.rounds <= MAX_ROUNDS:
             raise ValueError(f"rounds must be in [1, {MAX_ROUNDS}], got {self.rounds}")
         for name in ("c1", "c2"):
@@ -187,14 +212,22 @@ def rounds_epsilon(epsilon: float, counted: bool = False) -> float:
 
 
 def noise_scale(config: BRCConfig, epsilon: float, n: int, ratio: float = 1.0) -> float:
-    """Laplace scale of each round's error: ratio·c1·c2·T / (ε_r·n), ε_r the rounds' share."""
-    return (error_sensitivity(config.c1, config.c2, n, ratio) * config.rounds
-            / rounds_epsilon(epsilon, config.counted))
+    """Laplace scale of each round's error: ratio·c1·c2·T / (ε_r·n), ε_r the rounds' share.
+
+    Selecting (``config.candidates`` > 1), the scale of the selection's exponential noise
+    on the balanced edges, 2Δ·T/ε_r with Δ = c2/(2·min N̂) (:func:`edge_sensitivity`); the
+    smaller class size min N̂ is read as n/(1 + ``ratio``) (n/2 at ratio 1)."""
+    eps_r = rounds_epsilon(epsilon, config.counted)
+    if config.candidates > 1:
+        smaller = n / (1.0 + ratio)
+        return 2 * edge_sensitivity(config.c2, np.array([smaller])) * config.rounds / eps_r
+    return error_sensitivity(config.c1, config.c2, n, ratio) * config.rounds / eps_r
 
 
 def breaks_rule(config: BRCConfig, epsilon: float, n: int) -> bool:
-    """Whether c1·c2·T/(ε_r·n) exceeds the rule of thumb (beyond float rounding)."""
-    return noise_scale(config, epsilon, n) > RULE_OF_THUMB + 1e-9
+    """Whether c1·c2·T/(ε_r·n) exceeds the rule of thumb (beyond float rounding): the
+    paper's round only (a selecting round releases no error)."""
+    return config.candidates == 1 and noise_scale(config, epsilon, n) > RULE_OF_THUMB + 1e-9
 
 
 def auto_rounds(epsilon: float, n: int, c1: float, c2: float, counted: bool = False) -> int:
@@ -220,6 +253,39 @@ def auto_rounds(epsilon: float, n: int, c1: float, c2: float, counted: bool = Fa
     return max(AUTO_MIN_ROUNDS, min(AUTO_MAX_ROUNDS, fit))
 
 
+def select_rounds(epsilon: float, smaller: float, c2: float, counted: bool = False) -> int:
+    """T of the selecting rounds: ⌊EDGE·ε_r·m/(3·c2)⌋ clipped to [5, 200], m the smaller
+    class's size as released (or exact): public facts and a released value only.
+
+    Why: round t's selection (:func:`select_candidate`) adds exponential noise of scale
+    2Δ/(ε_r/T) = c2·T/(m·ε_r) to the balanced edges (Δ = c2/(2m),
+    :func:`edge_sensitivity`). T is the largest count that keeps that scale at most a
+    third of a random hyperplane's typical edge (:data:`EDGE`): a candidate one edge
+    ahead of another is then e³ ≈ 20 times likelier to be chosen. On balanced data (m =
+    n/2) that is ⌊EDGE·n·ε_r/(6·c2)⌋, about a quarter of the rounds :func:`auto_rounds`
+    gives the paper's single random hyperplane. Fewer than 5 rounds lost 0.05-0.10 AUC
+    on the suite's tuning splits (breast_cancer, penguins at ε = 0.5); above 200 the
+    passes cost more than they add. With unbalanced labels m is what bounds the noise:
+    on ISLP Default (3 % positives) T from n instead of m (37 rounds at ε = 0.5) gave
+    AUC 0.75 against 0.86 (benchmarks/results/brc_r8.md).
+    """
+    eps_r = rounds_epsilon(epsilon, counted)
+    fit = math.floor(EDGE * eps_r * max(smaller, 1.0) / (SELECT_RESOLUTION * c2) + 1e-9)
+    return max(SELECT_MIN_ROUNDS, min(AUTO_MAX_ROUNDS, fit))
+
+
+def auto_candidates(n: int) -> int:
+    """K, the random hyperplanes a selecting round draws: ⌊2²²/n⌋ clipped to [16, 256].
+
+    Compute, not privacy: the selection's ε does not depend on K (one index is
+    released), and more candidates let it find a better direction (digits, 64 columns:
+    AUC 0.73 with 64 candidates, 0.90 with 256, at ε = 1 on the tuning split). Each
+    candidate is evaluated on every record every round, so K falls as n grows to keep a
+    round's work near 4 million evaluations, and never below 16.
+    """
+    return max(MIN_CANDIDATES, min(MAX_CANDIDATES, CANDIDATE_WORK // max(n, 1)))
+
+
 def auto_constant(epsilon: float, n: int, counted: bool = False) -> float:
     """c1 = c2 from public facts (n, ε): the paper's √2 where the noise affords the full
     :data:`AUTO_MAX_ROUNDS` rounds with it, else 1 (no re-weighting).
@@ -239,6 +305,29 @@ def auto_constant(epsilon: float, n: int, counted: bool = False) -> float:
     return C_DEFAULT if at_paper >= AUTO_MAX_ROUNDS else 1.0
 
 
+def config_ran(config: BRCConfig, rounds: Sequence[Round]) -> BRCConfig:
+    """The configuration :func:`fit` ran: with rounds set after the class count
+    (``rounds_after_count``), T is the number of rounds it released, not the plan's bound.
+    The model file records this T, and a file whose ensemble lists another number of
+    rounds stays malformed."""
+    if config.rounds_after_count and rounds:
+        return replace(config, rounds=len(rounds), rounds_after_count=False)
+    return config
+
+
+def auto_config(epsilon: float, n: int, counted: bool = False,
+                candidates: int | None = None) -> BRCConfig:
+    """dpcli's default configuration at ε and n (public facts): c1 = c2 by
+    :func:`auto_constant`, K by :func:`auto_candidates` (``candidates`` overrides), and T by
+    :func:`select_rounds` after the class count (here its balanced bound, m = n/2) or, with
+    one candidate, :func:`auto_rounds`."""
+    c = auto_constant(epsilon, n, counted)
+    k = auto_candidates(n) if candidates is None else candidates
+    if k > 1:
+        return BRCConfig(select_rounds(epsilon, n / 2, c, counted), c, c, counted, k, True)
+    return BRCConfig(auto_rounds(epsilon, n, c, c, counted), c, c, counted)
+
+
 def plan(total: Budget, config: BRCConfig, n: int) -> Plan:
     """With a private label, first the positive count (1/20 of ε); then one Laplace step per
     round (the rounds' share of ε over T), then the calibration histogram (1/10).
@@ -256,7 +345,15 @@ def plan(total: Budget, config: BRCConfig, n: int) -> Plan:
         steps[CLASS_COUNT] = ("discrete_laplace", CLASS_COUNT_SHARE)
         notes[CLASS_COUNT] = (f"Δ = {COUNT_SENSITIVITY} (positive count, n public), scale "
                               f"{COUNT_SENSITIVITY / float(total.epsilon * CLASS_COUNT_SHARE):.3g}")
-    for t in range(1, config.rounds + 1):
+    if config.candidates > 1:
+        steps[SELECTION] = ("report_noisy_max", rounds_share(config.counted))
+        count = ("T from the released class count (at most " if config.rounds_after_count
+                 else "T = (")
+        notes[SELECTION] = (f"{count}{config.rounds}), each round ε_r/T: one of "
+                            f"{2 * config.candidates} signed random classifiers by its "
+                            f"balanced edge, Δ = c2/(2·min N̂) (N̂ the released class "
+                            f"sizes; {config.c2 / n:.3g} when balanced); exponential noise")
+    for t in range(1, config.rounds + 1 if config.candidates == 1 else 1):
         steps[f"{STEP}{t}"] = ("grid_laplace", share)
         notes[f"{STEP}{t}"] = note
     steps[CALIBRATION] = ("discrete_laplace", CALIBRATION_SHARE)
@@ -266,6 +363,9 @@ def plan(total: Budget, config: BRCConfig, n: int) -> Plan:
     # sensitivities, once: a round's error has Δ = ρ·c1·c2/n with ρ the released (or public)
     # class-weight ratio, at most MAX_CLASS_RATIO: the step records that public bound
     bounds = {name: sens * MAX_CLASS_RATIO for name in steps if name.startswith(STEP)}
+    if config.candidates > 1:
+        # the smaller class's released size is at least 1: Δ ≤ c2/2 on any data
+        bounds[SELECTION] = edge_sensitivity(config.c2, np.array([1.0]))
     bounds[CALIBRATION] = HIST_SENSITIVITY
     if config.counted:
         bounds[CLASS_COUNT] = COUNT_SENSITIVITY
@@ -299,6 +399,10 @@ class ClassBalance:
     def ratio(self) -> float:
         return float(self.weights().max())
 
+    def sizes(self) -> np.ndarray:
+        """(N̂_−, N̂_+): the class sizes as released (or exact), each at least 1."""
+        return np.array([float(self.n - self.positives), float(self.positives)])
+
 
 def class_weights(n: int, positives: int, cap: float = MAX_CLASS_RATIO) -> np.ndarray:
     """Class weights (λ_−, λ_+) under which each class carries half the total weight, the
@@ -327,6 +431,10 @@ def weight_cap(config: BRCConfig, epsilon: float, n: int) -> float:
     Default (3.3 % positives, 7,000 rows, ε = 0.5 and 1): the fixed cap of 20
     gave AUC 0.63 / 0.72 and degenerate runs; this rule leaves ρ ≈ 1 there.
     """
+    if config.candidates > 1:
+        # selecting, the class weights only weight the public stump's (exact) error: the
+        # private selection balances the classes by its normalisers (:func:`balanced_edges`)
+        return MAX_CLASS_RATIO
     r = config.c1 * config.c2 / rounds_epsilon(epsilon, config.counted)
     room = EDGE * n / (math.sqrt(2) * r) / config.rounds
     return float(min(MAX_CLASS_RATIO, max(1.0, room)))
@@ -832,6 +940,11 @@ def train(data: Data, config: BRCConfig, epsilon: float, rng: np.random.Generato
     # class weights (λ_−, λ_+) from the released or public count: each class half the weight
     lam = balance.weights() if balance is not None else np.ones(2)
     sens = error_sensitivity(config.c1, config.c2, n, float(lam.max()))
+    selecting = config.candidates > 1
+    # the selection's public normalisers: the released (or public) class sizes
+    sizes = balance.sizes() if balance is not None else np.array([n / 2, n / 2])
+    if selecting:
+        sens = edge_sensitivity(config.c2, sizes)
     eps_round = epsilon / config.rounds
     layout = data.layout
     rounds: list[Round] = []
@@ -847,8 +960,8 @@ def train(data: Data, config: BRCConfig, epsilon: float, rng: np.random.Generato
     cache: list[tuple[np.ndarray, np.ndarray]] | None = (
         [] if isinstance(data, TrainingStream) and n <= KEEP_WEIGHTS else None)
     for t in range(1, config.rounds + 1):
-        h = random_hyperplane(layout, rng)   # numeric inputs are scaled into [-1, 1]
-        trace.hyperplanes.append(h)
+        # numeric inputs are scaled into [-1, 1]; one hyperplane, or K candidates
+        pool = [random_hyperplane(layout, rng) for _ in range(config.candidates)]
         # Public weights are read as exp(log − shift): scale-free errors, and floats that
         # stay finite for any T. The last round moved each log-weight by α·miss, |α| ≤ 1/2,
         # so the largest weight lies in [e^-1/2, 1]: none overflows and Σ w ≥ e^-1/2.
@@ -857,7 +970,9 @@ def train(data: Data, config: BRCConfig, epsilon: float, rng: np.random.Generato
                        else 0.0)
         top = -math.inf
         stats = stats.cleared() if stats is not None else None
-        sums = np.zeros(2)   # Σ w_pri over the records h classifies right, wrong
+        # Σ w_pri over the records each candidate classifies right, wrong (× class weight);
+        # selecting: by class and right/wrong (cells 2·positive + wrong), unweighted by class
+        sums = np.zeros((len(pool), 4 if selecting else 2))
         count = 0
         for b, rows in enumerate(data.chunks()):
             if rows is data:
@@ -875,9 +990,12 @@ def train(data: Data, config: BRCConfig, epsilon: float, rng: np.random.Generato
                 w_pri, log_pub = cache[b]
             else:
                 w_pri, log_pub = replay_weights(rounds, rows, config)
-            miss = h.predict(rows.private) != rows.y
-            lam_rows = lam[(rows.y > 0).astype(np.intp)]
-            _add(sums, miss.astype(np.intp), w_pri * lam_rows)
+            positive = (rows.y > 0).astype(np.intp)
+            lam_rows = lam[positive]
+            weight = w_pri if selecting else w_pri * lam_rows
+            for k, candidate in enumerate(pool):
+                miss = (candidate.predict(rows.private) != rows.y).astype(np.intp)
+                _add(sums[k], 2 * positive + miss if selecting else miss, weight)
             if rows.public is not None:
                 if stats is None:
                     stats = StumpStats.for_columns(rows.public)
@@ -889,7 +1007,27 @@ def train(data: Data, config: BRCConfig, epsilon: float, rng: np.random.Generato
                 progress(rows.n)
         applied = len(rounds)
         _check_count(count, n, f"round {t}'s pass")
-        noisy = grid_laplace_mechanism(float(sums[1] / (sums[0] + sums[1])), sensitivity=sens,
+        if selecting:
+            # the public stump, if any, competes in the same selection with its exact edge
+            stump, err_pub = stats.best() if stats is not None else (None, 0.5)
+            k = select_candidate(balanced_edges(sums, sizes), sens, eps_round, rng,
+                                 public=0.5 - err_pub if stump is not None else None)
+            if k == 2 * len(pool):
+                assert stump is not None
+                rounds.append(Round(0.5 - err_pub, stump=stump))
+                trace.hyperplanes.append(pool[0])
+                trace.chosen.append("public")
+                continue
+            h = pool[k % len(pool)]
+            trace.hyperplanes.append(h)
+            # h_k votes with +EDGE, its mirror −h_k (index K + k) with −EDGE
+            rounds.append(Round(SELECTED_ALPHA if k < len(pool) else -SELECTED_ALPHA,
+                                hyperplane=h))
+            trace.chosen.append("private")
+            continue
+        h = pool[0]
+        trace.hyperplanes.append(h)
+        noisy = grid_laplace_mechanism(float(sums[0, 1] / sums[0].sum()), sensitivity=sens,
                                        epsilon=eps_round, rng=rng)
         err_pri = min(1.0, max(0.0, noisy))  # post-processing: a true error lies in [0, 1]
         if stats is not None:
@@ -903,6 +1041,55 @@ def train(data: Data, config: BRCConfig, epsilon: float, rng: np.random.Generato
     if isinstance(data, TrainingSet):
         trace.margin = ensemble_margin(rounds, data)
     return rounds, trace
+
+
+SELECTED_ALPHA = EDGE   # a selection-only round's vote weight (data-free)
+
+
+def balanced_edges(sums: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+    """Each candidate's class-balanced edge from its (K, 4) weight sums: cells 2·y + wrong
+    (y = 1 positive), i.e. (negative right, negative wrong, positive right, positive wrong).
+
+    q_k = ¼·Σ_i w_i·s_i / N̂_{y_i}, s_i = +1 where h_k is right on record i and −1 where it
+    is wrong, N̂ = ``sizes`` (N̂_−, N̂_+), public normalisers. With weights 1 and the true
+    class sizes it is (TPR + TNR)/2 − 1/2: the balanced accuracy's edge over chance. −h_k's
+    edge is −q_k. The statistic the selection reads (:func:`select_candidate`);
+    sensitivity :func:`edge_sensitivity`.
+    """
+    return 0.25 * ((sums[:, 0] - sums[:, 1]) / sizes[0] + (sums[:, 2] - sums[:, 3]) / sizes[1])
+
+
+def edge_sensitivity(c2: float, sizes: np.ndarray) -> float:
+    """Replace-one sensitivity of :func:`balanced_edges`: c2 / (2·min N̂).
+
+    Given the released history, every other record's weight and term are the same on
+    both datasets; record i's term w_i·s_i/(4·N̂_{y_i}) has |term| ≤ c2/(4·min N̂)
+    (w_i ≤ c2, the clipped private weights), so replacing it moves q_k by at most twice
+    that. The normalisers are public (released or exact class sizes, or n/2), so no
+    other term moves, whatever the true class sizes. On balanced data (N̂ = n/2) it is
+    c2/n, the paper's c1·c2/n without the c1 that normalising by Σ w costs.
+    """
+    return float(c2 / (2.0 * max(float(np.min(sizes)), 1.0)))
+
+
+def select_candidate(edges: np.ndarray, sensitivity: float, epsilon: float,
+                     rng: np.random.Generator, public: float | None = None) -> int:
+    """One of 2K classifiers, h_k (index k) or its mirror −h_k (index K + k), chosen
+    privately by the class-balanced edges ``edges`` (:func:`balanced_edges`); with
+    ``public``, the public stump's exact edge is candidate 2K.
+
+    Releases: one index (never an edge). Score: q_k for h_k, −q_k for −h_k (the public
+    stump's edge does not change between neighbours that agree on the public columns and
+    the label). Sensitivity: Δ = ``sensitivity`` (:func:`edge_sensitivity`), and −q_k moves
+    as q_k. Report-noisy-max with exponential noise of scale 2Δ/ε (permute-and-flip,
+    :func:`dpcli.mechanisms.exponential.noisy_max_exponential`): ε = ``epsilon``.
+    """
+    from dpcli.mechanisms.exponential import noisy_max_exponential
+
+    scores = np.concatenate([edges, -edges])
+    if public is not None:
+        scores = np.append(scores, public)
+    return noisy_max_exponential(scores, sensitivity=sensitivity, epsilon=epsilon, rng=rng)
 
 
 # ------------------------------------------------------------------ calibration
@@ -955,15 +1142,28 @@ def margin_counts(data: Data, rounds: Sequence[Round],
     α_T, which that pass ends by releasing.
     """
     span = float(sum(abs(r.alpha) for r in rounds))
-    counts = np.zeros((CALIBRATION_BINS, 2), dtype=np.int64)
+    bins = margin_bins(rounds)
+    counts = np.zeros((bins, 2), dtype=np.int64)
     count = 0
     for rows in data.chunks():
-        counts += margin_histogram(ensemble_margin(rounds, rows), rows.y, span)[1]
+        counts += margin_histogram(ensemble_margin(rounds, rows), rows.y, span, bins)[1]
         count += rows.n
         if progress is not None:
             progress(rows.n)
     _check_count(count, data.n, "the calibration pass")
-    return margin_edges(span), counts
+    return margin_edges(span, bins), counts
+
+
+def margin_bins(rounds: Sequence[Round]) -> int:
+    """The calibration histogram's bins: :data:`CALIBRATION_BINS`, or T + 1 when fewer and
+    every round is a selected classifier voting ±EDGE (public: the released rounds).
+
+    Such an F takes only the T + 1 values EDGE·(2j − T), j = 0..T, and T + 1 equal bins
+    over [−T·EDGE, T·EDGE] hold one value each (value j sits j/T of a bin past bin j's
+    left edge). More bins would only add empty cells, whose noise the class cut
+    (:func:`decision_threshold`) sums all the same."""
+    selected = all(r.hyperplane is not None and abs(r.alpha) == SELECTED_ALPHA for r in rounds)
+    return min(CALIBRATION_BINS, len(rounds) + 1) if selected and rounds else CALIBRATION_BINS
 
 
 def _noisy_counts(counts: np.ndarray, epsilon: float, rng: np.random.Generator) -> np.ndarray:
@@ -1090,6 +1290,9 @@ def fit(data: Data, config: BRCConfig, epsilon: float, rng: np.random.Generator,
     balance = release_counts(positives, data.n,
                              float(epsilon * CLASS_COUNT_SHARE) if config.counted else None, rng,
                              weight_cap(config, epsilon, data.n))
+    if config.candidates > 1 and config.rounds_after_count:
+        config = replace(config, rounds=select_rounds(epsilon, float(balance.sizes().min()),
+                                                      config.c2, config.counted))
     rounds, trace = train(data, config, rounds_epsilon(epsilon, config.counted), rng, progress,
                           balance)
     edges, counts = margin_counts(data, rounds, progress)
@@ -1175,6 +1378,11 @@ class BRCModel:
             "label_public": self.mode == "partial",
             "n": self.n,
             "T": self.config.rounds, "c1": self.config.c1, "c2": self.config.c2,
+            "candidates": self.config.candidates,
+            "round": ("one of 2·candidates signed random classifiers (and the public stump) "
+                      "chosen by report-noisy-max on the balanced edge; votes ±edge, no error "
+                      "released" if self.config.candidates > 1 else
+                      "one random classifier, its weighted error released with Laplace noise"),
             "epsilon": self.epsilon,
             "class_count_private": self.config.counted,
             "epsilon_class_count": (float(self.epsilon * CLASS_COUNT_SHARE)
@@ -1182,9 +1390,7 @@ class BRCModel:
             "epsilon_per_round": (rounds_epsilon(self.epsilon, self.config.counted)
                                   / self.config.rounds),
             "epsilon_calibration": float(self.epsilon * CALIBRATION_SHARE),
-            "error_sensitivity": error_sensitivity(self.config.c1, self.config.c2, self.n,
-                                                   self.class_ratio),
-            "noise_scale": noise_scale(self.config, self.epsilon, self.n, self.class_ratio),
+            **self._noise_json(),
             "scaling": scaling,
             "score": "1 / (1 + exp(-(a·F + b))), F = Σ_t alpha_t·h_t(x), h_t in {-1, +1} "
                      "(+1 = the positive class); prediction: the positive class iff "
@@ -1199,6 +1405,22 @@ class BRCModel:
             "ensemble": [self._round_json(t, r) for t, r in enumerate(self.rounds, 1)],
             "schema": schema_to_dict(self.schema),
         }
+
+    def _noise_json(self) -> dict[str, float]:
+        """Each round's sensitivity and noise scale: of the released error (one candidate) or
+        of the selection's balanced edges (several; N̂ the class sizes the run used)."""
+        if self.config.candidates == 1:
+            return {"error_sensitivity": error_sensitivity(self.config.c1, self.config.c2,
+                                                           self.n, self.class_ratio),
+                    "noise_scale": noise_scale(self.config, self.epsilon, self.n,
+                                               self.class_ratio)}
+        cal = self.calibration
+        sizes = (np.array([self.n - cal.positives, cal.positives], dtype=np.float64)
+                 if cal.positives is not None else np.array([self.n / 2, self.n / 2]))
+        sens = edge_sensitivity(self.config.c2, sizes)
+        return {"edge_sensitivity": sens,
+                "noise_scale": 2 * sens * self.config.rounds
+                / rounds_epsilon(self.epsilon, self.config.counted)}
 
     @property
     def class_ratio(self) -> float:
@@ -1284,7 +1506,8 @@ class BRCModel:
             else:
                 raise ValueError(f"unknown round kind {r['kind']!r}")
         config = BRCConfig(int(payload["T"]), float(payload["c1"]), float(payload["c2"]),
-                           bool(payload.get("class_count_private", False)))
+                           bool(payload.get("class_count_private", False)),
+                           int(payload.get("candidates", 1)))
         cal = payload["calibration"]
         balance = payload.get("class_balance")
         calibration = Calibration(float(cal["a"]), float(cal["b"]),

@@ -106,10 +106,12 @@ def train_brc(spec: Spec, data: Path, *, out: Path | None = None,
         _draw(run.plan, config, section.epsilon)
         stream = brc.TrainingStream(run.batch_source(chosen), n, s.schema, tuple(chosen),
                                     public, positive)
-        with reporter.progress(f"boosting (class count, {config.rounds} rounds, calibration: "
-                               "a pass each)", (config.rounds + 2) * n) as advance:
+        upto = "up to " if config.rounds_after_count else ""
+        with reporter.progress(f"boosting (class count, {upto}{config.rounds} rounds, "
+                               "calibration: a pass each)", (config.rounds + 2) * n) as advance:
             ensemble, calibration, _ = brc.fit(stream, config, section.epsilon, run.rng,
                                                advance)
+        config = brc.config_ran(config, ensemble)   # T after the class count, when set there
         model = brc.BRCModel(inputs.model_schema(s.schema, chosen), tuple(chosen), mode, public,
                              ensemble, config, n, section.epsilon, calibration)
         payload = {**model.to_payload(), "breakdown": plan.to_json(), **run.check_model(model)}
@@ -134,7 +136,7 @@ def train_brc(spec: Spec, data: Path, *, out: Path | None = None,
     details = {"mode": mode, "neighbouring": neighbouring, "rounds": config.rounds,
                "public_rounds": kinds.count("public"), "private_columns": len(chosen) - len(public),
                "public_columns": len(public),
-               "noise_scale": brc.noise_scale(config, section.epsilon, n, model.class_ratio),
+               "noise_scale": payload["noise_scale"],
                "degenerate": bool(payload.get("degeneracy", {}).get("degenerate"))}
     return Released(brc.KIND, model, envelope, plan, run.run_id, out, dict(run.summary),
                     tuple(spend.data_report()), details)
@@ -149,8 +151,16 @@ def config_at(section: Any, n: int, base: Any) -> Any:
     # c1 = c2 from n and ε unless the spec sets either (brc.auto_constant)
     c = (base.c1, base.c2) if "c1" in given or "c2" in given else (
         (brc.auto_constant(section.epsilon, n, base.counted),) * 2)
-    t = given.get("rounds") or brc.auto_rounds(section.epsilon, n, c[0], c[1], base.counted)
-    return replace(base, rounds=t, c1=c[0], c2=c[1])
+    # K from n unless the spec sets it (brc.auto_candidates); with K > 1 and rounds auto, T
+    # is set after the class count (brc.select_rounds; here its balanced bound, m = n/2)
+    k = given.get("candidates") or brc.auto_candidates(n)
+    if k > 1:
+        t = given.get("rounds") or brc.select_rounds(section.epsilon, n / 2, c[1], base.counted)
+    else:
+        t = given.get("rounds") or brc.auto_rounds(section.epsilon, n, c[0], c[1],
+                                                   base.counted)
+    return replace(base, rounds=t, c1=c[0], c2=c[1], candidates=k,
+                   rounds_after_count=k > 1 and "rounds" not in given)
 
 
 def base_config(spec: Spec, section: Any, columns: Sequence[str] | None = None) -> Any:
@@ -161,7 +171,7 @@ def base_config(spec: Spec, section: Any, columns: Sequence[str] | None = None) 
         c for c in spec.schema.names if inputs.usable(spec.schema.column(c))))
     mode, _ = brc.resolve_mode(chosen, section.public, bool(spec.schema.label.public))
     return brc.BRCConfig(**{k: v for k, v in section.config_values().items()
-                            if k != "rounds"}, counted=mode == "private")
+                            if k not in ("rounds", "candidates")}, counted=mode == "private")
 
 
 def plan_at(spec: Spec, section: Any, n: int, *, columns: Sequence[str] | None = None,
@@ -190,7 +200,9 @@ def _draw(plan: Spending, config: Any, epsilon: float) -> None:
     expected = {brc.CALIBRATION: float(epsilon * brc.CALIBRATION_SHARE)}
     if config.counted:
         expected[brc.CLASS_COUNT] = float(epsilon * brc.CLASS_COUNT_SHARE)
-    for t in range(1, config.rounds + 1):
+    if config.candidates > 1:
+        expected[brc.SELECTION] = brc.rounds_epsilon(epsilon, config.counted)
+    for t in range(1, config.rounds + 1 if config.candidates == 1 else 1):
         expected[f"{brc.STEP}{t}"] = brc.rounds_epsilon(epsilon, config.counted) / config.rounds
     for name, eps in expected.items():
         if not math.isclose(plan.draw(name).budget.eps, eps, rel_tol=1e-9):

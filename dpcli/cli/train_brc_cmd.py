@@ -24,9 +24,12 @@ def train_brc(
     out: Annotated[Path | None, typer.Option(
         "--out", "-o", help="Model JSON to write (required unless --dry-run).")] = None,
     rounds: Annotated[str | None, typer.Option(
-        "--rounds", "-T", help="Boosting rounds T, or 'auto': T = ⌊0.1·n·ε_r/(√2·c1·c2)⌋ "
-        "clipped to [10, 200] (the noise's standard deviation below a random hyperplane's "
-        "typical edge 0.1; ε_r the rounds' share of ε). Default: the spec's, else auto.")] = None,
+        "--rounds", "-T", help="Boosting rounds T, or 'auto'. Selecting rounds (the "
+        "default): T = ⌊0.1·ε_r·m/(3·c2)⌋ clipped to [5, 200], m the smaller class as "
+        "released (the selection's noise at most a third of a random hyperplane's typical "
+        "edge 0.1; ε_r the rounds' share of ε). With 'train-brc: candidates: 1' (the "
+        "paper's round): T = ⌊0.1·n·ε_r/(√2·c1·c2)⌋ clipped to [10, 200]. Default: the "
+        "spec's, else auto.")] = None,
     c1: Annotated[float | None, typer.Option(
         "--c1", parser=number,
         help="Private weights stay ≥ 1/c1 (1 ≤ c1 ≤ 1000; default √2).")] = None,
@@ -43,9 +46,20 @@ def train_brc(
 
     With a private label, 1/20 of ε first releases the number of positive
     records (discrete Laplace, sensitivity 1); with a public label it is
-    exact. It sets class weights under which each class carries half the
-    weight (their ratio capped by the noise budget the rounds leave, and 20).
-    Each of T rounds draws a random linear classifier over the private
+    exact.
+
+    By default each of T rounds draws K random linear classifiers over the
+    private features (K = 2^22/n in [16, 256], the spec's 'candidates' to
+    set it) and releases only which one it keeps: report-noisy-max with
+    exponential noise on their class-balanced edges (sensitivity
+    c2/(2·m), m the smaller released class), at ε_r/T a round; the chosen
+    one (or its mirror) votes with ±0.1. T follows the released count.
+    With a public label the public stump competes in the same selection.
+
+    With 'candidates: 1' (the paper's round) the count sets class weights
+    under which each class carries half the
+    weight (their ratio capped by the noise budget the rounds leave, and 20),
+    and each of T rounds draws a random linear classifier over the private
     features (they are scaled into [-1, 1] with their
     declared bounds; one constant on the domain is drawn again) and releases
     its class-weighted error with Laplace noise of scale
@@ -90,11 +104,15 @@ def train_brc(
     done = released(ui, result)
     d, model = done.details, done.value
     cal = model.calibration
+    k = model.config.candidates
+    noise = (f"{k} random classifiers a round, selection noise scale c2·T/(m·ε_r) = "
+             f"{d['noise_scale']:.3g} (m the smaller class)" if k > 1 else
+             f"class weights {model.class_ratio:.3g}:1, noise scale ρ·c1·c2·T/(ε_r·n) = "
+             f"{d['noise_scale']:.3g}")
     ui.say(f"trained brc ({d['mode']}: {d['private_columns']} private, {d['public_columns']} "
            f"public columns) with T = {d['rounds']} rounds ({d['public_rounds']} public), "
-           f"class prior {cal.prior:.3g} ({'exact' if cal.exact_count else 'noisy'}, class "
-           f"weights {model.class_ratio:.3g}:1), noise scale ρ·c1·c2·T/(ε_r·n) = "
-           f"{d['noise_scale']:.3g}, threshold F > {cal.threshold:.3g}; wrote {out}, spent "
+           f"class prior {cal.prior:.3g} ({'exact' if cal.exact_count else 'noisy'}), {noise}, "
+           f"threshold F > {cal.threshold:.3g}; wrote {out}, spent "
            f"{done.plan.total} (run {done.run_id[:8]})")
     if opts.json:
         ui.emit_json({"command": "train-brc", "dataset": done.envelope["dataset"],

@@ -1,5 +1,14 @@
 """train-brc's forecast: each round's noise against the weighted error's range (closed form).
 
+Selecting rounds (the default, ``candidates`` > 1): the headline is the scale of the
+exponential noise round t's selection adds to the candidates' balanced edges, c2·T/(m·ε_r)
+(:func:`dpcli.algorithms.brc.noise_scale`), at the balanced proxy m = n/2; T set after the
+class count only falls with a smaller class, which keeps the scale at most EDGE/3
+(:func:`dpcli.algorithms.brc.select_rounds`). |Laplace(b)| and the exponential noise of
+scale b have one law (median b·ln 2, 90 % quantile b·ln 10), so the Laplace reading is
+exact for each candidate's noise. The paper's round
+(``candidates: 1``) is read as follows.
+
 Round t releases the weighted error of a random classifier, in [0, 1], with
 Laplace noise of scale b = ρ·c1·c2·T/(ε_r·n) (:func:`dpcli.algorithms.brc.noise_scale`;
 ε_r the rounds' share of ε, T the rounds, ``auto`` resolved at n as the command
@@ -61,10 +70,17 @@ def forecast(spec: Any, section: Any, n: int, **context: Any) -> Forecast:
         config = config_at(replace(section, epsilon=e), n, base)
         # ρ at the cap the class weights may take (public): the weights spend what the
         # rounds leave of the noise room, and unbalanced labels (the usual case) reach it
-        rho = brc.weight_cap(config, e, n)
-        out = {HEADLINE: laplace_error(brc.noise_scale(config, e, n, rho),
-                                       "noise on each round's weighted error (class "
-                                       "weights at their cap)")}
+        if config.candidates > 1:
+            # selecting: the exponential noise on each round's balanced edges, at the
+            # balanced proxy (smaller class n/2; T after the count only falls with it)
+            out = {HEADLINE: laplace_error(brc.noise_scale(config, e, n),
+                                           "noise on each round's selection (balanced "
+                                           "edges, smaller class n/2)")}
+        else:
+            rho = brc.weight_cap(config, e, n)
+            out = {HEADLINE: laplace_error(brc.noise_scale(config, e, n, rho),
+                                           "noise on each round's weighted error (class "
+                                           "weights at their cap)")}
         # a class total of the margin histogram sums its `bins` counts, each with discrete
         # Laplace noise of scale 2/ε_cal (variance 2·scale²): close to normal
         cal_eps = float(e * brc.CALIBRATION_SHARE)

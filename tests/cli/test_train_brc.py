@@ -46,10 +46,11 @@ def _brc_spec(project: Project, section: dict | None = None, *,
     ``label_public`` is written as the label's ``public:`` declaration (None: not written).
     """
     def mutate(spec: dict) -> None:
-        # the default section pins the paper's c1 = c2 = √2 (unset, brc.auto_constant picks
-        # 1 at this n and ε): the tests below that use it check the paper's accounting
+        # the default section pins the paper's round (one random classifier, candidates: 1)
+        # and c1 = c2 = √2 (unset, brc.auto_constant picks 1 at this n and ε): the tests
+        # below that use it check the paper's accounting
         spec["train-brc"] = ({"epsilon": 0.5, "public": ["member"], "rounds": 5,
-                              "c1": math.sqrt(2), "c2": math.sqrt(2)}
+                              "candidates": 1, "c1": math.sqrt(2), "c2": math.sqrt(2)}
                              if section is None else section)
         if classes is not None:
             spec["label"]["classes"] = classes
@@ -139,16 +140,20 @@ def _check_round(r: dict, t: int, private_columns: list[str]) -> None:
 
 
 def _check_calibration(payload: dict) -> None:
-    """a > 0, b finite; 17 edges over [−Σ|α|, Σ|α|]; 16 × [negative, positive] integers."""
+    """a > 0, b finite; B + 1 edges over [−Σ|α|, Σ|α|]; B × [negative, positive] integers,
+    B = 16, or T + 1 when fewer and every round is a selected ±EDGE vote (brc.margin_bins)."""
     cal = payload["calibration"]
     assert math.isfinite(cal["a"]) and cal["a"] > 0 and math.isfinite(cal["b"])
     span = math.fsum(abs(r["alpha"]) for r in payload["ensemble"]) or 1.0
-    assert len(cal["margin_edges"]) == 17
-    np.testing.assert_allclose(cal["margin_edges"], np.linspace(-span, span, 17),
+    ens = payload["ensemble"]
+    selected = all(r["kind"] == "private" and abs(r["alpha"]) == brc.EDGE for r in ens)
+    bins = min(16, len(ens) + 1) if selected else 16
+    assert len(cal["margin_edges"]) == bins + 1
+    np.testing.assert_allclose(cal["margin_edges"], np.linspace(-span, span, bins + 1),
                                rtol=1e-12, atol=1e-12)
     assert cal["counts_columns"] == ["negative", "positive"]
     counts = cal["noisy_counts"]
-    assert len(counts) == 16 and all(len(c) == 2 for c in counts)
+    assert len(counts) == bins and all(len(c) == 2 for c in counts)
     assert all(isinstance(v, int) and not isinstance(v, bool) for c in counts for v in c)
 
 
@@ -273,7 +278,7 @@ def test_a_public_column_that_decides_the_label_wins_every_round(project: Projec
 
 # ------------------------------------------------------------------------- all-private
 def test_without_public_columns_every_round_is_private(project: Project, cli) -> None:
-    _brc_spec(project, {"epsilon": 0.4, "rounds": 4})
+    _brc_spec(project, {"epsilon": 0.4, "rounds": 4, "candidates": 1})
     r = _train(cli, project)
     assert r.exit_code == 0, r.stderr
     assert "note:" not in r.stderr  # nothing was declared public: no note
@@ -323,23 +328,32 @@ def test_public_columns_outside_the_chosen_ones_fall_back_to_all_private(project
 
 
 def test_epsilon_alone_runs_without_a_section(project: Project, cli) -> None:
-    """No train-brc section: the defaults (rounds auto, c1 = c2 by brc.auto_constant: 1 here,
-    since at n = 400 and ε = 3 the rounds at √2 stay far below the cap of 200), nothing
-    public."""
+    """No train-brc section: the defaults (candidates auto: 256 at n = 400; rounds auto,
+    set after the class count by brc.select_rounds from the smaller released class; c1 =
+    c2 by brc.auto_constant: 1 here), nothing public. One plan step for the rounds: T
+    is not known before the count."""
     project.write_spec(lambda spec: spec["budget"].update(epsilon=3))
     r = _train(cli, project, "--epsilon", 3, "--seed", 1)
     assert r.exit_code == 0, r.stderr
-    assert "rule of thumb" not in r.stderr  # 1·72 / (0.85·3·400) ≈ 0.07
+    assert "rule of thumb" not in r.stderr
     env = project.envelope()
     assert env["neighbouring"] == "replace-one" and env["epsilon"] == 3
     p = env["payload"]
-    assert brc.auto_rounds(3.0, N, math.sqrt(2), math.sqrt(2), True) == 36 < 200
-    t = _expected_auto_rounds("3", N, Fraction(1))   # ⌊0.1·400·2.55/√2⌋ = 72
-    assert t == 72
+    assert brc.auto_candidates(N) == 256 and p["candidates"] == 256
+    smaller = min(p["class_balance"]["positives"], N - p["class_balance"]["positives"])
+    t = brc.select_rounds(3.0, smaller, 1.0, True)   # ⌊0.1·2.55·m/3⌋ in [5, 200]
+    assert 5 <= t <= brc.select_rounds(3.0, N / 2, 1.0, True) == 17
     assert p["mode"] == "private" and p["T"] == t and p["columns"] == DEFAULT_COLUMNS
     assert p["c1"] == p["c2"] == 1.0
     assert [rnd["kind"] for rnd in p["ensemble"]] == ["private"] * t
-    _check_steps(project.reserves()[0]["breakdown"], "3", t, counted=True)
+    # a selected classifier votes with ±EDGE; no error is released
+    assert {abs(rnd["alpha"]) for rnd in p["ensemble"]} == {brc.EDGE}
+    steps = project.reserves()[0]["breakdown"]
+    assert [s["step"] for s in steps] == ["class_count", "selection_rounds", "calibration"]
+    assert steps[1]["mechanism"] == "report_noisy_max"
+    assert steps[1]["epsilon"] == pytest.approx(3 * 0.85, rel=1e-12)
+    assert p["epsilon_per_round"] == pytest.approx(3 * 0.85 / t, rel=1e-12)
+    assert p["edge_sensitivity"] == pytest.approx(1.0 / (2 * smaller), rel=1e-12)
 
 
 # ------------------------------------------------------------------------ predict, roc
@@ -413,13 +427,22 @@ def test_rounds_auto_keeps_the_noise_below_the_edge(project: Project, cli, epsil
 
 
 def test_rounds_auto_in_the_spec_and_by_default(project: Project, cli) -> None:
-    for section in ({"epsilon": 2.5, "rounds": "auto"}, {"epsilon": 2.5}):
+    for section in ({"epsilon": 2.5, "rounds": "auto", "candidates": 1},
+                    {"epsilon": 2.5, "candidates": 1}):
         _brc_spec(project, section, budget=3)
         r = _train(cli, project, "--dry-run", "--json")
         assert r.exit_code == 0, r.stderr
         # c1 = c2 = 1 by the rule (√2 would give 30 rounds, far below the cap)
         _check_steps(json.loads(r.stdout)["breakdown"], "2.5",
                      _expected_auto_rounds("2.5", N, Fraction(1)), counted=True)
+    for section in ({"epsilon": 2.5, "rounds": "auto"}, {"epsilon": 2.5}):
+        # selecting (the default): one step for the rounds, T after the class count
+        _brc_spec(project, section, budget=3)
+        r = _train(cli, project, "--dry-run", "--json")
+        assert r.exit_code == 0, r.stderr
+        steps = json.loads(r.stdout)["breakdown"]
+        assert [s["step"] for s in steps] == ["class_count", "selection_rounds", "calibration"]
+        assert steps[1]["epsilon"] == pytest.approx(2.5 * 0.85, rel=1e-12)
     assert _expected_auto_rounds("2.5", N, Fraction(2)) == 30
     assert _expected_auto_rounds("2.5", N, Fraction(1)) == 60
     assert project.no_runs()
@@ -439,7 +462,7 @@ def test_rounds_past_the_rule_of_thumb_warn(project: Project, cli) -> None:
 
 
 def test_too_many_rounds_for_epsilon_warns_but_runs(project: Project, cli) -> None:
-    _brc_spec(project, {"epsilon": 0.01, "rounds": 5, "c1": math.sqrt(2),
+    _brc_spec(project, {"epsilon": 0.01, "rounds": 5, "c1": math.sqrt(2), "candidates": 1,
                         "c2": math.sqrt(2)})  # 2·5 / (0.85·0.01·400) ≈ 2.94 > ½
     r = _train(cli, project)
     assert r.exit_code == 0, r.stderr
@@ -680,7 +703,9 @@ def test_the_file_is_read_once_per_round_and_the_model_is_the_in_memory_one(
         DEFAULT_COLUMNS, rng=make_rng(0)), spec.schema, DEFAULT_COLUMNS, public, positive=1)
     c = brc.auto_constant(0.5, N, not public)     # no c1, c2 in the section: the rule's (1)
     assert c == 1.0
-    config = brc.BRCConfig(rounds=6, counted=not public, c1=c, c2=c)
+    # candidates by the rule (256 here): the selecting rounds; rounds: 6 fixes T
+    config = brc.BRCConfig(rounds=6, counted=not public, c1=c, c2=c,
+                           candidates=brc.auto_candidates(N))
     rounds, calibration, _ = brc.fit(rows, config, 0.5, project.seeded_rng(6))
     model = brc.BRCModel(spec.schema, tuple(DEFAULT_COLUMNS), payload["mode"], public, rounds,
                          config, N, 0.5, calibration)

@@ -58,7 +58,8 @@ def test_round_noise_matches_the_real_rounds(spec, monkeypatch: pytest.MonkeyPat
     closed form: the sample median of |Laplace| has a relative sd of 1/(ln 2·√N) = 3.2 %
     at N = 2,000 (the 0.9 quantile 2.1 %), so 12 % is beyond z = 3.7 (α ≈ 1e-4 both)."""
     n, eps = 400, 0.5
-    section = TrainBRCSection(epsilon=eps, rounds=200, c1=math.sqrt(2), c2=math.sqrt(2))
+    section = TrainBRCSection(epsilon=eps, rounds=200, c1=math.sqrt(2), c2=math.sqrt(2),
+                              candidates=1)
     f = forecast("train-brc", spec, section, n)
     config = replace(bf_base(spec, section), rounds=200)
     noise = _rounds_noise(monkeypatch, n, config, eps, seeds=10)
@@ -91,10 +92,17 @@ def test_monotone_where_the_rounds_are_fixed(spec) -> None:
     noise under the edge and the class weights' cap takes the rest, so inside [10, 200] the
     forecast (at the cap) is 0.1/√2·ln 2, and it falls with ε where T sits at its floor."""
     fixed = TrainBRCSection(epsilon=1.0, rounds=25, c1=math.sqrt(2), c2=math.sqrt(2))
-    errs = [forecast("train-brc", spec, replace(fixed, epsilon=e), 5000)
-            .metrics["round_error"].expected for e in (0.01, 0.1, 1.0, 10.0)]
-    assert all(a > b for a, b in itertools.pairwise(errs))
-    auto = spec.sections["train-brc"]
+    for k in (1, 64):   # the paper's round, and a selecting one
+        errs = [forecast("train-brc", spec, replace(fixed, epsilon=e, candidates=k), 5000)
+                .metrics["round_error"].expected for e in (0.01, 0.1, 1.0, 10.0)]
+        assert all(a > b for a, b in itertools.pairwise(errs))
+    # selecting by default: inside [5, 200] the rounds hold the selection's noise scale at
+    # most EDGE/3 (brc.select_rounds), whose median |·| is that times ln 2
+    for e in np.geomspace(0.05, 0.5, 6):
+        f = forecast("train-brc", spec, replace(spec.sections["train-brc"], epsilon=e), 30_000)
+        assert brc.SELECT_MIN_ROUNDS < f.extra["rounds"] < brc.AUTO_MAX_ROUNDS
+        assert f.metrics["round_error"].expected <= brc.EDGE / 3 * math.log(2) + 1e-12
+    auto = replace(spec.sections["train-brc"], candidates=1)
     floor = [forecast("train-brc", spec, replace(auto, epsilon=e), 1000)
              for e in (0.01, 0.05, 0.1)]
     assert all(f.extra["rounds"] == brc.AUTO_MIN_ROUNDS for f in floor)
@@ -130,8 +138,13 @@ def test_plan_equals_the_dry_run(tmp_path: Path) -> None:
     assert bf.plan(spec, section, 2000).to_json() == dry_run_breakdown("train-brc", spec_path,
                                                                        data)
     f = forecast("train-brc", spec, section, 2000)     # no context: the spec's columns
-    assert f.extra["rounds"] == sum(1 for s in bf.plan(spec, section, 2000)
-                                    if s.name.startswith(brc.STEP))
+    assert f.extra["rounds"] >= brc.SELECT_MIN_ROUNDS
+    names = [s.name for s in bf.plan(spec, section, 2000)]
+    # selecting (the default): one step for the rounds, T (at most f.extra's) after the count
+    assert brc.SELECTION in names and not any(s.startswith(brc.STEP) for s in names)
+    one = replace(section, candidates=1)
+    assert forecast("train-brc", spec, one, 2000).extra["rounds"] == sum(
+        1 for s in bf.plan(spec, one, 2000) if s.name.startswith(brc.STEP))
 
 
 def test_the_verdict_fires_on_the_class_cuts_noise_too(spec) -> None:

@@ -330,3 +330,73 @@ def test_python_path_where_spark_casts_differ(spark: Any, tmp_path: Path,
     stats, local, _ = run_both(data.schema, parquet, parquet, small)
     assert_same(stats, local)
     assert native_calls == [1]
+
+
+@pytest.mark.parametrize("hashed", [True, False], ids=["perfect-hash", "map-fallback"])
+def test_native_keys_text_rules_packs_and_empty_class(spark: Any, tmp_path: Path,
+                                                      native_calls: list[int],
+                                                      monkeypatch: pytest.MonkeyPatch,
+                                                      hashed: bool) -> None:
+    """The packed, hashed keys reproduce the local encoder value for value: an integer
+    column declared with non-canonical text ("01", "+2", " 3") matches only "3"-like
+    decimal text, a boolean only "true"/"false" (not "True"), strings compare exactly
+    (case, blanks), a declared class with no row gives zeros, many wide columns split
+    into several packs, and out-of-bounds numbers are clamped and counted. The same
+    holds when no perfect hash is found (the literal-map lookup takes over)."""
+    import pyarrow as pa
+
+    from dpcli.data.schema import BinaryColumn, Label
+    from dpcli.stats import spark_aggregate
+
+    if not hashed:
+        monkeypatch.setattr(spark_aggregate, "_perfect_modulus", lambda hashes: None)
+    wide = [f"v{i}" for i in range(60)]
+    schema = Schema(
+        columns=(CategoricalColumn("i", ("01", "+2", " 3", "3", "-4", str(2**62)),
+                                   missing="impute"),
+                 BinaryColumn("b", ("True", "false"), missing="impute", fill="false"),
+                 CategoricalColumn("s", ("a", "A", " a", ""), missing="impute"),
+                 *[CategoricalColumn(f"w{j}", tuple(wide)) for j in range(3)],
+                 NumericColumn("x", 0.0, 10.0)),
+        label=Label("y", ("a", "b", "never"), positive=None))
+    rng = np.random.default_rng(11)
+    n = 2000
+    table = pa.table({
+        "y": pa.array(rng.choice(["a", "b"], n)),
+        "i": pa.array(rng.choice([1, 2, 3, -4, 2**62, 7], n), pa.int64(),
+                      mask=rng.random(n) < 0.05),
+        "b": pa.array(rng.random(n) < 0.5, pa.bool_(), mask=rng.random(n) < 0.05),
+        "s": pa.array(rng.choice(["a", "A", " a", "", "a ", "b"], n),
+                      mask=rng.random(n) < 0.05),
+        **{f"w{j}": pa.array(rng.choice([*wide, "v60", "V1"], n)) for j in range(3)},
+        "x": pa.array(rng.normal(5.0, 6.0, n)),
+    })
+    path = tmp_path / "keys.parquet"
+    pq.write_table(table, path, row_group_size=300)
+    request = StatsRequest(contingency=("i", "b", "s", "w0", "w1", "w2"),
+                           histograms=(("x", 25),), moments=("x",))
+    stats, local, _ = run_both(schema, path, path, request)
+    assert native_calls == [1]
+    assert assert_same(stats, local) == 2 + 6 + 1 + 1
+    assert stats.class_counts[2] == 0 and stats.contingency["s"][2].sum() == 0
+    i_table = stats.contingency["i"]
+    assert i_table[:, 3].sum() > 0 and i_table[:, 4].sum() > 0 and i_table[:, 5].sum() > 0
+    assert i_table[:, :3].sum() == 0  # "01", "+2", " 3" are never an integer's text
+    counts = stats.report.columns
+    assert counts["b"].mapped_to_other > 0 and counts["s"].mapped_to_other > 0
+    assert counts["x"].clamped_below > 0 and counts["x"].clamped_above > 0
+    # 62 · 62 · 62 > 2^16: the wide columns need more than one pack
+    entries = [spark_aggregate._Entry(j, None, 0, 62) for j in range(3)]
+    assert len(spark_aggregate._packs(entries)) == 2
+
+
+def test_perfect_modulus_separates_hashes() -> None:
+    from dpcli.stats.spark_aggregate import _perfect_modulus
+
+    rng = np.random.default_rng(3)
+    hashes = [int(h) for h in rng.integers(-(2**63), 2**63 - 1, 50)]
+    m = _perfect_modulus(hashes)
+    assert m is not None and m >= 50
+    assert len({h % m for h in hashes}) == 50
+    assert _perfect_modulus([5, 5]) is None  # equal hashes: no modulus separates them
+    assert _perfect_modulus([]) == 1

@@ -4,42 +4,44 @@ What it releases: nothing. It computes the same *exact, private* statistics
 as the local engine — class counts, per-class contingency tables of
 categorical and binary columns, per-class histograms and moments of numeric
 columns, and the custodian's data report — with Spark SQL expressions and
-two ``groupBy`` aggregations, so that only a few hundred rows (one per class,
-column and level or bin, and one per class) reach the driver. Noise is
-added on the driver afterwards, as for every engine (docs/design.md rule 3).
+one scan (two when moments are asked for), so that only a few hundred rows
+(one per class, column and level or bin) reach the driver. Noise is added on
+the driver afterwards, as for every engine (docs/design.md rule 3).
 
 Why: running dpcli's accumulators in Python workers (``mapInArrow``) ships
 every row through Arrow to a Python process; Spark's JVM aggregates the same
 counts an order of magnitude faster and scales to a cluster without Python
 on the hot path.
 
-How the values match the local engine (:mod:`dpcli.data.encode`) exactly:
+How the values match the local engine (:mod:`dpcli.data.encode`) exactly
+(docs/spark.md says the same for users):
 
-- for the counts, a row becomes one *entry* per categorical or binary
-  column and per histogram (``inline`` of an array of structs ``(feature,
-  key)``), and the entries are counted per ``(class, feature, key)``; the
-  numeric columns are aggregated per class without exploding the rows:
-  mean, population variance (Spark's stable central-moment aggregate) and
-  the number of imputed and clamped values;
-- categorical and binary keys are the *raw* lookup code: the index of the
-  declared value, −1 for an undeclared value, −2 for a missing one. The
-  driver folds them as the encoder does (categorical: both into ``other``;
-  binary: undeclared → ``values[0]``, missing → ``fill_code``) and counts
-  ``mapped_to_other`` / ``imputed`` from the same keys;
-- values are compared as text, as :func:`dpcli.data.encode.to_text` writes
-  them: strings as they are, integers in decimal, booleans as
-  ``true``/``false`` (Spark's casts write exactly these). Columns of another
-  Spark type (floats or binary used as categories, dates, ...) are not
-  served here: the whole request then takes the Python path;
-- numeric keys are ``4·bin + flag`` (flag 0 in bounds, 1 imputed, 2 clamped
-  below, 3 clamped above); the value is cast to double (NaN or null →
-  missing → ``fill_value``), clamped into the declared bounds, and binned by
-  the arithmetic of :func:`dpcli.stats.accumulators.bin_index` (the same
-  IEEE operations) followed by two corrections against the edges, so a
-  value on an edge lands where the edges say;
+- every counted column gets a small integer key per row: a categorical or
+  binary value its raw code + 2 (0 missing, 1 undeclared, 2 + index of the
+  declared value), found by a perfect hash (:func:`_hashed_lookup`); a
+  number ``4·bin + flag`` (:func:`_numeric_key`). The keys of consecutive
+  columns are packed into one integer (at most PACK_LIMIT combinations), the
+  rows are counted per (class, pack, packed key), and Spark unpacks and sums
+  those groups per (class, column, key);
+- the driver folds raw codes as the encoder does (categorical: undeclared
+  and missing into ``other``; binary: undeclared → ``values[0]``, missing →
+  ``fill_code``) and counts ``mapped_to_other`` / ``imputed`` from the same
+  keys;
+- values are compared as :func:`dpcli.data.encode.to_text` writes them:
+  strings as they are; integers and booleans as numbers, which is the same
+  comparison (a declared level matches an integer only in canonical decimal
+  form, a boolean only as ``true``/``false``). Columns of another Spark type
+  (floats or binary used as categories, dates, ...) are not served here: the
+  whole request then takes the Python path;
+- numbers are cast to double (NaN or null → missing → ``fill_value``),
+  flagged as imputed, clamped below or above, and binned by comparisons
+  with the edges themselves (``searchsorted(edges, x, "right") − 1``, what
+  :func:`dpcli.stats.accumulators.bin_index` computes), so a value on an
+  edge lands where the edges say;
 - moments: count = the class's rows (every row has a value after
-  imputation), mean, and M2 = variance × count (counts exact; means and M2
-  to float tolerance: Spark adds in another order).
+  imputation), mean, and M2 = population variance × count of the clamped
+  values, per class in a second aggregation (counts exact; means and M2 to
+  float tolerance: Spark adds in another order).
 
 What stays on the Python path (:func:`dpcli.stats.spark._stats_partition`),
 and why: CSV input (its fields are typed by the local reader's rules —

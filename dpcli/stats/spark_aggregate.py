@@ -18,7 +18,7 @@ How the values match the local engine (:mod:`dpcli.data.encode`) exactly
 
 - every counted column gets a small integer key per row: a categorical or
   binary value its raw code + 2 (0 missing, 1 undeclared, 2 + index of the
-  declared value), found by a perfect hash (:func:`_hashed_lookup`); a
+  declared value), found in a literal map (:func:`_lookup`); a
   number ``4·bin + flag`` (:func:`_numeric_key`). The keys of consecutive
   columns are packed into one integer (at most PACK_LIMIT combinations), the
   rows are counted per (class, pack, packed key), and Spark unpacks and sums
@@ -27,10 +27,9 @@ How the values match the local engine (:mod:`dpcli.data.encode`) exactly
   and missing into ``other``; binary: undeclared → ``values[0]``, missing →
   ``fill_code``) and counts ``mapped_to_other`` / ``imputed`` from the same
   keys;
-- values are compared as :func:`dpcli.data.encode.to_text` writes them:
-  strings as they are; integers and booleans as numbers, which is the same
-  comparison (a declared level matches an integer only in canonical decimal
-  form, a boolean only as ``true``/``false``). Columns of another Spark type
+- values are compared as text, as :func:`dpcli.data.encode.to_text` writes
+  them: strings as they are, integers in decimal, booleans as
+  ``true``/``false`` (Spark's casts write exactly these). Columns of another Spark type
   (floats or binary used as categories, dates, ...) are not served here: the
   whole request then takes the Python path;
 - numbers are cast to double (NaN or null → missing → ``fill_value``),
@@ -73,7 +72,7 @@ from dpcli.stats.engine import Moments, Stats, StatsRequest
 
 if TYPE_CHECKING:
     from pyspark.sql import Column as SparkColumn
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import DataFrame
 
 NOT_DECLARED = -1
 MISSING = -2
@@ -107,11 +106,7 @@ def _as_text(column: SparkColumn, spark_type: Any) -> SparkColumn | None:
 
 
 def _lookup(text: SparkColumn, values: Sequence[str]) -> SparkColumn:
-    """Raw code by a literal map: index of the declared value, −1 undeclared, −2 missing.
-
-    The slow lookup (Spark scans the map's keys per row): used only when
-    :func:`_hashed_lookup` finds no perfect hash (two declared values whose 64-bit
-    hashes coincide)."""
+    """Raw code: index of the declared value, −1 undeclared, −2 missing (never null)."""
     from pyspark.sql import functions as F
 
     # one literal map, not a CASE per value: a chain of CASEs over every declared level of
@@ -124,84 +119,11 @@ def _lookup(text: SparkColumn, values: Sequence[str]) -> SparkColumn:
             .cast("int"))
 
 
-def _comparable(column: SparkColumn, spark_type: Any, values: Sequence[str]
-                ) -> tuple[SparkColumn, str, list[tuple[int, Any]]] | None:
-    """(the column in a type to compare in, that type, (code, literal) of every declared
-    value some stored value can equal), matching :func:`dpcli.data.encode.to_text`.
-
-    Strings compare as they are. Integers and booleans compare as numbers, which
-    saves Spark a text cast per row: an integer x equals a declared value v exactly
-    when ``str(x) == v``, so only v's in canonical decimal form can match (``"01"``,
-    ``" 1"`` or ``"1.0"`` never do, as locally); a boolean is ``"true"``/``"false"``
-    (read as 1/0). None for a type not served natively."""
-    name = _type_name(spark_type)
-    if name in _TEXT_TYPES:
-        return column.cast("string"), "string", list(enumerate(values))
-    if name in _INTEGER_TYPES:
-        found = []
-        for code, v in enumerate(values):
-            try:
-                x = int(v)
-            except ValueError:
-                continue
-            if str(x) == v and -(2**63) <= x < 2**63:
-                found.append((code, x))
-        return column.cast("long"), "long", found
-    if name == "BooleanType":
-        found = [(code, {"false": 0, "true": 1}[v]) for code, v in enumerate(values)
-                 if v in ("false", "true")]
-        return column.cast("long"), "long", found
-    return None
-
-
-def _perfect_modulus(hashes: Sequence[int]) -> int | None:
-    """The smallest m (up to 64 per value) under which the hashes fall in distinct slots."""
-    n = len(hashes)
-    for m in range(max(n, 1), 64 * max(n, 1) + 1):
-        if len({h % m for h in hashes}) == n:
-            return m
-    return None
-
-
-def _hashed_lookup(spark: SparkSession, column: SparkColumn, spark_type: Any,
-                   values: Sequence[str]) -> SparkColumn:
-    """Raw code: index of the declared value, −1 undeclared, −2 missing (never null).
-
-    Why hashed: a literal map or a CASE per value compares a row's value with
-    the declared values one by one, which was half of Spark's cost on wide
-    categorical data. Here the driver asks Spark for the ``xxhash64`` of every
-    declared value (a one-row query over literals) and picks a modulus m under
-    which they land in distinct slots (a perfect hash); per row, Spark hashes
-    the value once, reads the one declared value in its slot and compares it —
-    equality, as locally, so a value whose hash only collides is undeclared.
-    """
-    from pyspark.sql import functions as F
-
-    typed = _comparable(column, spark_type, values)
-    assert typed is not None
-    x, kind, found = typed
-    if not found:
-        return F.when(x.isNull(), F.lit(MISSING)).otherwise(F.lit(NOT_DECLARED))
-    row = spark.range(1).select(*[F.xxhash64(F.lit(v).cast(kind)).alias(f"h{i}")
-                                  for i, (_, v) in enumerate(found)]).first()
-    assert row is not None
-    hashes = [int(row[f"h{i}"]) for i in range(len(found))]
-    m = _perfect_modulus(hashes)
-    if m is None:  # a 64-bit collision between two declared values: compare one by one
-        text = _as_text(column, spark_type)
-        assert text is not None
-        return _lookup(text, values)
-    slot_value: list[Any] = [None] * m
-    slot_code = [NOT_DECLARED] * m
-    for (code, v), h in zip(found, hashes, strict=True):
-        slot_value[h % m], slot_code[h % m] = v, code
-    # literal arrays: Spark folds them into constants, built once per task, not per row
-    candidates = F.array(*[F.lit(v).cast(kind) for v in slot_value])
-    codes = F.array(*[F.lit(c) for c in slot_code])
-    slot = (F.pmod(F.xxhash64(x), F.lit(m)) + F.lit(1)).cast("int")  # element_at: 1-based
-    return (F.when(x.isNull(), F.lit(MISSING))
-            .when(F.element_at(candidates, slot) == x, F.element_at(codes, slot))
-            .otherwise(F.lit(NOT_DECLARED)).cast("int"))
+def _code(column: SparkColumn, spark_type: Any, values: Sequence[str]) -> SparkColumn:
+    """Raw code of a column whose type :func:`_as_text` serves (see :func:`_lookup`)."""
+    text = _as_text(column, spark_type)
+    assert text is not None
+    return _lookup(text, values)
 
 
 @dataclass(frozen=True)
@@ -298,7 +220,7 @@ def aggregate(df: DataFrame, schema: Schema, request: StatsRequest,
     """Exact statistics of ``request`` over ``df`` (the needed columns, Parquet-typed).
 
     One scan computes, per row, a small key per column — the raw code of a
-    categorical or binary value (:func:`_hashed_lookup`), ``4·bin + flag`` of a
+    categorical or binary value (:func:`_lookup`), ``4·bin + flag`` of a
     numeric one (:func:`_numeric_key`) — and packs the keys of several columns
     into one integer (mixed radix, at most PACK_LIMIT combinations per pack).
     Why packs: Spark's cost is one hash-aggregate update per row per key, so
@@ -317,11 +239,9 @@ def aggregate(df: DataFrame, schema: Schema, request: StatsRequest,
     """
     from pyspark.sql import functions as F
 
-    spark = df.sparkSession
     label = schema.label
     types = {f.name: f.dataType for f in df.schema.fields}
-    y = _hashed_lookup(spark, _col(label.column), types[label.column],
-                       [str(c) for c in label.classes])
+    y = _code(_col(label.column), types[label.column], [str(c) for c in label.classes])
     hist = dict(request.histograms)
     entries: list[_Entry] = []
     keys = [y.alias("y")]
@@ -340,7 +260,7 @@ def aggregate(df: DataFrame, schema: Schema, request: StatsRequest,
         else:
             values = (col.categories if isinstance(col, CategoricalColumn)
                       else col.values)  # type: ignore[union-attr]
-            code = _hashed_lookup(spark, _col(name), types[name], [str(v) for v in values])
+            code = _code(_col(name), types[name], [str(v) for v in values])
             keys.append((code - F.lit(MISSING)).alias(f"k{i}"))  # 0 missing, 1 undeclared, …
             entries.append(_Entry(i, col, 0, len(values) + 2))
     # a pseudo-column whose only key is 0 (radix 1, free in any pack): its groups are the
@@ -474,8 +394,7 @@ def check_labels_and_missing(df: DataFrame, schema: Schema, needed: Sequence[str
     types = {f.name: f.dataType for f in df.schema.fields}
     if _as_text(_col(label.column), types[label.column]) is None:
         return None
-    bad = _hashed_lookup(df.sparkSession, _col(label.column), types[label.column],
-                         [str(c) for c in label.classes]) < 0
+    bad = _code(_col(label.column), types[label.column], [str(c) for c in label.classes]) < 0
     for name in needed:
         if name == label.column or schema.column(name).missing != "error":
             continue

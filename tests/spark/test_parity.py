@@ -332,24 +332,18 @@ def test_python_path_where_spark_casts_differ(spark: Any, tmp_path: Path,
     assert native_calls == [1]
 
 
-@pytest.mark.parametrize("hashed", [True, False], ids=["perfect-hash", "map-fallback"])
 def test_native_keys_text_rules_packs_and_empty_class(spark: Any, tmp_path: Path,
-                                                      native_calls: list[int],
-                                                      monkeypatch: pytest.MonkeyPatch,
-                                                      hashed: bool) -> None:
+                                                      native_calls: list[int]) -> None:
     """The packed, hashed keys reproduce the local encoder value for value: an integer
     column declared with non-canonical text ("01", "+2", " 3") matches only "3"-like
     decimal text, a boolean only "true"/"false" (not "True"), strings compare exactly
     (case, blanks), a declared class with no row gives zeros, many wide columns split
-    into several packs, and out-of-bounds numbers are clamped and counted. The same
-    holds when no perfect hash is found (the literal-map lookup takes over)."""
+    into several packs, and out-of-bounds numbers are clamped and counted."""
     import pyarrow as pa
 
     from dpcli.data.schema import BinaryColumn, Label
     from dpcli.stats import spark_aggregate
 
-    if not hashed:
-        monkeypatch.setattr(spark_aggregate, "_perfect_modulus", lambda hashes: None)
     wide = [f"v{i}" for i in range(60)]
     schema = Schema(
         columns=(CategoricalColumn("i", ("01", "+2", " 3", "3", "-4", str(2**62)),
@@ -389,14 +383,3 @@ def test_native_keys_text_rules_packs_and_empty_class(spark: Any, tmp_path: Path
     entries = [spark_aggregate._Entry(j, None, 0, 62) for j in range(3)]
     assert len(spark_aggregate._packs(entries)) == 2
 
-
-def test_perfect_modulus_separates_hashes() -> None:
-    from dpcli.stats.spark_aggregate import _perfect_modulus
-
-    rng = np.random.default_rng(3)
-    hashes = [int(h) for h in rng.integers(-(2**63), 2**63 - 1, 50)]
-    m = _perfect_modulus(hashes)
-    assert m is not None and m >= 50
-    assert len({h % m for h in hashes}) == 50
-    assert _perfect_modulus([5, 5]) is None  # equal hashes: no modulus separates them
-    assert _perfect_modulus([]) == 1

@@ -4,43 +4,42 @@ What it releases: nothing. It computes the same *exact, private* statistics
 as the local engine — class counts, per-class contingency tables of
 categorical and binary columns, per-class histograms and moments of numeric
 columns, and the custodian's data report — with Spark SQL expressions and
-one scan (two when moments are asked for), so that only a few hundred rows
-(one per class, column and level or bin) reach the driver. Noise is added on
-the driver afterwards, as for every engine (docs/design.md rule 3).
+two ``groupBy`` aggregations, so that only a few hundred rows (one per class,
+column and level or bin, and one per class) reach the driver. Noise is
+added on the driver afterwards, as for every engine (docs/design.md rule 3).
 
 Why: running dpcli's accumulators in Python workers (``mapInArrow``) ships
 every row through Arrow to a Python process; Spark's JVM aggregates the same
 counts an order of magnitude faster and scales to a cluster without Python
 on the hot path.
 
-How the values match the local engine (:mod:`dpcli.data.encode`) exactly
-(docs/spark.md says the same for users):
+How the values match the local engine (:mod:`dpcli.data.encode`) exactly:
 
-- every counted column gets a small integer key per row: a categorical or
-  binary value its raw code + 2 (0 missing, 1 undeclared, 2 + index of the
-  declared value), found in a literal map (:func:`_lookup`); a
-  number ``4·bin + flag`` (:func:`_numeric_key`). The keys of consecutive
-  columns are packed into one integer (at most PACK_LIMIT combinations), the
-  rows are counted per (class, pack, packed key), and Spark unpacks and sums
-  those groups per (class, column, key);
-- the driver folds raw codes as the encoder does (categorical: undeclared
-  and missing into ``other``; binary: undeclared → ``values[0]``, missing →
-  ``fill_code``) and counts ``mapped_to_other`` / ``imputed`` from the same
-  keys;
+- for the counts, a row becomes one *entry* per categorical or binary
+  column and per histogram (``inline`` of an array of structs ``(feature,
+  key)``), and the entries are counted per ``(class, feature, key)``; the
+  numeric columns are aggregated per class without exploding the rows:
+  mean, population variance (Spark's stable central-moment aggregate) and
+  the number of imputed and clamped values;
+- categorical and binary keys are the *raw* lookup code: the index of the
+  declared value, −1 for an undeclared value, −2 for a missing one. The
+  driver folds them as the encoder does (categorical: both into ``other``;
+  binary: undeclared → ``values[0]``, missing → ``fill_code``) and counts
+  ``mapped_to_other`` / ``imputed`` from the same keys;
 - values are compared as text, as :func:`dpcli.data.encode.to_text` writes
   them: strings as they are, integers in decimal, booleans as
-  ``true``/``false`` (Spark's casts write exactly these). Columns of another Spark type
-  (floats or binary used as categories, dates, ...) are not served here: the
-  whole request then takes the Python path;
-- numbers are cast to double (NaN or null → missing → ``fill_value``),
-  flagged as imputed, clamped below or above, and binned by comparisons
-  with the edges themselves (``searchsorted(edges, x, "right") − 1``, what
-  :func:`dpcli.stats.accumulators.bin_index` computes), so a value on an
-  edge lands where the edges say;
+  ``true``/``false`` (Spark's casts write exactly these). Columns of another
+  Spark type (floats or binary used as categories, dates, ...) are not
+  served here: the whole request then takes the Python path;
+- numeric keys are ``4·bin + flag`` (flag 0 in bounds, 1 imputed, 2 clamped
+  below, 3 clamped above); the value is cast to double (NaN or null →
+  missing → ``fill_value``), clamped into the declared bounds, and binned by
+  the arithmetic of :func:`dpcli.stats.accumulators.bin_index` (the same
+  IEEE operations) followed by two corrections against the edges, so a
+  value on an edge lands where the edges say;
 - moments: count = the class's rows (every row has a value after
-  imputation), mean, and M2 = population variance × count of the clamped
-  values, per class in a second aggregation (counts exact; means and M2 to
-  float tolerance: Spark adds in another order).
+  imputation), mean, and M2 = variance × count (counts exact; means and M2
+  to float tolerance: Spark adds in another order).
 
 What stays on the Python path (:func:`dpcli.stats.spark._stats_partition`),
 and why: CSV input (its fields are typed by the local reader's rules —
@@ -67,7 +66,7 @@ from dpcli.data.schema import (
     Schema,
 )
 from dpcli.errors import DataError
-from dpcli.stats.accumulators import bin_index, histogram_edges, n_levels
+from dpcli.stats.accumulators import histogram_edges, n_levels
 from dpcli.stats.engine import Moments, Stats, StatsRequest
 
 if TYPE_CHECKING:
@@ -119,23 +118,11 @@ def _lookup(text: SparkColumn, values: Sequence[str]) -> SparkColumn:
             .cast("int"))
 
 
-def _code(column: SparkColumn, spark_type: Any, values: Sequence[str]) -> SparkColumn:
-    """Raw code of a column whose type :func:`_as_text` serves (see :func:`_lookup`)."""
-    text = _as_text(column, spark_type)
-    assert text is not None
-    return _lookup(text, values)
-
-
 @dataclass(frozen=True)
 class _Entry:
     feature: int
-    column: Column | None  # None: the class counts' pseudo-column
+    column: Column
     bins: int  # histogram bins (0: no histogram)
-    radix: int  # number of keys: levels + 2 (categorical, binary) or 4 · max(bins, 1)
-
-
-# the largest product of radices packed into one key: bounds the groups of a pack per class
-PACK_LIMIT = 1 << 16
 
 
 def supported(schema: Schema, request: StatsRequest, needed: Sequence[str],
@@ -163,89 +150,71 @@ def supported(schema: Schema, request: StatsRequest, needed: Sequence[str],
     return True
 
 
-def _clamped(x: SparkColumn, col: NumericColumn) -> SparkColumn:
-    """The value as encode_numeric makes it: missing (null, NaN) → fill, clamped."""
+def _numeric_entry(x: SparkColumn, col: NumericColumn, bins: int
+                   ) -> tuple[SparkColumn | None, SparkColumn, SparkColumn]:
+    """(bin or None, flag, clamped value) of a numeric column, as encode_numeric and
+    bin_index compute them."""
     from pyspark.sql import functions as F
 
     raw = x.cast("double")
+    missing = raw.isNull() | F.isnan(raw)
     lower, upper = float(col.lower), float(col.upper)
+    value = (F.when(missing, F.lit(float(col.fill_value)))
+             .when(raw < F.lit(lower), F.lit(lower))
+             .when(raw > F.lit(upper), F.lit(upper))
+             .otherwise(raw))
     # the fill value is declared inside the bounds (spec validation), so it is not clamped
-    return (F.when(raw.isNull() | F.isnan(raw), F.lit(float(col.fill_value)))
-            .when(raw < F.lit(lower), F.lit(lower))
-            .when(raw > F.lit(upper), F.lit(upper))
-            .otherwise(raw))
-
-
-def _numeric_key(x: SparkColumn, col: NumericColumn, bins: int) -> SparkColumn:
-    """``4 · bin + flag`` of a numeric column, as encode_numeric and bin_index compute them.
-
-    One CASE over the raw value: missing (null, NaN) → the fill value's bin,
-    flag IMPUTED; below or above the bounds → the first or last bin, flag
-    BELOW or ABOVE; otherwise the bin ``searchsorted(edges, x, "right") − 1``
-    (what bin_index computes) by comparisons with the edges themselves, so a
-    value on an edge lands where the edges say. No clamped value is built
-    (bins < 2: bin 0).
-    """
-    from pyspark.sql import functions as F
-
-    raw = x.cast("double")
-    lower, upper = float(col.lower), float(col.upper)
-    bins = max(bins, 1)
+    flag = (F.when(missing, F.lit(IMPUTED)).when(raw < F.lit(lower), F.lit(BELOW))
+            .when(raw > F.lit(upper), F.lit(ABOVE)).otherwise(F.lit(IN_BOUNDS)))
+    if bins < 1:
+        return None, flag, value
+    if bins == 1:
+        return F.lit(0).cast("long"), flag, value
     edges = histogram_edges(col, bins)
-    fill_bin = int(bin_index(np.array([float(col.fill_value)]), edges)[0])
-    key = (F.when(raw.isNull() | F.isnan(raw), F.lit(4 * fill_bin + IMPUTED))
-           .when(raw < F.lit(lower), F.lit(BELOW))
-           .when(raw > F.lit(upper), F.lit(4 * (bins - 1) + ABOVE)))
-    for b in range(1, bins):
-        key = key.when(raw < F.lit(float(edges[b])), F.lit(4 * (b - 1) + IN_BOUNDS))
-    return key.otherwise(F.lit(4 * (bins - 1) + IN_BOUNDS))
+    scale = bins / (upper - lower) if upper > lower else 0.0
+    b = ((value - F.lit(lower)) * F.lit(scale)).cast("long")  # >= 0: truncation is floor
+    b = F.least(F.greatest(b, F.lit(0)), F.lit(bins - 1))
+    table = F.array(*[F.lit(float(e)) for e in edges])
 
+    def edge(i: SparkColumn) -> SparkColumn:
+        return F.element_at(table, (i + 1).cast("int"))  # 1-based
 
-def _packs(entries: Sequence[_Entry]) -> list[list[_Entry]]:
-    """Consecutive entries grouped so that each group's radices multiply to at most
-    PACK_LIMIT (an entry larger than that stands alone)."""
-    packs: list[list[_Entry]] = []
-    size = PACK_LIMIT + 1
-    for e in entries:
-        if size * e.radix > PACK_LIMIT:
-            packs.append([])
-            size = 1
-        packs[-1].append(e)
-        size *= e.radix
-    return packs
+    for _ in range(2):  # rounding puts a value at most one bin off; the edges decide
+        down = (value < edge(b)).cast("long")
+        up = ((b < F.lit(bins - 1)) & (value >= edge(F.least(b + 1, F.lit(bins))))).cast("long")
+        b = b - down + up
+    return b.cast("long"), flag, value
 
 
 def aggregate(df: DataFrame, schema: Schema, request: StatsRequest,
               needed: Sequence[str]) -> tuple[Stats, list[tuple[int, int, int, int]]]:
     """Exact statistics of ``request`` over ``df`` (the needed columns, Parquet-typed).
 
-    One scan computes, per row, a small key per column — the raw code of a
-    categorical or binary value (:func:`_lookup`), ``4·bin + flag`` of a
-    numeric one (:func:`_numeric_key`) — and packs the keys of several columns
-    into one integer (mixed radix, at most PACK_LIMIT combinations per pack).
-    Why packs: Spark's cost is one hash-aggregate update per row per key, so
-    14 columns in 4 packs make 4 updates, not 14, and a pack's groups stay
-    bounded whatever the data. Spark then counts rows per (class, pack, packed
-    key), unpacks the few groups into (class, column, key) and sums them: only
-    those per-(class, column, level or bin) counts reach the driver, where the
-    data report's imputed, clamped and unmapped counts are read off the keys.
-    Moments (when requested) are a second, per-class aggregation: mean and
-    population variance of the clamped values.
+    Two aggregations over one projection of codes, values and flags (why two:
+    exploding a row into one entry per column multiplies the rows the hash
+    aggregate sees, which costs more than a second scan of a few columns):
 
-    Returns the statistics (data report included) and the count groups
-    (class, column, key, count). Raises DataError when a label is missing or
-    undeclared, or a value is missing in a column whose policy is ``error``
-    (the pre-charge check passed, so the data changed during the run).
+    - per (class, column, key) counts of the categorical and binary raw codes
+      and of the histogram bins (rows exploded by ``inline``);
+    - per class: the row count, and per numeric column the mean, the
+      population variance and the number of imputed and clamped values.
+
+    Only those groups reach the driver. Returns the statistics (data report
+    included) and the count groups (class, column, key, count). Raises
+    DataError when a label is missing or undeclared, or a value is missing in
+    a column whose policy is ``error`` (the pre-charge check passed, so the
+    data changed during the run).
     """
     from pyspark.sql import functions as F
 
     label = schema.label
     types = {f.name: f.dataType for f in df.schema.fields}
-    y = _code(_col(label.column), types[label.column], [str(c) for c in label.classes])
+    text = _as_text(_col(label.column), types[label.column])
+    assert text is not None
+    y = _lookup(text, [str(c) for c in label.classes])
     hist = dict(request.histograms)
     entries: list[_Entry] = []
-    keys = [y.alias("y")]
-    moment_values = []
+    keys, structs, per_class = [y.alias("y")], [], [F.count(F.lit(1)).alias("n")]
     for name in needed:
         if name == label.column:
             continue
@@ -253,59 +222,43 @@ def aggregate(df: DataFrame, schema: Schema, request: StatsRequest,
         i = len(entries)
         if isinstance(col, NumericColumn):
             bins = int(hist.get(name, 0))
-            keys.append(_numeric_key(_col(name), col, bins).alias(f"k{i}"))
-            entries.append(_Entry(i, col, bins, 4 * max(bins, 1)))
-            if name in request.moments:
-                moment_values.append((i, _clamped(_col(name), col)))
+            key, flag, value = _numeric_entry(_col(name), col, bins)
+            keys += [flag.alias(f"g{i}"), value.alias(f"v{i}")]
+            if key is not None:
+                keys.append(key.alias(f"k{i}"))
+            bins = bins if key is not None else 0
+            per_class += [F.avg(f"v{i}").alias(f"mean{i}"), F.var_pop(f"v{i}").alias(f"var{i}")]
+            per_class += [F.count_if(F.col(f"g{i}") == F.lit(g)).alias(f"g{i}_{g}")
+                          for g in (IMPUTED, BELOW, ABOVE)]
         else:
             values = (col.categories if isinstance(col, CategoricalColumn)
                       else col.values)  # type: ignore[union-attr]
-            code = _code(_col(name), types[name], [str(v) for v in values])
-            keys.append((code - F.lit(MISSING)).alias(f"k{i}"))  # 0 missing, 1 undeclared, …
-            entries.append(_Entry(i, col, 0, len(values) + 2))
-    # a pseudo-column whose only key is 0 (radix 1, free in any pack): its groups are the
-    # class counts, also when the request counts nothing else
-    rows_feature = len(entries)
-    keys.append(F.lit(0).alias(f"k{rows_feature}"))
-    packs = _packs([*entries, _Entry(rows_feature, None, 0, 1)])
-    packed = []
-    unpack = F.lit(None)
-    for p, pack in enumerate(packs):
-        key = F.lit(0).cast("long")
-        stride = 1
-        parts = []
-        for e in reversed(pack):  # the first entry varies slowest
-            key = key + F.col(f"k{e.feature}").cast("long") * F.lit(stride)
-            parts.append(F.struct(F.lit(e.feature).alias("f"),
-                                  F.pmod(F.expr(f"k div {stride}"),
-                                         F.lit(e.radix)).cast("long").alias("key")))
-            stride *= e.radix
-        packed.append(F.struct(F.lit(p).alias("p"), key.alias("k")))
-        unpack = F.when(F.col("p") == F.lit(p), F.array(*parts)).otherwise(unpack)
-    codes = df.select(*keys)
-    counted = (codes.select("y", F.inline(F.array(*packed))) if len(packed) > 1
-               else codes.select("y", F.lit(0).alias("p"), packed[0]["k"].alias("k")))
-    by_pack = counted.groupBy("y", "p", "k").count()
-    rows = (by_pack.select("y", "count", F.inline(unpack))
-            .groupBy("y", "f", "key").agg(F.sum("count").alias("n")).collect())
-    groups = sorted((int(r["y"]), int(r["f"]), int(r["key"]), int(r["n"])) for r in rows)
-    moments: list[dict[str, Any]] = []
-    if moment_values:
-        values = df.select(y.alias("y"), *[v.alias(f"v{i}") for i, v in moment_values])
-        aggs = [x for i, _ in moment_values
-                 for x in (F.avg(f"v{i}").alias(f"mean{i}"), F.var_pop(f"v{i}").alias(f"var{i}"))]
-        moments = [r.asDict() for r in values.groupBy("y").agg(*aggs).collect()]
-    return _fold(schema, request, needed, entries, rows_feature, groups, moments), groups
+            t = _as_text(_col(name), types[name])
+            assert t is not None
+            keys.append(_lookup(t, [str(v) for v in values]).cast("long").alias(f"k{i}"))
+            bins = 0
+        entries.append(_Entry(i, col, bins))
+        if bins or not isinstance(col, NumericColumn):  # counted per key
+            structs.append(F.struct(F.lit(i).alias("f"), F.col(f"k{i}").alias("k")))
+    codes = df.select(*keys)  # codes first: small generated methods, each value computed once
+    groups: list[tuple[int, int, int, int]] = []
+    if structs:
+        rows = (codes.select("y", F.inline(F.array(*structs)))
+                .groupBy("y", "f", "k").count().collect())
+        groups = sorted((int(r["y"]), int(r["f"]), int(r["k"]), int(r["count"])) for r in rows)
+    classes = sorted((r.asDict() for r in codes.groupBy("y").agg(*per_class).collect()),
+                     key=lambda r: int(r["y"]))
+    return _fold(schema, request, needed, entries, groups, classes), groups
 
 
 def _fold(schema: Schema, request: StatsRequest, needed: Sequence[str],
-          entries: list[_Entry], rows_feature: int, groups: list[tuple[int, int, int, int]],
-          moment_rows: list[dict[str, Any]]) -> Stats:
+          entries: list[_Entry], groups: list[tuple[int, int, int, int]],
+          classes: list[dict[str, Any]]) -> Stats:
     """The statistics and data report from the count groups (class, column, key, count)
-    and the per-class moment rows (means and population variances)."""
+    and the per-class rows (count, means, variances, flag counts)."""
     label = schema.label
     k_classes = len(label.classes)
-    if any(g[0] < 0 for g in groups) or any(int(r["y"]) < 0 for r in moment_rows):
+    if any(int(r["y"]) < 0 for r in classes):
         raise DataError(f"column '{label.column}': a label is missing or outside the "
                         "declared classes although the check before the run found none; "
                         "the data changed during the run")
@@ -314,45 +267,41 @@ def _fold(schema: Schema, request: StatsRequest, needed: Sequence[str],
         if name != label.column:
             report.column(name, schema.column(name).kind)
     class_counts = np.zeros(k_classes, dtype=np.int64)
+    for r in classes:
+        class_counts[int(r["y"])] = int(r["n"])
+    stats = Stats(n=int(class_counts.sum()), class_counts=class_counts, report=report)
+    report.rows = stats.n
     by_feature: dict[int, list[tuple[int, int, int, int]]] = {}
     for g in groups:
         by_feature.setdefault(g[1], []).append(g)
-    for y, _, _, n in by_feature.get(rows_feature, []):
-        class_counts[y] += n
-    stats = Stats(n=int(class_counts.sum()), class_counts=class_counts, report=report)
-    report.rows = stats.n
     contingency = set(request.contingency)
     moments = set(request.moments)
-    by_class = {int(r["y"]): r for r in moment_rows}
     for e in entries:
         col, mine, i = e.column, by_feature.get(e.feature, []), e.feature
-        assert col is not None
         counts = report.column(col.name, col.kind)
         if isinstance(col, NumericColumn):
-            flags = np.zeros(4, dtype=np.int64)
-            for _, _, key, n in mine:
-                flags[key % 4] += n
-            if flags[IMPUTED] and col.missing != "impute":
+            missing = sum(int(r[f"g{i}_{IMPUTED}"]) for r in classes)
+            if missing and col.missing != "impute":
                 raise DataError(f"column '{col.name}': a value is missing although the check "
                                 "before the run found none; the data changed during the run")
-            counts.imputed += int(flags[IMPUTED])
-            counts.clamped_below += int(flags[BELOW])
-            counts.clamped_above += int(flags[ABOVE])
+            counts.imputed += missing
+            counts.clamped_below += sum(int(r[f"g{i}_{BELOW}"]) for r in classes)
+            counts.clamped_above += sum(int(r[f"g{i}_{ABOVE}"]) for r in classes)
             if e.bins:
                 table = np.zeros((k_classes, e.bins), dtype=np.int64)
                 for y, _, key, n in mine:
-                    table[y, key // 4] += n
+                    table[y, key] += n
                 stats.histograms[col.name] = table
                 stats.edges[col.name] = histogram_edges(col, e.bins)
             if col.name in moments:
                 mean = np.zeros(k_classes, dtype=np.float64)
                 m2 = np.zeros(k_classes, dtype=np.float64)
-                for y, r in by_class.items():
+                for r in classes:
+                    y = int(r["y"])
                     mean[y] = float(r[f"mean{i}"])
-                    m2[y] = float(r[f"var{i}"]) * int(class_counts[y])  # population var × n
+                    m2[y] = float(r[f"var{i}"]) * int(r["n"])  # population variance × n
                 stats.moments[col.name] = Moments(count=class_counts.copy(), mean=mean, m2=m2)
             continue
-        mine = [(y, f, key + MISSING, n) for y, f, key, n in mine]  # back to raw codes
         missing = sum(g[3] for g in mine if g[2] == MISSING)
         if missing and col.missing != "impute":
             raise DataError(f"column '{col.name}': a value is missing although the check "
@@ -392,9 +341,10 @@ def check_labels_and_missing(df: DataFrame, schema: Schema, needed: Sequence[str
 
     label = schema.label
     types = {f.name: f.dataType for f in df.schema.fields}
-    if _as_text(_col(label.column), types[label.column]) is None:
+    text = _as_text(_col(label.column), types[label.column])
+    if text is None:
         return None
-    bad = _code(_col(label.column), types[label.column], [str(c) for c in label.classes]) < 0
+    bad = _lookup(text, [str(c) for c in label.classes]) < 0
     for name in needed:
         if name == label.column or schema.column(name).missing != "error":
             continue

@@ -332,17 +332,16 @@ def test_python_path_where_spark_casts_differ(spark: Any, tmp_path: Path,
     assert native_calls == [1]
 
 
-def test_native_keys_text_rules_packs_and_empty_class(spark: Any, tmp_path: Path,
-                                                      native_calls: list[int]) -> None:
-    """The packed, hashed keys reproduce the local encoder value for value: an integer
+def test_native_text_rules_wide_columns_and_empty_class(spark: Any, tmp_path: Path,
+                                                        native_calls: list[int]) -> None:
+    """Spark's aggregations reproduce the local encoder value for value: an integer
     column declared with non-canonical text ("01", "+2", " 3") matches only "3"-like
     decimal text, a boolean only "true"/"false" (not "True"), strings compare exactly
-    (case, blanks), a declared class with no row gives zeros, many wide columns split
-    into several packs, and out-of-bounds numbers are clamped and counted."""
+    (case, blanks), a declared class with no row gives zeros, wide columns are
+    counted level by level, and out-of-bounds numbers are clamped and counted."""
     import pyarrow as pa
 
     from dpcli.data.schema import BinaryColumn, Label
-    from dpcli.stats import spark_aggregate
 
     wide = [f"v{i}" for i in range(60)]
     schema = Schema(
@@ -379,7 +378,4 @@ def test_native_keys_text_rules_packs_and_empty_class(spark: Any, tmp_path: Path
     counts = stats.report.columns
     assert counts["b"].mapped_to_other > 0 and counts["s"].mapped_to_other > 0
     assert counts["x"].clamped_below > 0 and counts["x"].clamped_above > 0
-    # 62 · 62 · 62 > 2^16: the wide columns need more than one pack
-    entries = [spark_aggregate._Entry(j, None, 0, 62) for j in range(3)]
-    assert len(spark_aggregate._packs(entries)) == 2
 

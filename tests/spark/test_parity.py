@@ -330,3 +330,52 @@ def test_python_path_where_spark_casts_differ(spark: Any, tmp_path: Path,
     stats, local, _ = run_both(data.schema, parquet, parquet, small)
     assert_same(stats, local)
     assert native_calls == [1]
+
+
+def test_native_text_rules_wide_columns_and_empty_class(spark: Any, tmp_path: Path,
+                                                        native_calls: list[int]) -> None:
+    """Spark's aggregations reproduce the local encoder value for value: an integer
+    column declared with non-canonical text ("01", "+2", " 3") matches only "3"-like
+    decimal text, a boolean only "true"/"false" (not "True"), strings compare exactly
+    (case, blanks), a declared class with no row gives zeros, wide columns are
+    counted level by level, and out-of-bounds numbers are clamped and counted."""
+    import pyarrow as pa
+
+    from dpcli.data.schema import BinaryColumn, Label
+
+    wide = [f"v{i}" for i in range(60)]
+    schema = Schema(
+        columns=(CategoricalColumn("i", ("01", "+2", " 3", "3", "-4", str(2**62)),
+                                   missing="impute"),
+                 BinaryColumn("b", ("True", "false"), missing="impute", fill="false"),
+                 CategoricalColumn("s", ("a", "A", " a", ""), missing="impute"),
+                 *[CategoricalColumn(f"w{j}", tuple(wide)) for j in range(3)],
+                 NumericColumn("x", 0.0, 10.0)),
+        label=Label("y", ("a", "b", "never"), positive=None))
+    rng = np.random.default_rng(11)
+    n = 2000
+    table = pa.table({
+        "y": pa.array(rng.choice(["a", "b"], n)),
+        "i": pa.array(rng.choice([1, 2, 3, -4, 2**62, 7], n), pa.int64(),
+                      mask=rng.random(n) < 0.05),
+        "b": pa.array(rng.random(n) < 0.5, pa.bool_(), mask=rng.random(n) < 0.05),
+        "s": pa.array(rng.choice(["a", "A", " a", "", "a ", "b"], n),
+                      mask=rng.random(n) < 0.05),
+        **{f"w{j}": pa.array(rng.choice([*wide, "v60", "V1"], n)) for j in range(3)},
+        "x": pa.array(rng.normal(5.0, 6.0, n)),
+    })
+    path = tmp_path / "keys.parquet"
+    pq.write_table(table, path, row_group_size=300)
+    request = StatsRequest(contingency=("i", "b", "s", "w0", "w1", "w2"),
+                           histograms=(("x", 25),), moments=("x",))
+    stats, local, _ = run_both(schema, path, path, request)
+    assert native_calls == [1]
+    assert assert_same(stats, local) == 2 + 6 + 1 + 1
+    assert stats.class_counts[2] == 0 and stats.contingency["s"][2].sum() == 0
+    i_table = stats.contingency["i"]
+    assert i_table[:, 3].sum() > 0 and i_table[:, 4].sum() > 0 and i_table[:, 5].sum() > 0
+    assert i_table[:, :3].sum() == 0  # "01", "+2", " 3" are never an integer's text
+    counts = stats.report.columns
+    assert counts["b"].mapped_to_other > 0 and counts["s"].mapped_to_other > 0
+    assert counts["x"].clamped_below > 0 and counts["x"].clamped_above > 0
+

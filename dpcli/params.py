@@ -217,31 +217,26 @@ def score_range(raw: Any, where: Where) -> tuple[float, float]:
 
 def rounds(raw: Any, where: Where) -> int | str:
     """``rounds``: a whole number of boosting rounds, or ``auto`` (from ε, n, c1 and c2)."""
-    if isinstance(raw, str):
-        if raw.strip().lower() == "auto":
-            return "auto"
-        try:
-            raw = int(raw.strip())
-        except ValueError:
-            raise where.error(f"must be a whole number or 'auto', got {raw!r}") from None
-    value = checks.integer(raw, where, minimum=1)
-    if value > BRC_MAX_ROUNDS:
-        raise where.error(f"must be at most {BRC_MAX_ROUNDS:,}, got {value:,}")
-    return value
+    return _whole_or_auto(raw, where, BRC_MAX_ROUNDS)
 
 
 def candidates(raw: Any, where: Where) -> int | str:
     """``candidates``: random classifiers per brc round (1 to 256), or ``auto`` (from n)."""
+    return _whole_or_auto(raw, where, BRC_MAX_CANDIDATES)
+
+
+def _whole_or_auto(raw: Any, where: Where, maximum: int) -> int | str:
+    """A whole number in [1, ``maximum``] (digits, as a command line gives it too) or ``auto``."""
     if isinstance(raw, str):
-        if raw.strip().lower() == "auto":
+        text = raw.strip()
+        if text.lower() == "auto":
             return "auto"
-        try:
-            raw = int(raw.strip())
-        except ValueError:
-            raise where.error(f"must be a whole number or 'auto', got {raw!r}") from None
+        if not text.isdigit():   # int() would read "1_0" as 10
+            raise where.error(f"must be a whole number or 'auto', got {raw!r}")
+        raw = int(text)
     value = checks.integer(raw, where, minimum=1)
-    if value > BRC_MAX_CANDIDATES:
-        raise where.error(f"must be at most {BRC_MAX_CANDIDATES}, got {value}")
+    if value > maximum:
+        raise where.error(f"must be at most {maximum:,}, got {value:,}")
     return value
 
 

@@ -842,3 +842,12 @@ def test_spec_constants_override_the_rule(project: Project, cli) -> None:
     assert r.exit_code == 0, r.stderr
     p = project.envelope()["payload"]
     assert (p["c1"], p["c2"]) == (1.5, 2.0)
+
+
+def test_rounds_with_a_digit_separator_are_refused(project: Project, cli) -> None:
+    """int("1_0") is 10: a typo must not become a number of rounds (nor of candidates, which
+    shares the parser: params._whole_or_auto)."""
+    _brc_spec(project, label_public=True, budget=100)
+    r = _train(cli, project, "--rounds", "1_0", "--dry-run")
+    assert r.exit_code in (64, 78) and "whole number" in r.stderr, r.stderr
+    assert project.no_runs()

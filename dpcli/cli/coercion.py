@@ -12,7 +12,8 @@ does exactly what typer's adapter does for a ``str`` from the command line —
 the text itself; for a path, ``Path(value)`` and then typer's own checks and
 messages (a file or a folder where ``file_okay`` / ``dir_okay`` forbid it, not
 readable); for a number written in plain decimals, ``int``/``float`` within the
-option's min and max — and hands any other value (out of range, "1_000",
+option's min and max; text with a digit separator ("1_000") is refused, where
+pydantic would read it as 1000 — and hands any other value (out of range,
 "inf") to typer's own adapter, for its value or its message. Every other
 parameter gets typer's adapter when a value arrives: typer builds one for each
 parameter of the command even when the option is not given (its value None,
@@ -138,11 +139,18 @@ def _classes(base: Any, build: Any) -> dict[type | str | None, Any]:
     class Number(base):
         """typer's number adapter (pydantic's lax int/float, the option's min and max) on
         plain decimal text: ``int(value)`` / ``float(value)`` (both correctly rounded, as
-        pydantic's parser is) within the range; anything else (a value out of range, text
-        such as "1_000", "inf" or " 2") goes to typer's adapter and its message."""
+        pydantic's parser is) within the range; text with a digit separator ("1_000",
+        which they would read as 1000) is refused; anything else (a value out of range,
+        "inf", " 2") goes to typer's adapter and its message."""
 
         def _coerce_value(self, value: Any, param: Any, ctx: Any) -> Any:
             kind = self.annotation
+            if type(value) is str and "_" in value:
+                # pydantic, like int() and float(), reads "1_0" as 10: a typo, not a number
+                from typer._click.exceptions import BadParameter
+
+                raise BadParameter(f"{value!r} is not a number (digits, a dot and an "
+                                   "optional exponent)", ctx=ctx, param=param)
             if type(value) is str and (_INT if kind is int else _FLOAT).fullmatch(value):
                 number = kind(value)
                 low, high = self.parameter_info.min, self.parameter_info.max

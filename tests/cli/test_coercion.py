@@ -86,6 +86,10 @@ def test_each_converter_matches_typers_adapter(tmp_path) -> None:
             ref = coercion.build_runtime_param(reference[param.name].type_descriptor)
             for value in [None, *values.get(param.name, [])]:
                 got = _outcome(mine, value, param, ctx)
+                if value is not None and "_" in value and values.get(param.name) is numbers:
+                    # the one difference, on purpose: typer reads "1_000" as 1000, a typo
+                    assert got[0] == "error" and "is not a number" in got[2], (param.name, got)
+                    continue
                 want = _outcome(ref, value, reference[param.name], ctx)
                 assert got == want, (param.name, value, got, want)
                 compared += 1

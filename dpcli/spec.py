@@ -192,11 +192,9 @@ class ValidateSection:
     threshold_share: float | None = None   # None: auto
 
     def config_values(self) -> dict[str, Any]:
-        """The section's ValidateConfig fields that were set (and whether the grid was: without
-        one, ``lambda: auto`` considers a grid around λ0 rather than the paper's)."""
-        return {**_set(self, ("grid", "method", "score", "trainer", "delta",
-                              "validation_fraction", "split_seed", "lam", "threshold_share")),
-                "grid_given": self.grid is not None}
+        """The section's ValidateConfig fields that were set."""
+        return _set(self, ("grid", "method", "score", "trainer", "delta",
+                           "validation_fraction", "split_seed", "lam", "threshold_share"))
 
 
 @dataclass(frozen=True)

@@ -4,12 +4,12 @@ What a default run does (issue 20; docs/algorithms/logistic-regression.md), all 
 facts (n, ε, the declared width d) before the charge (:func:`decide`):
 
 * the regulariser: ``lambda: auto`` trains once at λ0 = 4·√d/(ε·n)
-  (:func:`auto_lambda`) on every row, unless a grid (the spec's, else
-  λ0 × 1/4 … 16: :func:`auto_grid`) is both precise enough to search by
-  stability (selection noise ≤ 1 % of the validation loss's range) and
-  reaches down to 4·λ0. ``lambda: search`` always searches (the paper's
-  procedure); a number trains at that λ. A data-driven choice at the grid's
-  edge is flagged (:func:`grid_edge`).
+  (:func:`auto_lambda`) on every row, unless the grid (the spec's, else the
+  paper's) is both precise enough to search by stability (selection noise
+  ≤ 1 % of the validation loss's range) and reaches down to 4·λ0.
+  ``lambda: search`` always searches (the paper's procedure); a number trains
+  at that λ. A data-driven choice at the grid's edge is flagged
+  (:func:`grid_edge`).
 * the class threshold: a share clip(1207/(N·ε), 1/20, 1/4) of ε
   (:func:`threshold_share`) releases a cut on wᵀx by the exponential
   mechanism over 4096 public candidates (:func:`choose_threshold`), so that
@@ -121,9 +121,6 @@ LIPSCHITZ = 1.0               # all three validation losses are 1-Lipschitz in t
 #: the grid is searched privately only when the selection noise is at most this share of
 #: the validation score's range (else λ0 is used): see :func:`decide`
 SELECTION_NOISE_SHARE = 0.01
-#: ``lambda: auto`` without a grid in the spec: the candidates are λ0 times these (both sides of
-#: the data-independent λ0, doubling); see :func:`auto_grid`
-AUTO_FACTORS = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0)
 #: ``lambda: auto`` searches a grid only if its smallest λ is at most this multiple of λ0: a grid
 #: wholly above it can only offer over-regularised models at this n. On 10⁶ resampled Carseats
 #: rows (a tuning split) one fit at 4 λ0 lost 0.002–0.009 AUC to λ0, at 16 λ0 0.012–0.036
@@ -145,12 +142,7 @@ TRAIN: dict[str, Callable[..., PrivateFit]] = {"objective": objective_perturbati
 
 @dataclass(frozen=True)
 class ValidateConfig:
-    """What to tune and how. ``delta`` None means: 0 for ramp, DEFAULT_DELTA otherwise.
-
-    ``grid_given``: the grid was set (spec or ``--grid``). When it was not, ``lambda: auto``
-    considers λ0 × AUTO_FACTORS (:func:`auto_grid`) instead; ``lambda: search`` and the
-    baselines search ``grid`` (the paper's by default).
-    """
+    """What to tune and how. ``delta`` None means: 0 for ramp, DEFAULT_DELTA otherwise."""
 
     grid: tuple[float, ...] = PAPER_GRID
     method: str = "stability"
@@ -161,7 +153,6 @@ class ValidateConfig:
     split_seed: int = SPLIT_SEED
     lam: float | str | None = None   # None: auto (λ0, or the grid when it pays); "search"
     threshold_share: float | None = None   # None: auto (:func:`threshold_share`)
-    grid_given: bool = False
 
     def __post_init__(self) -> None:
         if not self.grid or len(self.grid) > MAX_GRID:
@@ -320,22 +311,6 @@ def auto_lambda(n: int, epsilon: float, d: int) -> float:
     return 4 * math.sqrt(d) / (epsilon * n)
 
 
-def auto_grid(n: int, epsilon: float, d: int) -> tuple[float, ...]:
-    """λ0 × AUTO_FACTORS = λ0 × (1/4, 1/2, 1, 2, 4, 8, 16): what ``lambda: auto`` may search when
-    the spec names no grid. Public facts only (n, ε, d, as :func:`auto_lambda`); it holds λ0,
-    and every candidate falls as n·ε grows (∝ 1/(n·ε)) and rises with d (∝ √d).
-
-    Why a grid that moves with n and ε: the paper's fixed grid (smallest λ 0.001) lies wholly
-    above λ0 once n·ε is large (100 × λ0 on 1.6·10⁶ rows of 16 columns at ε = 1), so searching
-    it can only pick an over-regularised model. Why it is almost never searched: the stability
-    selection's noise has mean 8/(λ_min·n·ε), which at λ_min = f·λ0 is 2/(f·√d)·(n_all/n)
-    whatever n and ε are, so with f = 1/4 it is below 1 % of the ramp score's range only on
-    designs wider than about 800,000 columns; :func:`decide` then trains at λ0.
-    """
-    lam0 = auto_lambda(n, epsilon, d)
-    return tuple(lam0 * f for f in AUTO_FACTORS)
-
-
 def grid_edge(grid: Sequence[float], index: int | None) -> str | None:
     """"smallest"/"largest" when the chosen λ is the grid's smallest/largest value (the best λ
     may lie beyond it); None otherwise, for a grid of one value, or when nothing was chosen."""
@@ -391,13 +366,6 @@ class Decision:
     epsilon_model: Fraction
     epsilon_threshold: Fraction
     n_model: int
-    grid: tuple[float, ...] | None = None   # the grid searched ("select"), else None
-
-    def searched(self, config: ValidateConfig) -> ValidateConfig:
-        """``config`` with the grid this decision searches (unchanged when none is)."""
-        if self.grid is None or self.grid == config.grid:
-            return config
-        return replace(config, grid=self.grid)
 
 
 def decide(config: ValidateConfig, epsilon: float | Fraction, n: int, m: int, d: int,
@@ -407,12 +375,13 @@ def decide(config: ValidateConfig, epsilon: float | Fraction, n: int, m: int, d:
     ``n``/``m``: training / validation rows if the grid is searched; ``n_all``:
     every row the threshold step reads; ``split``: V was cut from the input
     (when no grid is searched the model is then trained on all of it).
-    With ``lambda: auto`` and method stability the candidate grid is the
-    spec's, or without one λ0 × AUTO_FACTORS (:func:`auto_grid`), and it is
-    searched only when (1) its selection noise (mean 2β/ε2) is at most 1 % of
+    With ``lambda: auto`` and method stability the grid (the spec's, or the
+    paper's) is searched only when (1) its selection noise (mean 2β/ε2) is at most 1 % of
     the validation loss's range (β2: 1 for ramp) — for the paper's grid and
     the ramp score that is n·ε ≳ 800,000 — and (2) its smallest λ is at most
-    REACH × λ0, so that the search can reach the regularisation this n needs.
+    REACH × λ0, so that the search can reach the regularisation this n needs
+    (a grid λ0 × (1/4 … 16) was tried: its noise, 8/(λ_min·n·ε), is the same at
+    every n and ε and passes (1) only on designs ~800,000 columns wide).
     Otherwise λ0 (:func:`auto_lambda`) is used: below (1) the noise is as
     large as the score differences it must separate (the issue saw the grid
     choice follow the seed, not the data, at n = 1,000–5,000); without (2) every
@@ -431,18 +400,15 @@ def decide(config: ValidateConfig, epsilon: float | Fraction, n: int, m: int, d:
         return Decision("given", float(config.lam), "validate.lambda", share, eps_model, eps_thr,
                         whole)
     if config.lam == "search":
-        return Decision("select", None, "lambda: search", share, eps_model, eps_thr, n,
-                        config.grid)
+        return Decision("select", None, "lambda: search", share, eps_model, eps_thr, n)
     if config.method != "stability":
         return Decision("select", None, f"the {config.method} baseline", share, eps_model,
-                        eps_thr, n, config.grid)
+                        eps_thr, n)
     lam = auto_lambda(whole, float(eps_model), d)
-    grid = config.grid if config.grid_given else auto_grid(whole, float(eps_model), d)
-    named = "the grid" if config.grid_given else "the grid λ0 × (1/4 … 16)"
-    candidates = replace(config, grid=grid)
-    c = stability_constants(candidates, n, m, d, float(eps_model) / 2)
-    noise = selection_noise_mean(candidates, float(eps_model), n, m, d)
-    low = min(grid)
+    named = "the grid"
+    c = stability_constants(config, n, m, d, float(eps_model) / 2)
+    noise = selection_noise_mean(config, float(eps_model), n, m, d)
+    low = min(config.grid)
     if noise > SELECTION_NOISE_SHARE * c.beta2:
         why = (f"{named}'s selection noise {noise:.3g} exceeds {SELECTION_NOISE_SHARE:g} of "
                f"the score range ({c.beta2:g}) at n = {n:,}, ε = {float(eps_model):.3g}")
@@ -453,7 +419,7 @@ def decide(config: ValidateConfig, epsilon: float | Fraction, n: int, m: int, d:
     else:
         return Decision("select", None, f"{named}: selection noise {noise:.3g} ≤ "
                         f"{SELECTION_NOISE_SHARE:g} of the score range {c.beta2:g}, smallest "
-                        f"λ {low:.3g} ≤ {REACH:g} × λ0", share, eps_model, eps_thr, n, grid)
+                        f"λ {low:.3g} ≤ {REACH:g} × λ0", share, eps_model, eps_thr, n)
     return Decision("auto", lam, f"{why}: λ0 = 4√d/(ε·n) = {lam:.3g} instead",
                     share, eps_model, eps_thr, whole)
 
@@ -717,7 +683,7 @@ def full_plan(config: ValidateConfig, decision: Decision, n: int, m: int, d: int
     trainer = f"{config.trainer}_perturbation"
     eps_model = decision.epsilon_model
     if decision.mode == "select":
-        steps = list(plan(decision.searched(config), eps_model, n, m, d))
+        steps = list(plan(config, eps_model, n, m, d))
     else:
         assert decision.lam is not None
         grid = _grid_note(replace(config, grid=(decision.lam,)), decision.n_model,

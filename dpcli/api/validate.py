@@ -117,25 +117,24 @@ def validate(spec: Spec, data: Path, *, validation: Path | None = None,
         n, m, rows_all, decision = planned.n, planned.m, planned.n_all, planned.decision
         sizes.update(n=n, m=m, n_all=rows_all)
         decided["decision"] = decision
-        searched = decision.searched(config)
         if decision.mode == "auto":
             reporter.say(f"note: λ chosen without the data: {decision.reason}")
         elif decision.mode == "select" and config.method == "stability":
-            noise = tuning.selection_noise_mean(searched, float(decision.epsilon_model), n, m,
+            noise = tuning.selection_noise_mean(config, float(decision.epsilon_model), n, m,
                                                 d)
             if noise > tuning.NOISY_SELECTION:
                 reporter.warn(
                     f"the selection noise has mean {noise:.3g} (2β/ε2, β = max(2/(λ_min·n), "
                     f"β2/m)), large next to differences of validation scores (the ramp loss "
                     f"keeps them within 1): the choice may be close to random. Raise the "
-                    f"smallest λ (now {min(searched.grid):g}), or use more ε or rows.")
+                    f"smallest λ (now {min(config.grid):g}), or use more ε or rows.")
         if decision.mode == "select":
             lam0 = tuning.auto_lambda(n + m if validation is None else n,
                                       float(decision.epsilon_model), d)
-            if min(searched.grid) > tuning.REACH * lam0:
+            if min(config.grid) > tuning.REACH * lam0:
                 reporter.say(
-                    f"note: the grid's smallest λ {min(searched.grid):.3g} is "
-                    f"{min(searched.grid) / lam0:.0f} × λ0 = 4√d/(ε·n) = {lam0:.3g}: on this "
+                    f"note: the grid's smallest λ {min(config.grid):.3g} is "
+                    f"{min(config.grid) / lam0:.0f} × λ0 = 4√d/(ε·n) = {lam0:.3g}: on this "
                     "many rows every candidate may be over-regularised (lambda: auto trains "
                     "at λ0 here)")
         # the class cut's error is the forecast's headline: its verdict, printed after the
@@ -153,8 +152,6 @@ def validate(spec: Spec, data: Path, *, validation: Path | None = None,
         return spend.dry_run()
     plan = spend.plan
     n, m = sizes["n"], sizes["m"]
-    # the grid searched: the spec's, the paper's, or (lambda: auto) the one around λ0
-    config = decided["decision"].searched(config)
     arguments: dict[str, Any] = {
         "data": str(data.resolve()), "out": None if out is None else str(out.resolve()),
         "columns": list(chosen), "method": config.method, "score": config.score,
@@ -288,7 +285,7 @@ class ValidatePlan:
 
     plan: Any          # dpcli.mechanisms.Plan
     decision: Any      # dpcli.algorithms.validate.Decision
-    config: Any        # dpcli.algorithms.validate.ValidateConfig (with the grid searched)
+    config: Any        # dpcli.algorithms.validate.ValidateConfig
     n: int             # training rows (DATA less its validation rows, or all of DATA)
     m: int             # validation rows
     n_all: int         # every row the class threshold reads
@@ -325,7 +322,7 @@ def plan_at(spec: Spec, section: Any, rows: int, *, columns: Sequence[str] | Non
     decision = tuning.decide(config, section.epsilon, n, m, d, rows_all,
                              split=validation_rows is None)
     return ValidatePlan(tuning.full_plan(config, decision, n, m, d, rows_all), decision,
-                        decision.searched(config), n, m, rows_all, d)
+                        config, n, m, rows_all, d)
 
 
 @functools.lru_cache(maxsize=64)

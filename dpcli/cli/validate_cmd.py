@@ -52,7 +52,7 @@ def validate(
     lam: Annotated[str | None, typer.Option(
         "--lambda", help="The regulariser: a number > 0 (no search); search (always search "
         "the grid by --method, the paper's procedure); or auto (default: λ0 = 4√d/(ε·n), or a "
-        "search of the grid (the spec's, else λ0 × 1/4 … 16) only when its selection noise is "
+        "search of the grid (the spec's, else the paper's) only when its selection noise is "
         "≤ 1% of the score range and its smallest λ ≤ 4·λ0). A choice at the grid's edge "
         "is warned about. Spec key validate.lambda.")] = None,
     threshold_share: Annotated[str | None, typer.Option(
@@ -66,8 +66,8 @@ def validate(
 
     By default (lambda auto) λ0 = 4√d/(ε·n) is used, decided from public
     facts; a grid is searched instead only where its noise is small (≤ 1 %
-    of the score range) and its smallest λ is at most 4·λ0 (without a grid
-    in the spec: λ0 × 1/4 … 16, in practice never precise enough). A search
+    of the score range) and its smallest λ is at most 4·λ0 (the spec's grid,
+    else the paper's). A search
     that picks the grid's smallest or largest λ warns. A share of ε
     (clip(1207/(N·ε), 0.05, 0.25); threshold_share 0: the 0.5 cut) then
     releases the class threshold by the exponential mechanism, so that

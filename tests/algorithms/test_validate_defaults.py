@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import itertools
 import math
-from dataclasses import replace
 from fractions import Fraction
 from pathlib import Path
 
@@ -41,16 +40,15 @@ def test_auto_lambda_is_four_root_d_over_epsilon_n() -> None:
 def test_search_only_when_the_selection_noise_is_one_percent_of_the_range() -> None:
     # a grid given in the spec, wide enough a design that its smallest λ is within reach of
     # λ0 (≤ 4 λ0) where its noise is small: only the noise decides here
-    config = v.ValidateConfig(grid=(5e-4, 0.01, 0.1), grid_given=True)
+    config = v.ValidateConfig(grid=(5e-4, 0.01, 0.1))
     d = 10_000
     # ramp: noise mean ≈ 8/(λ_min·n·ε) — 1 % needs n·ε ≈ 1.6·10⁶ at λ_min = 5e-4
     small = v.decide(config, 1.0, 9_000, 1_000, d, 10_000)
-    assert small.mode == "auto" and small.n_model == 10_000 and small.grid is None
+    assert small.mode == "auto" and small.n_model == 10_000
     assert small.lam == pytest.approx(v.auto_lambda(10_000, float(small.epsilon_model), d))
     assert "selection noise" in small.reason
     big = v.decide(config, 2.0, 900_000, 100_000, d, 1_000_000)
     assert big.mode == "select" and big.lam is None and big.n_model == 900_000
-    assert big.grid == config.grid
     noise = v.selection_noise_mean(config, float(big.epsilon_model), 900_000, 100_000, d)
     assert noise <= v.SELECTION_NOISE_SHARE
     # the boundary is where the rule says (the reach holds at every n here)
@@ -66,70 +64,36 @@ def test_a_grid_wholly_above_lambda0_is_not_searched_by_auto() -> None:
     """The tester's case: 1.6·10⁶ Carseats rows, d = 17, ε = 1: the paper's grid is precise
     enough to search (noise < 1 %) but its smallest λ, 0.001, is ~100 λ0: auto trains at λ0;
     `lambda: search` still searches it, as documented."""
-    paper = v.ValidateConfig(grid_given=True)
+    paper = v.ValidateConfig()
     n, m, d = 1_440_000, 160_000, 17
     assert v.selection_noise_mean(paper, 0.95, n, m, d) <= v.SELECTION_NOISE_SHARE
     dec = v.decide(paper, 1.0, n, m, d, n + m)
     lam0 = v.auto_lambda(n + m, float(dec.epsilon_model), d)
     assert v.REACH * lam0 < 0.001
-    assert (dec.mode, dec.grid, dec.n_model) == ("auto", None, n + m)
+    assert (dec.mode, dec.n_model) == ("auto", n + m)
     assert dec.lam == pytest.approx(lam0)
     assert "over-regularised" in dec.reason and "0.001" in dec.reason
-    # without a grid in the spec the same: λ0
-    assert v.decide(v.ValidateConfig(), 1.0, n, m, d, n + m).lam == pytest.approx(lam0)
     search = v.decide(v.ValidateConfig(lam="search"), 1.0, n, m, d, n + m)
-    assert search.mode == "select" and search.grid == v.PAPER_GRID
+    assert search.mode == "select"
     # the reach: a grid starting just below REACH·λ0 passes it, just above not
     d_wide = 40_000     # wide enough that a grid near λ0 is precise enough
     lam0 = v.auto_lambda(n + m, float(dec.epsilon_model), d_wide)
     for factor, searched in ((0.999 * v.REACH, True), (1.001 * v.REACH, False)):
-        grid = v.ValidateConfig(grid=(factor * lam0, 1.0), grid_given=True)
+        grid = v.ValidateConfig(grid=(factor * lam0, 1.0))
         got = v.decide(grid, 1.0, n, m, d_wide, n + m)
         assert (got.mode == "select") == searched, got.reason
 
 
-@pytest.mark.parametrize(("n", "eps", "d"), [(1_000, 1.0, 5), (30_000, 0.5, 114),
-                                              (1_600_000, 1.0, 17), (10**8, 2.0, 300)])
-def test_auto_grid_is_lambda0_times_fixed_factors(n: int, eps: float, d: int) -> None:
-    """A function of n, ε and d only; it holds λ0 with candidates on both sides."""
-    grid = v.auto_grid(n, eps, d)
-    lam0 = v.auto_lambda(n, eps, d)
-    assert lam0 in grid
-    assert grid == tuple(lam0 * f for f in v.AUTO_FACTORS)
-    assert min(grid) < lam0 < max(grid)
-    assert list(grid) == sorted(grid) and len(set(grid)) == len(grid)
-    # monotone as documented: every candidate ∝ √d/(n·ε)
-    for bigger, smaller in ((v.auto_grid(2 * n, eps, d), grid),
-                            (v.auto_grid(n, 2 * eps, d), grid),
-                            (grid, v.auto_grid(n, eps, 4 * d))):
-        assert all(a < b for a, b in zip(bigger, smaller, strict=True))
-    assert v.auto_grid(2 * n, eps, d) == pytest.approx(tuple(g / 2 for g in grid))
-    assert v.auto_grid(n, eps, 4 * d) == pytest.approx(tuple(g * 2 for g in grid))
-
-
-def test_the_auto_grid_noise_does_not_fall_with_n() -> None:
-    """8/(λ_min·n·ε) at λ_min = λ0/4 is 2(n_all/n)/(¼·√d): the same at every n and ε, so the
-    default (no grid in the spec) trains at λ0 unless the design is ~800,000 columns wide."""
+def test_the_default_trains_at_lambda0_on_usual_designs() -> None:
+    """The paper's grid (smallest λ 0.001) is too noisy to search below n·ε ≈ 800,000 and
+    wholly above 4·λ0 beyond it, unless the design is thousands of columns wide: the default
+    (no grid in the spec) trains at λ0 at every n and ε."""
     config = v.ValidateConfig()
-    for d in (5, 100, 5_000):
-        noises = []
+    for d in (5, 100, 1_000):
         for n, eps in ((10_000, 0.5), (1_000_000, 1.0), (100_000_000, 2.0)):
             dec = v.decide(config, eps, n, n // 9, d, n + n // 9)
             assert dec.mode == "auto" and dec.lam == pytest.approx(
                 v.auto_lambda(n + n // 9, float(dec.epsilon_model), d))
-            grid = v.auto_grid(n + n // 9, float(dec.epsilon_model), d)
-            noises.append(v.selection_noise_mean(replace(config, grid=grid),
-                                                 float(dec.epsilon_model), n, n // 9, d))
-        # (plus the optimiser's and the weight rounding's small slack in β)
-        assert noises == pytest.approx([8 / math.sqrt(d) * 10 / 9] * 3, rel=2e-2)
-    # on a design wide enough the grid around λ0 is searched, and the plan is its grid's
-    d, n = 1_000_000, 10_000_000
-    dec = v.decide(config, 1.0, n, n // 9, d, n + n // 9)
-    assert dec.mode == "select" and dec.grid == v.auto_grid(n + n // 9,
-                                                           float(dec.epsilon_model), d)
-    plan = v.full_plan(config, dec, n, n // 9, d, n + n // 9)
-    assert f"{len(v.AUTO_FACTORS)} fits at ε/2" in plan.step("select").note
-    assert dec.searched(config).grid == dec.grid and dec.searched(config).k == 7
 
 
 def test_grid_edge() -> None:

@@ -1132,8 +1132,11 @@ def _load_state(real: Path, fd: int, key: bytes, *, path: Path,
         legacy = fold.entries > 0 and not any(s.genesis for s in fold.datasets.values())
         if not (allow_legacy and legacy):
             raise LedgerError(f"{path}: {_no_checkpoint_problem(real, fold)}")
-    elif exclusive:
-        with suppress(OSError):  # an optimisation only: the next run would scan again
+    elif exclusive and not fold.relocated:
+        # an optimisation only: the next run would scan again. Not on a copied or moved
+        # ledger: the checkpoint keeps the other file's identity until a spend has appended
+        # (and warned), so a refused first spend on a copy does not lose the warning
+        with suppress(OSError):
             _write_checkpoint(real, key, fold, st)
     return fold
 

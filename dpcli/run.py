@@ -22,7 +22,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -210,22 +210,21 @@ def charged(spec: Spec, plan: Plan, *, command: str, arguments: dict[str, Any],
     """
     ledger = open_ledger(spec)
     digest = input_digest(spec.ledger_path, input_path)
-    if not REUSE.get():
-        with _charged(ledger, spec, plan, command=command, arguments=arguments,
-                      input_path=input_path, digest=digest, seeded=seeded,
-                      neighbouring=neighbouring) as charge:
-            yield charge
-        return
-    from dpcli.reuse import request_digest, serialised
+    reuse = REUSE.get()
+    lock: AbstractContextManager[Any] = nullcontext()
+    if reuse:
+        from dpcli.reuse import request_digest, serialised
 
-    # identical --reuse requests run one at a time, from this look to the complete entry:
-    # a duplicate started meanwhile finds this run's release (dpcli.reuse)
-    request = request_digest(dataset=spec.dataset, command=command, arguments=arguments,
-                             spec_digest=spec.digest, input_digest=digest)
-    with serialised(ledger.file, request, on_wait):
-        _reuse(ledger, spec, command, arguments, digest)
-        if before_charge is not None:
-            before_charge()
+        # identical --reuse requests run one at a time, from this look to the complete
+        # entry: a duplicate started meanwhile finds this run's release (dpcli.reuse)
+        lock = serialised(ledger.file, request_digest(
+            dataset=spec.dataset, command=command, arguments=arguments,
+            spec_digest=spec.digest, input_digest=digest), on_wait)
+    with lock:
+        if reuse:
+            _reuse(ledger, spec, command, arguments, digest)
+            if before_charge is not None:
+                before_charge()
         with _charged(ledger, spec, plan, command=command, arguments=arguments,
                       input_path=input_path, digest=digest, seeded=seeded,
                       neighbouring=neighbouring) as charge:

@@ -624,3 +624,25 @@ def test_the_checkpoints_input_digests_match_whole_digests_only() -> None:
     seen.add("fedcba9876543210")  # already there: kept once
     assert seen.has("89abcdeffedcba98")
     assert seen.text() == "0123456789abcdef" + "fedcba9876543210" + "89abcdeffedcba98"
+
+
+def test_a_copied_ledger_is_relocated_until_a_spend_appends(small_ledger: Path,
+                                                           tmp_path: Path) -> None:
+    """The checkpoint keeps the original file's identity through a refused reserve on a copy
+    (a load that rewrote it there lost the copy's warning); the first reserve that appends
+    reports it, the next does not."""
+    import shutil
+
+    from dpcli.ledger import companion_paths
+
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    for path in companion_paths(small_ledger):
+        if path.is_file():
+            shutil.copy2(path, copy / path.name)
+    ledger = Ledger(copy / small_ledger.name, "uci-adult", Budget(1))
+    with pytest.raises(BudgetExhausted):
+        reserve(ledger, 0.9)
+    assert reserve(ledger, 0.1).relocated
+    assert not reserve(ledger, 0.1).relocated
+    assert not reserve(Ledger(small_ledger, "uci-adult", Budget(1)), 0.1).relocated

@@ -186,11 +186,11 @@ class Spend:
 
         reporter = reporter or Silent()
         real = [Path(p) for p in outputs if p is not None]
+        checked = dry_run or not REUSE.get()   # else under --reuse's lock (Spend.charged)
         if real:
             protected = [*protect.spec_protected(spec), *protect.inputs("the input data", data),
                          *inputs]
             Outputs().check_writable(*real, protected=protected)
-            checked = dry_run or not REUSE.get()
             if checked:
                 protect.check_replacements(real, command, lambda: recorded_runs(spec))
             # else under --reuse, once the request's lock is held (Spend.charged): an identical

@@ -53,9 +53,9 @@ SIGNAL_LEVEL = 0.05
 #: null replicates of the signal test (the smallest p-value it can give is 1/(SIGNAL_DRAWS+1))
 SIGNAL_DRAWS = 199
 SIGNAL_STOP = 10           # replicates at or above the observed statistic: p > SIGNAL_LEVEL
-SIGNAL_PILOT = 20          # replicates before the far-tail shortcut is considered
-SIGNAL_MARGIN = 10.0       # standard deviations of the pilot replicates
-SIGNAL_NORMAL_CELLS = 1000  # cells from which the statistic is taken as near normal
+SIGNAL_PILOT = 20          # replicates before stopping on a far statistic (1/21 < SIGNAL_LEVEL)
+SIGNAL_MARGIN = 10.0       # ... beyond this many of their standard deviations
+SIGNAL_NORMAL_CELLS = 1000  # grids from this many cells may stop so (draws cost there)
 #: a cut predicting one class on all but this share of the training rows is one-class
 ONE_CLASS_SHARE = 0.001
 #: a released cut beyond this |log-odds| (P = 1e-4 or 1 − 1e-4 at the cut): the model's
@@ -318,10 +318,13 @@ def signal_p_value(counts: np.ndarray, noise_scale: float, draws: int = SIGNAL_D
     # - Besag and Clifford's sequential p-value: when the SIGNAL_STOP-th replicate reaches
     #   the observed statistic, at replicate l, SIGNAL_STOP/l is a valid p-value above
     #   SIGNAL_LEVEL: the decision the full run would reach;
-    # - a statistic beyond SIGNAL_MARGIN standard deviations of the first replicates of a
-    #   large grid (a sum of ≥ SIGNAL_NORMAL_CELLS independent terms: close to normal) leaves
-    #   the remaining draws below it but with probability < 1e-12: the full run's
-    #   1/(draws + 1).
+    # - a large grid's statistic beyond SIGNAL_MARGIN standard deviations of the first
+    #   replicates, none of which reached it, ends the test with 1/(SIGNAL_PILOT + 1): the
+    #   Monte Carlo p-value of the replicates it has drawn, valid without any normal
+    #   approximation (under the null, the chance that the observed statistic exceeds the
+    #   first k ≥ SIGNAL_PILOT exchangeable replicates is 1/(k + 1), and a later look only
+    #   narrows that event), and below SIGNAL_LEVEL: the full run's decision. The margin
+    #   only says when stopping is worth it; it proves nothing.
     exceed = done = 0
     seen: list[np.ndarray] = []
     chunk = max(1, min(draws, 2_000_000 // size.size))   # bounded memory on large grids
@@ -340,7 +343,7 @@ def signal_p_value(counts: np.ndarray, noise_scale: float, draws: int = SIGNAL_D
         if exceed == 0 and done >= SIGNAL_PILOT and size.size >= SIGNAL_NORMAL_CELLS:
             pilot = np.concatenate(seen)
             if observed > pilot.mean() + SIGNAL_MARGIN * pilot.std(ddof=1):
-                return 1 / (draws + 1)
+                return 1 / (SIGNAL_PILOT + 1)
     return (1 + exceed) / (draws + 1)
 
 

@@ -152,20 +152,23 @@ def _grid(cells: int, signal: bool, seed: int) -> np.ndarray:
 
 
 def test_the_signal_test_stops_early_with_the_full_run_s_answer(monkeypatch) -> None:
-    """A clear signal on a large grid stops after the pilot replicates with the full run's
-    1/(draws + 1); a grid with no signal stops at the SIGNAL_STOP-th replicate reaching the
-    observed statistic (Besag and Clifford's p-value), above SIGNAL_LEVEL as the full run."""
+    """A clear signal on a large grid stops after the pilot replicates with their own Monte
+    Carlo p-value 1/(pilot + 1), valid without a normal approximation and below SIGNAL_LEVEL
+    as the full run's 1/(draws + 1); a grid with no signal stops at the SIGNAL_STOP-th
+    replicate reaching the observed statistic (Besag and Clifford's p-value), above
+    SIGNAL_LEVEL as the full run."""
     from dpcli.algorithms import degenerate as dg
 
+    assert 1 / (dg.SIGNAL_PILOT + 1) < dg.SIGNAL_LEVEL
     strong, null = _grid(3000, True, 1), _grid(3000, False, 2)
     early = dg.signal_p_value(strong, 4.0), dg.signal_p_value(null, 4.0)
-    assert early[0] == 1 / (dg.SIGNAL_DRAWS + 1)
+    assert early[0] == 1 / (dg.SIGNAL_PILOT + 1)
     assert early[1] > dg.SIGNAL_LEVEL
     assert early[1] == dg.SIGNAL_STOP / round(dg.SIGNAL_STOP / early[1])   # SIGNAL_STOP / l
     monkeypatch.setattr(dg, "SIGNAL_STOP", 10**9)        # the full runs
     monkeypatch.setattr(dg, "SIGNAL_MARGIN", np.inf)
     full = dg.signal_p_value(strong, 4.0), dg.signal_p_value(null, 4.0)
-    assert full[0] == early[0]
+    assert full[0] == 1 / (dg.SIGNAL_DRAWS + 1)   # the same decision: signal
     assert full[1] > dg.SIGNAL_LEVEL
 
 

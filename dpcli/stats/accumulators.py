@@ -374,6 +374,8 @@ class JointAccumulator(Accumulator):
         return rows
 
     def update(self, batch: EncodedBatch) -> None:
+        if self.overflow:   # the table is dropped: no key of this batch would be kept
+            return
         parts = []
         for m in self.maps:
             values = batch.columns[m.column]

@@ -10,7 +10,8 @@ documented.
 Two mechanisms, both under replace-one neighbours (design notes, rule 1):
 
 * **bounds** — two private quantiles of the column over a public grid of
-  candidate values (:func:`candidates`: 0 and ±{1, 2, 5}·10^k for k = −1…9, a
+  candidate values (:func:`candidates`: 0 and ± every number of two significant
+  digits from 0.10 to 9.9·10⁹ — 1.0, 1.1, …, 9.9 times 10^k for k = −1…9 — a
   grid fixed before any data is seen). The utility of candidate c for the
   quantile q is −|#{x ≤ c} − q·n|; one record changes #{x ≤ c} by at most 1,
   so Δ = 1 and the exponential mechanism releases one candidate with ε. The
@@ -23,12 +24,25 @@ Two mechanisms, both under replace-one neighbours (design notes, rule 1):
   candidates, the round number just below the data), −w·j for the upper,
   with w = min(2/ε, n/(2K)) records per step (K candidates). A term that does
   not depend on the data (n is public) leaves Δ at 1; its price is a bias of w
-  records per grid step towards the inside of the interval (the grid is
-  coarse — three candidates a decade — so that few steps separate a bound from
-  the data). The cap n/(2K) keeps the whole tie-break below n/2 records, while a
-  candidate on the wrong side of the data loses at least (1 − 2q)·n ≥ 0.9·n of
-  data utility: an uncapped 2/ε at a small ε outweighed the data term itself
-  (2·67/0.025 > n at n = 2,100) and put the upper bound at −5·10⁹.
+  records per grid step towards the inside of the interval. The cap n/(2K)
+  keeps the whole tie-break below n/2 records, while a candidate on the wrong
+  side of the data loses at least (1 − 2q)·n ≥ 0.9·n of data utility: an
+  uncapped 2/ε at a small ε outweighed the data term itself (2·67/0.025 > n at
+  n = 2,100 on the grid of 67 candidates) and put the upper bound at −5·10⁹.
+* **why two significant digits** — the grid is scale-only (no offset is
+  learned), so its spacing near a column's values decides how tight a bound
+  can be. A column far from zero, such as a year 2003–2009, got [1000, 5000]
+  or at best [2000, 5000] from the earlier grid of 1, 2 and 5 per decade: a
+  clamp range 500 times the data's, and naive Bayes' mean noise with it. Two
+  significant digits give [1900–2000, 2100–2200]. The price is in ln K (K =
+  1,981 candidates against 67): the coverage rule below needs n·ε about
+  1.47 times larger for the same coverage. So the two-digit grid is used only
+  where n and the column's ε resolve the full 99 % coverage with it (n·ε ≥
+  about 8,500, :func:`fine_grid`); below that the 67 round numbers 0,
+  ±{1, 2, 5}·10^k (a subset of it) are used as before, and small files are
+  suggested exactly what they were. The choice is a function of n and ε, both
+  public; the counts are taken once on the fine grid and the coarse one reads
+  its subset.
 * **how much to cover** — a quantile q is resolved only where its target
   count q·n is large against the noise: the exponential mechanism prefers a
   candidate near the quantile to one of the K − 1 others (each off by up to
@@ -53,6 +67,7 @@ Missing values are ignored by both (they count in n, which is public).
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterable, Mapping
 
@@ -74,10 +89,43 @@ QUANTILE_SENSITIVITY = 1
 HISTOGRAM_SENSITIVITY = 2
 
 
+@functools.cache
 def candidates() -> np.ndarray:
-    """The public grid of candidate bounds: 0 and ±{1, 2, 5}·10^k, k = −1 … 9, sorted."""
-    mags = np.array([m * 10.0 ** k for k in range(-1, 10) for m in (1, 2, 5)])
-    return np.unique(np.concatenate([-mags, [0.0], mags]))
+    """The public grid of candidate bounds: 0 and ±m·10^k for every two-digit mantissa m =
+    1.0, 1.1, …, 9.9 and k = −1 … 9, sorted (1,981 values). Each is the double nearest its
+    decimal, so a suggestion prints as the round number it is (0.11, not 0.11000000000000001).
+    Counts are taken on this grid; :func:`grid_mask` picks the part a release uses."""
+    mags = np.array([float(f"{m}e{k - 1}") for k in range(-1, 10) for m in range(10, 100)])
+    grid = np.unique(np.concatenate([-mags, [0.0], mags]))
+    grid.flags.writeable = False    # cached: one public grid per process
+    return grid
+
+
+@functools.cache
+def _coarse_mask() -> np.ndarray:
+    """The candidates 0 and ±{1, 2, 5}·10^k (67 of them), a subset of :func:`candidates`."""
+    grid = candidates()
+    mantissa = np.abs(grid) / 10.0 ** np.floor(np.log10(np.where(grid == 0, 1.0, np.abs(grid))))
+    mask = (grid == 0) | np.isclose(mantissa, 1) | np.isclose(mantissa, 2) | np.isclose(mantissa, 5)
+    mask.flags.writeable = False
+    return mask
+
+
+def _need(k: int) -> float:
+    """(ε/2)·q·n at which a quantile over k candidates is resolved (module docstring)."""
+    return 2 * (math.log(k) + math.log(1 / RESOLVE_FAILURE))
+
+
+def fine_grid(n: int, epsilon: float) -> bool:
+    """Whether the two-digit grid is used at n records and the column's ε: only where it
+    resolves the full COVERAGE; elsewhere the 67 round numbers, whose smaller ln K resolves
+    more (public facts only; module docstring, "why two significant digits")."""
+    return _need(candidates().size) / ((epsilon / 2) * n) <= (1 - COVERAGE) / 2
+
+
+def grid_mask(n: int, epsilon: float) -> np.ndarray:
+    """The candidates a release at (n, ε) chooses among, as a mask on :func:`candidates`."""
+    return np.ones(candidates().size, dtype=bool) if fine_grid(n, epsilon) else _coarse_mask()
 
 
 def count_at_or_below(values: np.ndarray, grid: np.ndarray) -> np.ndarray:
@@ -107,8 +155,10 @@ def private_quantile(at_or_below: np.ndarray, n: int, q: float, epsilon: float,
 
 def private_bounds(at_or_below: np.ndarray, n: int, epsilon: float,
                    rng: np.random.Generator) -> tuple[float, float]:
-    """Suggested [lower, upper] from two private quantiles, ε/2 each: ε-DP in total."""
-    grid = candidates()
+    """Suggested [lower, upper] from two private quantiles, ε/2 each: ε-DP in total.
+    ``at_or_below`` holds the counts on the whole of :func:`candidates`."""
+    mask = grid_mask(n, epsilon)
+    grid, at_or_below = candidates()[mask], at_or_below[mask]
     tail = bounds_tail(n, epsilon)
     if tail is None:
         raise ValueError(f"n = {n} and ε = {epsilon} cannot resolve bounds (see bounds_tail)")
@@ -128,15 +178,17 @@ def tie_break(n: int, epsilon: float, k: int) -> float:
 def bounds_tail(n: int, epsilon: float) -> float | None:
     """The tail share q each private quantile aims at, from public facts (n, the column's ε):
     (1 − COVERAGE)/2 when ε/2 resolves it, else the least q with (ε/2)·q·n/2 ≥ ln K +
-    ln(1/β); None when that q passes (1 − MIN_COVERAGE)/2 (module docstring)."""
-    need = 2 * (math.log(candidates().size) + math.log(1 / RESOLVE_FAILURE))
+    ln(1/β), K the size of the grid :func:`fine_grid` picks; None when that q passes
+    (1 − MIN_COVERAGE)/2 (module docstring)."""
+    need = _need(int(grid_mask(n, epsilon).sum()))
     tail = max((1 - COVERAGE) / 2, need / ((epsilon / 2) * n))
     return tail if tail <= (1 - MIN_COVERAGE) / 2 else None
 
 
 def bounds_epsilon(n: int, coverage: float = COVERAGE) -> float:
-    """The column ε at which :func:`bounds_tail` reaches ``coverage`` at n records."""
-    need = 2 * (math.log(candidates().size) + math.log(1 / RESOLVE_FAILURE))
+    """The column ε at which :func:`bounds_tail` reaches ``coverage`` at n records, on the
+    67 round numbers (the two-digit grid is used only above this where coverage is full)."""
+    need = _need(int(_coarse_mask().sum()))
     return 2 * need / (n * (1 - coverage) / 2)
 
 

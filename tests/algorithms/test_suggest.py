@@ -72,14 +72,45 @@ def test_the_quantile_follows_the_exponential_mechanism() -> None:
 def test_bounds_hold_the_data_when_the_noise_is_small() -> None:
     """Fixed seed. At a large ε the data term decides between the data's side and beyond it;
     among the candidates beyond (all tied), the tie-break favours the nearest, e^-1 per step:
-    the round numbers just outside [17, 90] come first."""
+    the two-digit numbers just outside [17, 90] come first."""
     x = np.random.default_rng(4).uniform(17, 90, 5000)
     below = algo.count_at_or_below(x, algo.candidates())
     rng = np.random.default_rng(5)
     drawn = [algo.private_bounds(below, 5000, 50.0, rng) for _ in range(20)]
     assert all(lo <= 17 and hi >= 90 for lo, hi in drawn)          # nothing cut off
     assert all(lo >= -1 and hi <= 10_000 for lo, hi in drawn)
-    assert sum(lo == 10 and hi == 100 for lo, hi in drawn) >= 5     # the tightest, most often
+    assert sum(lo == 17 and hi == 90 for lo, hi in drawn) >= 5      # the tightest, most often
+
+
+def test_a_column_far_from_zero_gets_bounds_near_its_values() -> None:
+    """Fixed seed. A year 2003–2009 got [1000, 5000] from the grid of 1, 2, 5 per decade (a
+    clamp range 700 times the data's); two significant digits hold it within a few hundred."""
+    x = np.random.default_rng(8).uniform(2003, 2009, 5000)
+    below = algo.count_at_or_below(x, algo.candidates())
+    rng = np.random.default_rng(9)
+    drawn = [algo.private_bounds(below, 5000, 50.0, rng) for _ in range(20)]
+    assert all(lo <= 2003 and hi >= 2009 for lo, hi in drawn)
+    assert all(lo >= 1500 and hi <= 2500 for lo, hi in drawn)
+    assert sum(lo == 2000 and hi == 2100 for lo, hi in drawn) >= 5
+
+
+def test_the_grid_prints_as_round_numbers() -> None:
+    grid = algo.candidates()
+    assert grid.size == 1981 and 0.11 in grid and 2100.0 in grid and 9.9e9 in grid
+    assert all(float(format(c, ".2g")) == c for c in grid)          # two digits, exactly
+
+
+def test_small_files_keep_the_round_numbers() -> None:
+    """The two-digit grid only where it resolves the full coverage (its ln K is larger): a
+    column at n·ε below that is suggested among the 67 numbers 0, ±{1, 2, 5}·10^k as before."""
+    coarse = algo.candidates()[algo.grid_mask(400, 2.0)]
+    assert coarse.size == 67 and {0.1, 2.0, 5e9} <= set(coarse.tolist()) and 1.1 not in coarse
+    assert not algo.fine_grid(4000, 2.0) and algo.fine_grid(5000, 2.0)
+    assert algo.bounds_tail(5000, 2.0) == pytest.approx((1 - algo.COVERAGE) / 2)
+    x = np.random.default_rng(10).uniform(2003, 2009, 400)
+    below = algo.count_at_or_below(x, algo.candidates())
+    lo, hi = algo.private_bounds(below, 400, 2.0, np.random.default_rng(11))
+    assert lo in coarse and hi in coarse and lo <= 2003 and hi >= 2009
 
 
 def test_the_threshold_is_the_least_that_keeps_a_lone_value_below_delta() -> None:

@@ -614,7 +614,7 @@ def _suggest_control():
 def suggest_build():
     from dpcli.algorithms import suggest as algo
 
-    grid = algo.candidates()
+    grid = algo.candidates()[algo.grid_mask(2000, 2.0)]   # the 67 round numbers at this n·ε
     d = np.concatenate([np.full(990, 1.5), np.full(20, 3.0), np.full(990, 7.0)])
     dp = d.copy()
     dp[-1] = 1.5

@@ -90,7 +90,6 @@ def validate(spec: Spec, data: Path, *, validation: Path | None = None,
         why = (f"the {config.method} baseline selects by 0/1 errors" if config.method != "stability"
                else "the ramp score is bounded")
         reporter.say(f"note: --delta is not used: {why}, so this run is pure ε-DP (δ = 0)")
-    d = inputs.design_width(s.schema, chosen)
     total = Budget(section.epsilon, config.run_delta)
     if total.delta > s.budget.delta:
         raise BudgetExhausted(f"the {config.score} score needs δ = {config.run_delta:g}, but the "
@@ -100,6 +99,7 @@ def validate(spec: Spec, data: Path, *, validation: Path | None = None,
 
     sizes: dict[str, int] = {}
     decided: dict[str, tuning.Decision] = {}
+    design: dict[str, tuple[str, ...]] = {}
     companions: dict[str, Companion] = {}
     if validation is not None:
         check_disjoint(data, validation, out)
@@ -112,11 +112,15 @@ def validate(spec: Spec, data: Path, *, validation: Path | None = None,
             m_file = companions["validation"].open(s, validation, chosen, total,
                                                    dry_run=dry_run)
         where = f"{data}" if validation is None else f"{data} or {validation}"
-        planned = plan_at(s, section, rows, columns=chosen, validation_rows=m_file,
-                          where=where)
+        planned = plan_at(s, section, rows, validation_rows=m_file, where=where)
         n, m, rows_all, decision = planned.n, planned.m, planned.n_all, planned.decision
-        sizes.update(n=n, m=m, n_all=rows_all)
+        d = planned.d
+        sizes.update(n=n, m=m, n_all=rows_all, d=d)
         decided["decision"] = decision
+        design.update(columns=planned.columns, left_out=planned.left_out)
+        if planned.left_out:
+            reporter.warn(_left_out_note(s.schema, planned.left_out, rows,
+                                         float(section.epsilon)))
         if decision.mode == "auto":
             reporter.say(f"note: λ chosen without the data: {decision.reason}")
         elif decision.mode == "select" and config.method == "stability":
@@ -145,16 +149,18 @@ def validate(spec: Spec, data: Path, *, validation: Path | None = None,
                           outputs=[out], total=total, dry_run=dry_run, companions=companions,
                           inputs=protect.inputs("the --validation file", validation),
                           forecast=lambda rows: forecast_at(
-                              "validate", s, section, rows, columns=chosen,
+                              "validate", s, section, rows, columns=section.columns,
                               validation_rows=None if validation is None
                               else companions["validation"].n))
     if dry_run:
         return spend.dry_run()
     plan = spend.plan
-    n, m = sizes["n"], sizes["m"]
+    n, m, d = sizes["n"], sizes["m"], sizes["d"]
+    chosen, left_out = design["columns"], design["left_out"]
     arguments: dict[str, Any] = {
         "data": str(data.resolve()), "out": None if out is None else str(out.resolve()),
-        "columns": list(chosen), "method": config.method, "score": config.score,
+        "columns": list(chosen), "left_out": list(left_out), "method": config.method,
+        "score": config.score,
         "trainer": config.trainer, "grid": list(config.grid), "epsilon": section.epsilon,
         "delta": config.run_delta, "n_train": n, "n_validation": m,
         "lambda": "auto" if config.lam is None else config.lam,
@@ -222,6 +228,12 @@ def validate(spec: Spec, data: Path, *, validation: Path | None = None,
                                       rng)
         model.threshold = cut.logit
         report["threshold"] = cut.to_json()
+        if left_out:
+            report["left_out"] = {
+                "columns": {c: len(s.schema.column(c).levels)  # type: ignore[union-attr]
+                            for c in left_out},
+                "why": "one-hot blocks wider than the rest of the design and than √(n·ε): "
+                       "left out by rule (public facts); name the columns to keep them"}
         payload = {**model.to_payload(), "breakdown": plan.to_json(), **run.check_model(model)}
         side = cut.one_class()
         if side is not None and "degeneracy" in payload:
@@ -290,6 +302,8 @@ class ValidatePlan:
     m: int             # validation rows
     n_all: int         # every row the class threshold reads
     d: int             # the design's width
+    columns: tuple[str, ...]    # the design's columns
+    left_out: tuple[str, ...]   # usable columns the default design leaves out (wide_columns)
 
 
 def plan_at(spec: Spec, section: Any, rows: int, *, columns: Sequence[str] | None = None,
@@ -299,14 +313,19 @@ def plan_at(spec: Spec, section: Any, rows: int, *, columns: Sequence[str] | Non
     The one builder of the plan: the command's run and dry run use it, and so does
     its forecast (``dpcli.forecast.validate.plan``). Without ``validation_rows``
     (the --validation file's count) the validation rows are cut from DATA by the
-    public hash rule. ``columns`` defaults to the section's, else every usable one.
+    public hash rule. ``columns`` defaults to the section's, else every usable one less
+    those :func:`tuning.wide_columns` leaves out at this n and ε.
     """
     from dpcli.algorithms import inputs
     from dpcli.algorithms import validate as tuning
 
     config = tuning.ValidateConfig(**section.config_values())
-    chosen = tuple(columns or section.columns or (
+    named = columns or section.columns
+    chosen = tuple(named or (
         c for c in spec.schema.names if inputs.usable(spec.schema.column(c))))
+    left_out = () if named else tuning.wide_columns(spec.schema, chosen, rows,
+                                                    float(section.epsilon))
+    chosen = tuple(c for c in chosen if c not in left_out)
     d = inputs.design_width(spec.schema, chosen)
     if validation_rows is None:
         m = held_out(rows, config.validation_fraction, config.split_seed)
@@ -322,7 +341,7 @@ def plan_at(spec: Spec, section: Any, rows: int, *, columns: Sequence[str] | Non
     decision = tuning.decide(config, section.epsilon, n, m, d, rows_all,
                              split=validation_rows is None)
     return ValidatePlan(tuning.full_plan(config, decision, n, m, d, rows_all), decision,
-                        config, n, m, rows_all, d)
+                        config, n, m, rows_all, d, chosen, left_out)
 
 
 @functools.lru_cache(maxsize=64)
@@ -332,6 +351,17 @@ def held_out(rows: int, fraction: float, seed: int) -> int:
     from dpcli.algorithms import validate as tuning
 
     return int(tuning.validation_rows(rows, fraction, seed).sum())
+
+
+def _left_out_note(schema: Any, left_out: Sequence[str], rows: int, epsilon: float) -> str:
+    """The warning for columns the default design leaves out (tuning.wide_columns)."""
+    import math
+
+    named = ", ".join(f"{c!r} ({len(schema.column(c).levels):,} levels)" for c in left_out)
+    return (f"validate leaves out {named}: a one-hot block wider than the rest of the design "
+            f"and than √(n·ε) = {math.sqrt(rows * epsilon):,.0f} raises λ0 and the noise for "
+            "every weight more than its levels can repay at this n and ε. Name the columns "
+            "to keep (--columns or validate.columns) to decide otherwise.")
 
 
 def _draw(plan: Any, decision: Any) -> None:

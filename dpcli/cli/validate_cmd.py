@@ -48,7 +48,9 @@ def validate(
         "needs none.")] = None,
     columns: Annotated[str | None, typer.Option(
         help="Comma-separated feature columns (default: the spec's 'validate.columns', else "
-        "every numeric, categorical and binary column).")] = None,
+        "every numeric, categorical and binary column, less any categorical whose declared "
+        "levels outnumber both the rest of the design and √(n·ε): those are left out, with a "
+        "warning; naming the columns keeps them).")] = None,
     lam: Annotated[str | None, typer.Option(
         "--lambda", help="The regulariser: a number > 0 (no search); search (always search "
         "the grid by --method, the paper's procedure); or auto (default: λ0 = 4√d/(ε·n), or a "

@@ -339,3 +339,33 @@ def test_a_delta_too_small_for_the_gamma_quantile_is_refused() -> None:
         v.ValidateConfig(score="hinge", delta=1e-300)
     c = v.stability_constants(v.ValidateConfig(score="hinge", delta=v.MIN_DELTA), 100, 10, 5, 1.0)
     assert np.isfinite(c.beta)
+
+
+def _wide_schema(levels: int) -> Schema:
+    return Schema(columns=(NumericColumn("age", 17, 90), BinaryColumn("member", ("no", "yes")),
+                           CategoricalColumn("tail", tuple(f"t{i}" for i in range(levels))),
+                           CategoricalColumn("color", ("r", "g", "b"))),
+                  label=SCHEMA.label)
+
+
+def test_a_one_hot_block_wider_than_the_rest_and_root_n_eps_is_left_out() -> None:
+    """wide_columns: public facts only. 'tail' (L levels + other) is left out when L + 1 is
+    above both the rest's width (age 1 + member 2 + color 4 = 7) and √(n·ε)."""
+    cols = ["age", "member", "tail", "color"]
+    wide = _wide_schema(99)                                  # 100 levels with 'other'
+    assert v.wide_columns(wide, cols, 400, 1.0) == ("tail",)           # √400 = 20
+    assert v.wide_columns(wide, cols, 9_999, 1.0) == ("tail",)         # √9,999 < 100
+    assert v.wide_columns(wide, cols, 10_000, 1.0) == ()               # 100 is not above 100
+    assert v.wide_columns(wide, cols, 40_000, 0.25) == ()              # n·ε decides, not n
+    assert v.wide_columns(_wide_schema(5), cols, 10, 0.1) == ()        # 6 levels < rest 7
+    assert v.wide_columns(wide, ["tail"], 10, 0.1) == ()               # never an empty design
+
+
+def test_wide_blocks_are_judged_widest_first() -> None:
+    """Two wide blocks: each is wider than the rest only once the wider one is gone."""
+    schema = Schema(columns=(NumericColumn("age", 17, 90),
+                             CategoricalColumn("a", tuple(f"a{i}" for i in range(300))),
+                             CategoricalColumn("b", tuple(f"b{i}" for i in range(200)))),
+                    label=SCHEMA.label)
+    assert v.wide_columns(schema, ["age", "a", "b"], 1_000, 1.0) == ("a", "b")
+    assert v.wide_columns(schema, ["age", "a", "b"], 50_000, 1.0) == ("a",)  # √5e4 ≈ 224

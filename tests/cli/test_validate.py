@@ -842,3 +842,27 @@ def test_the_class_cuts_forecast_is_said_before_the_charge(project: Project, cli
     assert project.no_runs()
     r = _validate(cli, project, "--epsilon", 4, "--dry-run", paper=False)
     assert r.exit_code == 0 and "verdict: usable" in r.stderr
+
+
+def test_a_wide_categorical_is_left_out_with_a_warning_unless_named(project: Project,
+                                                                    cli) -> None:
+    """color declared with 60 levels (61 with 'other') at n = 400, ε = 1: wider than the rest
+    (age 1 + member 2) and than √(n·ε) = 20, so the default design leaves it out and says so
+    on stderr and in the model file; naming the columns keeps it, with no warning."""
+    def mutate(spec: dict) -> None:
+        spec["schema"]["columns"]["color"]["categories"] = (
+            ["red", "green", "blue"] + [f"c{i}" for i in range(57)])
+    project.write_spec(mutate)
+    r = _validate(cli, project, "--epsilon", 0.5)
+    assert r.exit_code == 0, r.stderr
+    assert "leaves out 'color' (61 levels)" in r.stderr
+    payload = project.envelope()["payload"]
+    assert payload["columns"] == ["age", "member"] and "color" not in payload["weights"]
+    assert payload["left_out"]["columns"] == {"color": 61}
+    assert read_entries(project.ledger)[0]["arguments"]["left_out"] == ["color"]
+    r = _validate(cli, project, "--epsilon", 0.5, "--columns", "age,color,member",
+                  out="named.json")
+    assert r.exit_code == 0, r.stderr
+    assert "leaves out" not in r.stderr
+    named = project.envelope("named.json")["payload"]
+    assert named["columns"] == DEFAULT_COLUMNS and "left_out" not in named

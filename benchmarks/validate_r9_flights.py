@@ -1,0 +1,15 @@
+import sys; sys.path.insert(0, ".")
+import suite, yaml
+from pathlib import Path
+got = suite._flights()
+tr, te = suite.stratified_split(got["label"].to_numpy())
+train = got.iloc[tr].reset_index(drop=True)
+fit, val = suite.stratified_split(train["label"].to_numpy(), seed=12345, test_fraction=0.3)
+out = Path("/tmp/fl")
+train.iloc[fit].reset_index(drop=True).to_parquet(out / "fit.parquet", index=False)
+train.iloc[val].reset_index(drop=True).to_parquet(out / "val.parquet", index=False)
+spec = yaml.safe_load((suite.SPECS / "flights.yaml").read_text())
+spec["schema"] = str((suite.SPECS / spec["schema"]).resolve())
+spec["ledger"] = str(out / "ledger.jsonl")
+(out / "spec.yaml").write_text(yaml.safe_dump(spec))
+print(len(fit), len(val))

@@ -157,7 +157,36 @@ def lookup_codes(arr: pa.Array, values: pa.Array) -> np.ndarray:
     codes = pc.fill_null(found, NOT_DECLARED).to_numpy(zero_copy_only=False).astype(np.int32)
     if text.null_count:
         codes[_null_mask(text)] = NULL
+    if is_text_type(arr.type):
+        _integral_text_codes(text, vs, codes)
     return codes
+
+
+#: text of a float with an integral value as pandas and R write it ("1.0", "-3.00"); its
+#: integer part has no leading zero, so "02134" (a code, not a number) never matches "2134"
+INTEGRAL_FLOAT_TEXT = r"^-?(0|[1-9][0-9]*)\.0+$"
+
+
+def _integral_text_codes(text: pa.Array, values: pa.Array, codes: np.ndarray) -> None:
+    """Give an undeclared text such as "1.0" the code of the declared integer "1", in place.
+
+    Why: a CSV file written from floats holds 0/1 columns as "0.0"/"1.0", which Parquet
+    stores as 0.0/1.0 and :func:`to_text` reads as "0"/"1". Without this the same data
+    matched every declared value in Parquet and none in CSV, silently (every value
+    undeclared). Only the form INTEGRAL_FLOAT_TEXT is read this way (the Spark engine
+    applies the same rule), and only where the text itself is not declared."""
+    undeclared = np.flatnonzero(codes == NOT_DECLARED)
+    if undeclared.size == 0:
+        return
+    subset = text.take(pa.array(undeclared))
+    integral = pc.fill_null(pc.match_substring_regex(subset, INTEGRAL_FLOAT_TEXT), False)
+    if not pc.any(integral).as_py():
+        return
+    whole = pc.replace_substring_regex(subset, r"\.0+$", "")
+    whole = pc.replace_substring_regex(whole, r"^-0$", "0")
+    found = pc.fill_null(pc.index_in(whole, value_set=values), NOT_DECLARED)
+    found = pc.if_else(integral, found, NOT_DECLARED).to_numpy(zero_copy_only=False)
+    codes[undeclared] = found.astype(np.int32)
 
 
 def _integer_codes(arr: pa.Array, values: pa.Array) -> np.ndarray | None:

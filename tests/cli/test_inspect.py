@@ -4,8 +4,11 @@ nothing, so every case also checks that the ledger holds no run afterwards."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
+import numpy as np
 import pandas as pd
+import yaml
 
 from tests.cli.conftest import Project
 
@@ -123,3 +126,24 @@ def test_a_column_whose_every_value_is_remapped_says_all(project: Project, cli) 
     assert r.exit_code == 0, r.stderr
     out = " ".join(r.stdout.split())
     assert "member: all differ only in case from a declared value → 'no'" in out
+
+
+def test_a_csv_written_from_floats_matches_declared_integers(tmp_path: Path, cli) -> None:
+    """x and the label written "0.0"/"1.0" (pandas writes floats so): inspect finds nothing
+    remapped in the CSV, as in the same data's Parquet file; before, every CSV value was
+    undeclared and binary x became a constant without a word."""
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame({"x": rng.integers(0, 2, 300).astype(float),
+                          "label": rng.integers(0, 2, 300).astype(float)})
+    frame.to_csv(tmp_path / "f.csv", index=False)
+    frame.to_parquet(tmp_path / "f.parquet", index=False)
+    spec = {"dataset": "floats", "budget": {"epsilon": 1.0}, "ledger": "ledger.jsonl",
+            "label": {"column": "label", "classes": [0, 1], "positive": 1},
+            "schema": {"columns": {"x": {"type": "binary", "values": [0, 1]}}}}
+    (tmp_path / "s.yaml").write_text(yaml.safe_dump(spec))
+    assert "1.0," in (tmp_path / "f.csv").read_text()
+    for name in ("f.csv", "f.parquet"):
+        r = cli("inspect", tmp_path / name, "--spec", tmp_path / "s.yaml", "--json", "--report")
+        assert r.exit_code == 0, r.stderr
+        got = json.loads(r.stdout)
+        assert got["ok"] and got["remapped"] == {}, (name, got)

@@ -290,3 +290,18 @@ def test_lookup_codes_of_numbers_through_their_distinct_values() -> None:
                                      for i in range(len(arr))])
         np.testing.assert_array_equal(got, one_by_one)
         assert (got == NULL).any() and (got == NOT_DECLARED).any() | (got >= 0).all()
+
+
+def test_integral_float_text_finds_the_declared_integer() -> None:
+    """A CSV written from floats holds "0.0"/"1.0": the same codes as Parquet's 0.0/1.0
+    (to_text writes "0"/"1"). Codes-like text keeps its exact meaning: "02" is not "2",
+    and "1.5", "1." and "01.0" are undeclared; a declared "1.0" is matched as written."""
+    from dpcli.data.encode import lookup_codes
+
+    declared = pa.array(["0", "1", "2"])
+    text = pa.array(["0.0", "1.0", "2.00", "-0.0", "02", "1.5", "1.", "01.0", "x", None])
+    assert lookup_codes(text, declared).tolist() == [0, 1, 2, 0, -1, -1, -1, -1, -1, -2]
+    assert lookup_codes(pa.array([0.0, 1.0, 2.0]), declared).tolist() == [0, 1, 2]
+    assert lookup_codes(text.dictionary_encode(), declared).tolist()[:5] == [0, 1, 2, 0, -1]
+    as_written = pa.array(["1.0", "1"])
+    assert lookup_codes(pa.array(["1.0", "1"]), as_written).tolist() == [0, 1]

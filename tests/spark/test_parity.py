@@ -379,3 +379,30 @@ def test_native_text_rules_wide_columns_and_empty_class(spark: Any, tmp_path: Pa
     assert counts["b"].mapped_to_other > 0 and counts["s"].mapped_to_other > 0
     assert counts["x"].clamped_below > 0 and counts["x"].clamped_above > 0
 
+
+
+def test_native_aggregation_reads_integral_float_text_as_the_local_engine(
+        spark: Any, tmp_path: Path, native_calls: list[int]) -> None:
+    """"1.0" (a CSV written from floats) finds a declared "1" in both engines; "02",
+    "1.5", "1." and "01.0" stay undeclared; "-0.0" is "0"."""
+    import pyarrow as pa
+
+    from dpcli.data.schema import BinaryColumn, Label
+
+    schema = Schema(
+        columns=(CategoricalColumn("c", ("0", "1", "2")), BinaryColumn("b", ("0", "1"))),
+        label=Label("y", ("0", "1"), positive="1"))
+    rng = np.random.default_rng(6)
+    n = 2000
+    texts = ["0.0", "1.0", "2.00", "1", "02", "1.5", "1.", "01.0", "-0.0", "x"]
+    table = pa.table({"y": pa.array(rng.choice(["0.0", "1.0", "1"], n)),
+                      "c": pa.array(rng.choice(texts, n)),
+                      "b": pa.array(rng.choice(["0.0", "1.0", "1.5"], n))})
+    path = tmp_path / "floats.parquet"
+    pq.write_table(table, path, row_group_size=300)
+    request = StatsRequest(contingency=("c", "b"))
+    stats, local, _ = run_both(schema, path, path, request)
+    assert native_calls == [1]
+    assert assert_same(stats, local) == 2 + 2
+    undeclared = sum(t in ("02", "1.5", "1.", "01.0", "x") for t in table.column("c").to_pylist())
+    assert stats.report.columns["c"].mapped_to_other == undeclared

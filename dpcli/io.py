@@ -23,6 +23,7 @@ from typing import Any
 
 from dpcli import NEIGHBOURING_RELATION, __version__
 from dpcli.errors import (
+    CannotCreate,
     DpcliError,
     IOFailure,
     UsageError,
@@ -230,7 +231,8 @@ class Outputs:
             key = os.path.abspath(final)
             if key in self.expected and path_state(final) != self.expected[key]:
                 self._last = final
-                raise UsageError(
+                # after the charge: not a usage error (64 charges nothing), EX_CANTCREAT
+                raise CannotCreate(
                     f"{final}: changed while this run ran (written or replaced by another "
                     "process after the checks before the charge); it is kept, and nothing "
                     "of this run was written. Rerun with a free output path")

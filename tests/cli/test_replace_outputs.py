@@ -124,7 +124,8 @@ def test_a_file_written_at_the_output_path_during_the_run_is_kept(project: Proje
     """The replacement check runs before the charge; a file another process writes there
     afterwards (a tester's `cp data.csv out.json` during a long validate) is not replaced:
     the commit compares the path with what the check saw, keeps the file, writes nothing,
-    and the run is recorded failed with its charge kept (noise was drawn)."""
+    and the run is recorded failed with its charge kept (noise was drawn). It exits 73
+    (EX_CANTCREAT), not 64: 64 promises that nothing was charged (docs/exit-codes.md)."""
     from dpcli.api.spend import Spend
 
     out = project.root / "raced.csv"
@@ -137,9 +138,11 @@ def test_a_file_written_at_the_output_path_during_the_run_is_kept(project: Proje
     monkeypatch.setattr(Spend, "_saw_outputs", check_then_race)
     for extra in ((), ("--reuse",)):
         out.unlink(missing_ok=True)
-        r = _tab(cli, project, "raced.csv", *extra)
-        assert r.exit_code == 64 and "changed while this run ran" in r.stderr, r.stderr
-    assert r.exit_code == 64 and "changed while this run ran" in r.stderr, r.stderr
+        r = _tab(cli, project, "raced.csv", "--json", *extra)
+        assert r.exit_code == 73 and "changed while this run ran" in r.stderr, r.stderr
+        assert "this run's charge stays" in r.stderr
+        obj = json.loads(r.stdout.strip().splitlines()[-1])
+        assert obj["error"] == "cant_create" and obj["exit_code"] == 73 and obj["charged"]
     assert out.read_text() == "someone else's file\n"
     assert not (project.root / "raced.json").exists()   # the set is written whole or not
     statuses = [e["kind"] for e in run_entries(project.ledger)]

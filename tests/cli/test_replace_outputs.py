@@ -147,3 +147,82 @@ def test_a_file_written_at_the_output_path_during_the_run_is_kept(project: Proje
     assert not (project.root / "raced.json").exists()   # the set is written whole or not
     statuses = [e["kind"] for e in run_entries(project.ledger)]
     assert statuses[-1] == "failed"
+
+
+def test_an_output_that_is_a_symlink_is_refused_naming_its_target(project: Project,
+                                                                    cli) -> None:
+    """results/t.csv -> ../t.csv: the rename would replace the link and leave its target with
+    the older release (a reader of the target sees stale results). Refused before the
+    charge, naming the link and the target; the target, the link and the ledger untouched.
+    Writing to the target's own path still replaces it as before."""
+    assert _tab(cli, project, "t.csv").exit_code == 0
+    target = project.root / "t.csv"
+    released = target.read_bytes()
+    (project.root / "results").mkdir()
+    link = project.root / "results" / "t.csv"
+    link.symlink_to("../t.csv")
+    before = project.ledger.read_bytes()
+    r = cli("tabulate", project.data, "--spec", project.spec, "--out", link, "--epsilon", 0.3,
+            "--json")
+    assert r.exit_code == 64, r.stderr
+    assert "symbolic link" in r.stderr and str(link) in r.stderr and str(target) in r.stderr
+    assert "nothing was charged" in r.stderr
+    assert json.loads(r.stdout.strip().splitlines()[-1])["charged"] is False
+    assert link.is_symlink() and target.read_bytes() == released
+    assert project.ledger.read_bytes() == before
+    # a dangling link too: the rename would put the release at the link, not where it points
+    dangling = project.root / "results" / "d.csv"
+    dangling.symlink_to("../nowhere.csv")
+    r = cli("tabulate", project.data, "--spec", project.spec, "--out", dangling,
+            "--epsilon", 0.3)
+    assert r.exit_code == 64 and "does not exist" in r.stderr, r.stderr
+    assert dangling.is_symlink() and not (project.root / "nowhere.csv").exists()
+    assert project.ledger.read_bytes() == before
+    # the target by its own path: a Makefile's rerun replaces its own output
+    assert _tab(cli, project, "t.csv").exit_code == 0
+
+
+def test_a_sidecar_that_is_a_symlink_is_refused(project: Project, cli) -> None:
+    """tabulate's JSON record (t.json) is an output too: a link there is refused as well."""
+    (project.root / "elsewhere.json").write_text("{}\n")
+    (project.root / "t.json").symlink_to("elsewhere.json")
+    r = _tab(cli, project, "t.csv")
+    assert r.exit_code == 64 and "t.json" in r.stderr and "elsewhere.json" in r.stderr
+    assert (project.root / "elsewhere.json").read_text() == "{}\n" and project.no_runs()
+
+
+def test_a_link_put_at_an_output_after_the_checks_is_not_replaced(project: Project, cli,
+                                                                   monkeypatch) -> None:
+    """The commit compares the path itself (lstat), so a link planted after the checks to the
+    very file they saw is a change: kept, exit 73, nothing written."""
+    from dpcli.api.spend import Spend
+
+    assert _tab(cli, project, "t.csv").exit_code == 0
+    out, real = project.root / "t.csv", project.root / "real.csv"
+    saw = Spend._saw_outputs
+
+    def check_then_link(self: Spend) -> None:
+        saw(self)
+        out.rename(real)
+        out.symlink_to(real.name)   # the same file the check saw, now behind a link
+
+    monkeypatch.setattr(Spend, "_saw_outputs", check_then_link)
+    r = _tab(cli, project, "t.csv")
+    assert r.exit_code == 73 and "changed while this run ran" in r.stderr, r.stderr
+    assert out.is_symlink()
+
+
+def test_two_outputs_that_are_one_file_are_refused_before_any_write(tmp_path) -> None:
+    """Two names of one output (a folder reached by a link): the second rename would replace
+    the first release, so the set is refused at the check (the pre-charge one), not at the
+    staging after the charge."""
+    import pytest
+
+    from dpcli.errors import UsageError
+    from dpcli.io import Outputs
+
+    (tmp_path / "real").mkdir()
+    (tmp_path / "alias").symlink_to("real")
+    with pytest.raises(UsageError, match="one file by two names"):
+        Outputs().check_writable(tmp_path / "real" / "a.csv", tmp_path / "alias" / "a.csv")
+    assert list((tmp_path / "real").iterdir()) == []

@@ -486,7 +486,8 @@ class Ledger:
     def complete(self, reservation: Reservation, outputs: Sequence[Path],
                  summary: dict[str, Any] | None = None, *,
                  digests: dict[Path, str] | None = None) -> None:
-        """Record that a reserved run finished, with the SHA-256 of each output.
+        """Record that a reserved run finished, with each output's path as given, the
+        absolute path it resolved to (symlinked folders followed) and its SHA-256.
 
         ``digests`` gives an output's SHA-256 as the run wrote it (hashed before its
         rename into place: another process writing the same path meanwhile cannot put
@@ -497,8 +498,11 @@ class Ledger:
         already finished.
         """
         known = digests or {}
+        # "path" as given (relative to the folder the run ran in), "resolved" the file it
+        # named then: what a later run from another folder compares (dpcli.protect)
         extra: dict[str, Any] = {
-            "outputs": [{"path": str(p), "sha256": known.get(Path(p)) or file_digest(Path(p))}
+            "outputs": [{"path": str(p), "resolved": os.path.realpath(p),
+                         "sha256": known.get(Path(p)) or file_digest(Path(p))}
                         for p in outputs]}
         if summary is not None:
             extra["summary"] = summary

@@ -110,6 +110,17 @@ def check_outputs(outputs: Iterable[Path | None], protected: Sequence[Protected]
                              "output path (nothing was charged)")
 
 
+def recorded_location(output: dict[str, Any]) -> str:
+    """The absolute path a ledger entry's output was written at: its ``resolved`` path, or for
+    an entry written before dpcli recorded one, its ``path`` resolved against today's working
+    folder (what such an entry can prove: docs/ledger.md). "" when it names none."""
+    resolved = output.get("resolved")
+    if isinstance(resolved, str) and os.path.isabs(resolved):
+        return resolved
+    given = output.get("path")
+    return os.path.realpath(given) if isinstance(given, str) and given else ""
+
+
 def check_replacements(outputs: Iterable[Path], command: str,
                        runs: Callable[[], Iterable[Any]]) -> None:
     """UsageError (exit 64) for an output that exists and is not an earlier output of ``command``.
@@ -120,6 +131,10 @@ def check_replacements(outputs: Iterable[Path], command: str,
     it) may be all that is left of it. The refusal says which case it is: another command's
     release (named), this command's release recorded under another path, a recorded output
     whose bytes changed since, or a file no run recorded.
+
+    Paths are compared as absolute, resolved paths (:func:`recorded_location`), so a rerun
+    from another folder, or by another spelling of the same file, replaces its own output,
+    and a copy at the same relative path from another folder is not taken for it.
 
     ``runs()`` gives the dataset's runs as the ledger records them (``RunView``: command,
     run_id, status, outputs with their SHA-256); it is called only when an output exists.
@@ -135,10 +150,10 @@ def check_replacements(outputs: Iterable[Path], command: str,
         if run.status != "complete":
             continue
         for out in run.outputs:
-            digest, where = out.get("sha256", ""), out.get("path", "")
-            by_digest[digest] = (run.command, run.run_id, where)
+            digest, where = out.get("sha256", ""), recorded_location(out)
+            by_digest[digest] = (run.command, run.run_id, where or out.get("path", ""))
             if where:
-                by_path.setdefault(os.path.realpath(where), {})[digest] = run.command
+                by_path.setdefault(where, {})[digest] = run.command
     for path in existing:
         digest = file_digest(path)
         here = by_path.get(os.path.realpath(path), {})

@@ -148,11 +148,16 @@ def _reuse(ledger: Ledger, spec: Spec, command: str, arguments: dict[str, Any],
     """Raise :class:`Reused` if the ledger holds this exact release (command, arguments — ε
     and output paths included —, spec digest, input digest) completed, with every output
     still there and byte for byte as recorded. Otherwise return: the run goes ahead."""
+    from dpcli.protect import recorded_location
+
     for run in ledger.completed_like(command=command, arguments=arguments,
                                      spec_digest=spec.digest, input_digest=digest):
-        outputs = [o["path"] for o in run.outputs]
-        if outputs and all(Path(o["path"]).is_file() and file_digest(Path(o["path"]))
-                           == o["sha256"] for o in run.outputs):
+        # where the run wrote them (the arguments hold the resolved output paths, so a match
+        # writes to the same files whatever folder it runs from), byte for byte as recorded
+        outputs = [recorded_location(o) for o in run.outputs]
+        if outputs and all(where and Path(where).is_file()
+                           and file_digest(Path(where)) == o["sha256"]
+                           for where, o in zip(outputs, run.outputs, strict=True)):
             raise Reused(f"reused run {run.run_id[:8]} of {run.time[:19].replace('T', ' ')} "
                          f"UTC: the same release, outputs unchanged "
                          f"({', '.join(outputs)}); nothing spent", run.run_id, outputs)

@@ -226,3 +226,81 @@ def test_two_outputs_that_are_one_file_are_refused_before_any_write(tmp_path) ->
     with pytest.raises(UsageError, match="one file by two names"):
         Outputs().check_writable(tmp_path / "real" / "a.csv", tmp_path / "alias" / "a.csv")
     assert list((tmp_path / "real").iterdir()) == []
+
+
+def _tab_here(cli, project: Project, out: str, *extra: object):
+    """tabulate with ``--out`` as typed, relative to the working folder."""
+    return cli("tabulate", project.data, "--spec", project.spec, "--out", out,
+               "--epsilon", 0.3, *extra)
+
+
+def test_a_rerun_from_another_folder_replaces_its_own_output(project: Project, cli,
+                                                              monkeypatch) -> None:
+    """The ledger records each output's resolved path beside the path as given, and the
+    check compares resolved paths: `make -C ..`-style reruns with another relative spelling
+    of the same file replace it instead of being refused as a copy."""
+    monkeypatch.chdir(project.root)
+    assert _tab_here(cli, project, "t.csv").exit_code == 0
+    outputs = next(e for e in run_entries(project.ledger) if e["kind"] == "complete")["outputs"]
+    assert {(o["path"], o["resolved"]) for o in outputs} == {
+        ("t.csv", str(project.root / "t.csv")), ("t.json", str(project.root / "t.json"))}
+    (project.root / "sub").mkdir()
+    monkeypatch.chdir(project.root / "sub")
+    r = _tab_here(cli, project, "../t.csv")
+    assert r.exit_code == 0, r.stderr
+    assert len(project.reserves()) == 2
+
+
+def test_a_copy_at_the_same_relative_path_in_another_folder_is_not_replaced(
+        project: Project, cli, monkeypatch) -> None:
+    """A release copied to other/t.csv (and t.json) is not this command's output at that
+    path, though `--out t.csv` was what the first run was given: refused before the charge,
+    naming where the release was written."""
+    monkeypatch.chdir(project.root)
+    assert _tab_here(cli, project, "t.csv").exit_code == 0
+    other = project.root / "other"
+    other.mkdir()
+    for name in ("t.csv", "t.json"):
+        shutil.copyfile(project.root / name, other / name)
+    copy = (other / "t.csv").read_bytes()
+    before = project.ledger.read_bytes()
+    monkeypatch.chdir(other)
+    r = _tab_here(cli, project, "t.csv")
+    assert r.exit_code == 64, r.stderr
+    assert "recorded at" in r.stderr and str(project.root / "t.") in r.stderr
+    assert (other / "t.csv").read_bytes() == copy
+    assert project.ledger.read_bytes() == before
+
+
+def test_reuse_finds_its_release_by_another_spelling_of_the_same_path(project: Project, cli,
+                                                                      monkeypatch) -> None:
+    monkeypatch.chdir(project.root)
+    assert _tab_here(cli, project, "t.csv", "--reuse").exit_code == 0
+    (project.root / "sub").mkdir()
+    monkeypatch.chdir(project.root / "sub")
+    r = _tab_here(cli, project, "../t.csv", "--reuse")
+    assert r.exit_code == 0 and "reused run" in r.stderr, r.stderr
+    assert len(project.reserves()) == 1
+
+
+def test_an_entry_without_a_resolved_path_falls_back_to_the_working_folder(
+        tmp_path, monkeypatch) -> None:
+    """Entries written before dpcli recorded ``resolved`` are read as before: their path is
+    taken against today's working folder (docs/ledger.md says what they cannot prove)."""
+    import pytest
+
+    from dpcli.errors import UsageError
+    from dpcli.fingerprint import file_digest
+    from dpcli.ledger import RunView
+    from dpcli.protect import check_replacements
+
+    (tmp_path / "a").mkdir()
+    out = tmp_path / "a" / "t.csv"
+    out.write_text("release\n")
+    old = RunView("r1", "2026-01-01T00:00:00Z", "tabulate", 1, 0, "complete", False,
+                  outputs=[{"path": "t.csv", "sha256": file_digest(out)}])
+    monkeypatch.chdir(tmp_path / "a")
+    check_replacements([out], "tabulate", lambda: [old])       # the same folder: its own
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(UsageError, match="recorded at"):        # elsewhere: a copy, as before
+        check_replacements([out], "tabulate", lambda: [old])

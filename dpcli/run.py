@@ -213,8 +213,12 @@ def charged(spec: Spec, plan: Plan, *, command: str, arguments: dict[str, Any],
     If the outputs were written but the ``complete`` entry cannot be, a
     LedgerError says exactly that.
     """
+    from dpcli.reuse import sweep_stale
+
     ledger = open_ledger(spec)
     digest = input_digest(spec.ledger_path, input_path)
+    # --reuse locks of killed runs would stay until the same request ran again
+    sweep_stale(ledger.file)
     reuse = REUSE.get()
     lock: AbstractContextManager[Any] = nullcontext()
     if reuse:

@@ -5,7 +5,8 @@ job can tell a bad command line from bad data, a bad spec or a ledger that
 cannot be trusted (the table, with what was charged in each case, is
 docs/exit-codes.md): 0 ok, 3 budget exhausted (dpcli's own, kept from 0.x),
 64 usage (EX_USAGE), 65 data (EX_DATAERR), 66 an input file does not exist
-(EX_NOINPUT), 70 an internal error (EX_SOFTWARE), 74 the system refused an I/O
+(EX_NOINPUT), 70 an internal error (EX_SOFTWARE), 73 an output could not be
+created after the charge (EX_CANTCREAT), 74 the system refused an I/O
 operation (EX_IOERR), 76 the ledger is unusable or fails verification
 (EX_PROTOCOL: the budget's record broke its own hash-chain protocol), 78 spec
 (EX_CONFIG), 128 + N ended by signal N (130 SIGINT, 143 SIGTERM, 129 SIGHUP).
@@ -58,8 +59,8 @@ class DpcliError(Exception):
 
 
 #: BSD sysexits(3) values dpcli uses (see the module docstring and docs/exit-codes.md)
-EX_USAGE, EX_DATAERR, EX_NOINPUT, EX_SOFTWARE, EX_IOERR, EX_PROTOCOL, EX_CONFIG = (
-    64, 65, 66, 70, 74, 76, 78)
+(EX_USAGE, EX_DATAERR, EX_NOINPUT, EX_SOFTWARE, EX_CANTCREAT, EX_IOERR, EX_PROTOCOL,
+ EX_CONFIG) = (64, 65, 66, 70, 73, 74, 76, 78)
 #: the exit code of an unexpected exception (a bug in dpcli)
 INTERNAL_EXIT = EX_SOFTWARE
 
@@ -94,6 +95,19 @@ class UsageError(DpcliError):
     option parser's own errors (unknown option, missing argument)."""
 
     exit_code = EX_USAGE
+
+
+class CannotCreate(DpcliError):
+    """An output could not be created once the run was charged, though the system allowed it:
+    its path changed after the pre-charge checks (another process wrote or replaced it), so
+    the release is not written over it. Exit code 73 (EX_CANTCREAT, "a user-specified output
+    file cannot be created").
+
+    Not 64: a usage error is found before the charge and charges nothing, while this one
+    comes after the reservation, whose charge stays (the ledger records the run failed).
+    """
+
+    exit_code = EX_CANTCREAT
 
 
 class LedgerError(DpcliError):

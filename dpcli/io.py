@@ -23,6 +23,7 @@ from typing import Any
 
 from dpcli import NEIGHBOURING_RELATION, __version__
 from dpcli.errors import (
+    CannotCreate,
     DpcliError,
     IOFailure,
     UsageError,
@@ -118,11 +119,38 @@ def refuse_special(path: Path) -> None:
                          "was charged)")
 
 
+def refuse_symlink(path: Path) -> None:
+    """UsageError (exit 64) if the output ``path`` is a symbolic link (to a file, or dangling).
+
+    Why: an output is written beside its path and renamed over it, and a rename replaces the
+    link itself, not its target: the link would then name the new release while its target
+    kept the older one, and whoever reads the target (another project's path, a shared
+    results folder) would see stale results without a word. Writing through the link
+    (a rename in the target's folder) would instead make ``--out`` write wherever the link
+    points, which the user may not know either. So, like a device, it is refused before the
+    charge, naming both; give the target's path to replace it (docs/ledger.md).
+    """
+    if not os.path.islink(path):
+        return
+    target = os.path.realpath(path)
+    try:
+        shown = os.readlink(path)
+    except OSError:  # pragma: no cover - removed meanwhile
+        shown = target
+    dangling = "" if os.path.exists(path) else ", which does not exist"
+    raise UsageError(f"{path}: is a symbolic link to {shown} ({target}{dangling}); dpcli "
+                     "replaces an output by renaming a new file over its path, which would "
+                     "replace the link and leave its target with the older release. Write to "
+                     f"the target's path ({target}) instead, or remove the link (nothing was "
+                     "charged)")
+
+
 def path_state(path: Path | str) -> tuple[int, ...] | None:
     """What is at ``path`` now, cheaply (device, inode, size, modification time; None when
-    absent): compared before an output replaces it, to see a write since a check."""
+    absent): compared before an output replaces it, to see a write since a check. The path
+    itself, not a link's target: a link put there since the check is a change."""
     try:
-        st = os.stat(path)
+        st = os.lstat(path)
     except OSError:
         return None
     return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
@@ -159,7 +187,8 @@ class Outputs:
                        protected: Sequence[tuple[str, Path | str]] = ()) -> None:
         """Fail before any charge if an output cannot or must not be written.
 
-        Refused: a folder where a file is due, a path through a file, and any
+        Refused: a folder where a file is due, a path through a file, a symbolic
+        link (:func:`refuse_symlink`), two outputs that are one file, and any
         output that would replace a ``protected`` file (see :mod:`dpcli.protect`;
         a ledger is protected even when not listed), exit 64; a folder the
         system will not let us write (permission, read-only), exit 74.
@@ -168,10 +197,18 @@ class Outputs:
 
         real = [Path(p) for p in paths if p is not None]
         check_outputs(real, protected)
+        named: dict[str, Path] = {}
+        for path in real:
+            same = named.setdefault(os.path.realpath(path), path)
+            if same is not path:
+                # the second rename would replace the first output: one release lost
+                raise UsageError(f"{path}: is also this run's output {same} (one file by two "
+                                 "names); give each output its own file (nothing was charged)")
         for path in real:
             if path.exists() and path.is_dir():
                 raise UsageError(f"{path}: is a folder; give a file name for this output")
-            refuse_special(path)
+            refuse_special(path)   # a link to a device says so: the graver mistake
+            refuse_symlink(path)
             parent = path.parent
             while not parent.exists():
                 parent = parent.parent
@@ -230,7 +267,8 @@ class Outputs:
             key = os.path.abspath(final)
             if key in self.expected and path_state(final) != self.expected[key]:
                 self._last = final
-                raise UsageError(
+                # after the charge: not a usage error (64 charges nothing), EX_CANTCREAT
+                raise CannotCreate(
                     f"{final}: changed while this run ran (written or replaced by another "
                     "process after the checks before the charge); it is kept, and nothing "
                     "of this run was written. Rerun with a free output path")

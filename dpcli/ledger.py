@@ -158,6 +158,8 @@ class LedgerSummary:
     spent: Budget
     remaining: Budget
     runs: list[RunView]
+    #: this dataset's ``repair`` entries, oldest first (collected with the runs)
+    repairs: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -168,6 +170,9 @@ class VerifyReport:
     entries: int  # number of lines read (including bad ones)
     problems: list[str]  # each starts with "line N:" (1-based) when it is about a line
     head: str  # hash of the last line's entry (GENESIS for an empty ledger)
+    #: every well-formed ``repair`` entry of the file (any dataset), oldest first: read by the
+    #: same scan, so that listing them costs no second read
+    repairs: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -399,7 +404,7 @@ def verify_file(path: Path, *, expect_head: str | None = None, dataset: str | No
     if expect_head is not None and not fold.anchor_seen:
         problems.append(f"the expected head {expect_head} is not the hash of any entry: entries "
                         "up to it were removed or rewritten")
-    return VerifyReport(not problems, fold.entries, problems, fold.head)
+    return VerifyReport(not problems, fold.entries, problems, fold.head, fold.repairs)
 
 
 class Ledger:
@@ -486,7 +491,8 @@ class Ledger:
     def complete(self, reservation: Reservation, outputs: Sequence[Path],
                  summary: dict[str, Any] | None = None, *,
                  digests: dict[Path, str] | None = None) -> None:
-        """Record that a reserved run finished, with the SHA-256 of each output.
+        """Record that a reserved run finished, with each output's path as given, the
+        absolute path it resolved to (symlinked folders followed) and its SHA-256.
 
         ``digests`` gives an output's SHA-256 as the run wrote it (hashed before its
         rename into place: another process writing the same path meanwhile cannot put
@@ -497,8 +503,11 @@ class Ledger:
         already finished.
         """
         known = digests or {}
+        # "path" as given (relative to the folder the run ran in), "resolved" the file it
+        # named then: what a later run from another folder compares (dpcli.protect)
         extra: dict[str, Any] = {
-            "outputs": [{"path": str(p), "sha256": known.get(Path(p)) or file_digest(Path(p))}
+            "outputs": [{"path": str(p), "resolved": os.path.realpath(p),
+                         "sha256": known.get(Path(p)) or file_digest(Path(p))}
                         for p in outputs]}
         if summary is not None:
             extra["summary"] = summary
@@ -532,7 +541,8 @@ class Ledger:
             "delta": _amount(reservation.budget.delta, up=True)})
 
     def summary(self, *, runs: bool = True) -> LedgerSummary:
-        """Total, spent, remaining and (unless ``runs`` is False) the runs of this dataset.
+        """Total, spent, remaining and (unless ``runs`` is False) the runs and repairs of this
+        dataset.
 
         Without runs it costs O(1) when nothing was written since the last
         checkpoint (the pre-charge look of a spending command); with runs it
@@ -545,28 +555,37 @@ class Ledger:
         with _locked(self.file, exclusive=False) as fd:
             fold = _load_state(self.file, fd, key, path=self.path)
             total, spent = self._account(fold)
-            views = self._runs(fd) if runs else []
-        return LedgerSummary(self.dataset, total, spent, total - spent, views)
+            views, repairs, _ = self._runs(fd) if runs else ([], [], set())
+        return LedgerSummary(self.dataset, total, spent, total - spent, views, repairs)
 
     def completed_like(self, *, command: str, arguments: dict[str, Any], spec_digest: str,
                        input_digest: str | None) -> list[RunView]:
         """This dataset's completed runs of ``command`` with exactly these arguments, spec
         digest and input digest, newest first (for ``--reuse``). Verifies the file first."""
+        return self.runs_and_completed_like(command=command, arguments=arguments,
+                                            spec_digest=spec_digest,
+                                            input_digest=input_digest)[1]
+
+    def runs_and_completed_like(self, *, command: str, arguments: dict[str, Any],
+                                spec_digest: str, input_digest: str | None
+                                ) -> tuple[list[RunView], list[RunView]]:
+        """This dataset's runs (as :meth:`summary` lists them) and, newest first, those
+        :meth:`completed_like` returns, from one read of the file (``--reuse`` needs both:
+        its look, then the outputs' replacement check)."""
         self.require_initialised()
         key = read_key(self.file)
         wanted = _canonical(arguments)
+
+        def like(e: dict[str, Any]) -> bool:
+            return (e["command"] == command and e.get("spec_digest") == spec_digest
+                    and e.get("input_digest") == input_digest
+                    and _canonical(e.get("arguments")) == wanted)
+
         with _locked(self.file, exclusive=False) as fd:
             _load_state(self.file, fd, key, path=self.path)
-            matching: set[str] = set()
-            for raw in _lines(fd):
-                e = _parse(raw.rstrip(b"\n"))[0]
-                if (e.get("dataset") == self.dataset and e["kind"] == "reserve"
-                        and e["command"] == command and e.get("spec_digest") == spec_digest
-                        and e.get("input_digest") == input_digest
-                        and _canonical(e.get("arguments")) == wanted):
-                    matching.add(e["run_id"])
-            views = [v for v in self._runs(fd) if v.run_id in matching]
-        return [v for v in reversed(views) if v.status == "complete"]
+            views, _, matching = self._runs(fd, like)
+        return views, [v for v in reversed(views)
+                       if v.run_id in matching and v.status == "complete"]
 
     def verify(self, expect_head: str | None = None) -> VerifyReport:
         """Check the whole file (every dataset in it) and this dataset's genesis and total."""
@@ -606,14 +625,22 @@ class Ledger:
                 self.dataset, self.total, state.total))
         return state.total, state.spent
 
-    def _runs(self, fd: int) -> list[RunView]:
-        """This dataset's runs, streamed; only the fields shown are kept per run."""
+    def _runs(self, fd: int, like: Callable[[dict[str, Any]], bool] | None = None
+              ) -> tuple[list[RunView], list[dict[str, Any]], set[str]]:
+        """This dataset's runs, its repair entries and the run ids whose reserve entry
+        ``like`` accepts, in one streamed read; only the fields shown are kept per run."""
         views: dict[str, RunView] = {}
+        repairs: list[dict[str, Any]] = []
+        matching: set[str] = set()
         for raw in _lines(fd):
             e = _parse(raw.rstrip(b"\n"))[0]
             if e.get("dataset") != self.dataset:
                 continue
-            if e["kind"] == "reserve":
+            if e["kind"] == "repair":
+                repairs.append(e)
+            elif e["kind"] == "reserve":
+                if like is not None and like(e):
+                    matching.add(e["run_id"])
                 views[e["run_id"]] = RunView(
                     run_id=e["run_id"], time=e["time"], command=e["command"],
                     epsilon=exact(e["epsilon"]), delta=exact(e["delta"]),
@@ -622,7 +649,7 @@ class Ledger:
             elif e["kind"] in ("complete", "failed", "aborted") and e["run_id"] in views:
                 views[e["run_id"]] = replace(views[e["run_id"]], status=e["kind"],
                                              outputs=list(e.get("outputs", [])))
-        return list(views.values())
+        return list(views.values()), repairs, matching
 
     def _common(self, kind: str, seq: int, prev: str) -> dict[str, Any]:
         return {"seq": seq, "kind": kind, "time": _now(), "dpcli_version": __version__,
@@ -819,6 +846,8 @@ class _Fold:
         # the file is not the one the checkpoint was written for (another device or inode)
         self.relocated = False
         self.anchor_seen = False
+        # the repair entries fed (few; not kept in a checkpoint: a full scan's only)
+        self.repairs: list[dict[str, Any]] = []
 
     def reserved(self, run_id: str) -> bool:
         return self._reserved is None or run_id in self._reserved
@@ -863,6 +892,8 @@ class _Fold:
         self.problems.extend(where + p for p in bad_fields)
         if not bad_fields:
             self._apply(entry, stored, index, where)
+            if entry["kind"] == "repair":
+                self.repairs.append(entry)
 
     def _apply(self, entry: dict[str, Any], stored: str, index: int, where: str) -> None:
         kind, name = entry["kind"], entry["dataset"]

@@ -110,8 +110,43 @@ def check_outputs(outputs: Iterable[Path | None], protected: Sequence[Protected]
                              "output path (nothing was charged)")
 
 
+def recorded_location(output: dict[str, Any]) -> str:
+    """The absolute path a ledger entry's output was written at: its ``resolved`` path, or for
+    an entry written before dpcli recorded one, its ``path`` resolved against today's working
+    folder (what such an entry can prove: docs/ledger.md). "" when it names none."""
+    resolved = output.get("resolved")
+    if isinstance(resolved, str) and os.path.isabs(resolved):
+        return resolved
+    given = output.get("path")
+    return os.path.realpath(given) if isinstance(given, str) and given else ""
+
+
+#: outputs hashed so far by one run (its ``--reuse`` look): resolved path -> (what the path
+#: held when hashing began, :func:`dpcli.io.path_state`; its SHA-256)
+Hashed = dict[str, tuple[tuple[int, ...] | None, str]]
+
+
+def output_digest(path: Path | str, hashed: Hashed | None = None) -> str:
+    """The SHA-256 of the file at ``path``, hashed once per run: taken from ``hashed`` when the
+    path still holds what it held when that digest was computed, else computed (and kept)."""
+    from dpcli.fingerprint import file_digest
+    from dpcli.io import path_state
+
+    if hashed is None:
+        return file_digest(Path(path))
+    real = os.path.realpath(path)
+    state = path_state(real)
+    known = hashed.get(real)
+    if known is not None and state is not None and known[0] == state:
+        return known[1]
+    digest = file_digest(Path(real))   # the state is taken first: a write meanwhile changes it
+    hashed[real] = (state, digest)
+    return digest
+
+
 def check_replacements(outputs: Iterable[Path], command: str,
-                       runs: Callable[[], Iterable[Any]]) -> None:
+                       runs: Callable[[], Iterable[Any]], *,
+                       hashed: Hashed | None = None) -> None:
     """UsageError (exit 64) for an output that exists and is not an earlier output of ``command``.
 
     An earlier output is a file whose bytes (SHA-256) are exactly those an earlier completed
@@ -121,10 +156,14 @@ def check_replacements(outputs: Iterable[Path], command: str,
     release (named), this command's release recorded under another path, a recorded output
     whose bytes changed since, or a file no run recorded.
 
+    Paths are compared as absolute, resolved paths (:func:`recorded_location`), so a rerun
+    from another folder, or by another spelling of the same file, replaces its own output,
+    and a copy at the same relative path from another folder is not taken for it.
+
     ``runs()`` gives the dataset's runs as the ledger records them (``RunView``: command,
     run_id, status, outputs with their SHA-256); it is called only when an output exists.
+    ``hashed``: the outputs this run hashed already (``--reuse``'s look), not read again.
     """
-    from dpcli.fingerprint import file_digest
 
     existing = [Path(p) for p in outputs if Path(p).is_file()]
     if not existing:
@@ -135,12 +174,12 @@ def check_replacements(outputs: Iterable[Path], command: str,
         if run.status != "complete":
             continue
         for out in run.outputs:
-            digest, where = out.get("sha256", ""), out.get("path", "")
-            by_digest[digest] = (run.command, run.run_id, where)
+            digest, where = out.get("sha256", ""), recorded_location(out)
+            by_digest[digest] = (run.command, run.run_id, where or out.get("path", ""))
             if where:
-                by_path.setdefault(os.path.realpath(where), {})[digest] = run.command
+                by_path.setdefault(where, {})[digest] = run.command
     for path in existing:
-        digest = file_digest(path)
+        digest = output_digest(path, hashed)
         here = by_path.get(os.path.realpath(path), {})
         if here.get(digest) == command:
             continue  # this command's own recorded bytes at this path: a rerun replaces them

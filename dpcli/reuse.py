@@ -16,10 +16,12 @@ killed (a lock dies with its process), runs itself. Different requests never
 wait for each other, and runs without ``--reuse`` never take this lock.
 
 The lock file sits beside the ledger (``<ledger>.reuse-<hash>.lock``, empty)
-and is removed by its holder when it is done; after a kill the next identical
-run takes it over and removes it. As in the ledger's own lock, a holder checks
-once locked that the path still names the file it locked (a remover may have
-unlinked it meanwhile): otherwise it tries again.
+and is removed by its holder when it is done. A killed run cannot remove its
+own: every spend on the ledger sweeps the lock files no process holds
+(:func:`sweep_stale`), so they do not pile up until the same request runs
+again. As in the ledger's own lock, a holder checks once locked that the path
+still names the file it locked (its holder or the sweep may have unlinked it
+meanwhile): otherwise it tries again.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import fcntl
 import hashlib
 import json
 import os
+import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
@@ -36,6 +39,7 @@ from typing import Any
 from dpcli.errors import LedgerError
 
 _TRIES = 20
+_LOCK_NAME = re.compile(r"\.reuse-[0-9a-f]{32}\.lock")
 
 
 def request_digest(*, dataset: str, command: str, arguments: dict[str, Any],
@@ -91,3 +95,48 @@ def serialised(ledger_file: Path, request: str,
                 os.unlink(path)
         if fd >= 0:
             os.close(fd)  # also releases the lock
+
+
+def sweep_stale(ledger_file: Path) -> list[Path]:
+    """Remove the ``--reuse`` lock files of ``ledger_file`` that no live process holds (left by
+    killed runs); returns what was removed. Called when the ledger is opened for a spend.
+
+    A lock file is removed only while this process holds its ``flock`` (taken without
+    waiting: a lock held by a live run is never waited for nor touched) and only if the
+    path still names the file locked (its holder may have removed it and a new run created
+    another meanwhile). A run that opened the old file before the removal takes its lock
+    afterwards, finds the path gone or naming another file, and tries again
+    (:func:`serialised`): it never takes a removed file for its request's lock.
+    """
+    real = Path(os.path.realpath(ledger_file))
+    prefix = real.name
+    removed: list[Path] = []
+    try:
+        entries = list(os.scandir(real.parent))
+    except OSError:
+        return removed
+    for entry in entries:
+        name = entry.name
+        if not (name.startswith(prefix) and _LOCK_NAME.fullmatch(name[len(prefix):])):
+            continue
+        try:  # never created here, never through a link
+            fd = os.open(entry.path, os.O_RDWR | os.O_CLOEXEC | os.O_NOFOLLOW)
+        except OSError:
+            continue
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:  # held by a live run (or a run about to check it): keep it
+                continue
+            try:
+                now = os.lstat(entry.path)
+            except OSError:
+                continue
+            mine = os.fstat(fd)
+            if (now.st_dev, now.st_ino) == (mine.st_dev, mine.st_ino):
+                with suppress(OSError):
+                    os.unlink(entry.path)
+                    removed.append(Path(entry.path))
+        finally:
+            os.close(fd)  # releases the lock: a waiter on the old file now looks and retries
+    return removed

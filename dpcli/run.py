@@ -33,9 +33,10 @@ from dpcli.budget import Budget
 from dpcli.data.location import location_text
 from dpcli.data.source import Source
 from dpcli.errors import BudgetExhausted, DataError, DpcliError, Reused, UsageError
-from dpcli.fingerprint import file_digest, input_digest
-from dpcli.ledger import Ledger, Reservation
+from dpcli.fingerprint import input_digest
+from dpcli.ledger import Ledger, Reservation, RunView
 from dpcli.mechanisms import Plan
+from dpcli.protect import Hashed
 from dpcli.spec import Spec
 
 #: ``--reuse`` for this command (set by :func:`dpcli.cli.common.handle_errors` from the
@@ -143,16 +144,21 @@ def prepare_source(spec: Spec, data: Path | str, columns: Sequence[str], total: 
     return source, n
 
 
-def _reuse(ledger: Ledger, spec: Spec, command: str, arguments: dict[str, Any],
-           digest: str | None) -> None:
-    """Raise :class:`Reused` if the ledger holds this exact release (command, arguments — ε
-    and output paths included —, spec digest, input digest) completed, with every output
-    still there and byte for byte as recorded. Otherwise return: the run goes ahead."""
-    for run in ledger.completed_like(command=command, arguments=arguments,
-                                     spec_digest=spec.digest, input_digest=digest):
-        outputs = [o["path"] for o in run.outputs]
-        if outputs and all(Path(o["path"]).is_file() and file_digest(Path(o["path"]))
-                           == o["sha256"] for o in run.outputs):
+def _reuse(like: Sequence[RunView], hashed: Hashed) -> None:
+    """Raise :class:`Reused` if ``like`` (the ledger's completed runs of this exact release:
+    command, arguments — ε and output paths included —, spec digest, input digest) holds
+    one with every output still there and byte for byte as recorded. Otherwise return: the
+    run goes ahead. Each output is hashed once (``hashed`` keeps the digests for the
+    replacement check that follows)."""
+    from dpcli.protect import output_digest, recorded_location
+
+    for run in like:
+        # where the run wrote them (the arguments hold the resolved output paths, so a match
+        # writes to the same files whatever folder it runs from), byte for byte as recorded
+        outputs = [recorded_location(o) for o in run.outputs]
+        if outputs and all(where and Path(where).is_file()
+                           and output_digest(where, hashed) == o["sha256"]
+                           for where, o in zip(outputs, run.outputs, strict=True)):
             raise Reused(f"reused run {run.run_id[:8]} of {run.time[:19].replace('T', ' ')} "
                          f"UTC: the same release, outputs unchanged "
                          f"({', '.join(outputs)}); nothing spent", run.run_id, outputs)
@@ -182,7 +188,8 @@ def charged(spec: Spec, plan: Plan, *, command: str, arguments: dict[str, Any],
             input_path: Path | str, seeded: bool,
             neighbouring: str = NEIGHBOURING_RELATION,
             on_wait: Callable[[Path], None] | None = None,
-            before_charge: Callable[[], None] | None = None) -> Iterator[Charge]:
+            before_charge: Callable[[list[RunView], Hashed], None] | None = None
+            ) -> Iterator[Charge]:
     """Reserve ``plan.total`` in the ledger, then run the body; record how it ended.
 
     ``input_path`` is a local file or folder (recorded with its absolute path
@@ -192,7 +199,9 @@ def charged(spec: Spec, plan: Plan, *, command: str, arguments: dict[str, Any],
 
     With ``--reuse`` (:data:`REUSE`), an identical completed release whose outputs
     are unchanged raises :class:`Reused` (exit 0) before anything is reserved. The
-    look, ``before_charge`` (the outputs' replacement check, done here under --reuse),
+    look, ``before_charge`` (the outputs' replacement check, done here under --reuse;
+    given the dataset's runs and the outputs already hashed, from the look's one read
+    of the ledger and of each output),
     the charge and the record are serialised with identical ``--reuse`` requests
     (:func:`dpcli.reuse.serialised`; ``on_wait`` is told when this run has to wait):
     an identical request never charges twice.
@@ -208,8 +217,12 @@ def charged(spec: Spec, plan: Plan, *, command: str, arguments: dict[str, Any],
     If the outputs were written but the ``complete`` entry cannot be, a
     LedgerError says exactly that.
     """
+    from dpcli.reuse import sweep_stale
+
     ledger = open_ledger(spec)
     digest = input_digest(spec.ledger_path, input_path)
+    # --reuse locks of killed runs would stay until the same request ran again
+    sweep_stale(ledger.file)
     reuse = REUSE.get()
     lock: AbstractContextManager[Any] = nullcontext()
     if reuse:
@@ -222,9 +235,14 @@ def charged(spec: Spec, plan: Plan, *, command: str, arguments: dict[str, Any],
             spec_digest=spec.digest, input_digest=digest), on_wait)
     with lock:
         if reuse:
-            _reuse(ledger, spec, command, arguments, digest)
+            # one read of the ledger and one hash of each output serve the look and the check
+            runs, like = ledger.runs_and_completed_like(
+                command=command, arguments=arguments, spec_digest=spec.digest,
+                input_digest=digest)
+            hashed: Hashed = {}
+            _reuse(like, hashed)
             if before_charge is not None:
-                before_charge()
+                before_charge(runs, hashed)
         with _charged(ledger, spec, plan, command=command, arguments=arguments,
                       input_path=input_path, digest=digest, seeded=seeded,
                       neighbouring=neighbouring) as charge:

@@ -418,6 +418,7 @@ def test_entries_hold_the_audit_fields_and_statuses(small_ledger: Path, tmp_path
     assert (first["epsilon"], first["total_epsilon"]) == (0.25, 1.0)
     assert (entries[2]["spent_epsilon"], entries[2]["remaining_epsilon"]) == (0.75, 0.25)
     assert entries[1]["outputs"] == [{"path": str(tmp_path / "model.json"),
+                                      "resolved": os.path.realpath(tmp_path / "model.json"),
                                       "sha256": file_digest(tmp_path / "model.json")}]
     assert entries[3]["reason"] == "DataError: column 'âge' missing"
 

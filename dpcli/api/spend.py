@@ -41,6 +41,7 @@ from dpcli.spec import Spec
 
 if TYPE_CHECKING:
     from dpcli.forecast import Forecast
+    from dpcli.protect import Hashed
 
 #: a command's forecast once n is known (dpcli.forecast; None: the command has none)
 ForecastAt = Callable[[int], "Forecast | None"]
@@ -320,14 +321,15 @@ class Spend:
                           f"in progress (lock {lock}): its release will be reused if it "
                           "completes")
 
-    def _check_replacements(self) -> None:
+    def _check_replacements(self, runs: list[Any], hashed: Hashed) -> None:
         """The outputs replace only their own recorded bytes (:func:`dpcli.protect.
-        check_replacements`): under --reuse, checked once the request's lock is held."""
+        check_replacements`): under --reuse, checked once the request's lock is held, on the
+        ``runs`` its look read and the outputs it ``hashed`` (neither is read twice)."""
         from dpcli import protect
 
         if self._outputs:
-            protect.check_replacements(self._outputs, self.command,
-                                       lambda: recorded_runs(self.spec))
+            protect.check_replacements(self._outputs, self.command, lambda: runs,
+                                       hashed=hashed)
         self._saw_outputs()
 
     def _saw_outputs(self) -> None:

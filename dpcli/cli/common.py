@@ -12,7 +12,7 @@ from typing import Annotated, Any, TypeVar
 import typer
 
 from dpcli.cli.ui import UI, VERBOSE
-from dpcli.errors import INTERNAL_EXIT, DpcliError
+from dpcli.errors import EX_USAGE, INTERNAL_EXIT, DpcliError
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -136,7 +136,8 @@ def handle_errors(fn: F) -> F:
     """Turn dpcli errors into a one-line message and their exit code.
 
     The codes are the BSD sysexits listed in :mod:`dpcli.errors` and
-    docs/exit-codes.md: 3 budget, 64 usage, 65 data, 66 no input, 74 the
+    docs/exit-codes.md: 3 budget, 64 usage, 65 data, 66 no input, 73 an output
+    that changed after the checks could not be created (after the charge), 74 the
     system refused an I/O operation (no space, permission, read-only: also
     when it surfaces as a ledger error), 76 ledger, 78 spec, 128 + N a signal
     (130 SIGINT, 143 SIGTERM, 129 SIGHUP). Unexpected errors exit 70
@@ -186,6 +187,10 @@ def handle_errors(fn: F) -> F:
             kind = error_kind(exc)
             if code != IOFailure.exit_code and environment_errno(exc) is not None:
                 code, kind = IOFailure.exit_code, "io"  # e.g. the ledger's disk is full
+            elif code == EX_USAGE and reserved:
+                # 64 promises that nothing was charged: a usage check met after this run's
+                # reservation came too late (dpcli's bug), so it must not exit 64
+                code, kind = INTERNAL_EXIT, "internal"
             # a bad value's data row is a private figure: shown only to a custodian who asks
             raise fail(kind, str(exc) if ui.report else exc.redacted(), code) from None
         except Terminated as exc:
@@ -210,11 +215,13 @@ def handle_errors(fn: F) -> F:
 #: the ``error`` field of a failure's ``--json`` object, by the exception's class
 ERROR_KINDS = {"UsageError": "usage", "DataError": "data", "NoInput": "no_input",
                "SpecError": "spec", "SpecNotFound": "no_input", "LedgerError": "ledger",
-               "BudgetExhausted": "budget", "IOFailure": "io"}
+               "BudgetExhausted": "budget", "IOFailure": "io",
+               "CannotCreate": "cant_create"}
 
 
 def error_kind(exc: DpcliError) -> str:
-    """``usage``, ``data``, ``no_input``, ``spec``, ``ledger``, ``budget`` or ``io``
+    """``usage``, ``data``, ``no_input``, ``spec``, ``ledger``, ``budget``, ``io`` or
+    ``cant_create``
     (the nearest dpcli class in the exception's ancestry)."""
     for cls in type(exc).__mro__:
         if cls.__name__ in ERROR_KINDS:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pathlib import Path
+from collections.abc import Iterable
 from typing import Annotated, Any
 
 import typer
@@ -98,7 +98,7 @@ def show(spec: SpecOpt, json: JsonOpt = False, quiet: QuietOpt = False,
                       "epsilon": float(r.epsilon), "delta": float(r.delta), "status": r.status,
                       "seeded": r.seeded, "neighbouring": r.neighbouring,
                       "outputs": r.outputs} for r in summary.runs],
-            "repairs": _repairs(s.ledger_path, s.dataset),
+            "repairs": _repairs(summary.repairs, s.dataset),
         })
         return
     use_delta = bool(summary.total.delta)
@@ -116,17 +116,16 @@ def show(spec: SpecOpt, json: JsonOpt = False, quiet: QuietOpt = False,
     else:
         ui.result(f"dataset {s.dataset}: no runs recorded yet in {s.ledger_path}")
     _relaxed_runs(ui, summary.runs)
-    _say_repairs(ui, _repairs(s.ledger_path, s.dataset))
+    _say_repairs(ui, _repairs(summary.repairs, s.dataset))
     ui.result(f"total {summary.total}   spent {summary.spent}   "
               f"remaining {summary.remaining}   runs {len(summary.runs)}")
 
 
-def _repairs(ledger: Path, dataset: str) -> list[dict[str, Any]]:
-    """The dataset's recorded repairs (time, what was done), oldest first."""
-    from dpcli.ledger import read_entries
-
+def _repairs(entries: Iterable[dict[str, Any]], dataset: str) -> list[dict[str, Any]]:
+    """The dataset's recorded repairs (time, what was done), oldest first, from the repair
+    entries the command's one read of the ledger collected (summary or verification)."""
     out = []
-    for e in read_entries(ledger):
+    for e in entries:
         if e.get("kind") != "repair" or e.get("dataset") != dataset:
             continue
         trusted = e.get("trusted_chain")
@@ -196,7 +195,7 @@ def verify(spec: SpecOpt,
     ui = UI(quiet=quiet, json=json)
     s = load_spec(spec, todo_domains=True)
     report = open_ledger(s).verify(expect_head=expect_head)
-    repairs = _repairs(s.ledger_path, s.dataset) if report.ok else []
+    repairs = _repairs(report.repairs, s.dataset) if report.ok else []
     if json:
         ui.emit_json({"ledger": str(s.ledger_path), "ok": report.ok, "entries": report.entries,
                       "head": report.head, "problems": report.problems, "repairs": repairs})

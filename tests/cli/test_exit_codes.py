@@ -58,6 +58,26 @@ def test_each_failure_has_its_code_and_json_kind(project: Project, cli, case: st
     assert project.ledger.read_bytes() == before  # nothing charged
 
 
+def test_a_usage_error_after_the_charge_never_exits_64(project: Project, cli,
+                                                     monkeypatch) -> None:
+    """64 promises that nothing was charged: a usage check met only after the reservation (a
+    check that ran too late, dpcli's bug) exits 70 with charged: true, its words kept."""
+    import dpcli.algorithms.tabulate as algo
+    from dpcli.errors import UsageError
+
+    def late(*_args, **_kwargs):
+        raise UsageError("--bins: checked too late")
+
+    monkeypatch.setattr(algo, "release", late)  # runs once the run is charged
+    r = cli("tabulate", project.data, "--spec", project.spec, "--out", project.root / "o.csv",
+            "--json")
+    assert r.exit_code == 70, r.stderr
+    obj = _error(r)
+    assert obj["error"] == "internal" and obj["charged"] is True
+    assert "checked too late" in obj["message"] and "charge stays" in obj["message"]
+    assert project.run_kinds() == ["reserve", "failed"]
+
+
 def test_a_failure_after_the_charge_says_charged(project: Project, cli, monkeypatch) -> None:
     """An internal error after the reservation exits 70 and its JSON says charged: true
     (the ledger records the run failed; the charge stays)."""

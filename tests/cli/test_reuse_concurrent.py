@@ -88,3 +88,74 @@ def test_the_lock_serialises_one_request_and_not_another(tmp_path: Path) -> None
     t.join(timeout=60)
     assert order == ["other", "first", "second"]
     assert not lock_path(ledger, "a" * 32).exists()
+
+
+def test_a_spend_sweeps_the_reuse_locks_no_process_holds(project: Project, cli) -> None:
+    """A killed --reuse run leaves its lock file; any spend on the ledger removes the ones no
+    live process holds (taken without waiting) and keeps a held one."""
+    import fcntl
+    import os
+
+    stale = lock_path(project.ledger, "a" * 32)
+    stale.touch()                                  # a killed run's: nobody holds it
+    held = lock_path(project.ledger, "b" * 32)
+    fd = os.open(held, os.O_RDWR | os.O_CREAT, 0o600)
+    fcntl.flock(fd, fcntl.LOCK_EX)                 # a live run's (another open file)
+    other = project.ledger.with_name("other.jsonl.reuse-" + "c" * 32 + ".lock")
+    other.touch()                                  # another ledger's: not this spend's
+    try:
+        r = cli("tabulate", project.data, "--spec", project.spec, "--out",
+                project.root / "t.csv", "--epsilon", 0.3)   # a spend without --reuse too
+        assert r.exit_code == 0, r.stderr
+        assert not stale.exists()
+        assert held.exists() and os.path.samestat(os.stat(held), os.fstat(fd))
+        assert other.exists()
+    finally:
+        os.close(fd)
+    assert project.run_kinds() == ["reserve", "complete"]
+
+
+def test_a_run_that_opened_a_swept_lock_does_not_take_it_for_its_own(tmp_path: Path,
+                                                                     monkeypatch) -> None:
+    """The race the sweep must not lose: a run opens the stale file, the sweep (another
+    process's spend) takes its lock and removes it, then the run takes the old file's lock.
+    It finds the path gone and takes a new file (serialised's check), so it never holds a
+    removed file that an identical request, creating the path anew, could hold too."""
+    import fcntl
+    import os
+
+    import dpcli.reuse as reuse
+
+    ledger = tmp_path / "l.jsonl"
+    ledger.write_text("")
+    path = lock_path(ledger, "a" * 32)
+    path.touch()                                    # a killed run's
+    swept: list[list[Path]] = []
+
+    class SweepBeforeLocking:                       # fcntl as serialised sees it
+        LOCK_EX, LOCK_NB = fcntl.LOCK_EX, fcntl.LOCK_NB
+
+        def flock(self, fd: int, op: int) -> None:
+            if not swept:                           # opened the old file, not yet locked
+                monkeypatch.setattr(reuse, "fcntl", fcntl)
+                swept.append(reuse.sweep_stale(ledger))
+                monkeypatch.setattr(reuse, "fcntl", self)
+                assert not os.path.exists(path)
+            fcntl.flock(fd, op)
+
+    monkeypatch.setattr(reuse, "fcntl", SweepBeforeLocking())
+    opened: list[int] = []
+    real_open = os.open
+
+    def counted(file: object, flags: int, *rest: int) -> int:
+        if flags & os.O_CREAT:                      # serialised's opens (the sweep never creates)
+            opened.append(1)
+        return real_open(file, flags, *rest)
+
+    monkeypatch.setattr(reuse.os, "open", counted)
+    with serialised(ledger, "a" * 32):
+        monkeypatch.undo()
+        assert swept == [[path]]
+        assert len(opened) == 2                     # the old file, then a new one
+        assert path.exists() and reuse.sweep_stale(ledger) == []   # held: never swept
+    assert not path.exists()

@@ -86,7 +86,7 @@ def test_reuse_reads_the_ledger_once_and_hashes_each_output_once(project: Projec
         return real(path, *args, **kwargs)
 
     monkeypatch.setattr(dpcli.fingerprint, "file_digest", counting)
-    import dpcli.run   # (an earlier dpcli imported it there)
+    import dpcli.run  # (an earlier dpcli imported it there)
 
     monkeypatch.setattr(dpcli.run, "file_digest", counting, raising=False)
     lines = _lines(project)

@@ -8,7 +8,8 @@ docs/exit-codes.md): 0 ok, 3 budget exhausted (dpcli's own, kept from 0.x),
 (EX_NOINPUT), 70 an internal error (EX_SOFTWARE), 73 an output could not be
 created after the charge (EX_CANTCREAT), 74 the system refused an I/O
 operation (EX_IOERR), 76 the ledger is unusable or fails verification
-(EX_PROTOCOL: the budget's record broke its own hash-chain protocol), 78 spec
+(EX_PROTOCOL: the budget's record broke its own hash-chain protocol), 75 another
+run is writing the same output now (EX_TEMPFAIL: try again), 78 spec
 (EX_CONFIG), 128 + N ended by signal N (130 SIGINT, 143 SIGTERM, 129 SIGHUP).
 Messages name the file, column or key, never a private value.
 """
@@ -59,8 +60,8 @@ class DpcliError(Exception):
 
 
 #: BSD sysexits(3) values dpcli uses (see the module docstring and docs/exit-codes.md)
-(EX_USAGE, EX_DATAERR, EX_NOINPUT, EX_SOFTWARE, EX_CANTCREAT, EX_IOERR, EX_PROTOCOL,
- EX_CONFIG) = (64, 65, 66, 70, 73, 74, 76, 78)
+(EX_USAGE, EX_DATAERR, EX_NOINPUT, EX_SOFTWARE, EX_CANTCREAT, EX_IOERR, EX_TEMPFAIL,
+ EX_PROTOCOL, EX_CONFIG) = (64, 65, 66, 70, 73, 74, 75, 76, 78)
 #: the exit code of an unexpected exception (a bug in dpcli)
 INTERNAL_EXIT = EX_SOFTWARE
 
@@ -108,6 +109,15 @@ class CannotCreate(DpcliError):
     """
 
     exit_code = EX_CANTCREAT
+
+
+class OutputBusy(DpcliError):
+    """Another dpcli run is writing one of this run's outputs now (it holds the output's lock
+    beside the ledger, docs/ledger.md): refused before the charge. Exit code 75
+    (EX_TEMPFAIL, "try again later"): overlapping cron jobs or ``make -j`` with one output
+    twice; the first run's release is kept, and nothing of this one is charged."""
+
+    exit_code = EX_TEMPFAIL
 
 
 class LedgerError(DpcliError):

@@ -15,6 +15,16 @@ one's release and is ``reused`` (nothing spent), or, if the first failed or was
 killed (a lock dies with its process), runs itself. Different requests never
 wait for each other, and runs without ``--reuse`` never take this lock.
 
+Outputs are claimed the same way, by every spending run, with or without
+``--reuse`` (:func:`claimed`): a run holds a lock named by the hash of each
+output's resolved path (``<ledger>.out-<hash>.lock``) from before its charge
+until its ``complete`` entry is written. A run whose output is claimed by
+another live run is refused before its charge (OutputBusy, exit 75): two
+overlapping runs writing one file used to both charge and one lose its
+release (exit 73). It never waits: a second run of the same release is what
+``--reuse`` is for (taken inside the request's lock, so identical ``--reuse``
+runs still wait for each other and end ``reused``).
+
 The lock file sits beside the ledger (``<ledger>.reuse-<hash>.lock``, empty)
 and is removed by its holder when it is done. A killed run cannot remove its
 own: every spend on the ledger sweeps the lock files no process holds
@@ -27,19 +37,21 @@ meanwhile): otherwise it tries again.
 from __future__ import annotations
 
 import fcntl
+import functools
 import hashlib
 import json
 import os
 import re
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager, suppress
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import ExitStack, contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
-from dpcli.errors import LedgerError
+from dpcli.errors import LedgerError, OutputBusy
 
 _TRIES = 20
-_LOCK_NAME = re.compile(r"\.reuse-[0-9a-f]{32}\.lock")
+_LOCK_NAME = re.compile(r"\.(reuse|out)-[0-9a-f]{32}\.lock")
 
 
 def request_digest(*, dataset: str, command: str, arguments: dict[str, Any],
@@ -62,7 +74,41 @@ def serialised(ledger_file: Path, request: str,
                on_wait: Callable[[Path], None] | None = None) -> Iterator[None]:
     """Hold the lock of ``request`` for the block; wait (calling ``on_wait`` once) while an
     identical request holds it. A signal while waiting ends the wait (Terminated)."""
-    path = lock_path(ledger_file, request)
+    with _held(lock_path(ledger_file, request), on_wait=on_wait):
+        yield
+
+
+def output_lock_path(ledger_file: Path, output: Path) -> Path:
+    """The lock file claiming ``output`` (by its resolved path) beside the ledger file."""
+    real = Path(os.path.realpath(ledger_file))
+    name = hashlib.sha256(os.fsencode(os.path.realpath(output))).hexdigest()[:32]
+    return real.with_name(f"{real.name}.out-{name}.lock")
+
+
+@contextmanager
+def claimed(ledger_file: Path, outputs: Sequence[Path]) -> Iterator[None]:
+    """Hold the lock of every output for the block; OutputBusy (nothing waited for, nothing
+    charged yet) when another live run holds one. Locks are taken in the order of their
+    paths, so two runs with overlapping outputs cannot each hold one the other needs."""
+    paths = sorted({output_lock_path(ledger_file, o): o for o in outputs}.items())
+    with ExitStack() as stack:
+        for lock, output in paths:
+            stack.enter_context(_held(lock, busy=functools.partial(_busy, output, lock)))
+        yield
+
+
+def _busy(output: Path, lock: Path) -> OutputBusy:
+    return OutputBusy(f"{output}: another dpcli run is writing this output now (it holds "
+                      f"{lock}); nothing was charged. Run again once it has finished, with "
+                      "--reuse to take its release if it is the same request")
+
+
+@contextmanager
+def _held(path: Path, *, on_wait: Callable[[Path], None] | None = None,
+          busy: Callable[[], Exception] | None = None) -> Iterator[None]:
+    """Hold ``path``'s flock for the block, then remove the file. A lock held by another
+    process is waited for (``on_wait`` told once), or with ``busy`` refused by raising
+    ``busy()``."""
     fd = -1
     told = held = False
     try:
@@ -71,10 +117,14 @@ def serialised(ledger_file: Path, request: str,
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
-                if on_wait is not None and not told:
-                    on_wait(path)
-                    told = True
-                fcntl.flock(fd, fcntl.LOCK_EX)
+                if busy is not None:
+                    if not _free_soon(fd):
+                        raise busy() from None
+                else:
+                    if on_wait is not None and not told:
+                        on_wait(path)
+                        told = True
+                    fcntl.flock(fd, fcntl.LOCK_EX)
             try:
                 now = os.stat(path)
             except FileNotFoundError:
@@ -86,8 +136,8 @@ def serialised(ledger_file: Path, request: str,
             os.close(fd)  # its holder removed it while we waited: take the new one
             fd = -1
         else:
-            raise LedgerError(f"{path}: this --reuse lock file keeps being replaced while "
-                              "dpcli waits for it; refusing to run")
+            raise LedgerError(f"{path}: this lock file keeps being replaced while dpcli "
+                              "waits for it; refusing to run")
         yield
     finally:
         if held:
@@ -97,9 +147,26 @@ def serialised(ledger_file: Path, request: str,
             os.close(fd)  # also releases the lock
 
 
+def _free_soon(fd: int, within: float = 0.05) -> bool:
+    """Take ``fd``'s lock if it is freed within ``within`` seconds. Why: :func:`sweep_stale`
+    holds a killed run's lock file for microseconds before removing it; a run claiming that
+    output at that moment must not be refused for it. A live run holds its lock for the
+    whole of its run, far longer."""
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        time.sleep(0.005)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            continue
+    return False
+
+
 def sweep_stale(ledger_file: Path) -> list[Path]:
-    """Remove the ``--reuse`` lock files of ``ledger_file`` that no live process holds (left by
-    killed runs); returns what was removed. Called when the ledger is opened for a spend.
+    """Remove the lock files (``--reuse`` requests' and outputs') of ``ledger_file`` that no
+    live process holds (left by killed runs); returns what was removed. Called when the
+    ledger is opened for a spend.
 
     A lock file is removed only while this process holds its ``flock`` (taken without
     waiting: a lock held by a live run is never waited for nor touched) and only if the

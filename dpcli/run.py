@@ -188,7 +188,9 @@ def charged(spec: Spec, plan: Plan, *, command: str, arguments: dict[str, Any],
             input_path: Path | str, seeded: bool,
             neighbouring: str = NEIGHBOURING_RELATION,
             on_wait: Callable[[Path], None] | None = None,
-            before_charge: Callable[[list[RunView], Hashed], None] | None = None
+            before_charge: Callable[[list[RunView], Hashed], None] | None = None,
+            outputs: Sequence[Path] = (),
+            on_claimed: Callable[[], None] | None = None
             ) -> Iterator[Charge]:
     """Reserve ``plan.total`` in the ledger, then run the body; record how it ended.
 
@@ -206,6 +208,11 @@ def charged(spec: Spec, plan: Plan, *, command: str, arguments: dict[str, Any],
     (:func:`dpcli.reuse.serialised`; ``on_wait`` is told when this run has to wait):
     an identical request never charges twice.
 
+    ``outputs`` are claimed (:func:`dpcli.reuse.claimed`) from before the look or the
+    charge until the record: a run whose output another live run is writing is refused
+    with OutputBusy (exit 75), nothing charged. Without --reuse, ``on_claimed`` is called
+    once they are held (the outputs' checks made before the claim may need redoing).
+
     Raises BudgetExhausted (exit 3) before the body runs when the plan does
     not fit in what remains. If the body raises, a ``failed`` entry is
     appended (with the error's class only: its message can locate private
@@ -217,7 +224,7 @@ def charged(spec: Spec, plan: Plan, *, command: str, arguments: dict[str, Any],
     If the outputs were written but the ``complete`` entry cannot be, a
     LedgerError says exactly that.
     """
-    from dpcli.reuse import sweep_stale
+    from dpcli.reuse import claimed, sweep_stale
 
     ledger = open_ledger(spec)
     digest = input_digest(spec.ledger_path, input_path)
@@ -233,7 +240,9 @@ def charged(spec: Spec, plan: Plan, *, command: str, arguments: dict[str, Any],
         lock = serialised(ledger.file, request_digest(
             dataset=spec.dataset, command=command, arguments=arguments,
             spec_digest=spec.digest, input_digest=digest), on_wait)
-    with lock:
+    with lock, claimed(ledger.file, outputs):
+        if not reuse and on_claimed is not None:
+            on_claimed()
         if reuse:
             # one read of the ledger and one hash of each output serve the look and the check
             runs, like = ledger.runs_and_completed_like(

@@ -278,7 +278,8 @@ class Spend:
         with charged(self.spec, self.plan, command=self.command, arguments=arguments,
                      input_path=self._data, seeded=seed is not None,
                      neighbouring=self.neighbouring, on_wait=self._waiting,
-                     before_charge=self._check_replacements) as charge, outputs:
+                     before_charge=self._check_replacements, outputs=self._outputs,
+                     on_claimed=self._outputs_claimed) as charge, outputs:
             self._shared_input(charge.reservation.shared_with)
             if charge.reservation.relocated:
                 self.reporter.warn(
@@ -331,6 +332,23 @@ class Spend:
             protect.check_replacements(self._outputs, self.command, lambda: runs,
                                        hashed=hashed)
         self._saw_outputs()
+
+    def _outputs_claimed(self) -> None:
+        """Once this run holds its outputs' locks: if another run wrote one of them since the
+        checks (it finished between them and the claim), check the replacements again, so a
+        file that is not this command's own is refused before the charge, not after it."""
+        from dpcli import protect
+        from dpcli.io import refuse_special, refuse_symlink
+
+        changed = [p for p in self._outputs
+                   if path_state(p) != self._expected.get(os.path.abspath(p))]
+        for p in changed:
+            refuse_special(p)
+            refuse_symlink(p)
+        if changed:
+            protect.check_replacements(self._outputs, self.command,
+                                       lambda: recorded_runs(self.spec))
+            self._saw_outputs()
 
     def _saw_outputs(self) -> None:
         """Note what each output path holds once its checks passed: the commit replaces a

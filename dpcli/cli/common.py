@@ -216,12 +216,12 @@ def handle_errors(fn: F) -> F:
 ERROR_KINDS = {"UsageError": "usage", "DataError": "data", "NoInput": "no_input",
                "SpecError": "spec", "SpecNotFound": "no_input", "LedgerError": "ledger",
                "BudgetExhausted": "budget", "IOFailure": "io",
-               "CannotCreate": "cant_create"}
+               "CannotCreate": "cant_create", "OutputBusy": "busy"}
 
 
 def error_kind(exc: DpcliError) -> str:
-    """``usage``, ``data``, ``no_input``, ``spec``, ``ledger``, ``budget``, ``io`` or
-    ``cant_create``
+    """``usage``, ``data``, ``no_input``, ``spec``, ``ledger``, ``budget``, ``io``,
+    ``cant_create`` or ``busy``
     (the nearest dpcli class in the exception's ancestry)."""
     for cls in type(exc).__mro__:
         if cls.__name__ in ERROR_KINDS:

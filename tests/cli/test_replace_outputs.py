@@ -129,16 +129,25 @@ def test_a_file_written_at_the_output_path_during_the_run_is_kept(project: Proje
     from dpcli.api.spend import Spend
 
     out = project.root / "raced.csv"
-    saw = Spend._saw_outputs
+    saw, claimed = Spend._saw_outputs, Spend._outputs_claimed
 
     def check_then_race(self: Spend) -> None:
         saw(self)
         out.write_text("someone else's file\n")   # right after the checks
 
-    monkeypatch.setattr(Spend, "_saw_outputs", check_then_race)
+    def claim_then_race(self: Spend) -> None:
+        claimed(self)
+        out.write_text("someone else's file\n")   # right after the claim, before the charge
+
     for extra in ((), ("--reuse",)):
-        out.unlink(missing_ok=True)
-        r = _tab(cli, project, "raced.csv", "--json", *extra)
+        with monkeypatch.context() as m:
+            # under --reuse the checks are made under the claim; without it, before it
+            if extra:
+                m.setattr(Spend, "_saw_outputs", check_then_race)
+            else:
+                m.setattr(Spend, "_outputs_claimed", claim_then_race)
+            out.unlink(missing_ok=True)
+            r = _tab(cli, project, "raced.csv", "--json", *extra)
         assert r.exit_code == 73 and "changed while this run ran" in r.stderr, r.stderr
         assert "this run's charge stays" in r.stderr
         obj = json.loads(r.stdout.strip().splitlines()[-1])
@@ -147,6 +156,27 @@ def test_a_file_written_at_the_output_path_during_the_run_is_kept(project: Proje
     assert not (project.root / "raced.json").exists()   # the set is written whole or not
     statuses = [e["kind"] for e in run_entries(project.ledger)]
     assert statuses[-1] == "failed"
+
+
+def test_a_file_written_between_the_checks_and_the_claim_is_refused_before_the_charge(
+        project: Project, cli, monkeypatch) -> None:
+    """A file written at the output path after the pre-charge checks but before the run
+    claims its outputs (another run that just finished, a `cp`) is checked again under the
+    claim: not this command's own output, so refused with 64 and nothing charged."""
+    from dpcli.api.spend import Spend
+
+    out = project.root / "raced.csv"
+    saw = Spend._saw_outputs
+
+    def check_then_race(self: Spend) -> None:
+        saw(self)
+        out.write_text("someone else's file\n")
+
+    monkeypatch.setattr(Spend, "_saw_outputs", check_then_race)
+    r = _tab(cli, project, "raced.csv", "--json")
+    assert r.exit_code == 64 and "not an output this dataset's ledger recorded" in r.stderr
+    assert json.loads(r.stdout.strip().splitlines()[-1])["charged"] is False
+    assert out.read_text() == "someone else's file\n" and project.no_runs()
 
 
 def test_an_output_that_is_a_symlink_is_refused_naming_its_target(project: Project,
@@ -193,23 +223,32 @@ def test_a_sidecar_that_is_a_symlink_is_refused(project: Project, cli) -> None:
 
 def test_a_link_put_at_an_output_after_the_checks_is_not_replaced(project: Project, cli,
                                                                    monkeypatch) -> None:
-    """The commit compares the path itself (lstat), so a link planted after the checks to the
-    very file they saw is a change: kept, exit 73, nothing written."""
+    """The commit compares the path itself (lstat), so a link planted after the claim to the
+    very file the checks saw is a change: kept, exit 73, nothing written. Planted between the
+    checks and the claim, it is refused before the charge as any symlinked output is."""
     from dpcli.api.spend import Spend
 
     assert _tab(cli, project, "t.csv").exit_code == 0
     out, real = project.root / "t.csv", project.root / "real.csv"
-    saw = Spend._saw_outputs
+    saw, claimed = Spend._saw_outputs, Spend._outputs_claimed
 
-    def check_then_link(self: Spend) -> None:
-        saw(self)
+    def link() -> None:
         out.rename(real)
         out.symlink_to(real.name)   # the same file the check saw, now behind a link
 
-    monkeypatch.setattr(Spend, "_saw_outputs", check_then_link)
-    r = _tab(cli, project, "t.csv")
+    with monkeypatch.context() as m:
+        m.setattr(Spend, "_outputs_claimed", lambda self: (claimed(self), link()))
+        r = _tab(cli, project, "t.csv")
     assert r.exit_code == 73 and "changed while this run ran" in r.stderr, r.stderr
     assert out.is_symlink()
+    out.unlink()
+    real.rename(out)
+    runs = len(project.run_kinds())
+    with monkeypatch.context() as m:
+        m.setattr(Spend, "_saw_outputs", lambda self: (saw(self), link()))
+        r = _tab(cli, project, "t.csv")
+    assert r.exit_code == 64 and "is a symbolic link" in r.stderr, r.stderr
+    assert out.is_symlink() and len(project.run_kinds()) == runs   # nothing charged
 
 
 def test_two_outputs_that_are_one_file_are_refused_before_any_write(tmp_path) -> None:

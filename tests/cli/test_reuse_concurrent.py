@@ -159,3 +159,47 @@ def test_a_run_that_opened_a_swept_lock_does_not_take_it_for_its_own(tmp_path: P
         assert len(opened) == 2                     # the old file, then a new one
         assert path.exists() and reuse.sweep_stale(ledger) == []   # held: never swept
     assert not path.exists()
+
+
+def test_a_run_whose_output_another_run_is_writing_is_refused_before_the_charge(
+        project: Project, cli) -> None:
+    """This test holds t.csv's output lock as a live run does from its claim to its record;
+    a run to the same file is refused at once (exit 75, EX_TEMPFAIL), charges nothing and
+    writes nothing; once the lock is free it runs. Before, overlapping runs both charged and
+    the later one lost its release (exit 73)."""
+    from dpcli.reuse import claimed, output_lock_path
+
+    out = project.root / "t.csv"
+    args = [sys.executable, "-m", "dpcli", "tabulate", str(project.data), "--spec",
+            str(project.spec), "--out", str(out), "--epsilon", "0.3", "--json"]
+    with claimed(project.ledger, [project.root / "." / "t.csv"]):
+        assert output_lock_path(project.ledger, out).exists()
+        busy = subprocess.run(args, capture_output=True, text=True, timeout=180)
+        again = subprocess.run([*args, "--reuse"], capture_output=True, text=True, timeout=180)
+    for r in (busy, again):
+        assert r.returncode == 75, r.stderr
+        got = json.loads(r.stdout.strip().splitlines()[-1])
+        assert got["error"] == "busy" and got["charged"] is False
+        assert "another dpcli run is writing this output now" in r.stderr
+    assert project.no_runs() and not out.exists()
+    assert not output_lock_path(project.ledger, out).exists()   # its holder removed it
+    done = subprocess.run(args, capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stderr
+    assert project.run_kinds() == ["reserve", "complete"]
+
+
+def test_runs_started_together_on_one_output_charge_only_what_they_release(
+        project: Project) -> None:
+    """Four runs without --reuse writing one file, started together: each either completes
+    (exit 0, charged) or is refused before its charge (exit 75); none exits 73 with a charge
+    kept and its release lost. (How many complete depends on timing; the rule does not.)"""
+    args = [sys.executable, "-m", "dpcli", "tabulate", str(project.data), "--spec",
+            str(project.spec), "--out", str(project.root / "t.csv"), "--epsilon", "0.1",
+            "--json"]
+    procs = [subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for _ in range(4)]
+    codes = [p.wait(timeout=180) for p in procs]
+    assert set(codes) <= {0, 75} and 0 in codes, [p.stderr.read() for p in procs]
+    kinds = project.run_kinds()
+    assert kinds.count("reserve") == kinds.count("complete") == codes.count(0)
+    assert "failed" not in kinds

@@ -70,7 +70,7 @@ from dpcli.budget import Budget
 from dpcli.checks import Where
 from dpcli.data.schema import BinaryColumn, CategoricalColumn, Schema, TokensColumn
 from dpcli.data.taxonomy import Hierarchy, hierarchy
-from dpcli.errors import UsageError
+from dpcli.errors import SpecError, UsageError
 from dpcli.mechanisms import (
     Plan,
     discrete_laplace_mechanism,
@@ -104,7 +104,7 @@ def candidate_hierarchies(schema: Schema, columns: Sequence[str] = ()) -> list[H
                    or isinstance(c, CategoricalColumn | BinaryColumn)]
         if not columns:
             numeric = [c.name for c in schema.columns][:1] or ["age"]
-            raise UsageError(
+            raise SpecError(   # the schema's own domains allow no grid (exit 78)
                 f"{schema.source}: no column can be a grid axis: declare a 'taxonomy:' for "
                 f"numeric columns (or add categorical ones), for example equal-width levels "
                 f"of the declared bounds (each bin count a multiple of the one before):\n"

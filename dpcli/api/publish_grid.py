@@ -53,12 +53,14 @@ def publish_grid(spec: Spec, data: Path | str, *, out: Path | None = None,
                      "row with an undeclared value there is in no cell (the data report counts "
                      "them)")
     chosen = [h.column for h in hierarchies]
-    left_out = [c.name for c in s.schema.columns if c.name not in chosen]
+    left_out = [c.name for c in s.schema.columns if c.name not in chosen
+                and (not section.columns or c.name in section.columns)]
     if left_out:
-        # a user reading "usable" must know the synopsis never saw these columns
-        reporter.say(f"note: not grid axes, so the synopsis ignores them: {', '.join(left_out)} "
-                     "(a numeric column needs a 'taxonomy:', e.g. {bins: [2, 4, 8]}; tokens "
-                     "columns cannot be axes)")
+        # a user reading "usable" must know the synopsis never saw these columns: a warning
+        # (--quiet keeps it, --json lists it), and the grid file records them
+        reporter.warn(f"not grid axes, so the synopsis ignores them: {', '.join(left_out)} "
+                      "(a numeric column needs a 'taxonomy:', e.g. {bins: [2, 4, 8]}; tokens "
+                      "columns cannot be axes); synthesize writes no such column")
     total = Budget(section.epsilon)
     designs: list[privpfc.Design] = []
 
@@ -98,6 +100,8 @@ def publish_grid(spec: Spec, data: Path | str, *, out: Path | None = None,
         counts = np.column_stack([table.column(c).to_numpy() for c in syn_io.COUNT_COLUMNS])
         model = syn_io.GridModel(payload, counts, grid_file or Path(syn_io.GRID_FILE))
         payload |= run.check_model(model)
+        if left_out:
+            payload["ignored_columns"] = left_out
         envelope = run.envelope(syn_io.KIND, payload)
         if grid_file is not None and cells_file is not None:
             run.write_bytes(cells_file, cells)

@@ -156,8 +156,13 @@ def test_age_is_a_default_candidate_only_with_a_taxonomy(project: Project, cli) 
     assert r.exit_code == 0, r.stderr
     assert [c["column"] for c in _payload(project.root / "plain")["candidates"]] == [
         "color", "member"]
-    # the columns it leaves out are named, not dropped without a word
-    assert "note: not grid axes, so the synopsis ignores them: age, words" in r.stderr
+    # the columns it leaves out are named, not dropped without a word: a warning (kept by
+    # --quiet, listed by --json) and the grid file's ignored_columns
+    assert "warning: not grid axes, so the synopsis ignores them: age, words" in r.stderr
+    assert _payload(project.root / "plain")["ignored_columns"] == ["age", "words"]
+    r = _publish(cli, project, "--seed", 1, "--quiet", "--json", out="quiet")
+    assert r.exit_code == 0 and "not grid axes" in r.stderr
+    assert any("not grid axes" in w for w in json.loads(r.stdout)["warnings"])
     _grid_spec(project, section={"epsilon": 0.3},
                taxonomy={"(0, 100]": {"(0, 50]": {}, "(50, 100]": {}}})
     r = _publish(cli, project, "--seed", 1, out="aged")
@@ -166,7 +171,7 @@ def test_age_is_a_default_candidate_only_with_a_taxonomy(project: Project, cli) 
     assert [c["column"] for c in candidates] == ["age", "color", "member"]
     assert candidates[0]["sizes"] == [1, 2]
     assert [e["arguments"]["columns"] for e in project.reserves()] == [
-        ["color", "member"], ["age", "color", "member"]]
+        ["color", "member"], ["color", "member"], ["age", "color", "member"]]
 
 
 def test_a_tokens_column_is_refused_before_any_charge(project: Project, cli) -> None:
@@ -661,6 +666,6 @@ def test_all_numeric_schema_shows_the_taxonomy_syntax(project: Project, cli) -> 
     project.write_spec(numeric_only)
     r = cli("publish-grid", project.data, "--spec", project.spec, "--epsilon", 0.5,
             "--out", project.root / "g")
-    assert r.exit_code == 64, r.stderr
+    assert r.exit_code == 78, r.stderr   # the schema's domains allow no grid: a spec error
     assert "age:\n    type: numeric" in r.stderr and "taxonomy: {bins: [2, 4, 8]}" in r.stderr
     assert project.no_runs()

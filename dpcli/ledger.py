@@ -143,7 +143,9 @@ class RunView:
     command: str
     epsilon: Fraction
     delta: Fraction
-    status: str  # "complete" | "failed" | "aborted" | "interrupted" (reserved, never finished)
+    # "complete" | "failed" | "aborted" | "running" (reserved, its process alive, holding its
+    # run lock) | "interrupted" (reserved, never finished, its process gone)
+    status: str
     seeded: bool
     outputs: list[dict[str, str]] = field(default_factory=list)
     neighbouring: str = NEIGHBOURING_RELATION
@@ -649,6 +651,11 @@ class Ledger:
             elif e["kind"] in ("complete", "failed", "aborted") and e["run_id"] in views:
                 views[e["run_id"]] = replace(views[e["run_id"]], status=e["kind"],
                                              outputs=list(e.get("outputs", [])))
+        from dpcli.reuse import is_running
+
+        for run_id, view in views.items():   # no end yet: alive (its lock held), or dead
+            if view.status == "interrupted" and is_running(self.file, run_id):
+                views[run_id] = replace(view, status="running")
         return list(views.values()), repairs, matching
 
     def _common(self, kind: str, seq: int, prev: str) -> dict[str, Any]:

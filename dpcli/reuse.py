@@ -25,6 +25,11 @@ release (exit 73). It never waits: a second run of the same release is what
 ``--reuse`` is for (taken inside the request's lock, so identical ``--reuse``
 runs still wait for each other and end ``reused``).
 
+A run also holds ``<ledger>.run-<run id>.lock`` from its reservation to its
+record (:func:`running`), so that ``dpcli ledger show`` can tell a run still
+in progress (``running``) from one whose process died (``interrupted``):
+both have a reserve entry and no end yet.
+
 The lock file sits beside the ledger (``<ledger>.reuse-<hash>.lock``, empty)
 and is removed by its holder when it is done. A killed run cannot remove its
 own: every spend on the ledger sweeps the lock files no process holds
@@ -51,7 +56,7 @@ from typing import Any
 from dpcli.errors import LedgerError, OutputBusy
 
 _TRIES = 20
-_LOCK_NAME = re.compile(r"\.(reuse|out)-[0-9a-f]{32}\.lock")
+_LOCK_NAME = re.compile(r"\.(reuse|out|run)-[0-9a-f]{32}\.lock")
 
 
 def request_digest(*, dataset: str, command: str, arguments: dict[str, Any],
@@ -101,6 +106,52 @@ def _busy(output: Path, lock: Path) -> OutputBusy:
     return OutputBusy(f"{output}: another dpcli run is writing this output now (it holds "
                       f"{lock}); nothing was charged. Run again once it has finished, with "
                       "--reuse to take its release if it is the same request")
+
+
+def run_lock_path(ledger_file: Path, run_id: str) -> Path:
+    """The lock file a run holds from its reservation to its record."""
+    real = Path(os.path.realpath(ledger_file))
+    return real.with_name(f"{real.name}.run-{run_id}.lock")
+
+
+@contextmanager
+def running(ledger_file: Path, run_id: str) -> Iterator[None]:
+    """Hold the run's lock for the block (nobody else ever asks for it but to look). Best
+    effort: a lock file that cannot be made (a full disk) only costs ``ledger show`` the
+    difference between running and interrupted, never the run."""
+    path = run_lock_path(ledger_file, run_id)
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+    except OSError:
+        yield
+        return
+    try:
+        with suppress(OSError):
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        yield
+    finally:
+        with suppress(OSError):
+            os.unlink(path)
+        os.close(fd)
+
+
+def is_running(ledger_file: Path, run_id: str) -> bool:
+    """Whether a live process holds the run's lock (:func:`running`): looked at without
+    waiting, never created, never through a link."""
+    try:
+        fd = os.open(run_lock_path(ledger_file, run_id), os.O_RDWR | os.O_CLOEXEC
+                     | os.O_NOFOLLOW)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+    return False
 
 
 @contextmanager

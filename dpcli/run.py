@@ -264,6 +264,7 @@ def _charged(ledger: Ledger, spec: Spec, plan: Plan, *, command: str,
              seeded: bool, neighbouring: str) -> Iterator[Charge]:
     """The reservation, the body and its record (see :func:`charged`)."""
     from dpcli import signals
+    from dpcli.reuse import running
 
     with signals.held(keep=True):  # a signal now is raised in the try below, once the line is down
         reservation = ledger.reserve(
@@ -274,9 +275,21 @@ def _charged(ledger: Ledger, spec: Spec, plan: Plan, *, command: str,
     reserved = RESERVED.get()
     if reserved is not None:
         reserved.append(reservation.run_id)
+    # held until the record: `ledger show` tells this run (running) from a dead one
+    with running(ledger.file, reservation.run_id), _recorded(ledger, reservation, charge,
+                                                             reserved):
+        yield charge
+
+
+@contextmanager
+def _recorded(ledger: Ledger, reservation: Reservation, charge: Charge,
+              reserved: list[str] | None) -> Iterator[None]:
+    """The body of a reserved run and its ``complete``, ``failed`` or ``aborted`` entry."""
+    from dpcli import signals
+
     try:
         signals.deliver()
-        yield charge
+        yield
     except BaseException as exc:
         try:
             found = _found_by_check(charge, exc)

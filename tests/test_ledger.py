@@ -647,3 +647,21 @@ def test_a_copied_ledger_is_relocated_until_a_spend_appends(small_ledger: Path,
     assert reserve(ledger, 0.1).relocated
     assert not reserve(ledger, 0.1).relocated
     assert not reserve(Ledger(small_ledger, "uci-adult", Budget(1)), 0.1).relocated
+
+
+def test_a_run_in_progress_shows_as_running_and_a_dead_one_as_interrupted(path: Path) -> None:
+    """Both have a reserve entry and no end; the live one holds its run lock (dpcli.reuse.
+    running) from its reservation to its record. Before, a 14-minute train-brc in progress
+    showed as 'interrupted', inviting an operator to run it again and spend twice."""
+    from dpcli.reuse import run_lock_path, running
+
+    ledger = opened(path, "d", Budget(1))
+    reservation = reserve(ledger, 0.1)
+    with running(ledger.file, reservation.run_id):
+        assert [r.status for r in ledger.summary().runs] == ["running"]
+        assert run_lock_path(ledger.file, reservation.run_id).exists()
+    assert [r.status for r in ledger.summary().runs] == ["interrupted"]
+    assert not run_lock_path(ledger.file, reservation.run_id).exists()
+    with running(ledger.file, reservation.run_id):
+        ledger.complete(reservation, [])
+        assert [r.status for r in ledger.summary().runs] == ["complete"]

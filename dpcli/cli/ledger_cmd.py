@@ -73,8 +73,9 @@ def show(spec: SpecOpt, json: JsonOpt = False, quiet: QuietOpt = False,
     """Show the dataset's budget (total, spent, remaining) and one row per run, on stdout.
 
     Runs that reserved budget but never finished (killed, crashed) show as
-    'interrupted': their charge stays. 'aborted' runs stopped on a bad value before
-    releasing anything: their charge was given back.
+    'interrupted': their charge stays; a run still in progress shows as 'running'.
+    'aborted' runs stopped on a bad value before releasing anything: their charge
+    was given back.
 
     Example:
 

@@ -63,6 +63,7 @@ from typing import Any
 
 import numpy as np
 
+from dpcli.algorithms.normal import log_ndtr, ndtr  # not scipy.special (docs/scale.md)
 from dpcli.forecast.core import (
     LEVEL,
     Forecast,
@@ -565,23 +566,12 @@ def _gaussian(means: np.ndarray, variances: np.ndarray, lows: np.ndarray, highs:
     const = -0.5 * (means ** 2 * inv + np.log(variances))
     if truncated:
         sd = np.sqrt(variances)
-        from scipy.special import log_ndtr  # on first use: Gaussian columns only
-
         hi = log_ndtr((highs - means) / sd)
         lo = log_ndtr((lows - means) / sd)
         const = const - (hi + np.log1p(-np.exp(np.minimum(lo - hi, -1e-12))))
     out = -0.5 * np.einsum("...c,nc->...n", inv, x * x) + np.einsum("...c,nc->...n",
                                                                    means * inv, x)
     return np.asarray(out + const.sum(axis=-1)[..., None])
-
-
-_ERFC = np.vectorize(math.erfc, otypes=[np.float64])
-
-
-def _ndtr(x: np.ndarray) -> np.ndarray:
-    """The standard normal CDF, from math.erfc: scipy.special's import cost every train-nb
-    run about 0.2 s of start-up for a few hundred values (docs/scale.md)."""
-    return np.asarray(0.5 * _ERFC(-np.asarray(x, dtype=np.float64) / math.sqrt(2.0)))
 
 
 @functools.lru_cache(maxsize=128)
@@ -614,7 +604,7 @@ def _simulation(k: int, facts: tuple[tuple[str, float, float], ...], smoothing: 
             # the class distributions over B equal-width bins of the clipped normal
             b = bins[name]
             edges = np.linspace(lower, upper, b + 1)
-            cdf = _ndtr((edges[None, :] - mu[:, None]) / sigma)
+            cdf = ndtr((edges[None, :] - mu[:, None]) / sigma)
             cdf[:, 0], cdf[:, -1] = 0.0, 1.0               # clipped: the ends take the tails
             p = np.maximum(np.diff(cdf, axis=1), 1e-12)
             tables[name] = p / p.sum(axis=1, keepdims=True)

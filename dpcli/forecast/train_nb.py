@@ -183,6 +183,16 @@ def forecast(spec: Any, section: Any, n: int, **context: Any) -> Forecast:
             out[name] = _between(lo, hi, x - i)
         return out
 
+    def floor_at(e: float) -> float:
+        # a lower bound of metrics_at(e)[HEADLINE].expected from the two lattice points' own
+        # simulations, without the envelope's walk up the lattice: an envelope point is its
+        # own point or one above with a larger loss, never less, and _between's weights are
+        # non-negative (rounding is monotone), so this never exceeds the headline
+        x = math.log2(e) * LATTICE
+        i = math.floor(x)
+        below, above = raw_at(2.0 ** (i / LATTICE))[3], raw_at(2.0 ** ((i + 1) / LATTICE))[3]
+        return _between(below, above, x - i).expected
+
     binary = len(spec.schema.label.classes) == 2
     whose = context.get("prevalence_source", "the caller's") if context.get("prevalence") \
         else "assumed"
@@ -193,7 +203,7 @@ def forecast(spec: Any, section: Any, n: int, **context: Any) -> Forecast:
                          headline=HEADLINE, target=TARGET,
                          note=f"the noise takes more than {TARGET:.0%} of the model's edge over "
                               "chance (near-chance output at 100 %)",
-                         extra={"columns": len(chosen)})
+                         extra={"columns": len(chosen)}, floor_at=floor_at)
 
 
 @dataclass(frozen=True)

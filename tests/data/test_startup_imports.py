@@ -5,6 +5,7 @@ Each check runs in a fresh interpreter (an import, once done, can not be undone 
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
@@ -151,6 +152,26 @@ def test_a_quiet_train_nb_run_imports_only_what_it_needs(tmp_path) -> None:
     # pandas; no picture, no sparse algebra; a quiet run with nothing to say needs no rich
     assert not mods & {"pydantic", "pandas", "matplotlib", "scipy.sparse", "scipy.stats",
                        "scipy.optimize", "rich"}, mods
+
+
+def test_a_gaussian_train_nb_run_imports_no_scipy(tmp_path) -> None:
+    # the truncated Gaussian's log Φ (model likelihood, threshold pass, forecast) comes from
+    # dpcli.algorithms.normal: scipy.special was 0.2 s of start-up for a handful of values
+    from tests.cli.conftest import make_project
+
+    project = make_project(tmp_path)
+
+    def gaussian(spec: dict) -> None:
+        spec["train-nb"] = {"epsilon": 0.5, "numeric": "gaussian", "distribution": "truncated"}
+
+    project.write_spec(gaussian)
+    code, mods = imported_by("train-nb", project.data, "--spec", project.spec, "--out",
+                             tmp_path / "nb.json", "-q")
+    assert code == 0
+    model = json.loads((tmp_path / "nb.json").read_text())["payload"]
+    assert model["config"]["distribution"] == "truncated" and model["threshold"] is not None
+    assert model["numeric"]["age"].get("bins") is None   # Gaussian, not a histogram
+    assert "numpy" in mods and not mods & {"scipy", "scipy.special"}, mods
 
 
 def test_ledger_show_reads_the_ledger_without_numpy(tmp_path) -> None:

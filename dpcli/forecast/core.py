@@ -79,31 +79,44 @@ class LazyMetrics(Mapping[str, MetricForecast]):
     """Metrics computed when first read, then kept: a forecast runs before every spend, and
     the one line it prints (and the verdict's inversion, and ``dpcli plan --target``) reads
     the headline only; the other metrics are computed when the table, the JSON or the
-    envelope reads them. Keys keep their order."""
+    envelope reads them. Keys keep their order.
 
-    def __init__(self, items: Mapping[str, MetricOrThunk]) -> None:
+    ``first`` (optional): a function giving more metrics, placed before ``items``, whose
+    very keys cost something to know (train-nb's closed forms: which exist depends on the
+    plan at that ε); called once, when a key not in ``items`` is read or the keys are
+    listed. The verdict's inversion reads only the headline, in ``items``."""
+
+    def __init__(self, items: Mapping[str, MetricOrThunk],
+                 first: Callable[[], Mapping[str, MetricOrThunk]] | None = None) -> None:
         self._items: dict[str, MetricOrThunk] = dict(items)
+        self._first = first
         self._done: dict[str, MetricForecast] = {}
+
+    def _all(self) -> dict[str, MetricOrThunk]:
+        if self._first is not None:
+            self._items = {**self._first(), **self._items}
+            self._first = None
+        return self._items
 
     def __getitem__(self, key: str) -> MetricForecast:
         done = self._done.get(key)
         if done is None:
-            item = self._items[key]
+            item = self._items[key] if key in self._items else self._all()[key]
             done = item if isinstance(item, MetricForecast) else item()
             self._done[key] = done
         return done
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self._items)
+        return iter(self._all())
 
     def __len__(self) -> int:
-        return len(self._items)
+        return len(self._all())
 
     def __contains__(self, key: object) -> bool:
-        return key in self._items
+        return key in self._items or key in self._all()
 
     def __repr__(self) -> str:
-        return f"LazyMetrics({list(self._items)})"
+        return f"LazyMetrics({list(self._all())})"
 
 
 def shared(fn: Callable[[], Any]) -> Callable[[], Any]:

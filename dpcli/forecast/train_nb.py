@@ -57,7 +57,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -67,6 +67,7 @@ from dpcli.algorithms.normal import log_ndtr, ndtr  # not scipy.special (docs/sc
 from dpcli.forecast.core import (
     LEVEL,
     Forecast,
+    LazyMetrics,
     MetricForecast,
     from_samples,
     laplace_error,
@@ -170,18 +171,20 @@ def forecast(spec: Any, section: Any, n: int, **context: Any) -> Forecast:
                 return up
         return accuracy, balanced, lost
 
-    def metrics_at(e: float) -> dict[str, MetricForecast]:
+    def metrics_at(e: float) -> LazyMetrics:
         # between two lattice points the simulated metrics are interpolated in log ε, so
         # they do not grow with ε wherever the envelope does not (the verdict's solver
-        # needs that); the closed forms are at ε itself
+        # needs that); the closed forms are at ε itself, from the plan at ε: computed only
+        # when read (the verdict's bisection reads the headline alone, at ~10 ε)
         x = math.log2(e) * LATTICE
         i = math.floor(x)
-        below, above = envelope(i), envelope(i + 1)
-        out = _parameter_errors(plan_at(e)[0], schema, chosen, n)
-        for name, lo, hi in zip(("accuracy", "balanced_accuracy", HEADLINE), below, above,
-                                strict=True):
-            out[name] = _between(lo, hi, x - i)
-        return out
+
+        def simulated(j: int) -> Callable[[], MetricForecast]:
+            return lambda: _between(envelope(i)[j], envelope(i + 1)[j], x - i)
+
+        return LazyMetrics({name: simulated(j) for j, name in
+                            enumerate(("accuracy", "balanced_accuracy", HEADLINE))},
+                           first=lambda: _parameter_errors(plan_at(e)[0], schema, chosen, n))
 
     def floor_at(e: float) -> float:
         # a lower bound of metrics_at(e)[HEADLINE].expected from the two lattice points' own

@@ -405,11 +405,12 @@ class _Simulation:
         for c, p in self.tables.items():
             b = scales.tables[c]
             noisy = sizes[:, :, None] * p[None] + b * self.unit[c]                # (R, K, L)
-            estimates.append((noisy.sum(axis=2), p.shape[1] * 2 * b * b))
+            if scales.pooled:
+                estimates.append((noisy.sum(axis=2), p.shape[1] * 2 * b * b))
             # clipped at 0, smoothed, and the pseudo-count of half the noise scale
             table = np.maximum(noisy, 0.0) + self.smoothing + PSEUDO_COUNT * b
             logp = np.log(table / table.sum(axis=2, keepdims=True))
-            jll = jll + logp[:, :, self.rows[c]]
+            jll += logp.take(self.rows[c], axis=2)   # in place: the same sums, no new array
         if self.numeric:
             jll = jll + self._numeric(scales, np.maximum(counts, 1.0))
         if scales.pooled and len(estimates) > 1:

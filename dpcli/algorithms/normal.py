@@ -55,14 +55,31 @@ def log_ndtr_scalar(x: float) -> float:
     return math.log1p(-math.erfc(t) / 2.0)
 
 
-_LOG_NDTR = np.vectorize(log_ndtr_scalar, otypes=[np.float64])
 _ERFC = np.vectorize(math.erfc, otypes=[np.float64])
 
 
 def log_ndtr(x: Any) -> np.ndarray:
-    """log Φ(x) elementwise (an array of x's shape; a 0-d array for a scalar)."""
-    with np.errstate(invalid="ignore"):   # a NaN in gives a NaN out, without a warning
-        return np.asarray(_LOG_NDTR(np.asarray(x, dtype=np.float64)))
+    """log Φ(x) elementwise (an array of x's shape; a 0-d array for a scalar): the branches
+    of :func:`log_ndtr_scalar`, each over its part of the array (erfc per element, the
+    logarithms and the series in numpy), so that the forecast's thousands of values a fit
+    do not each cost a Python call."""
+    x = np.asarray(x, dtype=np.float64)
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        t = x * _SQRT1_2
+        left = x < -1.0
+        e = _ERFC(np.where(left, -t, t))
+        out = np.where(left, np.log(e / 2.0), np.log1p(-e / 2.0))
+        tail = x < TAIL
+        if tail.any():
+            z = x[tail]
+            inv = 1.0 / (z * z)
+            term = np.ones_like(z)
+            total = np.ones_like(z)
+            for k in range(1, TERMS + 1):
+                term = term * (-(2 * k - 1) * inv)
+                total = total + term
+            out[tail] = -0.5 * z * z - np.log(-z) - _HALF_LOG_2PI + np.log(total)
+    return out
 
 
 def ndtr(x: Any) -> np.ndarray:

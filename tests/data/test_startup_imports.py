@@ -254,3 +254,36 @@ def test_defer_pandas_before_pyarrow_is_imported_answers_after_its_import() -> N
         "print('ok')\n")
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "ok"
+
+
+def test_the_entry_point_builds_only_the_command_it_runs(monkeypatch) -> None:
+    # typer builds every registered command's options before parsing: the console entry
+    # point hands it a copy of the app holding the named command alone; the root's options,
+    # no command, a misspelt one and shell completion get the whole app
+    from dpcli.cli.app import app, app_for
+
+    one = app_for(["train-nb", "data.parquet", "--spec", "s.yaml"])
+    assert one is not app
+    assert [c.name for c in one.registered_commands] == ["train-nb"]
+    assert one.registered_groups == [] and one.registered_callback is app.registered_callback
+    ledger = app_for(["ledger", "show"])
+    assert [g.name for g in ledger.registered_groups] == ["ledger"]
+    assert ledger.registered_commands == []
+    for args in ([], ["--help"], ["--version"], ["trian-nb"], ["-h"]):
+        assert app_for(args) is app, args
+    monkeypatch.setenv("_DPCLI_COMPLETE", "complete_bash")
+    assert app_for(["train-nb"]) is app
+
+
+def test_a_usage_error_through_the_entry_point_is_still_exit_64_with_its_json(
+        tmp_path) -> None:
+    from tests.cli.conftest import make_project
+
+    project = make_project(tmp_path)
+    r = fresh(ENTRY.format(args=["train-nb", str(project.data), "--spec", str(project.spec),
+                                 "--out", str(tmp_path / "nb.json"), "--epsilon", "0.5x",
+                                 "--json"]))
+    assert r.returncode == 64, r.stderr
+    error = json.loads(r.stdout.splitlines()[0])
+    assert error["exit_code"] == 64 and "0.5x" in json.dumps(error)
+    assert not (tmp_path / "nb.json").exists()

@@ -171,6 +171,16 @@ def forecast(spec: Any, section: Any, n: int, **context: Any) -> Forecast:
                 return up
         return accuracy, balanced, lost
 
+    def floor_at(e: float) -> float:
+        # a lower bound of metrics_at(e)[HEADLINE].expected from the two lattice points' own
+        # simulations, without the envelope's walk up the lattice: an envelope point is its
+        # own point or one above with a larger loss, never less, and _between's weights are
+        # non-negative (rounding is monotone), so this never exceeds the headline
+        x = math.log2(e) * LATTICE
+        i = math.floor(x)
+        below, above = raw_at(2.0 ** (i / LATTICE))[3], raw_at(2.0 ** ((i + 1) / LATTICE))[3]
+        return _between(below, above, x - i).expected
+
     def metrics_at(e: float) -> LazyMetrics:
         # between two lattice points the simulated metrics are interpolated in log ε, so
         # they do not grow with ε wherever the envelope does not (the verdict's solver
@@ -186,27 +196,17 @@ def forecast(spec: Any, section: Any, n: int, **context: Any) -> Forecast:
                             enumerate(("accuracy", "balanced_accuracy", HEADLINE))},
                            first=lambda: _parameter_errors(plan_at(e)[0], schema, chosen, n))
 
-    def floor_at(e: float) -> float:
-        # a lower bound of metrics_at(e)[HEADLINE].expected from the two lattice points' own
-        # simulations, without the envelope's walk up the lattice: an envelope point is its
-        # own point or one above with a larger loss, never less, and _between's weights are
-        # non-negative (rounding is monotone), so this never exceeds the headline
-        x = math.log2(e) * LATTICE
-        i = math.floor(x)
-        below, above = raw_at(2.0 ** (i / LATTICE))[3], raw_at(2.0 ** ((i + 1) / LATTICE))[3]
-        return _between(below, above, x - i).expected
-
     binary = len(spec.schema.label.classes) == 2
     whose = context.get("prevalence_source", "the caller's") if context.get("prevalence") \
         else "assumed"
     return make_forecast(COMMAND, section.epsilon, n, f"simulation ({MODELS} synthetic models "
                          f"× {REPLICATES} fits"
                          + (f", positive share {share:.3g} ({whose})" if binary else "")
-                         + ") + closed form", metrics_at,
+                         + ") + closed form", metrics_at, floor_at=floor_at,
                          headline=HEADLINE, target=TARGET,
                          note=f"the noise takes more than {TARGET:.0%} of the model's edge over "
                               "chance (near-chance output at 100 %)",
-                         extra={"columns": len(chosen)}, floor_at=floor_at)
+                         extra={"columns": len(chosen)})
 
 
 @dataclass(frozen=True)

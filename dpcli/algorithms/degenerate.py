@@ -34,6 +34,7 @@ on the released counts; a grid without signal is noise however it is used).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -219,14 +220,15 @@ def check(model: Any) -> Verdict | None:
     schema = model.schema
     if len(schema.label.classes) != 2:
         return None
+    log_odds = _log_odds_of(model)
     base = {name: _first(schema.column(name)) for name in model.columns}
-    base_value = float(_log_odds(model, _batch(base, 1))[0])
+    base_value = float(log_odds(_batch(base, 1))[0])
     lo = hi = base_value
     for name in model.columns:
         col = schema.column(name)
         if isinstance(col, TokensColumn):
-            gains = _log_odds(model, _batch({**base, name: _singletons(col)},
-                                            len(col.vocabulary))) - base_value
+            gains = log_odds(_batch({**base, name: _singletons(col)},
+                                    len(col.vocabulary))) - base_value
             r = col.max_per_row or len(gains)
             ordered = np.sort(gains)
             hi += float(np.clip(ordered[::-1][:r], 0, None).sum())
@@ -234,7 +236,7 @@ def check(model: Any) -> Verdict | None:
             continue
         values = _candidates(col)
         batch = _batch({**base, name: values}, len(values))
-        change = _log_odds(model, batch) - base_value
+        change = log_odds(batch) - base_value
         hi += float(change.max())
         lo += float(change.min())
     classes = tuple(schema.label.classes)
@@ -345,6 +347,23 @@ def signal_p_value(counts: np.ndarray, noise_scale: float, draws: int = SIGNAL_D
             if observed > pilot.mean() + SIGNAL_MARGIN * pilot.std(ddof=1):
                 return 1 / (SIGNAL_PILOT + 1)
     return (1 + exceed) / (draws + 1)
+
+
+def _log_odds_of(model: Any) -> Callable[[EncodedBatch], np.ndarray]:
+    """:func:`_log_odds` of ``model`` as a function of the batch. A naive Bayes model's is
+    nb_threshold's Scorer (negated for a positive class 0): the same floats, bit for bit,
+    with each column's table built once rather than once per batch (:func:`check` scores a
+    batch per column: ~15 tables × 15 batches were 8 ms of every train-nb run, twice)."""
+    from dpcli.algorithms.naive_bayes import NaiveBayesModel
+
+    if not isinstance(model, NaiveBayesModel):
+        return lambda batch: _log_odds(model, batch)
+    from dpcli.algorithms.nb_threshold import Scorer, positive_code
+
+    scorer = Scorer(model)   # log P(positive | x) − log P(other | x)
+    if positive_code(model) == 1:
+        return scorer
+    return lambda batch: -scorer(batch)   # −(a − b) is b − a exactly
 
 
 def _log_odds(model: Any, batch: EncodedBatch) -> np.ndarray:

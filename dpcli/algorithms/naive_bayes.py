@@ -94,6 +94,7 @@ from dpcli.algorithms import nb_allocation
 from dpcli.algorithms.common import table_sensitivity
 from dpcli.algorithms.degenerate import RowsCheck
 from dpcli.algorithms.nb_allocation import Allocation
+from dpcli.algorithms.normal import log_ndtr  # not scipy.special: 0.2 s of start-up
 from dpcli.budget import Budget
 from dpcli.data.encode import EncodedBatch, TokenSets
 from dpcli.data.schema import (
@@ -143,13 +144,6 @@ def logsumexp(a: np.ndarray, axis: int, keepdims: bool = False) -> np.ndarray:
     with np.errstate(divide="ignore"):
         out = np.log(np.sum(np.exp(a - top), axis=axis, keepdims=True)) + top
     return out if keepdims else np.squeeze(out, axis=axis)
-
-
-def log_ndtr(x: Any) -> Any:
-    """scipy.special.log_ndtr, imported on first use (as :func:`logsumexp`)."""
-    from scipy.special import log_ndtr as impl
-
-    return impl(x)
 
 
 @dataclass(frozen=True)

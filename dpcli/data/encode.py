@@ -25,8 +25,8 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
+from dpcli.data import arrow_compute as ac  # not pyarrow.compute: 25 ms to import
 from dpcli.data.report import ColumnCounts, DataReport
 from dpcli.data.schema import (
     BinaryColumn,
@@ -108,26 +108,26 @@ def to_text(arr: pa.Array) -> pa.Array:
     """
     t = arr.type
     if pa.types.is_dictionary(t):
-        arr = arr.cast(t.value_type)
+        arr = ac.cast(arr, t.value_type)
         t = arr.type
     if pa.types.is_string(t) or pa.types.is_large_string(t):
         return arr
     if _is_string_view(t):
-        return arr.cast(pa.string())
+        return ac.cast(arr, pa.string())
     if pa.types.is_null(t):
         return pa.nulls(len(arr), pa.string())
     if pa.types.is_integer(t) or pa.types.is_boolean(t):
-        return arr.cast(pa.string())
+        return ac.cast(arr, pa.string())
     if pa.types.is_floating(t):
-        x = arr.cast(pa.float64())
+        x = ac.cast(arr, pa.float64())
         values = x.to_numpy(zero_copy_only=False)
         finite = np.isfinite(values)
         integral = finite & (np.floor(values) == values) & (np.abs(values) < 2.0**63)
         nan = np.isnan(values)
         as_int = pa.array(np.where(integral, values, 0.0).astype(np.int64)).cast(pa.string())
-        as_float = x.cast(pa.string())
-        text = pc.if_else(pa.array(integral), as_int, as_float)
-        return pc.if_else(pa.array(nan), pa.nulls(len(x), pa.string()), text)
+        as_float = ac.cast(x, pa.string())
+        text = ac.if_else(pa.array(integral), as_int, as_float)
+        return ac.if_else(pa.array(nan), pa.nulls(len(x), pa.string()), text)
     raise TypeError(f"cannot compare Arrow type {t} with declared values")
 
 
@@ -139,7 +139,7 @@ def lookup_codes(arr: pa.Array, values: pa.Array) -> np.ndarray:
     """
     if pa.types.is_dictionary(arr.type):
         inner = dictionary_codes(arr.dictionary, values)
-        idx = pc.fill_null(arr.indices, 0).to_numpy(zero_copy_only=False)
+        idx = ac.fill_null(arr.indices, 0).to_numpy(zero_copy_only=False)
         codes = inner[idx] if len(inner) else np.full(len(arr), NULL, np.int32)
         if arr.null_count:
             codes[_null_mask(arr)] = NULL
@@ -150,11 +150,11 @@ def lookup_codes(arr: pa.Array, values: pa.Array) -> np.ndarray:
     if len(arr) > 64 and not (is_text_type(arr.type) or pa.types.is_null(arr.type)):
         # numbers and booleans: hash them to their few distinct values and turn only those
         # into text (3× faster on an integer label than text for every row; same codes)
-        return lookup_codes(arr.dictionary_encode(), values)
+        return lookup_codes(ac.dictionary_encode(arr), values)
     text = to_text(arr)
-    vs = values if text.type == values.type else values.cast(text.type)
-    found = pc.index_in(text, value_set=vs)
-    codes = pc.fill_null(found, NOT_DECLARED).to_numpy(zero_copy_only=False).astype(np.int32)
+    vs = values if text.type == values.type else ac.cast(values, text.type)
+    found = ac.index_in(text, value_set=vs)
+    codes = ac.fill_null(found, NOT_DECLARED).to_numpy(zero_copy_only=False).astype(np.int32)
     if text.null_count:
         codes[_null_mask(text)] = NULL
     if is_text_type(arr.type):
@@ -204,7 +204,7 @@ def _integer_codes(arr: pa.Array, values: pa.Array) -> np.ndarray | None:
     if high - low > 65_536:
         return None
     table = np.full(high - low + 1, NOT_DECLARED, dtype=np.int32)
-    for i, text in enumerate(values.cast(pa.string()).to_pylist()):
+    for i, text in enumerate(ac.cast(values, pa.string()).to_pylist()):
         try:
             number = int(text) if text is not None else None
         except ValueError:
@@ -253,7 +253,7 @@ def dictionary_fast_codes(arr: pa.Array, values: pa.Array) -> np.ndarray | None:
 
 
 def _null_mask(arr: pa.Array) -> np.ndarray:
-    return arr.is_null().to_numpy(zero_copy_only=False)
+    return ac.is_null(arr).to_numpy(zero_copy_only=False)
 
 
 def _first(mask: np.ndarray) -> int:
@@ -296,7 +296,7 @@ def encode_numeric(arr: pa.Array, col: NumericColumn, counts: ColumnCounts,
     if fast is not None:
         x = fast
     else:
-        x = arr.cast(pa.float64()).to_numpy(zero_copy_only=False).astype(np.float64, copy=True)
+        x = ac.cast(arr, pa.float64()).to_numpy(zero_copy_only=False).astype(np.float64, copy=True)
     if len(x):
         # the usual batch has nothing missing (NaN fails both tests) and nothing to clamp:
         # two reductions instead of the masks, counts and clip below
@@ -442,7 +442,7 @@ def encode_tokens(arr: pa.Array, col: TokensColumn, counts: ColumnCounts,
     n = len(arr)
     t = arr.type
     if pa.types.is_dictionary(t) or is_text_type(t):
-        arr = pc.utf8_split_whitespace(to_text(arr))
+        arr = ac.utf8_split_whitespace(to_text(arr))
         t = arr.type
     elif pa.types.is_null(t):
         arr = pa.nulls(n, pa.list_(pa.string()))
@@ -466,7 +466,7 @@ def encode_tokens(arr: pa.Array, col: TokensColumn, counts: ColumnCounts,
     keep = ~row_null[parent] if row_null.any() else np.ones(len(parent), dtype=bool)
     if len(values) and not pa.types.is_dictionary(values.type):
         # "" is never a vocabulary word; splitting "a  b" yields one: not a token
-        empty = pc.fill_null(pc.equal(pc.binary_length(values), 0), False)
+        empty = ac.fill_null(ac.equal(ac.binary_length(values), 0), False)
         keep &= ~empty.to_numpy(zero_copy_only=False)
     oov = keep & (codes < 0)
     counts.tokens_out_of_vocabulary += int(oov.sum())

@@ -79,31 +79,44 @@ class LazyMetrics(Mapping[str, MetricForecast]):
     """Metrics computed when first read, then kept: a forecast runs before every spend, and
     the one line it prints (and the verdict's inversion, and ``dpcli plan --target``) reads
     the headline only; the other metrics are computed when the table, the JSON or the
-    envelope reads them. Keys keep their order."""
+    envelope reads them. Keys keep their order.
 
-    def __init__(self, items: Mapping[str, MetricOrThunk]) -> None:
+    ``first`` (optional): a function giving more metrics, placed before ``items``, whose
+    very keys cost something to know (train-nb's closed forms: which exist depends on the
+    plan at that ε); called once, when a key not in ``items`` is read or the keys are
+    listed. The verdict's inversion reads only the headline, in ``items``."""
+
+    def __init__(self, items: Mapping[str, MetricOrThunk],
+                 first: Callable[[], Mapping[str, MetricOrThunk]] | None = None) -> None:
         self._items: dict[str, MetricOrThunk] = dict(items)
+        self._first = first
         self._done: dict[str, MetricForecast] = {}
+
+    def _all(self) -> dict[str, MetricOrThunk]:
+        if self._first is not None:
+            self._items = {**self._first(), **self._items}
+            self._first = None
+        return self._items
 
     def __getitem__(self, key: str) -> MetricForecast:
         done = self._done.get(key)
         if done is None:
-            item = self._items[key]
+            item = self._items[key] if key in self._items else self._all()[key]
             done = item if isinstance(item, MetricForecast) else item()
             self._done[key] = done
         return done
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self._items)
+        return iter(self._all())
 
     def __len__(self) -> int:
-        return len(self._items)
+        return len(self._all())
 
     def __contains__(self, key: object) -> bool:
-        return key in self._items
+        return key in self._items or key in self._all()
 
     def __repr__(self) -> str:
-        return f"LazyMetrics({list(self._items)})"
+        return f"LazyMetrics({list(self._all())})"
 
 
 def shared(fn: Callable[[], Any]) -> Callable[[], Any]:
@@ -156,12 +169,17 @@ class Forecast:
     # --target` solves with; not part of the record
     at: MetricsAt | None = field(default=None, compare=False, repr=False)
 
+    # a lower bound of the headline's median at any ε, cheaper than ``at`` (see
+    # :func:`solve_epsilon`'s ``floor_at``); None: none
+    floor_at: Callable[[float], float] | None = field(default=None, compare=False, repr=False)
+
     def epsilon_for(self, metric: str, target: float) -> float | None:
         """The smallest total ε whose median error of ``metric`` is at most ``target``."""
         if self.at is None or metric not in self.metrics:
             raise KeyError(f"{self.command}: no forecast of {metric!r} to solve for")
         at = self.at
-        return solve_epsilon(lambda e: at(e)[metric].expected, target)
+        return solve_epsilon(lambda e: at(e)[metric].expected, target,
+                             floor_at=self.floor_at if metric == self.verdict.metric else None)
 
     def to_json(self) -> dict[str, Any]:
         """The ``forecast`` object of ``--dry-run --json``, ``dpcli plan --json`` and the
@@ -184,12 +202,15 @@ class Forecast:
 
 def make_forecast(command: str, epsilon: float, n: int, method: str, metrics_at: MetricsAt, *,
                   headline: str, target: float, note: str = "",
-                  extra: Mapping[str, Any] | None = None) -> Forecast:
+                  extra: Mapping[str, Any] | None = None,
+                  floor_at: Callable[[float], float] | None = None) -> Forecast:
     """Evaluate ``metrics_at(epsilon)`` and judge ``headline`` against ``target``.
 
     ``metrics_at`` must give the metrics at any total ε with everything else
     fixed (the same split rule, n and domains); the verdict inverts it for the
-    smallest ε whose median error meets ``target``.
+    smallest ε whose median error meets ``target``. ``floor_at`` (optional): a
+    lower bound of the headline's median at any ε that is cheaper to compute
+    (:func:`solve_epsilon`); it changes no answer, only the time.
     """
     at = memoised(metrics_at)
     metrics = at(epsilon)
@@ -198,10 +219,11 @@ def make_forecast(command: str, epsilon: float, n: int, method: str, metrics_at:
     usable = metrics[headline].expected <= target
     # inverted only when the answer is shown: a forecast runs before every spend, and a
     # simulated one evaluated ~30 times would add seconds to a run that is fine as it is
-    needed = None if usable else solve_epsilon(lambda e: at(e)[headline].expected, target)
+    needed = None if usable else solve_epsilon(lambda e: at(e)[headline].expected, target,
+                                               floor_at=floor_at)
     return Forecast(command, epsilon, n, method, metrics,
                     Verdict(usable, headline, target, needed, "" if usable else note),
-                    dict(extra or {}), at)
+                    dict(extra or {}), at, floor_at)
 
 
 def memoised(metrics_at: MetricsAt) -> MetricsAt:
@@ -222,15 +244,20 @@ def memoised(metrics_at: MetricsAt) -> MetricsAt:
 
 
 def solve_epsilon(error_at: Callable[[float], float], target: float, *, lo: float = 1e-3,
-                  hi: float = 1e3, rel: float = 0.01) -> float | None:
+                  hi: float = 1e3, rel: float = 0.01,
+                  floor_at: Callable[[float], float] | None = None) -> float | None:
     """The smallest ε in [lo, hi] with ``error_at(ε) <= target`` (to ``rel``), or None.
 
     Assumes the error does not grow with ε (more budget, less noise); a
     geometric bisection, so a slow forecast is evaluated ~30 times.
+    ``floor_at``, if given, must never exceed ``error_at``: where it is above
+    the target at ``lo``, so is the error, and ``error_at(lo)`` is not computed
+    (train-nb's simulated loss at ε = 10⁻³ walks its envelope up the whole ε
+    lattice, two thirds of a forecast's time). The answer is the same.
     """
     if error_at(hi) > target:
         return None
-    if error_at(lo) <= target:
+    if (floor_at is None or floor_at(lo) <= target) and error_at(lo) <= target:
         return lo
     while hi / lo > 1 + rel:
         mid = math.sqrt(lo * hi)

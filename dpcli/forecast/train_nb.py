@@ -57,15 +57,17 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from dpcli.algorithms.normal import log_ndtr, ndtr  # not scipy.special (docs/scale.md)
 from dpcli.forecast.core import (
     LEVEL,
     Forecast,
+    LazyMetrics,
     MetricForecast,
     from_samples,
     laplace_error,
@@ -169,18 +171,30 @@ def forecast(spec: Any, section: Any, n: int, **context: Any) -> Forecast:
                 return up
         return accuracy, balanced, lost
 
-    def metrics_at(e: float) -> dict[str, MetricForecast]:
-        # between two lattice points the simulated metrics are interpolated in log ε, so
-        # they do not grow with ε wherever the envelope does not (the verdict's solver
-        # needs that); the closed forms are at ε itself
+    def floor_at(e: float) -> float:
+        # a lower bound of metrics_at(e)[HEADLINE].expected from the two lattice points' own
+        # simulations, without the envelope's walk up the lattice: an envelope point is its
+        # own point or one above with a larger loss, never less, and _between's weights are
+        # non-negative (rounding is monotone), so this never exceeds the headline
         x = math.log2(e) * LATTICE
         i = math.floor(x)
-        below, above = envelope(i), envelope(i + 1)
-        out = _parameter_errors(plan_at(e)[0], schema, chosen, n)
-        for name, lo, hi in zip(("accuracy", "balanced_accuracy", HEADLINE), below, above,
-                                strict=True):
-            out[name] = _between(lo, hi, x - i)
-        return out
+        below, above = raw_at(2.0 ** (i / LATTICE))[3], raw_at(2.0 ** ((i + 1) / LATTICE))[3]
+        return _between(below, above, x - i).expected
+
+    def metrics_at(e: float) -> LazyMetrics:
+        # between two lattice points the simulated metrics are interpolated in log ε, so
+        # they do not grow with ε wherever the envelope does not (the verdict's solver
+        # needs that); the closed forms are at ε itself, from the plan at ε: computed only
+        # when read (the verdict's bisection reads the headline alone, at ~10 ε)
+        x = math.log2(e) * LATTICE
+        i = math.floor(x)
+
+        def simulated(j: int) -> Callable[[], MetricForecast]:
+            return lambda: _between(envelope(i)[j], envelope(i + 1)[j], x - i)
+
+        return LazyMetrics({name: simulated(j) for j, name in
+                            enumerate(("accuracy", "balanced_accuracy", HEADLINE))},
+                           first=lambda: _parameter_errors(plan_at(e)[0], schema, chosen, n))
 
     binary = len(spec.schema.label.classes) == 2
     whose = context.get("prevalence_source", "the caller's") if context.get("prevalence") \
@@ -188,7 +202,7 @@ def forecast(spec: Any, section: Any, n: int, **context: Any) -> Forecast:
     return make_forecast(COMMAND, section.epsilon, n, f"simulation ({MODELS} synthetic models "
                          f"× {REPLICATES} fits"
                          + (f", positive share {share:.3g} ({whose})" if binary else "")
-                         + ") + closed form", metrics_at,
+                         + ") + closed form", metrics_at, floor_at=floor_at,
                          headline=HEADLINE, target=TARGET,
                          note=f"the noise takes more than {TARGET:.0%} of the model's edge over "
                               "chance (near-chance output at 100 %)",
@@ -391,11 +405,12 @@ class _Simulation:
         for c, p in self.tables.items():
             b = scales.tables[c]
             noisy = sizes[:, :, None] * p[None] + b * self.unit[c]                # (R, K, L)
-            estimates.append((noisy.sum(axis=2), p.shape[1] * 2 * b * b))
+            if scales.pooled:
+                estimates.append((noisy.sum(axis=2), p.shape[1] * 2 * b * b))
             # clipped at 0, smoothed, and the pseudo-count of half the noise scale
             table = np.maximum(noisy, 0.0) + self.smoothing + PSEUDO_COUNT * b
             logp = np.log(table / table.sum(axis=2, keepdims=True))
-            jll = jll + logp[:, :, self.rows[c]]
+            jll += logp.take(self.rows[c], axis=2)   # in place: the same sums, no new array
         if self.numeric:
             jll = jll + self._numeric(scales, np.maximum(counts, 1.0))
         if scales.pooled and len(estimates) > 1:
@@ -565,23 +580,12 @@ def _gaussian(means: np.ndarray, variances: np.ndarray, lows: np.ndarray, highs:
     const = -0.5 * (means ** 2 * inv + np.log(variances))
     if truncated:
         sd = np.sqrt(variances)
-        from scipy.special import log_ndtr  # on first use: Gaussian columns only
-
         hi = log_ndtr((highs - means) / sd)
         lo = log_ndtr((lows - means) / sd)
         const = const - (hi + np.log1p(-np.exp(np.minimum(lo - hi, -1e-12))))
     out = -0.5 * np.einsum("...c,nc->...n", inv, x * x) + np.einsum("...c,nc->...n",
                                                                    means * inv, x)
     return np.asarray(out + const.sum(axis=-1)[..., None])
-
-
-_ERFC = np.vectorize(math.erfc, otypes=[np.float64])
-
-
-def _ndtr(x: np.ndarray) -> np.ndarray:
-    """The standard normal CDF, from math.erfc: scipy.special's import cost every train-nb
-    run about 0.2 s of start-up for a few hundred values (docs/scale.md)."""
-    return np.asarray(0.5 * _ERFC(-np.asarray(x, dtype=np.float64) / math.sqrt(2.0)))
 
 
 @functools.lru_cache(maxsize=128)
@@ -614,7 +618,7 @@ def _simulation(k: int, facts: tuple[tuple[str, float, float], ...], smoothing: 
             # the class distributions over B equal-width bins of the clipped normal
             b = bins[name]
             edges = np.linspace(lower, upper, b + 1)
-            cdf = _ndtr((edges[None, :] - mu[:, None]) / sigma)
+            cdf = ndtr((edges[None, :] - mu[:, None]) / sigma)
             cdf[:, 0], cdf[:, -1] = 0.0, 1.0               # clipped: the ends take the tails
             p = np.maximum(np.diff(cdf, axis=1), 1e-12)
             tables[name] = p / p.sum(axis=1, keepdims=True)

@@ -250,3 +250,21 @@ def test_a_cut_where_the_probability_saturates_is_reported() -> None:
     assert verdict.to_json()["uncalibrated_score"] is True
     model.threshold = -9.0
     assert not check(model).saturated
+
+
+@pytest.mark.parametrize(("positive", "distribution"),
+                         [("1", "truncated"), ("0", "gaussian"), ("0", "truncated")])
+def test_the_naive_bayes_range_from_the_scorer_is_the_model_s_own_bit_for_bit(
+        monkeypatch, positive: str, distribution: str) -> None:
+    # check() scores a naive Bayes model with nb_threshold's Scorer (tables built once): the
+    # range is the one joint_log_likelihood's per-batch log-odds give, float for float
+    from dpcli.algorithms import degenerate
+    from tests.algorithms.test_nb_threshold import _mixed_model
+
+    model = _mixed_model(positive, distribution)
+    fast = check(model)
+    monkeypatch.setattr(degenerate, "_log_odds_of",
+                        lambda m: lambda batch: _log_odds(m, batch))
+    slow = check(model)
+    assert fast is not None and slow is not None
+    assert fast.log_odds == slow.log_odds and fast == slow

@@ -532,3 +532,34 @@ def test_the_threshold_from_the_first_pass_equals_a_second_read(project: Project
                    for n in ("once.json", "twice.json"))
     assert once["payload"]["threshold"] is not None
     assert once["payload"] == twice["payload"]
+
+
+@pytest.mark.parametrize("method", ["global", "smooth"])
+def test_scipy_free_log_ndtr_releases_the_same_statistics(project: Project, cli, monkeypatch,
+                                                          method: str) -> None:
+    """The truncated Gaussian's normaliser (log Φ) comes from dpcli.algorithms.normal, not
+    scipy.special (0.2 s of start-up). A seeded run releases the same noisy counts, means
+    and variances, and here the same threshold and check, as with scipy's log_ndtr: only
+    floats derived from them may move, in their last bits (test_normal.py bounds that)."""
+    special = pytest.importorskip("scipy.special")
+    from dpcli.algorithms import naive_bayes as nb
+
+    _with_section(project, {"epsilon": 0.45, "method": method, "numeric": "gaussian",
+                            "distribution": "truncated"})
+    assert _train(cli, project, "--seed", 3, out="ours.json").exit_code == 0
+    calls: list[int] = []
+
+    def scipys(x):
+        calls.append(1)
+        return special.log_ndtr(x)
+
+    monkeypatch.setattr(nb, "log_ndtr", scipys)
+    r = _train(cli, project, "--seed", 3, out="scipy.json")
+    assert r.exit_code == 0, r.stderr
+    assert calls   # the Gaussian age column's likelihood: the threshold pass scored with it
+    ours, theirs = (_payload_without_run_fields(project.root / n)["payload"]
+                    for n in ("ours.json", "scipy.json"))
+    for key in ("class_counts", "tables", "numeric", "threshold_check"):
+        assert ours[key] == theirs[key], key
+    assert ours["threshold"] == pytest.approx(theirs["threshold"], rel=1e-12, abs=1e-12)
+    assert ours == {**theirs, "threshold": ours["threshold"]}

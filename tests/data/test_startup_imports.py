@@ -5,6 +5,7 @@ Each check runs in a fresh interpreter (an import, once done, can not be undone 
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
@@ -85,7 +86,8 @@ def test_train_nb_without_features_does_not_import_feature_selection(tmp_path) -
 ENTRY = (
     "import atexit, sys\n"
     "HEAVY = ('numpy', 'pyarrow', 'pydantic', 'pandas', 'scipy', 'scipy.special',\n"
-    "         'scipy.sparse', 'scipy.stats', 'scipy.optimize', 'matplotlib', 'rich')\n"
+    "         'scipy.sparse', 'scipy.stats', 'scipy.optimize', 'matplotlib', 'rich',\n"
+    "         'pyarrow.compute')\n"
     "atexit.register(lambda: print('imported:', ','.join(m for m in HEAVY\n"
     "                                                   if m in sys.modules)))\n"
     "sys.argv = ['dpcli', *{args!r}]\n"
@@ -148,9 +150,42 @@ def test_a_quiet_train_nb_run_imports_only_what_it_needs(tmp_path) -> None:
     assert (tmp_path / "nb.json").exists()
     assert {"numpy", "pyarrow"} <= mods  # the check sees the modules of a real run
     # text and path options need no pydantic; pyarrow's pandas check is answered without
-    # pandas; no picture, no sparse algebra; a quiet run with nothing to say needs no rich
+    # pandas; no picture, no sparse algebra; a quiet run with nothing to say needs no rich;
+    # the readers call Arrow's kernels without pyarrow.compute's 300 wrappers (25 ms)
     assert not mods & {"pydantic", "pandas", "matplotlib", "scipy.sparse", "scipy.stats",
-                       "scipy.optimize", "rich"}, mods
+                       "scipy.optimize", "rich", "pyarrow.compute"}, mods
+
+
+def test_a_gaussian_train_nb_run_imports_no_scipy(tmp_path) -> None:
+    # the truncated Gaussian's log Φ (model likelihood, threshold pass, forecast) comes from
+    # dpcli.algorithms.normal: scipy.special was 0.2 s of start-up for a handful of values
+    from tests.cli.conftest import make_project
+
+    project = make_project(tmp_path)
+
+    def gaussian(spec: dict) -> None:
+        spec["train-nb"] = {"epsilon": 0.5, "numeric": "gaussian", "distribution": "truncated"}
+
+    project.write_spec(gaussian)
+    code, mods = imported_by("train-nb", project.data, "--spec", project.spec, "--out",
+                             tmp_path / "nb.json", "-q")
+    assert code == 0
+    model = json.loads((tmp_path / "nb.json").read_text())["payload"]
+    assert model["config"]["distribution"] == "truncated" and model["threshold"] is not None
+    assert model["numeric"]["age"].get("bins") is None   # Gaussian, not a histogram
+    assert "numpy" in mods and not mods & {"scipy", "scipy.special"}, mods
+
+
+def test_a_quiet_tabulate_of_a_csv_file_imports_no_pyarrow_compute(tmp_path) -> None:
+    # the CSV reader's kernels (null markers, trimming, casts) and the encoders' come from
+    # dpcli.data.arrow_compute
+    from tests.cli.conftest import make_project
+
+    project = make_project(tmp_path)
+    code, mods = imported_by("tabulate", project.csv, "--spec", project.spec, "--out",
+                             tmp_path / "t.csv", "--epsilon", "0.5", "-q")
+    assert code == 0 and (tmp_path / "t.csv").exists()
+    assert "pyarrow" in mods and "pyarrow.compute" not in mods, mods
 
 
 def test_ledger_show_reads_the_ledger_without_numpy(tmp_path) -> None:
@@ -219,3 +254,36 @@ def test_defer_pandas_before_pyarrow_is_imported_answers_after_its_import() -> N
         "print('ok')\n")
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "ok"
+
+
+def test_the_entry_point_builds_only_the_command_it_runs(monkeypatch) -> None:
+    # typer builds every registered command's options before parsing: the console entry
+    # point hands it a copy of the app holding the named command alone; the root's options,
+    # no command, a misspelt one and shell completion get the whole app
+    from dpcli.cli.app import app, app_for
+
+    one = app_for(["train-nb", "data.parquet", "--spec", "s.yaml"])
+    assert one is not app
+    assert [c.name for c in one.registered_commands] == ["train-nb"]
+    assert one.registered_groups == [] and one.registered_callback is app.registered_callback
+    ledger = app_for(["ledger", "show"])
+    assert [g.name for g in ledger.registered_groups] == ["ledger"]
+    assert ledger.registered_commands == []
+    for args in ([], ["--help"], ["--version"], ["trian-nb"], ["-h"]):
+        assert app_for(args) is app, args
+    monkeypatch.setenv("_DPCLI_COMPLETE", "complete_bash")
+    assert app_for(["train-nb"]) is app
+
+
+def test_a_usage_error_through_the_entry_point_is_still_exit_64_with_its_json(
+        tmp_path) -> None:
+    from tests.cli.conftest import make_project
+
+    project = make_project(tmp_path)
+    r = fresh(ENTRY.format(args=["train-nb", str(project.data), "--spec", str(project.spec),
+                                 "--out", str(tmp_path / "nb.json"), "--epsilon", "0.5x",
+                                 "--json"]))
+    assert r.returncode == 64, r.stderr
+    error = json.loads(r.stdout.splitlines()[0])
+    assert error["exit_code"] == 64 and "0.5x" in json.dumps(error)
+    assert not (tmp_path / "nb.json").exists()

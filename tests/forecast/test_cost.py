@@ -195,3 +195,81 @@ def test_a_signed_interval_is_never_worded_as_an_absolute_error() -> None:
                            "90% of runs at most 0.0306 (one-sided)")
     assert loss.to_json()["interval"] == [-0.0306, 0.0]  # the numbers are unchanged
     assert MetricForecast("e", 0.1, (-0.2, 0.19)).line().endswith("within ±0.2")
+
+
+def test_a_floor_above_the_target_at_lo_skips_that_evaluation_and_not_the_answer() -> None:
+    from dpcli.forecast import solve_epsilon
+
+    asked: list[float] = []
+
+    def error_at(e: float) -> float:
+        asked.append(e)
+        return 1.0 / e
+
+    plain = solve_epsilon(error_at, 0.5)
+    assert 1e-3 in asked
+    asked.clear()
+    floored = solve_epsilon(error_at, 0.5, floor_at=lambda e: 0.5 / e)
+    assert floored == plain and 1e-3 not in asked
+    # a floor at or below the target at lo: error_at(lo) is asked as before
+    asked.clear()
+    assert solve_epsilon(lambda e: asked.append(e) or 0.1, 0.5, floor_at=lambda e: 0.0) == 1e-3
+    assert 1e-3 in asked
+
+
+def test_train_nb_verdict_with_the_floor_is_the_plain_bisection_s(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # the floor (the lattice points' own losses, without the envelope's walk) never exceeds
+    # the headline, so the verdict's ε is the plain bisection's, from fewer simulations
+    from dpcli.forecast import forecast, solve_epsilon
+    from dpcli.forecast import train_nb as nbf
+    from dpcli.spec import load_spec
+
+    spec = load_spec(CONFIGS / "adult.yaml")
+    fits: list[int] = []
+    real = nbf._Simulation.accuracy_errors
+    monkeypatch.setattr(nbf._Simulation, "accuracy_errors",
+                        lambda self, scales: fits.append(1) or real(self, scales))
+    for n in (1000, 200):
+        fits.clear()
+        fc = forecast("train-nb", spec, spec.sections["train-nb"], n)
+        assert not fc.verdict.usable and fc.floor_at is not None and fc.at is not None
+        simulated = len(fits)
+        at = fc.at
+        for e in (1e-3, 0.01, 0.3, 1.0, 1.7, 40.0):
+            assert fc.floor_at(e) <= at(e)[nbf.HEADLINE].expected
+        plain = solve_epsilon(lambda e, at=at: at(e)[nbf.HEADLINE].expected, nbf.TARGET)
+        assert fc.verdict.epsilon_usable == plain
+        assert simulated < len(fits)   # the plain solver walked the lattice from ε = 10⁻³
+
+
+def test_lazy_metrics_first_is_computed_only_for_its_keys_and_comes_first() -> None:
+    made: list[str] = []
+
+    def first() -> dict[str, MetricForecast]:
+        made.append("first")
+        return {"a": _metric(0.3), "b": lambda: _metric(0.4)}
+
+    m = LazyMetrics({"head": lambda: _metric(0.1)}, first=first)
+    assert "head" in m and m["head"].expected == 0.1 and made == []
+    assert list(m) == ["a", "b", "head"] and made == ["first"]
+    assert m["b"].expected == 0.4 and len(m) == 3 and "zz" not in m
+    assert made == ["first"]
+
+
+def test_train_nb_bisection_builds_no_closed_forms_between_lattice_points(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # the verdict's inversion reads the headline only: the plan (allocation) at each ε it
+    # tries is made only where the closed forms are read, at the forecast's own ε
+    from dpcli.forecast import forecast
+    from dpcli.forecast import train_nb as nbf
+    from dpcli.spec import load_spec
+
+    spec = load_spec(CONFIGS / "adult.yaml")
+    closed: list[int] = []
+    real = nbf._parameter_errors
+    monkeypatch.setattr(nbf, "_parameter_errors",
+                        lambda *a, **k: closed.append(1) or real(*a, **k))
+    fc = forecast("train-nb", spec, spec.sections["train-nb"], 1000)
+    assert not fc.verdict.usable and closed == []
+    assert list(fc.to_json()["forecast"])[:2] == ["prior", "counts"] and closed == [1]

@@ -16,10 +16,15 @@ from __future__ import annotations
 from typing import Any
 
 import pyarrow as pa
-from pyarrow import _compute
+
+try:
+    from pyarrow import _compute
+except ImportError:  # a pyarrow without the private module: its public one has the same names
+    import pyarrow.compute as _compute
 
 __all__ = ["binary_length", "cast", "dictionary_encode", "equal", "fill_null", "if_else",
-           "index_in", "is_in", "is_nan", "is_null", "utf8_split_whitespace", "utf8_trim"]
+           "index_in", "is_in", "is_nan", "is_null", "match_substring_regex",
+           "replace_substring_regex", "take", "utf8_split_whitespace", "utf8_trim"]
 
 
 def cast(arr: Any, target_type: Any) -> Any:
@@ -79,3 +84,18 @@ def utf8_trim(arr: Any, characters: str) -> Any:
 
 def utf8_split_whitespace(arr: Any) -> Any:
     return _compute.call_function("utf8_split_whitespace", [arr])
+
+
+def match_substring_regex(arr: Any, pattern: str) -> Any:
+    return _compute.call_function("match_substring_regex", [arr],
+                                  _compute.MatchSubstringOptions(pattern))
+
+
+def replace_substring_regex(arr: Any, pattern: str, replacement: str) -> Any:
+    return _compute.call_function("replace_substring_regex", [arr],
+                                  _compute.ReplaceSubstringOptions(pattern, replacement))
+
+
+def take(arr: Any, indices: Any) -> Any:
+    """``arr.take(indices)`` (bounds-checked, as pyarrow's)."""
+    return _compute.call_function("take", [arr, indices], _compute.TakeOptions(boundscheck=True))

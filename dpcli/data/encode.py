@@ -178,15 +178,16 @@ def _integral_text_codes(text: pa.Array, values: pa.Array, codes: np.ndarray) ->
     undeclared = np.flatnonzero(codes == NOT_DECLARED)
     if undeclared.size == 0:
         return
-    subset = text.take(pa.array(undeclared))
-    integral = pc.fill_null(pc.match_substring_regex(subset, INTEGRAL_FLOAT_TEXT), False)
-    if not pc.any(integral).as_py():
+    subset = ac.take(text, pa.array(undeclared))
+    integral = ac.fill_null(ac.match_substring_regex(subset, INTEGRAL_FLOAT_TEXT), False)
+    mask = integral.to_numpy(zero_copy_only=False)
+    if not mask.any():
         return
-    whole = pc.replace_substring_regex(subset, r"\.0+$", "")
-    whole = pc.replace_substring_regex(whole, r"^-0$", "0")
-    found = pc.fill_null(pc.index_in(whole, value_set=values), NOT_DECLARED)
-    found = pc.if_else(integral, found, NOT_DECLARED).to_numpy(zero_copy_only=False)
-    codes[undeclared] = found.astype(np.int32)
+    whole = ac.replace_substring_regex(subset, r"\.0+$", "")
+    whole = ac.replace_substring_regex(whole, r"^-0$", "0")
+    found = ac.fill_null(ac.index_in(whole, values), NOT_DECLARED).to_numpy(
+        zero_copy_only=False)
+    codes[undeclared] = np.where(mask, found, NOT_DECLARED).astype(np.int32)
 
 
 def _integer_codes(arr: pa.Array, values: pa.Array) -> np.ndarray | None:

@@ -229,10 +229,15 @@ class Outputs:
         if path.parent not in self._cleaned:
             self._cleaned.add(path.parent)
             remove_stale_temps(path.parent)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}{TEMP_MARK}{os.getpid()}-{_HOST}-",
-                                   dir=path.parent)
-        os.close(fd)
-        self._staged[path] = Path(tmp)
+        from dpcli import signals
+
+        # a signal between the file's creation and its record would leave it behind: the
+        # clean-up removes only what _staged names (held, then raised once recorded)
+        with signals.held():
+            fd, tmp = tempfile.mkstemp(prefix=f".{path.name}{TEMP_MARK}{os.getpid()}-{_HOST}-",
+                                       dir=path.parent)
+            os.close(fd)
+            self._staged[path] = Path(tmp)
         if private:
             self._private.add(path)
         return Path(tmp)

@@ -140,14 +140,16 @@ class Verdict:
     epsilon_usable: float | None     # not usable: the smallest ε that meets the target (None:
                                      # none ≤ 1e3); usable: None (Forecast.epsilon_for solves)
     note: str = ""                   # why, in a few words, when not usable
+    scope: str = ""                  # what the verdict does not cover (said either way)
 
     def line(self) -> str:
         if self.usable:
-            return "verdict: usable"
+            return "verdict: usable" + (f" ({self.scope})" if self.scope else "")
         where = ("no ε up to 1000 makes it usable at this n" if self.epsilon_usable is None
                  else f"usable from ε ≥ {_fmt(self.epsilon_usable)}")
         note = self.note or "expect near-chance output"
-        return f"verdict: noise dominates: {note}; {where}"
+        scope = f" ({self.scope})" if self.scope else ""
+        return f"verdict: noise dominates: {note}; {where}{scope}"
 
     def to_json(self) -> dict[str, Any]:
         return {"usable": self.usable, "metric": self.metric, "target": self.target,
@@ -201,7 +203,7 @@ class Forecast:
 
 
 def make_forecast(command: str, epsilon: float, n: int, method: str, metrics_at: MetricsAt, *,
-                  headline: str, target: float, note: str = "",
+                  headline: str, target: float, note: str = "", scope: str = "",
                   extra: Mapping[str, Any] | None = None,
                   floor_at: Callable[[float], float] | None = None) -> Forecast:
     """Evaluate ``metrics_at(epsilon)`` and judge ``headline`` against ``target``.
@@ -210,7 +212,8 @@ def make_forecast(command: str, epsilon: float, n: int, method: str, metrics_at:
     fixed (the same split rule, n and domains); the verdict inverts it for the
     smallest ε whose median error meets ``target``. ``floor_at`` (optional): a
     lower bound of the headline's median at any ε that is cheaper to compute
-    (:func:`solve_epsilon`); it changes no answer, only the time.
+    (:func:`solve_epsilon`); it changes no answer, only the time. ``scope``: what the
+    verdict does not judge, shown with it whatever it says.
     """
     at = memoised(metrics_at)
     metrics = at(epsilon)
@@ -222,7 +225,7 @@ def make_forecast(command: str, epsilon: float, n: int, method: str, metrics_at:
     needed = None if usable else solve_epsilon(lambda e: at(e)[headline].expected, target,
                                                floor_at=floor_at)
     return Forecast(command, epsilon, n, method, metrics,
-                    Verdict(usable, headline, target, needed, "" if usable else note),
+                    Verdict(usable, headline, target, needed, "" if usable else note, scope),
                     dict(extra or {}), at, floor_at)
 
 

@@ -187,3 +187,16 @@ def test_plan_equals_the_dry_run(tmp_path: Path) -> None:
                                                                        data)
     f = forecast("validate", spec, section, 2000)   # no context
     assert f.n == 2000 and f.extra["n_train"] + f.extra["n_validation"] == 2000
+
+
+def test_the_verdict_says_what_it_leaves_out_on_small_n() -> None:
+    """On 184 rows (ISLP Hitters, tester 10) six runs called usable gave test AUCs from 0.54
+    to 0.91: the verdict judges the class cut only, and says so below SMALL_N rows."""
+    from dpcli.forecast.core import Verdict
+    from dpcli.forecast.validate import SMALL_N, _scope
+
+    assert "class cut only" in _scope(184) and "184 training rows" in _scope(184)
+    assert _scope(SMALL_N) == ""
+    said = Verdict(True, "threshold", 0.1, None, "", _scope(184)).line()
+    assert said.startswith("verdict: usable (it judges the class cut only")
+    assert Verdict(True, "threshold", 0.1, None).line() == "verdict: usable"

@@ -252,10 +252,18 @@ def add_cell_sums(pool: Pool, x: Inputs, prepared: Prepared, w: np.ndarray,
 
     ``x``: the batch's inputs (the reference margin where a sign is in doubt); ``prepared``:
     :func:`prepare_batch` of them. Needs K ≥ 2 (a one-column reduction is not a row-by-row
-    fold in numpy)."""
-    k = len(pool)
-    if k < 2:
+    fold in numpy). Each candidate's sums are its own: a caller may split the pool and add
+    the parts on threads (benchmarks/brc_speed_r9.py measures it) with the same floats.
+    """
+    if len(pool) < 2:
         raise ValueError("add_cell_sums needs at least 2 candidates")
+    _add_cell_sums(pool, x, prepared, w, sums)
+
+
+def _add_cell_sums(pool: Pool, x: Inputs, prepared: Prepared, w: np.ndarray,
+                   sums: np.ndarray) -> None:
+    """One group of candidates: :func:`add_cell_sums` on one thread."""
+    k = len(pool)
     d = prepared.numeric.shape[1]
     weights = np.ascontiguousarray(pool.params[:, 1:1 + d].T) if d else None
     columns = _columns(pool, x)

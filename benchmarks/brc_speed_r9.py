@@ -146,9 +146,8 @@ def threads_worker(data: Path, repeats: int) -> None:
 
     def two() -> np.ndarray:
         parts = [np.zeros((h.stop - h.start, 4)) for h in halves]
-        jobs = [threads.submit(brc_candidates.add_cell_sums,
-                               brc_candidates.Pool(pool.hyperplanes[h], pool.params[h]),
-                               rows.private, ready, w, part)
+        jobs = [threads.submit(brc_candidates.add_cell_sums, pool.part(h), rows.private,
+                               ready, w, part)
                 for h, part in zip(halves, parts, strict=True)]
         for job in jobs:
             job.result()

@@ -52,20 +52,34 @@ UNIT = 2.0 ** -53
 # ------------------------------------------------------------------ drawing
 
 
-@dataclass(frozen=True)
 class Pool:
-    """A round's K candidates, and their parameters as one (K, 1 + d + Σ levels) matrix:
-    per row the intercept, the numeric coefficients, then each coded column's level
-    weights (the order they are drawn in)."""
+    """A round's K candidates as one (K, 1 + d + Σ levels) parameter matrix: per row the
+    intercept, the numeric coefficients, then each coded column's level weights (the order
+    they are drawn in). ``pool[k]`` is candidate k as a :class:`Hyperplane`, made when first
+    asked for (a round needs the chosen one; making all K cost a tenth of a round)."""
 
-    hyperplanes: list[Any]
-    params: np.ndarray
+    def __init__(self, params: np.ndarray, x: Inputs) -> None:
+        self.params = params
+        self._layout = (len(x.numeric_names), dict(x.n_levels))
+        self._made: dict[int, Any] = {}
 
     def __len__(self) -> int:
-        return len(self.hyperplanes)
+        return int(self.params.shape[0])
 
     def __getitem__(self, k: int) -> Any:
-        return self.hyperplanes[k]
+        if k not in self._made:
+            self._made[k] = _hyperplane(self.params[k], *self._layout)
+        return self._made[k]
+
+    @property
+    def hyperplanes(self) -> list[Any]:
+        return [self[k] for k in range(len(self))]
+
+    def part(self, rows: slice) -> Pool:
+        """Candidates ``rows`` as a pool of their own."""
+        out = Pool.__new__(Pool)
+        out.params, out._layout, out._made = self.params[rows], self._layout, {}
+        return out
 
 
 def draw_pool(x: Inputs, rng: np.random.Generator, k: int, max_draws: int) -> Pool:
@@ -79,7 +93,6 @@ def draw_pool(x: Inputs, rng: np.random.Generator, k: int, max_draws: int) -> Po
     draw. Drawn here as many at a time as slots are still empty, so the generator never
     runs ahead of the one-at-a-time code.
     """
-    from dpcli.algorithms.brc import Hyperplane
 
     width = 1 + len(x.numeric_names) + sum(x.n_levels.values())
     rows: list[np.ndarray] = []
@@ -93,18 +106,19 @@ def draw_pool(x: Inputs, rng: np.random.Generator, k: int, max_draws: int) -> Po
                 continue
             rows.append(row)
             draws = 0
-    params = np.array(rows).reshape(k, width)
-    return Pool([_hyperplane(row, x, Hyperplane) for row in params], params)
+    return Pool(np.array(rows).reshape(k, width), x)
 
 
-def _hyperplane(row: np.ndarray, x: Inputs, cls: Any) -> Any:
-    d = len(x.numeric_names)
+def _hyperplane(row: np.ndarray, d: int, n_levels: dict[str, int]) -> Any:
+    """The :class:`Hyperplane` of one drawn row (copies: it outlives the matrix)."""
+    from dpcli.algorithms.brc import Hyperplane
+
     levels: dict[str, np.ndarray] = {}
     at = 1 + d
-    for name, size in x.n_levels.items():
+    for name, size in n_levels.items():
         levels[name] = row[at:at + size].copy()
         at += size
-    return cls(float(row[0]), row[1:1 + d].copy(), levels)
+    return Hyperplane(float(row[0]), row[1:1 + d].copy(), levels)
 
 
 def _constant_rows(block: np.ndarray, x: Inputs) -> np.ndarray:
@@ -113,7 +127,6 @@ def _constant_rows(block: np.ndarray, x: Inputs) -> np.ndarray:
 
     The least and greatest margins are summed here in another order; where either lies
     within the rounding tolerance of 0, the hyperplane's own method decides."""
-    from dpcli.algorithms.brc import Hyperplane
 
     d = len(x.numeric_names)
     numeric = np.abs(block[:, 1:1 + d]).sum(axis=1)
@@ -134,7 +147,7 @@ def _constant_rows(block: np.ndarray, x: Inputs) -> np.ndarray:
     constant = (lo >= 0) | (hi < 0)
     unsure = ((np.abs(lo) <= tol) | (np.abs(hi) <= tol)) | ~np.isfinite(tol)
     for i in np.flatnonzero(unsure):
-        constant[i] = _hyperplane(block[i], x, Hyperplane).constant()
+        constant[i] = _hyperplane(block[i], len(x.numeric_names), x.n_levels).constant()
     return constant
 
 

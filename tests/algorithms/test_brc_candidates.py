@@ -119,6 +119,22 @@ def test_cell_sums_are_add_at_in_file_order(name: str, k: int,
     assert got.sum() > 0
 
 
+def test_a_split_pool_gives_the_same_sums() -> None:
+    """Each candidate's sums are its own: halves of the pool (as threads would add them)
+    give the whole pool's floats."""
+    rng = make_rng(16)
+    (x, y, w), = _batches(rng, "mixed", [500])
+    pool = brc_candidates.draw_pool(x, rng, 9, brc.MAX_DRAWS)
+    ready = brc_candidates.prepare_batch(x, y)
+    whole = np.zeros((9, 4))
+    brc_candidates.add_cell_sums(pool, x, ready, w, whole)
+    halves = [np.zeros((4, 4)), np.zeros((5, 4))]
+    brc_candidates.add_cell_sums(pool.part(slice(0, 4)), x, ready, w, halves[0])
+    brc_candidates.add_cell_sums(pool.part(slice(4, 9)), x, ready, w, halves[1])
+    assert np.array_equal(np.concatenate(halves), whole)
+    assert all(_same(pool.part(slice(4, 9))[j], pool[4 + j]) for j in range(5))
+
+
 def test_signs_in_doubt_come_from_the_reference_margin(monkeypatch: pytest.MonkeyPatch
                                                        ) -> None:
     """A tolerance so wide that every sign is in doubt: all from Hyperplane.margin, still

@@ -1,7 +1,8 @@
 """A selecting round's K candidates, fast and exact: drawn in bulk, scored in blocks.
 
 Two pieces of :func:`dpcli.algorithms.brc.train` that dominated its time at Adult's size
-(K = 139 candidates a round on 30,162 records; docs/algorithms/brc.md § Speed):
+(K = 139 candidates a round on 30,162 records; docs/algorithms/brc.md § Selecting rounds,
+*Scoring the candidates*):
 
 * :func:`draw_pool` draws the K random hyperplanes with one generator call for the lot
   and decides "constant on the domain" for all of them at once, instead of K calls of
@@ -187,6 +188,12 @@ def prepare_batch(x: Inputs, y: np.ndarray) -> Prepared:
     negative = y <= 0
     order = np.concatenate([np.flatnonzero(negative), np.flatnonzero(~negative)])
     numeric = x.numeric.take(order, axis=0)
+    for name, levels in x.n_levels.items():
+        column = x.codes[name]
+        # a joint code would turn an undeclared code into another combination; the
+        # reference look-up (Hyperplane.margin) raises instead, and so does this
+        if column.size and (int(column.min()) < 0 or int(column.max()) >= levels):
+            raise IndexError(f"{name}: a code outside its {levels} declared levels")
     groups = _groups(x.n_levels)
     codes = []
     for names, strides in groups:

@@ -180,6 +180,17 @@ def test_inputs_not_finite_use_the_reference_for_every_sign() -> None:
     assert np.array_equal(got, want)
 
 
+def test_an_undeclared_code_is_refused_as_the_reference_refuses_it() -> None:
+    rng = make_rng(17)
+    (x, y, _), = _batches(rng, "mixed", [20])
+    x.codes["c1"][5] = 2          # c1 declares 2 levels: codes 0, 1
+    pool = brc_candidates.draw_pool(x, rng, 3, brc.MAX_DRAWS)
+    with pytest.raises(IndexError):
+        pool[0].margin(x)
+    with pytest.raises(IndexError, match="c1"):
+        brc_candidates.prepare_batch(x, y)
+
+
 def test_one_candidate_is_refused() -> None:
     rng = make_rng(15)
     (x, y, w), = _batches(rng, "mixed", [10])

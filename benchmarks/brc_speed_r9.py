@@ -21,10 +21,16 @@ pass over the file: the comparison is per round).
 BLAS threads are 1 (OPENBLAS_NUM_THREADS etc.). ``--cpus 0`` runs every child under
 ``taskset -c 0`` (one core), the default both cores.
 
+``--fit`` (instead of the runs above): ``brc.fit`` alone in a fresh process per run, records
+in memory (``brc.training_set``), Adult private at ε 1, seed 1, dpcli's defaults (K 139,
+T 150), old and new alternated; CPU seconds of the fit (``time.process_time``) and the
+digest of the model payload.
+
 ``--threads`` (instead of the runs above): one selecting round's scoring on Adult
 (``brc_candidates.add_cell_sums``, K = 139, 30,162 records in memory), its candidates
 split in two halves added on two threads (numpy releases the GIL inside each block's
-operations) against one thread, alternated, under ``taskset -c 0`` and ``-c 0,1``; the
+operations) against one thread and against the old candidate-at-a-time loop (wall
+medians), alternated, under ``taskset -c 0`` and ``-c 0,1``; the
 sums must be identical.
 
     cd benchmarks && python brc_speed_r9.py --old /path/to/main-checkout --repeats 3
@@ -153,11 +159,19 @@ def threads_worker(data: Path, repeats: int) -> None:
             job.result()
         return np.concatenate(parts)
 
-    if not np.array_equal(one(), two()):
-        raise SystemExit("two threads gave other sums")
-    times: dict[str, list[float]] = {"1 thread": [], "2 threads": []}
+    def old() -> np.ndarray:   # the candidate-at-a-time loop this round replaced
+        sums = np.zeros((k, 4))
+        positive = (rows.y > 0).astype(np.intp)
+        for j in range(k):
+            miss = (pool[j].predict(rows.private) != rows.y).astype(np.intp)
+            np.add.at(sums[j], 2 * positive + miss, w)
+        return sums
+
+    if not (np.array_equal(one(), two()) and np.array_equal(one(), old())):
+        raise SystemExit("two threads, or the old loop, gave other sums")
+    times: dict[str, list[float]] = {"old loop": [], "1 thread": [], "2 threads": []}
     for _ in range(repeats):
-        for name, f in (("1 thread", one), ("2 threads", two)):
+        for name, f in (("old loop", old), ("1 thread", one), ("2 threads", two)):
             t = time.perf_counter()
             f()
             times[name].append(time.perf_counter() - t)
@@ -165,6 +179,29 @@ def threads_worker(data: Path, repeats: int) -> None:
     print(json.dumps({"cpus": sorted(os.sched_getaffinity(0)), "n": rows.n, "K": k,
                       "load": os.getloadavg()[0],
                       **{name: 1e3 * statistics.median(v) for name, v in times.items()}}))
+
+
+def fit_worker(data: Path) -> None:
+    """``brc.fit`` on Adult, private, ε 1, seed 1, records in memory: CPU s and digest."""
+    from dpcli.algorithms import brc, inputs
+    from dpcli.data import DataSource
+    from dpcli.mechanisms import make_rng
+    from dpcli.spec import load_spec
+
+    spec = load_spec(ROOT / "configs" / "adult.yaml")
+    cols = tuple(c for c in spec.schema.names if inputs.usable(spec.schema.column(c)))
+    rows = brc.training_set(DataSource(data, spec.schema).batches(cols, rng=make_rng(0)),
+                            spec.schema, cols, (), 1)
+    config = brc.auto_config(1.0, rows.n, True)
+    t = time.process_time()
+    ensemble, calibration, _ = brc.fit(rows, config, 1.0, make_rng(1))
+    cpu = time.process_time() - t
+    model = brc.BRCModel(inputs.model_schema(spec.schema, cols), cols, "private", (), ensemble,
+                         brc.config_ran(config, ensemble), rows.n, 1.0, calibration)
+    blob = json.dumps(model.to_payload(), sort_keys=True).encode()
+    print(json.dumps({"cpu": cpu, "T": len(ensemble), "K": config.candidates,
+                      "load": os.getloadavg()[0],
+                      "digest": hashlib.sha256(blob).hexdigest()[:16]}))
 
 
 def main() -> None:
@@ -180,10 +217,25 @@ def main() -> None:
                         help="folder of adult_train.parquet")
     parser.add_argument("--threads", action="store_true",
                         help="only the 1- vs 2-thread scoring check")
+    parser.add_argument("--fit", action="store_true", help="only brc.fit in process")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--fit-worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
         threads_worker(args.data / "adult_train.parquet", args.repeats)
+        return
+    if args.fit_worker:
+        fit_worker(args.data / "adult_train.parquet")
+        return
+    if args.fit:
+        for r in range(args.repeats):
+            for tag in (("old", "new") if r % 2 == 0 else ("new", "old")):
+                code = args.old.resolve() if tag == "old" else ROOT
+                done = subprocess.run([sys.executable, __file__, "--fit-worker", "--old",
+                                       str(args.old), "--data", str(args.data)],
+                                      capture_output=True, text=True, check=True,
+                                      env={**os.environ, **THREADS, "PYTHONPATH": str(code)})
+                print(tag, done.stdout.strip(), flush=True)
         return
     if args.threads:
         for cpus in ("0", "0,1"):

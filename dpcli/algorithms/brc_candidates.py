@@ -197,9 +197,10 @@ def prepare_batch(x: Inputs, y: np.ndarray) -> Prepared:
     groups = _groups(x.n_levels)
     codes = []
     for names, strides in groups:
-        joint = x.codes[names[0]] * strides[0]
+        # intp: a narrow code type (int8, int32) would overflow a joint code
+        joint = np.asarray(x.codes[names[0]], dtype=np.intp) * strides[0]
         for name, stride in zip(names[1:], strides[1:], strict=True):
-            joint += x.codes[name] * stride
+            joint += np.asarray(x.codes[name], dtype=np.intp) * stride
         codes.append(joint.take(order))
     largest = max(-float(numeric.min()), float(numeric.max())) if numeric.size else 0.0
     if not math.isfinite(largest):   # NaN too: max() of NaN and a float is either

@@ -191,6 +191,21 @@ def test_an_undeclared_code_is_refused_as_the_reference_refuses_it() -> None:
         brc_candidates.prepare_batch(x, y)
 
 
+def test_narrow_code_types_give_the_same_sums() -> None:
+    """int8 codes (a joint code of two 40- and 7-level columns needs more than 8 bits)."""
+    rng = make_rng(18)
+    x = _layout(rng, 300, 1, (40, 7))
+    y = np.where(rng.random(300) < 0.4, 1, -1).astype(np.int8)
+    w = np.exp(rng.uniform(-0.3, 0.3, 300))
+    narrow = Inputs(x.numeric_names, x.numeric,
+                    {c: v.astype(np.int8) for c, v in x.codes.items()}, x.n_levels)
+    pool = brc_candidates.draw_pool(x, rng, 4, brc.MAX_DRAWS)
+    got, want = np.zeros((4, 4)), np.zeros((4, 4))
+    brc_candidates.add_cell_sums(pool, narrow, brc_candidates.prepare_batch(narrow, y), w, got)
+    _reference_sums(pool.hyperplanes, x, y, w, want)
+    assert np.array_equal(got, want)
+
+
 def test_one_candidate_is_refused() -> None:
     rng = make_rng(15)
     (x, y, w), = _batches(rng, "mixed", [10])

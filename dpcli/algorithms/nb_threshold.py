@@ -102,6 +102,11 @@ from dpcli.mechanisms import discrete_laplace_mechanism, exponential_mechanism
 
 #: the widest log-odds range the candidates span
 MAX_RANGE = 1e4
+#: candidates within this many model-implied sd of the typical row's log-odds
+WINDOW = 4.0
+#: the released prior odds' cut is not tried when it lies more than this many model-implied
+#: sd from the typical row's log-odds: the quantile gets the step's whole ε
+PRIOR_FAR = 3.0
 
 
 @dataclass(frozen=True)
@@ -123,16 +128,28 @@ class ThresholdCounts:
 
 
 def candidates(log_odds_range: tuple[float, float], prior_odds: float,
-               count: int = 128, center: float | None = None) -> np.ndarray:
+               count: int = 128, center: float | None = None,
+               sd: float | None = None) -> np.ndarray:
     """``count`` public candidate thresholds on the positive log-odds, sorted, distinct.
 
-    ``center`` (a released model's log-odds at a public reference row, for instance
-    the shift that every row of a tokens model shares: :meth:`NaiveBayesModel.
-    common_log_odds`): the sinh grid is spread around it instead of 0, from ``lo`` to
-    ``hi``, so the fine steps lie where the rows are when that shift is far from 0
-    (module docstring, **Candidates**).
+    ``center`` (a released model's log-odds of a typical row: :meth:`NaiveBayesModel.
+    typical_log_odds`, for a tokens model the shift that every row shares,
+    :meth:`NaiveBayesModel.common_log_odds`): the sinh grid is spread around it instead
+    of 0, from ``lo`` to ``hi``, so the fine steps lie where the rows are when that
+    shift is far from 0. ``sd`` (the model-implied sd of a row's log-odds around it):
+    ``lo`` and ``hi`` are first narrowed to center ± WINDOW·sd (module docstring,
+    **Candidates**).
     """
     lo, hi = log_odds_range
+    if center is not None and sd is not None and math.isfinite(center) \
+            and math.isfinite(sd):
+        # the window where a row drawn from the released model lands: no candidate far
+        # outside it (each would be a one-class cut on the rows, and many of them drown the
+        # few inside in the exponential mechanism)
+        width = WINDOW * max(sd, 1.0)
+        lo, hi = max(lo, center - width), min(hi, center + width)
+        if not lo < hi:
+            lo, hi = log_odds_range
     reach = min(max(abs(lo), abs(hi), 1.0), MAX_RANGE)
     if center is None or not math.isfinite(center):
         spread = np.sinh(np.linspace(-math.asinh(reach), math.asinh(reach), count - 2))
@@ -529,6 +546,17 @@ def prior_cut_holds(noisy_above: float, target: float, rows: int) -> bool:
     """Keep the prior odds' cut unless its released count of rows above it is below
     target/2 or above rows − (rows − target)/2 (post-processing of released values)."""
     return target / 2 <= noisy_above <= rows - (rows - target) / 2
+
+
+def prior_cut_far(prior_cut: float, center: float | None, spread: float | None) -> bool:
+    """True when the released prior odds' cut lies more than PRIOR_FAR model-implied sd
+    from the typical row's log-odds (:meth:`NaiveBayesModel.typical_log_odds`): a cut that
+    the released model itself says leaves almost every row on one side. Public: released
+    values only."""
+    if center is None or spread is None or not (math.isfinite(center)
+                                                and math.isfinite(spread)):
+        return False
+    return abs(prior_cut - center) > PRIOR_FAR * max(spread, 1.0)
 
 
 def select_quantile(counts: ThresholdCounts, target: float, *, epsilon: float,

@@ -36,7 +36,8 @@ def dpcli_runs(folder: Path, eps: float, method: str, reps: int) -> np.ndarray:
 
     spec = load_spec(str(folder / "spec.yaml"))
     cols = list(spec.schema.names)
-    cfg = nb.NBConfig(method=method)
+    cfg = (nb.NBConfig(numeric="gaussian") if method == "gaussian"
+           else nb.NBConfig(method=method))
     train = str(folder / "fit.parquet")
     n = pq.read_metadata(train).num_rows
     total = Budget(eps)
@@ -87,9 +88,15 @@ def main() -> None:
     ap.add_argument("--datasets", default="digits,breast_cancer,penguins,anes96,default,oj")
     ap.add_argument("--eps", default="0.5,1,2")
     ap.add_argument("--reps", type=int, default=10)
-    ap.add_argument("--methods", default="global,smooth,dp-gnb")
+    ap.add_argument("--methods", default="global,smooth,dp-gnb",
+                    help="global, smooth, gaussian (global, numeric: gaussian), dp-gnb")
     ap.add_argument("--tune", type=Path, default=Path("/tmp/nbcells/tune"))
+    ap.add_argument("--variance-limit", type=float, default=None,
+                    help="exploration: nb_allocation.VARIANCE_NOISE_LIMIT")
     a = ap.parse_args()
+    if a.variance_limit is not None:
+        from dpcli.algorithms import nb_allocation
+        nb_allocation.VARIANCE_NOISE_LIMIT = a.variance_limit
     print("| dataset | ε | learner | AUC | balanced accuracy | one-class runs |")
     print("| --- | ---: | --- | ---: | ---: | ---: |")
     for name in a.datasets.split(","):

@@ -239,7 +239,7 @@ def test_the_variance_switch_sits_at_its_limit_of_the_typical_variance() -> None
     VARIANCE_NOISE_LIMIT (1/32) of ((U−L)/6)². Walk n up at ε = 1 (steps of 2 %): the first
     n that keeps the variances has its scale at the limit (within the step), not far below
     (the old limit, 1, would have kept them 32 times earlier)."""
-    assert na.VARIANCE_NOISE_LIMIT == pytest.approx(1 / 32)
+    assert na.VARIANCE_NOISE_LIMIT == 1 / 32
     limit = na.VARIANCE_NOISE_LIMIT * (10 / 6) ** 2            # x: U − L = 10, h = 5
     for n in np.unique(np.geomspace(1_000, 2_000_000, 400).astype(int)):
         a = _alloc(int(n), 1.0)

@@ -93,7 +93,12 @@ def main() -> None:
     ap.add_argument("--tune", type=Path, default=Path("/tmp/nbcells/tune"))
     ap.add_argument("--variance-limit", type=float, default=None,
                     help="exploration: nb_allocation.VARIANCE_NOISE_LIMIT")
+    ap.add_argument("--gaussian-below", type=float, default=None,
+                    help="exploration: nb_allocation.GAUSSIAN_BELOW")
     a = ap.parse_args()
+    if a.gaussian_below is not None:
+        from dpcli.algorithms import nb_allocation
+        nb_allocation.GAUSSIAN_BELOW = a.gaussian_below
     if a.variance_limit is not None:
         from dpcli.algorithms import nb_allocation
         nb_allocation.VARIANCE_NOISE_LIMIT = a.variance_limit

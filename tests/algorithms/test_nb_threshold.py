@@ -676,3 +676,17 @@ def test_wide_rare_data_at_small_epsilon_is_mostly_two_class() -> None:
         share = model.classify(batch)[1].mean()
         two_class += int(min(share, 1 - share) >= 0.001)
     assert two_class >= 10
+
+
+def test_the_window_follows_the_positive_class_when_it_is_class_zero() -> None:
+    """typical_log_odds is class 1 over class 0; with the positive class at code 0 the fit
+    centres the candidates on its negative (fit_threshold): rows drawn from the model have
+    positive log-odds around −mean."""
+    from dataclasses import replace
+
+    model = _tableau_model(("x", "c", "h", "b"))
+    flipped = replace(model, schema=_mixed_model("0", "gaussian").schema)
+    mean, _ = flipped.typical_log_odds()
+    s = nt.positive_log_odds(flipped, _draw_rows(flipped, 100_000, seed=3))
+    assert nt.positive_code(flipped) == 0
+    assert abs(-mean - s.mean()) < 4.5 * s.std() / math.sqrt(len(s))

@@ -482,6 +482,74 @@ class NaiveBayesModel:
             out += float(base[1] - base[0])
         return out
 
+    def typical_log_odds(self) -> tuple[float, float | None] | None:
+        """(mean, sd) of the log-odds of class 1 over class 0 of a row drawn from the
+        released model: x from the released mixture Σ_c π̃_c·P(x | c) (π̃: the released
+        class shares), the columns independent (the model's own assumption, within a
+        class). None for more than two classes; a model with a tokens column gives
+        (:meth:`common_log_odds`, None).
+
+        Post-processing of released values. Why: the decision threshold's candidates are
+        spread over mean ± THRESHOLD_WINDOW sd (nb_threshold). With many noisy numeric
+        terms every training row's log-odds can sit tens of nats away from 0 (digits at
+        n = 880, ε = 0.5: all rows in −150 … −20) while the model's range over the
+        declared domain reaches thousands, and the grid around 0 had a handful of points
+        inside the rows: the prior quantile could not find a cut there
+        (docs/algorithms/naive-bayes.md, **Candidates where the rows are**). Per column: a
+        count table or histogram sums over its cells; a Gaussian term is quadratic in x,
+        its mean exact and its variance that of the quadratic under one Gaussian with the
+        mixture's mean and variance.
+        """
+        if len(self.class_counts) != 2:
+            return None
+        if any(isinstance(self.schema.column(c), TokensColumn) for c in self.columns):
+            shared = self.common_log_odds()
+            return None if shared is None else (shared, None)
+        prior = self.log_prior()
+        share = np.exp(prior)                       # released class shares π̃ (sum to 1)
+        mean, var = float(prior[1] - prior[0]), 0.0
+        alpha = self.config.smoothing
+        for name in self.columns:
+            col = self.schema.column(name)
+            if isinstance(col, NumericColumn):
+                p = self.numeric[name]
+                if p.bins is None:
+                    m, v = self._gaussian_odds_moments(p, share)
+                    mean, var = mean + m, var + v
+                    continue
+                logp, _ = p.log_table(alpha + self.pseudo.get(name, 0.0))
+                logp = logp + math.log((p.upper - p.lower) / logp.shape[1])  # per bin
+            else:
+                logp = self.code_log_table(name)
+            mix = share @ np.exp(logp)                   # the mixture's cell shares
+            mix = mix / mix.sum()
+            d = logp[1] - logp[0]
+            m = float(mix @ d)
+            mean, var = mean + m, var + max(float(mix @ (d - m) ** 2), 0.0)
+        return mean, math.sqrt(var)
+
+    def _gaussian_odds_moments(self, p: NumericParams,
+                               share: np.ndarray) -> tuple[float, float]:
+        """Mean and variance of ll_1(x) − ll_0(x) for one Gaussian column, x from the
+        released mixture (:meth:`typical_log_odds`). The term is a·x² + b·x + const:
+        its mean uses E[x²] of the mixture exactly; its variance, (2a·m + b)²·V + 2a²·V²,
+        that of one Gaussian with the mixture's mean m and variance V."""
+        sd = np.sqrt(p.variance)
+        m = float(share @ p.mean)
+        big_v = float(share @ (p.variance + p.mean ** 2)) - m * m
+        a = -0.5 / p.variance[1] + 0.5 / p.variance[0]
+        b = p.mean[1] / p.variance[1] - p.mean[0] / p.variance[0]
+        const = (-0.5 * p.mean[1] ** 2 / p.variance[1] + 0.5 * p.mean[0] ** 2 / p.variance[0]
+                 - math.log(sd[1]) + math.log(sd[0]))
+        if self.config.distribution == "truncated":
+            for c, sign in ((1, -1.0), (0, 1.0)):
+                hi = log_ndtr((p.upper - p.mean[c]) / sd[c])
+                lo = log_ndtr((p.lower - p.mean[c]) / sd[c])
+                const += sign * float(hi + np.log1p(-np.exp(min(lo - hi, -1e-12))))
+        mean = float(a * (big_v + m * m) + b * m + const)
+        var = float((2 * a * m + b) ** 2 * big_v + 2 * a * a * big_v * big_v)
+        return mean, var
+
     def predict_proba(self, batch: EncodedBatch) -> np.ndarray:
         jll = self.joint_log_likelihood(batch)
         return np.exp(jll - logsumexp(jll, axis=1, keepdims=True))
@@ -918,10 +986,12 @@ def fit_threshold(model: NaiveBayesModel, p: Plan, batches: Iterable[EncodedBatc
     lo, hi = verdict.log_odds if pos == 1 else (-verdict.log_odds[1], -verdict.log_odds[0])
     log_prior = model.log_prior()
     prior_cut = float(log_prior[pos] - log_prior[1 - pos])
-    shared = model.common_log_odds()
-    center = None if shared is None else (shared if pos == 1 else -shared)
+    typical = model.typical_log_odds()
+    center = spread = None
+    if typical is not None:
+        center, spread = typical[0] if pos == 1 else -typical[0], typical[1]
     cands = nb_threshold.candidates((lo, hi), prior_cut, nb_allocation.THRESHOLD_CANDIDATES,
-                                    center=center)
+                                    center=center, sd=spread)
     released = (float(model.class_counts[pos]), float(model.class_counts[1 - pos]))
     epsilon = p.draw(THRESHOLD).budget.eps
     # the pass is made whatever the rule: the check needs its counts (no third pass)
@@ -941,6 +1011,16 @@ def fit_threshold(model: NaiveBayesModel, p: Plan, batches: Iterable[EncodedBatc
         # is far from the prior's share; then, at the other half, the cut nearest that share,
         # which does not depend on the model's scale (noisy terms can shift every log-odds)
         target = nb_threshold.quantile_target(released, counts.rows)
+        if nb_threshold.prior_cut_far(prior_cut, center, spread):
+            # the released model itself puts its prior odds' cut beyond almost every row it
+            # would generate: no count spent on it, the quantile gets the whole ε_t
+            cut = nb_threshold.select_quantile(counts, target, epsilon=epsilon, rng=rng)
+            model.threshold_rule = "prior quantile"
+            model.threshold = cut
+            if has_step(p, CHECK):
+                model.rows_check = nb_threshold.release_check(
+                    counts, cut, epsilon=p.draw(CHECK).budget.eps, rng=rng)
+            return model.threshold
         above = discrete_laplace_mechanism(nb_threshold.check_count(counts, prior_cut),
                                            sensitivity=1, epsilon=epsilon / 2, rng=rng)
         if nb_threshold.prior_cut_holds(float(above), target, counts.rows):

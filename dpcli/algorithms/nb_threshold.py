@@ -19,7 +19,16 @@ high end (a cut outside the range is one-class on every possible row): with V
 words, each noisy, that shared shift can be hundreds of nats while the rows spread
 over a few (tweets at n = 1,400, ε = 0.5: every row within
 −498 … −473 of a shift of −494, where the grid around 0 had steps of ~60, so no
-candidate split the rows and the model was one-class). All are functions of
+candidate split the rows and the model was one-class). Any other model (round 9)
+spreads them around the log-odds of a *typical row*, the mean over rows drawn from the
+released model itself (:meth:`NaiveBayesModel.typical_log_odds`: x from the mixture
+Σ_c π̃_c·P(x | c) of the released class shares and distributions), and only within
+WINDOW = 4 model-implied sd of it (the sd of that row's log-odds, the columns taken
+independent): many noisy numeric terms put every training row tens of nats from 0 while
+the model's range over the declared domain reaches thousands (digits at n = 880,
+ε = 0.5: rows in −150 … −20, typical row −78 ± 22), and a grid over the
+whole range had a handful of points inside the rows against some sixty one-class ones,
+which outweighed them in the quantile below. All are functions of
 released values and declared domains: post-processing.
 
 **Utility and its sensitivity.** q(t) = TP(t)/a + TN(t)/b, where TP(t) is the
@@ -64,7 +73,11 @@ is no longer taken blind: half of ε_t releases A(t_prior), the rows above it
 (discrete Laplace, Δ = 1), and only when that noisy count is below half the target
 or above n minus half of n − target (:func:`prior_cut_holds`: a cut far from the
 prior's share, typically one-class) does the other half of ε_t go to the quantile
-mechanism. Sequential composition: ε_t/2 + ε_t/2. Its error in rows is
+mechanism. Sequential composition: ε_t/2 + ε_t/2. When the released model itself puts
+the prior odds' cut more than PRIOR_FAR = 3 of its sd away from the typical row's
+log-odds (:func:`prior_cut_far`: a cut beyond almost every row the model would
+generate), the count is not spent and the quantile gets the whole ε_t (a choice from
+released values: public; ε_t either way). Its error in rows is
 about 2·(ln C + 3)/ε_t with probability 1 − e^−3 — at small n·ε_t comparable to the
 minority class itself, so it can still land near "no row": the check below says so.
 Which rule runs is a function of released counts and ε: public.
@@ -102,6 +115,11 @@ from dpcli.mechanisms import discrete_laplace_mechanism, exponential_mechanism
 
 #: the widest log-odds range the candidates span
 MAX_RANGE = 1e4
+#: candidates within this many model-implied sd of the typical row's log-odds
+WINDOW = 4.0
+#: the released prior odds' cut is not tried when it lies more than this many model-implied
+#: sd from the typical row's log-odds: the quantile gets the step's whole ε
+PRIOR_FAR = 3.0
 
 
 @dataclass(frozen=True)
@@ -123,16 +141,28 @@ class ThresholdCounts:
 
 
 def candidates(log_odds_range: tuple[float, float], prior_odds: float,
-               count: int = 128, center: float | None = None) -> np.ndarray:
+               count: int = 128, center: float | None = None,
+               sd: float | None = None) -> np.ndarray:
     """``count`` public candidate thresholds on the positive log-odds, sorted, distinct.
 
-    ``center`` (a released model's log-odds at a public reference row, for instance
-    the shift that every row of a tokens model shares: :meth:`NaiveBayesModel.
-    common_log_odds`): the sinh grid is spread around it instead of 0, from ``lo`` to
-    ``hi``, so the fine steps lie where the rows are when that shift is far from 0
-    (module docstring, **Candidates**).
+    ``center`` (a released model's log-odds of a typical row: :meth:`NaiveBayesModel.
+    typical_log_odds`, for a tokens model the shift that every row shares,
+    :meth:`NaiveBayesModel.common_log_odds`): the sinh grid is spread around it instead
+    of 0, from ``lo`` to ``hi``, so the fine steps lie where the rows are when that
+    shift is far from 0. ``sd`` (the model-implied sd of a row's log-odds around it):
+    ``lo`` and ``hi`` are first narrowed to center ± WINDOW·sd (module docstring,
+    **Candidates**).
     """
     lo, hi = log_odds_range
+    if center is not None and sd is not None and math.isfinite(center) \
+            and math.isfinite(sd):
+        # the window where a row drawn from the released model lands: no candidate far
+        # outside it (each would be a one-class cut on the rows, and many of them drown the
+        # few inside in the exponential mechanism)
+        width = WINDOW * max(sd, 1.0)
+        lo, hi = max(lo, center - width), min(hi, center + width)
+        if not lo < hi:
+            lo, hi = log_odds_range
     reach = min(max(abs(lo), abs(hi), 1.0), MAX_RANGE)
     if center is None or not math.isfinite(center):
         spread = np.sinh(np.linspace(-math.asinh(reach), math.asinh(reach), count - 2))
@@ -529,6 +559,17 @@ def prior_cut_holds(noisy_above: float, target: float, rows: int) -> bool:
     """Keep the prior odds' cut unless its released count of rows above it is below
     target/2 or above rows − (rows − target)/2 (post-processing of released values)."""
     return target / 2 <= noisy_above <= rows - (rows - target) / 2
+
+
+def prior_cut_far(prior_cut: float, center: float | None, spread: float | None) -> bool:
+    """True when the released prior odds' cut lies more than PRIOR_FAR model-implied sd
+    from the typical row's log-odds (:meth:`NaiveBayesModel.typical_log_odds`): a cut that
+    the released model itself says leaves almost every row on one side. Public: released
+    values only."""
+    if center is None or spread is None or not (math.isfinite(center)
+                                                and math.isfinite(spread)):
+        return False
+    return abs(prior_cut - center) > PRIOR_FAR * max(spread, 1.0)
 
 
 def select_quantile(counts: ThresholdCounts, target: float, *, epsilon: float,

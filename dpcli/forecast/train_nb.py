@@ -199,13 +199,19 @@ def forecast(spec: Any, section: Any, n: int, **context: Any) -> Forecast:
     binary = len(spec.schema.label.classes) == 2
     whose = context.get("prevalence_source", "the caller's") if context.get("prevalence") \
         else "assumed"
+    # the verdict says what it assumed: the positive share moves it (a balanced label needs
+    # less ε than the assumed 25 %, a rarer class more), and the spec can declare it
+    assumed = "" if not binary else (
+        f", with positives at {share:.0%} of the rows ({whose}"
+        + ("; declare forecast: positive_share in the spec if you know it)"
+           if whose == "assumed" else ")"))
     return make_forecast(COMMAND, section.epsilon, n, f"simulation ({MODELS} synthetic models "
                          f"× {REPLICATES} fits"
                          + (f", positive share {share:.3g} ({whose})" if binary else "")
                          + ") + closed form", metrics_at, floor_at=floor_at,
                          headline=HEADLINE, target=TARGET,
                          note=f"the noise takes more than {TARGET:.0%} of the model's edge over "
-                              "chance (near-chance output at 100 %)",
+                              "chance (near-chance output at 100 %)" + assumed,
                          extra={"columns": len(chosen)})
 
 

@@ -232,3 +232,21 @@ def test_spec_bins_split_and_gaussian_override_the_rule() -> None:
     hist = _alloc(100_000, 1.0, numeric="histogram", threshold=False,
                   split={"prior": 1, "categorical": 3, "mean": 1, "variance": 1})
     assert hist.weights["bins:x"] == hist.weights["counts:c"] == 3 * hist.weights["prior"]
+
+
+def test_the_variance_switch_sits_at_its_limit_of_the_typical_variance() -> None:
+    """Round 9: a variance is released only when its noise scale h²·K/(n·ε_var) is at most
+    VARIANCE_NOISE_LIMIT (1/32) of ((U−L)/6)². Walk n up at ε = 1 (steps of 2 %): the first
+    n that keeps the variances has its scale at the limit (within the step), not far below
+    (the old limit, 1, would have kept them 32 times earlier)."""
+    assert na.VARIANCE_NOISE_LIMIT == 1 / 32
+    limit = na.VARIANCE_NOISE_LIMIT * (10 / 6) ** 2            # x: U − L = 10, h = 5
+    for n in np.unique(np.geomspace(1_000, 2_000_000, 400).astype(int)):
+        a = _alloc(int(n), 1.0)
+        if "variance:x" in a.weights:
+            scale = 25 * 2 / (int(n) * 1.0 * float(a.weights["variance:x"]))   # K = 2
+            assert 0.9 * limit <= scale <= limit * (1 + 1e-9)
+            assert n > 1_000
+            break
+    else:
+        raise AssertionError("no n up to 2e6 released the variance")

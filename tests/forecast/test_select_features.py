@@ -101,12 +101,8 @@ def test_total_epsilon_forecasts_the_split_rules_share(spec) -> None:
         whole.metrics["selection"].expected / share, rel=1e-9)
 
 
-def test_works_with_no_context_and_is_fast(spec) -> None:
-    import time
-
-    start = time.perf_counter()
+def test_works_with_no_context(spec) -> None:
     f = forecast("select-features", spec, spec.sections["select-features"], 30_162)
-    assert time.perf_counter() - start < 2.0   # the first call pays the FFT convolution once
     assert f.verdict.metric == "selection" and f.method == "closed form"
     assert set(f.to_json()["forecast"]) == {"selection"}
 

@@ -155,15 +155,11 @@ def test_monotone_in_epsilon(spec) -> None:
         assert values[0] > values[-1]
 
 
-def test_verdict_and_speed(spec) -> None:
-    import time
-
+def test_verdict(spec) -> None:
+    # its cost is measured by benchmarks/fixed_cost.py, not here (no timed unit tests)
     section = spec.sections["train-nb"]
     nbf._simulation.cache_clear()
-    start = time.perf_counter()
     small = forecast("train-nb", spec, section, 1000)       # no context: the spec's columns
-    took = time.perf_counter() - start
-    assert took < 1.5   # ~0.25 s on one core; the bound leaves room for a loaded machine
     assert not small.verdict.usable and "edge over chance" in small.verdict.line()
     needed = small.verdict.epsilon_usable
     assert needed is not None and needed > section.epsilon
@@ -187,16 +183,15 @@ def test_plan_equals_the_dry_run(tmp_path: Path) -> None:
 
 def test_a_usable_forecast_is_fast(spec) -> None:
     """Before every spend: at Adult's size a usable forecast is one simulation (4 models × 6
-    fits, vectorised; no inversion), ~0.03 s on one idle core once the synthetic models are
-    drawn (a memo keyed on public inputs); the bound leaves room for a loaded machine."""
-    import time
-
+    fits, vectorised; no inversion) once the synthetic models are drawn (a memo keyed on
+    public inputs): counted here, timed by benchmarks/fixed_cost.py."""
     section = spec.sections["train-nb"]
     forecast("train-nb", spec, replace(section, epsilon=0.3), 30_162)   # draws the models
-    started = time.perf_counter()
+    before = nbf._simulation.cache_info().misses
     for e in (0.5, 1.0, 2.0):
         assert forecast("train-nb", spec, replace(section, epsilon=e), 30_162).verdict.usable
-    assert (time.perf_counter() - started) / 3 < 0.5
+    # a few simulations per ε (one per synthetic class share), no inversion (~30 ε walked)
+    assert nbf._simulation.cache_info().misses - before <= 9
 
 
 def test_the_simulated_fit_without_noise_is_the_model(spec) -> None:

@@ -5,8 +5,6 @@ Distributional tests are in tests/statistical/test_noise_distributions.py.
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 import pytest
 
@@ -107,15 +105,12 @@ def test_probabilities_are_shift_invariant_with_huge_scores() -> None:
     assert huge.tolist() == [0.0, 1.0]
 
 
-def test_million_candidates_with_huge_scores_is_fast_and_stable() -> None:
+def test_million_candidates_with_huge_scores_is_stable() -> None:
     # distinct scores 0, 1000, ..., 999_999_000 in random order
     scores = make_rng(0).permutation(1_000_000) * 1000.0
-    start = time.perf_counter()
     pick = exponential_mechanism(scores, sensitivity=1.0, epsilon=1.0, rng=make_rng(1))
     top = exponential_top_k(scores, 10, sensitivity=1.0, epsilon=1.0, rng=make_rng(2))
     probabilities = exponential_probabilities(scores, sensitivity=1.0, epsilon=1.0)
-    elapsed = time.perf_counter() - start
-    assert elapsed < 1.0  # about 0.15 s on a laptop
     # Neighbouring scores are 1000 apart: 500 in log-probability for one pick at ε = 1
     # and 1000·ε/(2Δk) = 50 for top-10, so any swap has probability below 1e-20.
     order = np.argsort(-scores)

@@ -164,7 +164,7 @@ class UI:
         class Rate(ProgressColumn):
             def render(self, task: Any) -> Text:
                 speed = task.finished_speed or task.speed
-                return Text("" if speed is None else f"{speed:,.0f} {unit}/s")
+                return Text("" if speed is None else _rate(speed, unit))
 
         columns = [TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                    TextColumn(unit), Rate(), TimeRemainingColumn()]
@@ -184,7 +184,7 @@ class UI:
             text = f"{description}: {done:,} {unit}"
             if total:
                 text += f" of {total:,} ({100 * done / total:.0f}%)"
-            text += f", {rate:,.0f} {unit}/s"
+            text += f", {_rate(rate, unit)}"
             if total and rate > 0 and done < total:
                 text += f", about {(total - done) / rate:,.0f} s left"
             self.err.print(text)
@@ -199,3 +199,15 @@ class UI:
 
         yield advance
         line(time.monotonic())
+
+
+def _rate(per_second: float, unit: str) -> str:
+    """A rate a slow unit can read: "3.2 fits/s", or "45 s per fit" below one a second (a
+    14-minute train-brc printed "0 fits/s")."""
+    if per_second >= 10:
+        return f"{per_second:,.0f} {unit}/s"
+    if per_second >= 1:
+        return f"{per_second:.1f} {unit}/s"
+    if per_second <= 0:
+        return f"0 {unit}/s"
+    return f"{1 / per_second:,.0f} s per {unit.removesuffix('s')}"

@@ -37,9 +37,9 @@ from dpcli.stats.engine import JointTable
 
 #: dense cells (extra nodes included) counted per bincount: the maximal grids of a batch,
 #: or the children of a chunk. Bounds the memory of one step (8 bytes a cell per channel)
-CHUNK_DENSE = 1 << 21
+CHUNK_DENSE = 1 << 20
 #: source cells gathered per roll-up chunk
-CHUNK_CELLS = 1 << 20
+CHUNK_CELLS = 1 << 18
 #: both counts go in one float channel (rest·2^k + positive, k the bits of n) when its
 #: sums stay exact: below this
 PACK_BELOW = 1 << 53
@@ -68,21 +68,24 @@ class _Shape:
 
     def __init__(self, hierarchies: Sequence[Hierarchy], g: np.ndarray,
                  extra: Sequence[bool]) -> None:
-        self.real = np.ones(g.shape, dtype=np.int64)
-        self.ext = np.ones(g.shape, dtype=np.int64)
+        self.real = np.ones(g.shape, dtype=np.int32)
+        self.ext = np.ones(g.shape, dtype=np.int32)
         for j, h in enumerate(hierarchies):
-            sizes = np.array(h.sizes, dtype=np.int64)
+            sizes = np.array(h.sizes, dtype=np.int32)
             used = g[:, j] > 0
             self.real[:, j] = np.where(used, sizes[g[:, j]], 1)
             self.ext[:, j] = np.where(used, sizes[g[:, j]] + int(extra[j]), 1)
-        self.stride = np.ones(g.shape, dtype=np.int64)
-        if g.shape[1] > 1:
-            self.stride[:, :-1] = np.cumprod(self.ext[:, :0:-1], axis=1)[:, ::-1]
-        self.ext_total = self.ext.prod(axis=1)
-        self.real_total = self.real.prod(axis=1)
-        self.real_stride = np.ones(g.shape, dtype=np.int64)
-        if g.shape[1] > 1:
-            self.real_stride[:, :-1] = np.cumprod(self.real[:, :0:-1], axis=1)[:, ::-1]
+        self.stride = _strides(self.ext)
+        self.ext_total = self.ext.prod(axis=1, dtype=np.int64)
+        self.real_total = self.real.prod(axis=1, dtype=np.int64)
+
+
+def _strides(sizes: np.ndarray) -> np.ndarray:
+    """C-order strides (int64) of dense arrays of ``sizes`` (one row per array)."""
+    stride = np.ones(sizes.shape, dtype=np.int64)
+    if sizes.shape[1] > 1:
+        stride[:, :-1] = np.cumprod(sizes[:, :0:-1], axis=1, dtype=np.int64)[:, ::-1]
+    return stride
 
 
 class _Maps:
@@ -195,28 +198,40 @@ def score_pool_cube(table: JointTable, hierarchies: Sequence[Hierarchy], grids: 
     set_of = set_of.reshape(-1)
     masks = [sum((field[j] for j in np.flatnonzero(s)), 0) for s in sets]
     index = {m: i for i, m in enumerate(masks)}
-    # a set's projection comes from a superset with one more column when the pool has
-    # one (the smallest projected so far), else from the table: larger sets first, and a
-    # projection is dropped once no later set can use it
-    sources = [[index[m | field[c]] for c in np.flatnonzero(~s) if (m | field[c]) in index]
+    # a set's projection comes from a set of the pool with one more column when there is
+    # one, else from the table: sets in depth-first order down the "one column fewer"
+    # links from the largest, each projected from the set it was reached from, so the
+    # projections held at once are those of one path (at most a set's size of them)
+    subsets = [[index[m & ~field[c]] for c in np.flatnonzero(s) if (m & ~field[c]) in index]
                for s, m in zip(sets, masks, strict=True)]
-    users = np.zeros(len(sets), dtype=np.int64)
-    for cands in sources:
-        for c in cands:
-            users[c] += 1
-    rank = np.empty(len(sets), dtype=np.int64)
-    rank[np.lexsort((np.arange(len(sets)), -sets.sum(axis=1)))] = np.arange(len(sets))
+    source = np.full(len(sets), -1, dtype=np.int64)
+    rank = np.full(len(sets), -1, dtype=np.int64)
+    end = np.zeros(len(sets), dtype=np.int64)
+    placed = 0
+    for top in np.lexsort((np.arange(len(sets)), -sets.sum(axis=1))).tolist():
+        if rank[top] >= 0:
+            continue
+        rank[top], placed = placed, placed + 1
+        path = [(top, iter(subsets[top]))]
+        while path:
+            node, rest = path[-1]
+            nxt = next((c for c in rest if rank[c] < 0), None)
+            if nxt is None:
+                end[node] = placed
+                path.pop()
+                continue
+            rank[nxt], source[nxt], placed = placed, node, placed + 1
+            path.append((nxt, iter(subsets[nxt])))
     order = np.lexsort((*g[roots].T[::-1], rank[set_of]))
     roots, set_of = roots[order], set_of[order]
     kept: dict[int, tuple[np.ndarray, np.ndarray]] = {}
-    roots_left = np.bincount(set_of, minlength=len(sets))
 
     def projection(s: int) -> tuple[np.ndarray, np.ndarray]:
         if s in kept:
             return kept[s]
-        have = [c for c in sources[s] if c in kept]
-        src_key, src_chans = min((kept[c] for c in have), key=lambda p: len(p[0])) \
-            if have else (key, chans)
+        for c in [c for c in kept if end[c] <= rank[s]]:
+            del kept[c]                         # its subtree is done
+        src_key, src_chans = kept[int(source[s])] if source[s] >= 0 else (key, chans)
         x = src_key & masks[s]
         o = np.argsort(x, kind="stable")    # timsort: the runs a superset leaves
         x = x[o]
@@ -224,10 +239,6 @@ def score_pool_cube(table: JointTable, hierarchies: Sequence[Hierarchy], grids: 
             else np.zeros(0, dtype=np.int64)
         kept[s] = (x[first], np.add.reduceat(src_chans[o], first, axis=0) if len(first)
                    else src_chans[:0])
-        for c in sources[s]:
-            users[c] -= 1
-            if users[c] == 0 and roots_left[c] == 0:
-                kept.pop(c, None)
         return kept[s]
 
     def maximal(batch: np.ndarray) -> _Layer:
@@ -240,9 +251,6 @@ def score_pool_cube(table: JointTable, hierarchies: Sequence[Hierarchy], grids: 
         for lo, hi in zip(runs.tolist(), [*runs[1:].tolist(), len(batch)], strict=True):
             s = int(set_of[batch[lo]])
             p_key, p_chans = projection(s)
-            roots_left[s] -= hi - lo
-            if roots_left[s] == 0 and users[s] == 0:
-                kept.pop(s, None)
             rows = ids[lo:hi]
             first = int(offsets[lo])
             span = int(offsets[hi - 1] + shape.ext_total[ids[hi - 1]]) - first
@@ -335,11 +343,12 @@ class _Scorer:
         if extra.any():            # positions among the real cells; cells in no leaf out
             valid = np.ones(len(rpos), dtype=bool)
             rpos = np.zeros(len(rpos), dtype=np.int64)
+            real_stride = _strides(shape.real[ids])
             for j in range(len(self.extra)):
                 node = (layer.pos // shape.stride[ids, j][owner]) % shape.ext[ids, j][owner]
                 if extra[j]:
                     valid &= node < shape.real[ids, j][owner]
-                rpos += node * shape.real_stride[ids, j][owner]
+                rpos += node * real_stride[owner, j]
             a, b, owner, rpos = a[valid], b[valid], owner[valid], rpos[valid]
         low = np.bincount(owner, weights=np.minimum(a, b).astype(float), minlength=len(ids))
         n = shape.real_total[ids]

@@ -27,7 +27,6 @@ Private: exact qualities, released only through the exponential mechanism
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -156,13 +155,10 @@ def _concat(layers: list[_Layer], channels: int) -> _Layer:
 
 def score_pool_cube(table: JointTable, hierarchies: Sequence[Hierarchy], grids: np.ndarray,
                     rate: float, positive: int,
-                    progress: Callable[[int], None] | None = None, *,
-                    threads: int | None = None) -> np.ndarray:
+                    progress: Callable[[int], None] | None = None) -> np.ndarray:
     """:func:`dpcli.algorithms.privpfc.score_pool_dense`'s qualities, the same floats,
-    computed a batch of grids at a time (module doc), the walks below each batch's
-    maximal grids on ``threads`` − 1 worker threads (default: the pass's,
-    :func:`dpcli.data.prefetch.usable_cores`; the same floats on any number). Private:
-    exact qualities; release only through :func:`dpcli.algorithms.privpfc.select_grid`."""
+    computed a batch of grids at a time (module doc). Private: exact qualities; release
+    only through :func:`dpcli.algorithms.privpfc.select_grid`."""
     from dpcli.algorithms.privpfc import _refinements, score_pool_dense
 
     g = grids.astype(np.int64).reshape(len(grids), len(hierarchies))
@@ -299,54 +295,26 @@ def score_pool_cube(table: JointTable, hierarchies: Sequence[Hierarchy], grids: 
         hists = [np.bincount(new, weights=w[:, c], minlength=total) for c in range(w.shape[1])]
         return _from_dense(hists, cid, offsets)
 
-    def walk(frontier: _Layer) -> int:
-        """Scores the grids of ``frontier`` and everything below them, level by level;
-        returns how many. Walks write disjoint entries of ``quality``: any thread."""
-        scored = 0
+    def done(layer: _Layer) -> None:
+        quality[layer.ids] = scorer.score(layer)
+        if progress is not None:
+            progress(len(layer.ids))
+
+    for batch in _cut(shape.ext_total[roots], CHUNK_DENSE):
+        frontier = maximal(batch)
+        done(frontier)
         while len(frontier.ids):
-            quality[frontier.ids] = scorer.score(frontier)
-            scored += len(frontier.ids)
             lo, hi = bounds[frontier.ids + 1], bounds[frontier.ids + 2]
             cid = by_parent[_ranges(lo, hi - lo)]
             ft = np.repeat(np.arange(len(frontier.ids), dtype=np.int64), hi - lo)
+            parts = []
             gathered = frontier.count[ft]
-            frontier = _concat([roll(frontier, ft[part], cid[part]) for part in _cut(
-                np.maximum(shape.ext_total[cid], gathered * CHUNK_DENSE // CHUNK_CELLS),
-                CHUNK_DENSE)], chans.shape[1])
-        return scored
-
-    # the main thread counts the maximal grids of the next batches (the projections are
-    # one depth-first sequence) while workers walk the batches below; at most two
-    # batches per worker wait, so memory stays bounded
-    from concurrent.futures import Future, ThreadPoolExecutor
-
-    from dpcli.data.prefetch import usable_cores
-
-    workers = (usable_cores() if threads is None else max(1, threads)) - 1
-    pool_ = ThreadPoolExecutor(workers) if workers > 0 else None
-    waiting: deque[Future[int]] = deque()
-
-    def settle(keep: int) -> None:
-        while len(waiting) > keep:
-            scored = waiting.popleft().result()
-            if progress is not None:
-                progress(scored)
-
-    try:
-        for batch in _cut(shape.ext_total[roots], CHUNK_DENSE):
-            if pool_ is None:
-                scored = walk(maximal(batch))
-                if progress is not None:
-                    progress(scored)
-                continue
-            waiting.append(pool_.submit(walk, maximal(batch)))
-            settle(2 * workers)
-        settle(0)
-    finally:
-        if pool_ is not None:
-            for future in waiting:
-                future.cancel()
-            pool_.shutdown()
+            for part in _cut(np.maximum(shape.ext_total[cid], gathered * CHUNK_DENSE
+                                        // CHUNK_CELLS), CHUNK_DENSE):
+                child = roll(frontier, ft[part], cid[part])
+                done(child)
+                parts.append(child)
+            frontier = _concat(parts, chans.shape[1])
     if not np.isfinite(quality).all():
         raise RuntimeError("a grid of the pool was not scored")  # never release on a gap
     return quality

@@ -671,8 +671,7 @@ def score_pool(table: JointTable, hierarchies: Sequence[Hierarchy], grids: np.nd
     if k is None or len(grids) == 0 or method == "dense":
         from dpcli.algorithms.grid_cube import score_pool_cube
 
-        return score_pool_cube(table, hierarchies, grids, rate, positive, progress,
-                               threads=threads)
+        return score_pool_cube(table, hierarchies, grids, rate, positive, progress)
     from collections import deque
     from concurrent.futures import Future, ThreadPoolExecutor
 

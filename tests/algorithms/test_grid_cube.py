@@ -24,8 +24,7 @@ def same_bits(a: np.ndarray, b: np.ndarray) -> bool:
 def test_batched_cube_gives_the_reference_floats(shape: str, threshold: int,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     """Every shape (rows in no leaf, one class, mostly empty cells, skew): the same floats
-    in one batch, in many tiny batches and chunks (walked on 1 or 3 threads), and with the
-    counts in two channels."""
+    in one batch, in many tiny batches and chunks, and with the counts in two channels."""
     make, rows, kw = SHAPES[shape]
     hs = make()
     table = _weighted(make_rng(100 + sorted(SHAPES).index(shape)), hs, rows, **kw)
@@ -37,11 +36,10 @@ def test_batched_cube_gives_the_reference_floats(shape: str, threshold: int,
             m.setattr(gc, "CHUNK_DENSE", 7)
             m.setattr(gc, "CHUNK_CELLS", 3)
             m.setattr(gc, "PACK_BELOW", 1)
-            for threads in (1, 3):
-                seen: list[int] = []
-                assert same_bits(gc.score_pool_cube(table, hs, grids, rate, 1, seen.append,
-                                                     threads=threads), reference)
-                assert sum(seen) == len(grids)
+            seen: list[int] = []
+            assert same_bits(gc.score_pool_cube(table, hs, grids, rate, 1, seen.append),
+                             reference)
+            assert sum(seen) == len(grids)
 
 
 def test_raw_rows_duplicates_and_empty_rows_are_counted_as_the_reference() -> None:

@@ -50,8 +50,9 @@ equal keys); the maximal grids from the table projected on their used columns.
 It walks the forest a batch of maximal grids at a time, level by level, each
 batch on one of the pass's worker threads, so no Python runs per grid (2·10⁷
 cells in all at 10⁶ rows, against 8.7·10⁸). :func:`score_pool_dense` is the
-former dense cube: the reference the tests compare with, and still the faster
-one for a pool of many small grids (:data:`DENSE_BELOW`).
+former dense cube, one Python step per grid: the reference the tests compare with. A
+pool of many small grids (:data:`DENSE_BELOW`) gets its floats bit for bit from
+:func:`dpcli.algorithms.grid_cube.score_pool_cube`, a batch of grids at a time.
 """
 
 from __future__ import annotations
@@ -480,9 +481,11 @@ def _refinements(hierarchies: Sequence[Hierarchy],
 #: gives the worker threads pieces of comparable size
 CHUNK_CELLS = 1 << 18
 #: below this mean of dense cells per grid (extra nodes included) the dense cube is
-#: faster (measured: Adult's 14 columns at n = 30,162, ε = 1: 120,614 grids of 3,981
-#: cells on average, dense 14 s of CPU, sparse 33 s; 9 columns at 10⁶ rows: 22,911
-#: grids of 38,000, dense 18 s, sparse 6 s)
+#: faster (measured in round 8, with the dense cube one Python step per grid: Adult's 14
+#: columns at n = 30,162, ε = 1: 120,614 grids of 3,981 cells on average, dense 14 s of
+#: CPU, sparse 33 s; 9 columns at 10⁶ rows: 22,911 grids of 38,000, dense 18 s, sparse
+#: 6 s). Kept as it was: moving it would change which floats a pool gets (the sparse
+#: cube's flip sums skip the empty cells' zeros)
 DENSE_BELOW = 8192
 #: table rows × used-column sets projected and walked together (the maximal grids of
 #: those sets and their subtrees, level by level): bounds the cells held at once
@@ -654,7 +657,9 @@ def score_pool(table: JointTable, hierarchies: Sequence[Hierarchy], grids: np.nd
     ``method``: "sparse", "dense", or "auto": dense when the pool's grids average fewer
     than DENSE_BELOW dense cells (many small grids: the dense cube's one roll-up per grid
     is cheaper than the sparse chunks) or the keys need over 48 bits; a choice from the
-    pool and the taxonomies, public facts.
+    pool and the taxonomies, public facts. "dense" is :func:`score_pool_dense`'s floats,
+    bit for bit, computed a batch of grids at a time
+    (:func:`dpcli.algorithms.grid_cube.score_pool_cube`).
     """
     k = _keys(hierarchies)
     if method == "auto" and len(grids):
@@ -664,7 +669,9 @@ def score_pool(table: JointTable, hierarchies: Sequence[Hierarchy], grids: np.nd
                 grids[:, j].astype(np.int64)]
         method = "dense" if dense_cells.mean() < DENSE_BELOW else "sparse"
     if k is None or len(grids) == 0 or method == "dense":
-        return score_pool_dense(table, hierarchies, grids, rate, positive, progress)
+        from dpcli.algorithms.grid_cube import score_pool_cube
+
+        return score_pool_cube(table, hierarchies, grids, rate, positive, progress)
     from collections import deque
     from concurrent.futures import Future, ThreadPoolExecutor
 

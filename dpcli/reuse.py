@@ -104,8 +104,9 @@ def claimed(ledger_file: Path, outputs: Sequence[Path]) -> Iterator[None]:
 
 def _busy(output: Path, lock: Path) -> OutputBusy:
     return OutputBusy(f"{output}: another dpcli run is writing this output now (it holds "
-                      f"{lock}); nothing was charged. Run again once it has finished, with "
-                      "--reuse to take its release if it is the same request")
+                      f"{lock}); nothing was charged. Run again once it has finished (when "
+                      "both runs use --reuse, an identical one waits for the other and takes "
+                      "its release)")
 
 
 def run_lock_path(ledger_file: Path, run_id: str) -> Path:
@@ -116,30 +117,24 @@ def run_lock_path(ledger_file: Path, run_id: str) -> Path:
 
 @contextmanager
 def running(ledger_file: Path, run_id: str) -> Iterator[None]:
-    """Hold the run's lock for the block (nobody else ever asks for it but to look). Best
-    effort: a lock file that cannot be made (a full disk) only costs ``ledger show`` the
-    difference between running and interrupted, never the run."""
-    path = run_lock_path(ledger_file, run_id)
-    try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
-    except OSError:
+    """Hold the run's lock for the block. Others only look (:func:`is_running`, a shared lock
+    for an instant) or sweep (an exclusive one for an instant): waited for, with the same
+    check that the path still names the file locked as every lock here, so a look or a
+    sweep at the moment of creation never leaves the run without its lock. Best effort: a
+    lock file that cannot be made (a full disk) only costs ``ledger show`` the difference
+    between running and interrupted, never the run. Readable by all (mode 0644): an
+    auditor's ``ledger show`` under another account can look."""
+    with ExitStack() as stack:
+        with suppress(OSError, LedgerError):
+            stack.enter_context(_held(run_lock_path(ledger_file, run_id), mode=0o644))
         yield
-        return
-    try:
-        with suppress(OSError):
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        yield
-    finally:
-        with suppress(OSError):
-            os.unlink(path)
-        os.close(fd)
 
 
 def is_running(ledger_file: Path, run_id: str) -> bool:
     """Whether a live process holds the run's lock (:func:`running`): looked at without
     waiting, never created, never through a link."""
     try:
-        fd = os.open(run_lock_path(ledger_file, run_id), os.O_RDWR | os.O_CLOEXEC
+        fd = os.open(run_lock_path(ledger_file, run_id), os.O_RDONLY | os.O_CLOEXEC
                      | os.O_NOFOLLOW)
     except OSError:
         return False
@@ -156,15 +151,18 @@ def is_running(ledger_file: Path, run_id: str) -> bool:
 
 @contextmanager
 def _held(path: Path, *, on_wait: Callable[[Path], None] | None = None,
-          busy: Callable[[], Exception] | None = None) -> Iterator[None]:
+          busy: Callable[[], Exception] | None = None, mode: int = 0o600) -> Iterator[None]:
     """Hold ``path``'s flock for the block, then remove the file. A lock held by another
     process is waited for (``on_wait`` told once), or with ``busy`` refused by raising
-    ``busy()``."""
+    ``busy()``. The release is made with signals held: a signal then must not cut it, nor
+    be reported as this run's end (dpcli.signals)."""
+    from dpcli import signals
+
     fd = -1
     told = held = False
     try:
         for _ in range(_TRIES):
-            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, mode)
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
@@ -187,15 +185,18 @@ def _held(path: Path, *, on_wait: Callable[[Path], None] | None = None,
             os.close(fd)  # its holder removed it while we waited: take the new one
             fd = -1
         else:
+            if busy is not None:   # released and replaced over and over: others are at work
+                raise busy()
             raise LedgerError(f"{path}: this lock file keeps being replaced while dpcli "
                               "waits for it; refusing to run")
         yield
     finally:
-        if held:
-            with suppress(OSError):  # removed while still held: a waiter then takes a new one
-                os.unlink(path)
-        if fd >= 0:
-            os.close(fd)  # also releases the lock
+        with signals.held(keep=True):
+            if held:
+                with suppress(OSError):  # removed while still held: a waiter takes a new one
+                    os.unlink(path)
+            if fd >= 0:
+                os.close(fd)  # also releases the lock
 
 
 def _free_soon(fd: int, within: float = 0.05) -> bool:

@@ -22,7 +22,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager, nullcontext
+from contextlib import AbstractContextManager, ExitStack, contextmanager, nullcontext
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,6 +45,9 @@ REUSE: ContextVar[bool] = ContextVar("dpcli_reuse", default=False)
 #: run ids reserved by this command so far (a list that :func:`dpcli.cli.common.handle_errors`
 #: sets per command): a failure's ``--json`` object says whether anything was charged
 RESERVED: ContextVar[list[str] | None] = ContextVar("dpcli_reserved", default=None)
+#: the run ids this command recorded ``complete`` (so that a signal met afterwards is not
+#: reported as a failure: the release happened and its charge is spent)
+COMPLETED: ContextVar[set[str] | None] = ContextVar("dpcli_completed", default=None)
 
 
 @dataclass
@@ -266,19 +269,21 @@ def _charged(ledger: Ledger, spec: Spec, plan: Plan, *, command: str,
     from dpcli import signals
     from dpcli.reuse import running
 
-    with signals.held(keep=True):  # a signal now is raised in the try below, once the line is down
-        reservation = ledger.reserve(
-            plan, command=command, arguments=arguments, spec_digest=spec.digest,
-            input_file=location_text(input_path), input_digest=digest, seeded=seeded,
-            neighbouring=neighbouring)
-    charge = Charge(reservation)
-    reserved = RESERVED.get()
-    if reserved is not None:
-        reserved.append(reservation.run_id)
-    # held until the record: `ledger show` tells this run (running) from a dead one
-    with running(ledger.file, reservation.run_id), _recorded(ledger, reservation, charge,
-                                                             reserved):
-        yield charge
+    with ExitStack() as stack:
+        # a signal now is raised in _recorded's try, once the line is down and the run holds
+        # its lock (held until the record: `ledger show` tells it, running, from a dead one)
+        with signals.held(keep=True):
+            reservation = ledger.reserve(
+                plan, command=command, arguments=arguments, spec_digest=spec.digest,
+                input_file=location_text(input_path), input_digest=digest, seeded=seeded,
+                neighbouring=neighbouring)
+            reserved = RESERVED.get()
+            if reserved is not None:
+                reserved.append(reservation.run_id)
+            stack.enter_context(running(ledger.file, reservation.run_id))
+        charge = Charge(reservation)
+        with _recorded(ledger, reservation, charge, reserved):
+            yield charge
 
 
 @contextmanager
@@ -322,3 +327,6 @@ def _recorded(ledger: Ledger, reservation: Reservation, charge: Charge,
                 f"the outputs were written ({written}) and the charge of {reservation.budget} "
                 f"is kept, but the ledger's 'complete' entry could not be recorded ({exc}); "
                 f"`dpcli ledger show` lists run {reservation.run_id[:8]} as interrupted") from exc
+        completed = COMPLETED.get()
+        if completed is not None:   # a signal delivered from here on ends a completed run
+            completed.add(reservation.run_id)

@@ -148,7 +148,7 @@ def handle_errors(fn: F) -> F:
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         from dpcli.errors import IOFailure, Reused, describe_environment, environment_errno
-        from dpcli.run import RESERVED
+        from dpcli.run import COMPLETED, RESERVED
         from dpcli.signals import Terminated
 
         ui = UI(quiet=bool(kwargs.get("quiet")), verbose=bool(kwargs.get("verbose")),
@@ -161,10 +161,16 @@ def handle_errors(fn: F) -> F:
             reset = lambda: REUSE.reset(token)  # noqa: E731
         reserved: list[str] = []
         reserved_token = RESERVED.set(reserved)
+        completed: set[str] = set()
+        completed_token = COMPLETED.set(completed)
         verbose_token = VERBOSE.set(ui.verbose)
 
         def fail(kind: str, message: str, code: int) -> typer.Exit:
-            if reserved:  # say it in words too, not only in --json's "charged"
+            if reserved and reserved[-1] in completed:   # a signal after the record
+                message += (f" — after this run had completed: its outputs are written and "
+                            f"recorded (ledger run {reserved[-1]}, complete); do not run it "
+                            "again")
+            elif reserved:  # say it in words too, not only in --json's "charged"
                 message += (f" — this run's charge stays (ledger run {reserved[-1]}, "
                             "recorded as failed)")
             ui.error(message)
@@ -205,6 +211,7 @@ def handle_errors(fn: F) -> F:
             raise _unexpected(ui, exc, fail) from None
         finally:
             RESERVED.reset(reserved_token)
+            COMPLETED.reset(completed_token)
             VERBOSE.reset(verbose_token)
             if reset is not None:
                 reset()

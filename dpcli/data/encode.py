@@ -164,7 +164,7 @@ def lookup_codes(arr: pa.Array, values: pa.Array) -> np.ndarray:
 
 #: text of a float with an integral value as pandas and R write it ("1.0", "-3.00"); its
 #: integer part has no leading zero, so "02134" (a code, not a number) never matches "2134"
-INTEGRAL_FLOAT_TEXT = r"^-?(0|[1-9][0-9]*)\.0+$"
+INTEGRAL_FLOAT_TEXT = r"^-?(0|[1-9][0-9]*)\.0+\z"   # \z: RE2 and Java alike
 
 
 def _integral_text_codes(text: pa.Array, values: pa.Array, codes: np.ndarray) -> None:
@@ -183,8 +183,8 @@ def _integral_text_codes(text: pa.Array, values: pa.Array, codes: np.ndarray) ->
     mask = integral.to_numpy(zero_copy_only=False)
     if not mask.any():
         return
-    whole = ac.replace_substring_regex(subset, r"\.0+$", "")
-    whole = ac.replace_substring_regex(whole, r"^-0$", "0")
+    whole = ac.replace_substring_regex(subset, r"\.0+\z", "")
+    whole = ac.replace_substring_regex(whole, r"^-0\z", "0")
     found = ac.fill_null(ac.index_in(whole, values), NOT_DECLARED).to_numpy(
         zero_copy_only=False)
     codes[undeclared] = np.where(mask, found, NOT_DECLARED).astype(np.int32)

@@ -115,7 +115,7 @@ def _lookup(text: SparkColumn, values: Sequence[str]) -> SparkColumn:
         return F.when(text.isNull(), F.lit(MISSING)).otherwise(F.lit(NOT_DECLARED))
     table = F.create_map(*[x for k, v in enumerate(values) for x in (F.lit(v), F.lit(k))])
     # "1.0" finds a declared "1" as the local encoder's _integral_text_codes does
-    whole = F.regexp_replace(F.regexp_replace(text, r"\.0+$", ""), "^-0$", "0")
+    whole = F.regexp_replace(F.regexp_replace(text, r"\.0+\z", ""), r"^-0\z", "0")
     integral = F.when(text.rlike(INTEGRAL_FLOAT_TEXT), F.element_at(table, whole))
     return (F.when(text.isNull(), F.lit(MISSING))
             .otherwise(F.coalesce(F.element_at(table, text), integral, F.lit(NOT_DECLARED)))

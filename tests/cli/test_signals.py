@@ -138,3 +138,54 @@ def test_the_summary_still_reaches_an_open_stdout(project: Project) -> None:
     assert proc.returncode == 0, err
     assert json.loads(out)["command"] == "tabulate"
     assert os.path.exists(project.root / "c.json")
+
+
+def test_a_run_in_progress_is_running_and_a_killed_one_interrupted(project: Project,
+                                                                   cli) -> None:
+    """Through the real entry point: while a long train-brc runs (its reserve written),
+    `ledger show` says running; after SIGKILL (no record, no clean-up) it says interrupted,
+    and the next spend sweeps the dead run's lock file."""
+    import json
+
+    out = project.root / "out"
+    proc = _dpcli("train-brc", project.data, "--spec", project.spec, "--out", out / "m.json",
+                  "--columns", "age,color,member", "--rounds", 2000, "--epsilon", 0.2, "-q")
+    try:
+        _wait_for("reserve entry", _reserved(project.ledger), proc)
+        _wait_for("run lock", lambda: any(project.root.glob("ledger.jsonl.run-*.lock")),
+                  proc)
+        r = cli("ledger", "show", "--spec", project.spec, "--json")
+        assert [x["status"] for x in json.loads(r.stdout)["runs"]] == ["running"], r.stdout
+    finally:
+        proc.kill()
+        proc.wait(timeout=DEADLINE)
+    r = cli("ledger", "show", "--spec", project.spec, "--json")
+    assert [x["status"] for x in json.loads(r.stdout)["runs"]] == ["interrupted"]
+    assert list(project.root.glob("ledger.jsonl.run-*.lock"))          # left by the kill
+    assert cli("tabulate", project.data, "--spec", project.spec, "--out",
+               project.root / "t.csv", "--epsilon", 0.1, "-q").exit_code == 0
+    assert not list(project.root.glob("ledger.jsonl.run-*.lock"))      # swept
+
+
+def test_a_signal_after_the_record_says_the_run_completed(project: Project, cli,
+                                                          monkeypatch) -> None:
+    """A signal that arrives while the complete entry is written is delivered after it: the
+    run exits 128 + N, but says its outputs are written and recorded, not 'recorded as
+    failed' (which would invite a second spend)."""
+    from dpcli import signals
+    from dpcli.ledger import Ledger
+
+    complete = Ledger.complete
+
+    def complete_then_signal(self, *args, **kwargs):
+        complete(self, *args, **kwargs)
+        signals._state["pending"] = signal.SIGTERM   # as the handler does while held
+
+    monkeypatch.setattr(Ledger, "complete", complete_then_signal)
+    r = cli("tabulate", project.data, "--spec", project.spec, "--out", project.root / "t.csv",
+            "--epsilon", 0.1, "--json")
+    signals._state.update({"pending": None, "ending": False})
+    assert r.exit_code == 143, r.stderr
+    assert "after this run had completed" in r.stderr and "recorded as failed" not in r.stderr
+    assert project.run_kinds() == ["reserve", "complete"]
+    assert (project.root / "t.csv").exists()

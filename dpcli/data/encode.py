@@ -19,6 +19,7 @@ not counted) but never quote a value: values are private.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -165,6 +166,25 @@ def lookup_codes(arr: pa.Array, values: pa.Array) -> np.ndarray:
 #: text of a float with an integral value as pandas and R write it ("1.0", "-3.00"); its
 #: integer part has no leading zero, so "02134" (a code, not a number) never matches "2134"
 INTEGRAL_FLOAT_TEXT = r"^-?(0|[1-9][0-9]*)\.0+\z"   # \z: RE2 and Java alike
+#: a declared value such text can find (none declared: the rule has nothing to do)
+INTEGER_TEXT = re.compile(r"-?(0|[1-9][0-9]*)")
+
+
+def _declares_integers(values: pa.Array) -> bool:
+    """Whether any declared value is an integer's text (remembered per value set, like
+    :func:`dictionary_codes`: the encoders pass the same array for every batch)."""
+    key = id(values)
+    seen = _DECLARES_INTEGERS.get(key)
+    if seen is not None and seen[0] is values:
+        return seen[1]
+    answer = any(v is not None and INTEGER_TEXT.fullmatch(v) for v in values.to_pylist())
+    if len(_DECLARES_INTEGERS) > 256:
+        _DECLARES_INTEGERS.clear()
+    _DECLARES_INTEGERS[key] = (values, answer)
+    return answer
+
+
+_DECLARES_INTEGERS: dict[int, tuple[pa.Array, bool]] = {}
 
 
 def _integral_text_codes(text: pa.Array, values: pa.Array, codes: np.ndarray) -> None:
@@ -176,7 +196,7 @@ def _integral_text_codes(text: pa.Array, values: pa.Array, codes: np.ndarray) ->
     undeclared). Only the form INTEGRAL_FLOAT_TEXT is read this way (the Spark engine
     applies the same rule), and only where the text itself is not declared."""
     undeclared = np.flatnonzero(codes == NOT_DECLARED)
-    if undeclared.size == 0:
+    if undeclared.size == 0 or not _declares_integers(values):
         return
     subset = ac.take(text, pa.array(undeclared))
     integral = ac.fill_null(ac.match_substring_regex(subset, INTEGRAL_FLOAT_TEXT), False)

@@ -104,9 +104,8 @@ def candidates() -> np.ndarray:
 @functools.cache
 def _coarse_mask() -> np.ndarray:
     """The candidates 0 and ±{1, 2, 5}·10^k (67 of them), a subset of :func:`candidates`."""
-    grid = candidates()
-    mantissa = np.abs(grid) / 10.0 ** np.floor(np.log10(np.where(grid == 0, 1.0, np.abs(grid))))
-    mask = (grid == 0) | np.isclose(mantissa, 1) | np.isclose(mantissa, 2) | np.isclose(mantissa, 5)
+    coarse = [float(f"{m}e{k}") for k in range(-1, 10) for m in (1, 2, 5)]
+    mask = np.isin(candidates(), [0.0, *coarse, *(-c for c in coarse)])
     mask.flags.writeable = False
     return mask
 

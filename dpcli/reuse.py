@@ -17,8 +17,9 @@ wait for each other, and runs without ``--reuse`` never take this lock.
 
 Outputs are claimed the same way, by every spending run, with or without
 ``--reuse`` (:func:`claimed`): a run holds a lock named by the hash of each
-output's resolved path (``<ledger>.out-<hash>.lock``) from before its charge
-until its ``complete`` entry is written. A run whose output is claimed by
+output's resolved path (``<ledger>.out-<hash>.lock``), and one beside the
+output (``.<name>.dpcli-claim``, seen by runs on other ledgers), from before
+its charge until its ``complete`` entry is written. A run whose output is claimed by
 another live run is refused before its charge (OutputBusy, exit 75): two
 overlapping runs writing one file used to both charge and one lose its
 release (exit 73). It never waits: a second run of the same release is what
@@ -90,23 +91,46 @@ def output_lock_path(ledger_file: Path, output: Path) -> Path:
     return real.with_name(f"{real.name}.out-{name}.lock")
 
 
+#: the claim beside an output: ``.<name>.dpcli-claim`` (:func:`beside_lock_path`)
+CLAIM_MARK = ".dpcli-claim"
+
+
+def beside_lock_path(output: Path) -> Path:
+    """The lock file claiming ``output`` in its own folder, whatever the ledger."""
+    real = Path(os.path.realpath(output))
+    return real.with_name(f".{real.name}{CLAIM_MARK}")
+
+
 @contextmanager
 def claimed(ledger_file: Path, outputs: Sequence[Path]) -> Iterator[None]:
     """Hold the lock of every output for the block; OutputBusy (nothing waited for, nothing
     charged yet) when another live run holds one. Locks are taken in the order of their
-    paths, so two runs with overlapping outputs cannot each hold one the other needs."""
+    paths, so two runs with overlapping outputs cannot each hold one the other needs.
+
+    Each output is claimed twice: beside the ledger (``<ledger>.out-<hash>.lock``, the
+    claim every run of the ledger sees) and beside the output (``.<name>.dpcli-claim``),
+    which runs on *other* ledgers see too: two projects writing one file at once used to
+    be caught only after both had charged (exit 73, a release lost). The second claim is
+    best effort (a folder where no lock file can be made still has the first); a killed
+    run's is taken and removed by the next run that writes that output."""
     paths = sorted({output_lock_path(ledger_file, o): o for o in outputs}.items())
+    beside = sorted({beside_lock_path(o): o for o in outputs}.items())
     with ExitStack() as stack:
         for lock, output in paths:
             stack.enter_context(_held(lock, busy=functools.partial(_busy, output, lock)))
+        for lock, output in beside:
+            with suppress(OSError):
+                stack.enter_context(_held(lock, busy=functools.partial(_busy, output, lock)))
         yield
 
 
 def _busy(output: Path, lock: Path) -> OutputBusy:
-    return OutputBusy(f"{output}: another dpcli run is writing this output now (it holds "
-                      f"{lock}); nothing was charged. Run again once it has finished (when "
-                      "both runs use --reuse, an identical one waits for the other and takes "
-                      "its release)")
+    other = (" (perhaps a run on another ledger)" if lock.name.endswith(CLAIM_MARK)
+             else "")
+    return OutputBusy(f"{output}: another dpcli run{other} is writing this output now (it "
+                      f"holds {lock}); nothing was charged. Run again once it has finished "
+                      "(when both runs use --reuse on one ledger, an identical one waits for "
+                      "the other and takes its release)")
 
 
 def run_lock_path(ledger_file: Path, run_id: str) -> Path:

@@ -203,3 +203,43 @@ def test_runs_started_together_on_one_output_charge_only_what_they_release(
     kinds = project.run_kinds()
     assert kinds.count("reserve") == kinds.count("complete") == codes.count(0)
     assert "failed" not in kinds
+
+
+def test_a_run_on_another_ledger_writing_the_same_output_is_refused_before_the_charge(
+        project: Project) -> None:
+    """The claim beside the output (``.<name>.dpcli-claim``) is seen whatever the ledger: this
+    test holds it as a run on another ledger would; the run exits 75 with nothing charged
+    or written (before, both charged and the later one exited 73, its release lost). Once
+    free it runs, and no claim file is left beside the output."""
+    from dpcli.reuse import beside_lock_path, claimed
+
+    out = project.root / "t.csv"
+    other_ledger = project.root / "elsewhere" / "other.jsonl"
+    other_ledger.parent.mkdir()
+    args = [sys.executable, "-m", "dpcli", "tabulate", str(project.data), "--spec",
+            str(project.spec), "--out", str(out), "--epsilon", "0.3", "--json"]
+    with claimed(other_ledger, [out]):
+        assert beside_lock_path(out).exists()
+        busy = subprocess.run(args, capture_output=True, text=True, timeout=180)
+    assert busy.returncode == 75, busy.stderr
+    got = json.loads(busy.stdout.strip().splitlines()[-1])
+    assert got["error"] == "busy" and got["charged"] is False
+    assert "perhaps a run on another ledger" in busy.stderr
+    assert project.no_runs() and not out.exists()
+    done = subprocess.run(args, capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stderr
+    assert project.run_kinds() == ["reserve", "complete"]
+    assert not beside_lock_path(out).exists()
+
+
+def test_a_killed_runs_claim_beside_the_output_is_taken_over(project: Project) -> None:
+    """A claim file no process holds (its run was killed) does not refuse the next run."""
+    from dpcli.reuse import beside_lock_path
+
+    out = project.root / "t.csv"
+    beside_lock_path(out).touch()
+    args = [sys.executable, "-m", "dpcli", "tabulate", str(project.data), "--spec",
+            str(project.spec), "--out", str(out), "--epsilon", "0.3", "--json"]
+    done = subprocess.run(args, capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stderr
+    assert out.exists() and not beside_lock_path(out).exists()

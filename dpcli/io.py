@@ -382,6 +382,10 @@ def envelope_cautions(env: dict[str, Any]) -> list[str]:
     for key in ("caution", "noise_dominates", "model_caution"):
         if isinstance(payload, dict) and isinstance(payload.get(key), str):
             out.append(payload[key])
+    # an evaluation's or a curve's model was released with cautions of its own
+    listed = payload.get("model_cautions") if isinstance(payload, dict) else None
+    if isinstance(listed, list):
+        out.extend(f"its model: {c}" for c in listed if isinstance(c, str))
     forecast = env.get("forecast")
     verdict = forecast.get("verdict") if isinstance(forecast, dict) else None
     if isinstance(verdict, dict) and verdict.get("usable") is False and verdict.get("text"):

@@ -237,6 +237,11 @@ def plan(config: ROCConfig, n: int, total: Budget) -> Plan:
     return p.with_notes(notes).with_sensitivities(sens)
 
 
+#: the curve is "mostly noise" when its counts' noise scale exceeds this share of the
+#: smaller class (the run's warning from released sizes; the forecast's from public ones)
+CURVE_NOISE_SHARE = 0.05
+
+
 def count_noise_scale(config: ROCConfig, n: int, run_plan: Plan) -> float:
     """The discrete Laplace scale Δ/ε2 on each released TP/FP coordinate (public)."""
     delta = sensitivity(config.counts, config.bins(n), changes=CHANGES,

@@ -25,7 +25,7 @@ def evaluate(spec: Spec, data: Path, *, model: Path | None = None,
     """
     from dpcli import protect
     from dpcli.algorithms import evaluate as ev
-    from dpcli.api.scoring import model_caution, parse_range, score_input
+    from dpcli.api.scoring import model_caution, parse_range, score_input, warn_model_cautions
     from dpcli.api.spend import forecast_of
     from dpcli.budget import Budget
     from dpcli.forecast import evaluate as fc
@@ -42,6 +42,7 @@ def evaluate(spec: Spec, data: Path, *, model: Path | None = None,
     edited = model_caution(s, si)
     if edited is not None:
         reporter.warn(edited)
+    cautioned = warn_model_cautions(reporter, si)
     threshold: float | None = None  # a model predicts its most probable class
     if si.model is None:
         si.require_binary("evaluate with --score-column")
@@ -89,7 +90,7 @@ def evaluate(spec: Spec, data: Path, *, model: Path | None = None,
         # error bars from the released matrix and the noise alone (post-processing, free)
         payload = {**result.to_payload(), **si.source_note,
                    "intervals": fc.error_bars(result.matrix, section.epsilon, si.classes),
-                   **({"model_caution": edited} if edited is not None else {}),
+                   **({"model_caution": edited} if edited is not None else {}), **cautioned,
                    **({"cutoff": threshold} if threshold is not None else {}),
                    "breakdown": plan.to_json()}
         envelope = run.envelope("evaluation", payload)

@@ -43,7 +43,7 @@ def roc(spec: Spec, data: Path, *, model: Path | None = None, out: Path | None =
     from dpcli import protect
     from dpcli.algorithms import roc as pr
     from dpcli.algorithms import roc_scale
-    from dpcli.api.scoring import model_caution, parse_range, score_input
+    from dpcli.api.scoring import model_caution, parse_range, score_input, warn_model_cautions
     from dpcli.api.spend import forecast_of
     from dpcli.budget import Budget
     from dpcli.errors import DataError
@@ -65,6 +65,7 @@ def roc(spec: Spec, data: Path, *, model: Path | None = None, out: Path | None =
     edited = model_caution(s, si)
     if edited is not None:
         reporter.warn(edited)
+    cautioned = warn_model_cautions(reporter, si)
     si.require_binary("roc")
     # a public function of the released model (or of the declared range): free
     scale = roc_scale.resolve(section.transform, model=si.model, lower=si.lower, upper=si.upper)
@@ -135,7 +136,7 @@ def roc(spec: Spec, data: Path, *, model: Path | None = None, out: Path | None =
                    "scale": scale.to_json(),
                    "scale_thresholds": [float(t) for t in scaled_cuts],
                    **({"noise_dominates": warning} if warning else {}),
-                   **({"model_caution": edited} if edited is not None else {}),
+                   **({"model_caution": edited} if edited is not None else {}), **cautioned,
                    "thresholds": [float(t) for t in cuts], "count_noise_scale": noise,
                    **si.source_note,
                    "compare_true": compare_true, "breakdown": plan.to_json()}
@@ -145,6 +146,8 @@ def roc(spec: Spec, data: Path, *, model: Path | None = None, out: Path | None =
                                      np.concatenate([p for _, p in kept]))
         del roc_pass, kept  # nothing below may touch private values
         curve_warning = _curve_noise_warning(curve, noise)   # from released values
+        if curve_warning is not None:   # in the file too: the warning travels with it
+            payload["caution"] = curve_warning
         envelope = run.envelope("roc_curve", payload)
         if out is not None:
             from dpcli.plot import roc_png
@@ -153,7 +156,8 @@ def roc(spec: Spec, data: Path, *, model: Path | None = None, out: Path | None =
             run.write(out / "curve.csv", _csv(curve, bars))
             run.write(out / "curve.json", dumps_json(envelope))
             # the picture carries the interval and the caution too (it travels alone)
-            caution = warning or curve_warning
+            caution = warning or curve_warning or (
+                f"its model: {si.model_cautions[0]}" if si.model_cautions else None)
             run.write_bytes(out / "curve.png", roc_png(curve, title=title,
                                                        true_curve=true_curve, bars=bars,
                                                        warning=caution))
@@ -176,8 +180,10 @@ def roc(spec: Spec, data: Path, *, model: Path | None = None, out: Path | None =
 def _curve_noise_warning(curve: Any, noise: float) -> str | None:
     """The curve's caution, from released values: the counts' noise next to the smaller
     released class size (post-processing, free)."""
+    from dpcli.algorithms.roc import CURVE_NOISE_SHARE
+
     smaller = min(curve.positives, curve.negatives)  # released (noisy) class sizes
-    if noise <= 0.05 * smaller:
+    if noise <= CURVE_NOISE_SHARE * smaller:
         return None
     return (f"the counts' noise (scale {noise:.3g}) is large next to the smaller class "
             f"(released size about {smaller:,.0f}, itself noisy): this curve is mostly noise. "

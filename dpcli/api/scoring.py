@@ -25,6 +25,10 @@ class ScoreInput:
     model: Any = None  # a dpcli model, or None for a score column
     score_column: str | None = None
     source_note: dict[str, Any] = field(default_factory=dict)  # for the ledger and outputs
+    #: what the model's own envelope says against using it (its degeneracy, a verdict that
+    #: was not usable), as recorded at its release: carried into the outputs (io.envelope_
+    #: cautions), so a degenerate model's evaluation or curve is never silent
+    model_cautions: tuple[str, ...] = ()
 
     @property
     def classes(self) -> tuple[str, ...]:
@@ -108,6 +112,14 @@ def model_caution(spec: Spec, si: ScoreInput) -> str | None:
             "The scores evaluated are this file's, not the release's")
 
 
+def warn_model_cautions(reporter: Any, si: ScoreInput) -> dict[str, Any]:
+    """Say the model's own cautions before the charge (the user may stop there) and return
+    them for the output's payload (``model_cautions``): reads only the model file."""
+    for caution in si.model_cautions:
+        reporter.warn(f"{si.source_note.get('model')}: {caution}")
+    return {"model_cautions": list(si.model_cautions)} if si.model_cautions else {}
+
+
 def fold_scores(ui: Any, source: Any, si: ScoreInput, fn: Callable[[EncodedBatch], np.ndarray],
                 add: Callable[[np.ndarray, np.ndarray], None], rng: np.random.Generator) -> int:
     """The run's one pass: ``add(fn(batch), labels)`` per batch; returns n (call once charged).
@@ -137,10 +149,13 @@ def _resolve(spec: Spec, model: Path | None, score_column: str | None,
                              "probabilities in [0, 1]")
         m, env = load_model(model)
         schema = labelled_schema(m, spec.schema, model)
+        from dpcli.io import envelope_cautions
+
         note = {"model": str(model.resolve()), "model_kind": env["kind"],
                 "model_run_id": env.get("ledger_run_id")}
         return ScoreInput(spec=replace(spec, schema=schema), columns=tuple(m.columns),
-                          lower=0.0, upper=1.0, model=m, source_note=note)
+                          lower=0.0, upper=1.0, model=m, source_note=note,
+                          model_cautions=tuple(envelope_cautions(env)))
     assert score_column is not None
     if score_range is None:
         declared = spec.schema.column(score_column) if spec.schema.has(score_column) else None

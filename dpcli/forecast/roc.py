@@ -188,12 +188,38 @@ def forecast(spec: Any, section: Any, n: int, **context: Any) -> Forecast:
 
     whose = (context.get("prevalence_source", "the model's") if "prevalence" in context
              else "assumed")
+    scope = curve_scope(cfg, n, plan(spec, section, n), prevalence, float(section.epsilon),
+                        whose)
     method = (f"simulation on synthetic scores: positive share {prevalence:.3g} ({whose}), an "
               f"assumed true AUC of {auc:g}; {AUC_DRAWS} AUC draws, {CURVE_DRAWS} curves")
     return make_forecast("roc", section.epsilon, n, method, metrics_at, headline="auc",
-                         target=TARGET, note="the AUC is mostly noise",
+                         target=TARGET, note="the AUC is mostly noise", scope=scope,
                          extra={"assumptions": {"prevalence": prevalence, "auc": auc},
                                 "bins": cfg.bins(n)})
+
+
+def curve_scope(cfg: Any, n: int, run_plan: Plan, prevalence: float, epsilon: float,
+                whose: str) -> str:
+    """What the AUC's verdict does not judge, when it matters: the curve's own noise.
+
+    The run warns "this curve is mostly noise" when the counts' noise scale exceeds
+    CURVE_NOISE_SHARE of the smaller released class. Both are known before the spend
+    from public facts (the plan's ε and Δ; n times the positive share, the model's own
+    or assumed), so the forecast says it too: a tester's rare class (7.5 %) was told
+    "usable" by the AUC and then "mostly noise" by the run, 8 runs of 8. The noise scale
+    is Δ/ε_counts, so the ε that brings it under the bound is ε·scale/bound."""
+    from dpcli.algorithms.roc import CURVE_NOISE_SHARE, count_noise_scale
+
+    smaller = min(prevalence, 1 - prevalence) * n
+    scale = count_noise_scale(cfg, n, run_plan)
+    bound = CURVE_NOISE_SHARE * smaller
+    if scale <= bound:
+        return ""
+    need = epsilon * scale / bound if bound > 0 else math.inf
+    return (f"the curve itself is expected to be mostly noise: its counts' noise scale "
+            f"{scale:.3g} against a smaller class of about {smaller:,.0f} rows (positive "
+            f"share {prevalence:.3g}, {whose}); a clean curve needs ε ≥ {need:.3g} or more "
+            "rows, or fewer bins (--k)")
 
 
 def _informative(rate: np.ndarray) -> np.ndarray:

@@ -440,3 +440,37 @@ def test_an_edited_model_is_named_by_roc_and_evaluate(project: Project, cli, mod
     assert r.exit_code == 0, r.stderr
     assert "is not the model ledger run" in r.stderr
     assert "edited" in json.loads(out.read_text())["payload"]["model_caution"]
+
+
+def test_a_degenerate_models_cautions_travel_into_roc_and_evaluate(project: Project, cli,
+                                                                   model) -> None:
+    """A model released as degenerate (its envelope's ``degeneracy``) used to be evaluated and
+    drawn without a word (tester 11: a one-class grid's confusion matrix, precision 1.0, no
+    warning). Its cautions are said before the charge and kept in the output's payload, so
+    ``show`` repeats them; a model released without one adds nothing."""
+    env = json.loads(model.read_text())
+    env["payload"].pop("degeneracy", None)   # as a model released without a caution
+    env.pop("forecast", None)
+    model.write_text(json.dumps(env))
+    r = cli("evaluate", project.data, "--spec", project.spec, "--model", model,
+            "--epsilon", 0.1, "--seed", 1, "--out", project.root / "clean.json")
+    assert r.exit_code == 0, r.stderr
+    clean = json.loads((project.root / "clean.json").read_text())["payload"]
+    assert "model_cautions" not in clean and "released as a degenerate model" not in r.stderr
+    env["payload"]["degeneracy"] = {"degenerate": True, "never_predicted": ["1"]}
+    model.write_text(json.dumps(env))
+    out = project.root / "e.json"
+    r = cli("evaluate", project.data, "--spec", project.spec, "--model", model,
+            "--epsilon", 0.1, "--seed", 1, "--out", out)
+    assert r.exit_code == 0, r.stderr
+    assert "released as a degenerate model: never predicts '1'" in r.stderr
+    cautions = json.loads(out.read_text())["payload"]["model_cautions"]
+    assert any("never predicts '1'" in c for c in cautions)
+    r = cli("roc", project.data, "--spec", project.spec, "--model", model, "--out",
+            project.root / "r", "--epsilon", 0.2, "--seed", 1)
+    assert r.exit_code == 0, r.stderr
+    assert "released as a degenerate model" in r.stderr
+    curve = json.loads((project.root / "r" / "curve.json").read_text())["payload"]
+    assert any("never predicts '1'" in c for c in curve["model_cautions"])
+    shown = cli("show", out)
+    assert shown.exit_code == 0 and "never predicts '1'" in shown.stdout + shown.stderr

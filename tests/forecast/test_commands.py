@@ -349,3 +349,25 @@ def test_plan_is_the_command_s_plan(adult, command) -> None:
     module = importlib.import_module(f"dpcli.forecast.{command.replace('-', '_')}")
     plan = module.plan(adult, adult.sections[command], 5000)
     assert float(plan.total.eps) == pytest.approx(adult.sections[command].epsilon)
+
+
+def test_roc_forecast_says_when_the_curve_will_be_mostly_noise(adult) -> None:
+    """The run warns "mostly noise" when the counts' noise scale exceeds CURVE_NOISE_SHARE of
+    the smaller released class; the forecast says the same from public facts before the
+    spend (tester 11: a 7.5 % class, "usable" then "mostly noise" in 8 runs of 8). At the ε
+    it names, the run's rule on the expected class size is met exactly."""
+    from dpcli.algorithms import roc as pr
+    from dpcli.forecast import roc as fr
+
+    section = dataclasses.replace(adult.sections["roc"], epsilon=0.5)
+    rare = forecast("roc", adult, section, 6682, prevalence=0.075)
+    assert "mostly noise" in rare.verdict.scope and "0.075" in rare.verdict.scope
+    balanced = forecast("roc", adult, section, 6682, prevalence=0.37)
+    assert balanced.verdict.scope == ""
+    need = float(rare.verdict.scope.split("ε ≥ ")[1].split(" ")[0])
+    at_need = dataclasses.replace(section, epsilon=need * 1.01)
+    cfg = fr.config(at_need)
+    scale = pr.count_noise_scale(cfg, 6682, fr.plan(adult, at_need, 6682))
+    assert scale <= pr.CURVE_NOISE_SHARE * 0.075 * 6682
+    assert fr.curve_scope(cfg, 6682, fr.plan(adult, at_need, 6682), 0.075, need * 1.01,
+                          "assumed") == ""

@@ -306,3 +306,20 @@ def test_a_usage_error_through_the_entry_point_is_still_exit_64_with_its_json(
     error = json.loads(r.stdout.splitlines()[0])
     assert error["exit_code"] == 64 and "0.5x" in json.dumps(error)
     assert not (tmp_path / "nb.json").exists()
+
+
+def test_a_roc_run_draws_its_png_without_matplotlib(tmp_path) -> None:
+    # curve.png is drawn with Pillow (dpcli/plot.py): matplotlib's import and layout were
+    # about half of a small roc run
+    from tests.cli.conftest import make_project
+
+    project = make_project(tmp_path)
+    model = tmp_path / "nb.json"
+    code, _ = imported_by("train-nb", project.data, "--spec", project.spec, "--out", model,
+                          "--epsilon", "0.5", "-q")
+    assert code == 0
+    code, mods = imported_by("roc", project.data, "--spec", project.spec, "--model", model,
+                             "--out", tmp_path / "roc", "--epsilon", "0.5", "-q")
+    assert code == 0
+    assert (tmp_path / "roc" / "curve.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "matplotlib" not in mods and "numpy" in mods, mods

@@ -13,24 +13,6 @@ import typer
 from typer.core import TyperGroup
 
 from dpcli import __version__
-from dpcli.cli import (
-    evaluate_cmd,
-    init_cmd,
-    inspect_cmd,
-    ledger_cmd,
-    plan_cmd,
-    predict_cmd,
-    publish_grid_cmd,
-    roc_cmd,
-    schema_cmd,
-    select_features_cmd,
-    show_cmd,
-    synthesize_cmd,
-    tabulate_cmd,
-    train_brc_cmd,
-    train_nb_cmd,
-    validate_cmd,
-)
 from dpcli.errors import EX_USAGE
 
 HELP = f"""dpcli {__version__}: differentially private machine learning on tabular data.
@@ -108,23 +90,36 @@ def _new_app() -> typer.Typer:
     )
 
 
-app = _new_app()
-app.add_typer(ledger_cmd.app, name="ledger")
-app.command("init")(init_cmd.init)
-app.add_typer(schema_cmd.app, name="schema")
-app.command("inspect")(inspect_cmd.inspect)
-app.command("tabulate")(tabulate_cmd.tabulate)
-app.command("select-features")(select_features_cmd.select_features)
-app.command("publish-grid")(publish_grid_cmd.publish_grid)
-app.command("synthesize")(synthesize_cmd.synthesize)
-app.command("train-nb")(train_nb_cmd.train_nb)
-app.command("train-brc")(train_brc_cmd.train_brc)
-app.command("validate")(validate_cmd.validate)
-app.command("predict")(predict_cmd.predict)
-app.command("roc")(roc_cmd.roc)
-app.command("evaluate")(evaluate_cmd.evaluate)
-app.command("show")(show_cmd.show)
-app.command("plan")(plan_cmd.plan)
+#: the commands in the order --help lists them: name, module in dpcli.cli, and the function
+#: it holds (None: the module's ``app``, a group of subcommands)
+COMMANDS: tuple[tuple[str, str, str | None], ...] = (
+    ("ledger", "ledger_cmd", None),
+    ("init", "init_cmd", "init"),
+    ("schema", "schema_cmd", None),
+    ("inspect", "inspect_cmd", "inspect"),
+    ("tabulate", "tabulate_cmd", "tabulate"),
+    ("select-features", "select_features_cmd", "select_features"),
+    ("publish-grid", "publish_grid_cmd", "publish_grid"),
+    ("synthesize", "synthesize_cmd", "synthesize"),
+    ("train-nb", "train_nb_cmd", "train_nb"),
+    ("train-brc", "train_brc_cmd", "train_brc"),
+    ("validate", "validate_cmd", "validate"),
+    ("predict", "predict_cmd", "predict"),
+    ("roc", "roc_cmd", "roc"),
+    ("evaluate", "evaluate_cmd", "evaluate"),
+    ("show", "show_cmd", "show"),
+    ("plan", "plan_cmd", "plan"),
+)
+
+
+def _register(target: typer.Typer, name: str, module_name: str, function: str | None) -> None:
+    """Import one command's module (only now: each holds its options' declarations) and add
+    the command, or its group of subcommands, to ``target``."""
+    module = importlib.import_module(f"dpcli.cli.{module_name}")
+    if function is None:
+        target.add_typer(module.app, name=name)
+    else:
+        target.command(name)(getattr(module, function))
 
 
 def _version(value: bool) -> None:
@@ -133,30 +128,55 @@ def _version(value: bool) -> None:
         raise typer.Exit()
 
 
-@app.callback()
 def root(version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
                                       help="Print the version and exit.")) -> None:
     pass
 
 
+def _with_root(target: typer.Typer) -> typer.Typer:
+    target.callback()(root)
+    return target
+
+
+_app: typer.Typer | None = None
+
+
+def whole_app() -> typer.Typer:
+    """The whole application, every command's module imported: built on first use (also
+    as this module's ``app``)."""
+    global _app
+    if _app is None:
+        _app = _with_root(_new_app())
+        for entry in COMMANDS:
+            _register(_app, *entry)
+    return _app
+
+
+def __getattr__(name: str) -> Any:
+    """``app`` is :func:`whole_app` (PEP 562: importing this module imports no command)."""
+    if name == "app":
+        return whole_app()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 def app_for(args: Sequence[str]) -> typer.Typer:
-    """``app``, or, when ``args`` start with the name of one of its commands, a copy of it
-    that holds that command alone (the same root options, group class and settings).
+    """The whole app, or, when ``args`` start with the name of one of its commands, an app
+    that holds that command alone (the same root options, group class and settings), for
+    which only that command's module is imported.
 
     typer builds the click options of every registered command before it parses
-    anything: ~15 ms of every run's start-up for the nineteen commands it does not run.
-    ``--help`` and other root options, no command, a misspelt one (its "did you mean"
-    lists the others) and shell completion get the whole ``app``."""
-    if not args or args[0].startswith("-") or any(k.endswith("_COMPLETE") for k in os.environ):
-        return app
-    commands = [c for c in app.registered_commands if c.name == args[0]]
-    groups = [g for g in app.registered_groups if g.name == args[0]]
-    if len(commands) + len(groups) != 1:
-        return app
-    one = _new_app()
-    one.registered_commands, one.registered_groups = commands, groups
-    one.registered_callback = app.registered_callback
-    return one
+    anything: ~15 ms of every run's start-up for the nineteen commands it does not run;
+    importing their modules cost ~8 ms more. ``--help`` and other root options, no
+    command, a misspelt one (its "did you mean" lists the others) and shell completion
+    get the whole app."""
+    if args and not args[0].startswith("-") and not any(
+            k.endswith("_COMPLETE") for k in os.environ):
+        named = [entry for entry in COMMANDS if entry[0] == args[0]]
+        if len(named) == 1:
+            one = _with_root(_new_app())
+            _register(one, *named[0])
+            return one
+    return whole_app()
 
 
 def main() -> None:

@@ -22,6 +22,9 @@ if TYPE_CHECKING:
     from rich.console import Console
 
 PROGRESS_LINE_SECONDS = 10.0
+#: variables that make rich treat a stream as a terminal (or a notebook) and colour it
+_TERMINAL_VARIABLES = ("FORCE_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE", "JUPYTER_COLUMNS",
+                       "JUPYTER_LINES")
 
 #: ``-v/--verbose`` of the running command (set by :func:`dpcli.cli.common.handle_errors`),
 #: the default of :attr:`UI.verbose` so that every UI a command builds honours it
@@ -99,15 +102,46 @@ class UI:
 
     def warn(self, text: str) -> None:
         """Warnings are shown even with --quiet, and repeated in the --json summary."""
-        from rich.text import Text
-
         self.warnings.append(text)
-        self.err.print(Text("warning: ", style="yellow") + Text(text))
+        if not self._plain_line("warning: " + text):
+            from rich.text import Text
+
+            self.err.print(Text("warning: ", style="yellow") + Text(text))
 
     def error(self, text: str) -> None:
-        from rich.text import Text
+        if not self._plain_line("error: " + text):
+            from rich.text import Text
 
-        self.err.print(Text("error: ", style="red") + Text(text))
+            self.err.print(Text("error: ", style="red") + Text(text))
+
+    def _plain_line(self, line: str) -> bool:
+        """Write ``line`` on stderr without rich when rich would write exactly it (a
+        quiet run that only warns need not import rich: ~30 ms). True if written.
+
+        rich writes a line unchanged where it uses no colour (not a terminal, no variable
+        forcing one: see ``rich.console.Console.is_terminal``) and the line holds no tab
+        (expanded) nor control character (removed); the stream must be UTF-8 (rich's own
+        message for an encoding error). Anything else, or a console already made, goes
+        through rich (tests/cli/test_ui_text.py compares the two).
+        """
+        import os
+
+        stream = sys.stderr
+        if "err" in self.__dict__ or stream is None or any(
+                k in os.environ for k in _TERMINAL_VARIABLES):
+            return False
+        if not all(part.isprintable() for part in line.split("\n")):
+            return False
+        try:
+            import codecs
+
+            if stream.isatty() or codecs.lookup(stream.encoding or "ascii").name != "utf-8":
+                return False
+        except (AttributeError, LookupError, OSError, ValueError):
+            return False
+        stream.write(line + "\n")
+        stream.flush()
+        return True
 
     def emit_json(self, obj: Any) -> None:
         """The machine-readable summary: one line of JSON on stdout (JSON Lines friendly).

@@ -260,12 +260,13 @@ def test_the_entry_point_builds_only_the_command_it_runs(monkeypatch) -> None:
     # typer builds every registered command's options before parsing: the console entry
     # point hands it a copy of the app holding the named command alone; the root's options,
     # no command, a misspelt one and shell completion get the whole app
-    from dpcli.cli.app import app, app_for
+    from dpcli.cli.app import app, app_for, root
 
     one = app_for(["train-nb", "data.parquet", "--spec", "s.yaml"])
     assert one is not app
     assert [c.name for c in one.registered_commands] == ["train-nb"]
-    assert one.registered_groups == [] and one.registered_callback is app.registered_callback
+    assert one.registered_groups == []
+    assert one.registered_callback.callback is app.registered_callback.callback is root
     ledger = app_for(["ledger", "show"])
     assert [g.name for g in ledger.registered_groups] == ["ledger"]
     assert ledger.registered_commands == []
@@ -273,6 +274,24 @@ def test_the_entry_point_builds_only_the_command_it_runs(monkeypatch) -> None:
         assert app_for(args) is app, args
     monkeypatch.setenv("_DPCLI_COMPLETE", "complete_bash")
     assert app_for(["train-nb"]) is app
+
+
+def test_the_entry_point_imports_only_the_command_module_it_runs() -> None:
+    # each command's module is imported when its command is registered: the entry point
+    # registers one
+    r = fresh("import sys\n"
+              "from dpcli.cli.app import app_for\n"
+              "app_for(['train-nb', 'data.parquet'])\n"
+              "print(sorted(m for m in sys.modules if m.startswith('dpcli.cli.')\n"
+              "             and m.endswith('_cmd')))\n"
+              "import dpcli.cli.app as a\n"
+              "whole = a.app\n"
+              "print(len([m for m in sys.modules if m.startswith('dpcli.cli.')\n"
+              "           and m.endswith('_cmd')]), len(whole.registered_commands))\n")
+    assert r.returncode == 0, r.stderr
+    first, second = r.stdout.strip().splitlines()
+    assert first == "['dpcli.cli.train_nb_cmd']"
+    assert second == "16 14"   # the whole app: 14 commands and 2 groups (ledger, schema)
 
 
 def test_a_usage_error_through_the_entry_point_is_still_exit_64_with_its_json(
@@ -287,3 +306,20 @@ def test_a_usage_error_through_the_entry_point_is_still_exit_64_with_its_json(
     error = json.loads(r.stdout.splitlines()[0])
     assert error["exit_code"] == 64 and "0.5x" in json.dumps(error)
     assert not (tmp_path / "nb.json").exists()
+
+
+def test_a_roc_run_draws_its_png_without_matplotlib(tmp_path) -> None:
+    # curve.png is drawn with Pillow (dpcli/plot.py): matplotlib's import and layout were
+    # about half of a small roc run
+    from tests.cli.conftest import make_project
+
+    project = make_project(tmp_path)
+    model = tmp_path / "nb.json"
+    code, _ = imported_by("train-nb", project.data, "--spec", project.spec, "--out", model,
+                          "--epsilon", "0.5", "-q")
+    assert code == 0
+    code, mods = imported_by("roc", project.data, "--spec", project.spec, "--model", model,
+                             "--out", tmp_path / "roc", "--epsilon", "0.5", "-q")
+    assert code == 0
+    assert (tmp_path / "roc" / "curve.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "matplotlib" not in mods and "numpy" in mods, mods

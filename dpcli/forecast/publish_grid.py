@@ -19,11 +19,21 @@ and a grid's average cell holds at least n/T records. Metrics:
   so T cells lose at most T·0.587/(2r·n). A bound, reached only when every
   cell's margin is the worst one: its ``interval`` is [0, bound].
 
-Headline ``relative``: usable when at most :data:`TARGET` (PrivPfC's own
-rule keeps the mean |noise| under 0.2 of an average cell; below T = 2 it
-fails). At another ε the histogram keeps the share of ε it has at this one
-(the column pre-selection, used only for very large pools, changes it).
-``loss`` likewise keeps this ε's T.
+- ``selection``: how many records (as a share of n) the chosen grid may
+  misclassify beyond the best grid of the pool, from the exponential
+  mechanism's utility bound: with probability 0.95 it picks a grid within
+  2·Δq·(ln K + ln 20)/ε_select of the best quality (K grids in the pool, Δq
+  :func:`privpfc.quality_sensitivity`). 1 when T < 2 (no grid can classify).
+
+Headline ``selection``: usable when at most :data:`SELECTION_TARGET`. It
+depends on n, unlike ``relative``: T is proportional to n·ε_hist, so the noise
+over the finest grid's mean cell is the same at every n (PrivPfC's own rule
+keeps it under 0.2 of an average cell), and a verdict on it said "usable from
+ε ≥ 0.54" for 527 records and for 15,590 alike (tester 11; the small file then
+released one-cell grids). ``relative`` is kept as a metric. At another ε
+the histogram keeps the share of ε it has at this one (the column
+pre-selection, used only for very large pools, changes it). ``loss`` and
+``selection`` likewise keep this ε's T, pool and Δq.
 """
 
 from __future__ import annotations
@@ -36,6 +46,9 @@ from dpcli.forecast.core import Forecast, MetricForecast, make_forecast
 from dpcli.mechanisms import Plan
 
 TARGET = 0.14
+#: the selection's excess misclassification (share of n) a usable run stays within
+SELECTION_TARGET = 0.05
+SELECTION_FAILURE = 0.05
 #: max over y of y·e^(−y)(1 + y/2), at y = √2
 FLIP_MAX = math.sqrt(2.0) * math.exp(-math.sqrt(2.0)) * (1.0 + math.sqrt(2.0) / 2.0)
 
@@ -98,18 +111,29 @@ def forecast(spec: Any, section: Any, n: int, **context: Any) -> Forecast:
     # ε into finer grids at a constant relative noise, so the forecast asks instead how well
     # grids of THIS size are estimated (monotone in ε, which solving for ε needs)
     t = max(d.threshold, 2)
+    select_share = float(d.plan.step(privpfc.SELECT_GRID).budget.epsilon) / float(
+        section.epsilon)
+    rate = float(d.plan.step(privpfc.HISTOGRAM).budget.epsilon) / privpfc.HIST_SENSITIVITY
+    dq = privpfc.quality_sensitivity(rate)
+    pool = max(min(d.pool_size, d.max_pool), 1)
+    spread = 2.0 * dq * (math.log(pool) + math.log(1 / SELECTION_FAILURE))
 
     def metrics_at(eps: float) -> dict[str, MetricForecast]:
         eps_hist = share * eps
         scale = privpfc.HIST_SENSITIVITY / eps_hist
         bound = min(t * FLIP_MAX * scale / (2.0 * n), 1.0)
-        return {"relative": count_error(scale, "cell count error relative to the mean cell "
+        lost = 1.0 if d.threshold < 2 else min(spread / (select_share * eps * n), 1.0)
+        return {"selection": MetricForecast(
+                    "records the chosen grid may misclassify beyond the pool's best (share of "
+                    "n, w.p. 0.95)", lost, (0.0, lost), bound_only=True),
+                "relative": count_error(scale, "cell count error relative to the mean cell "
                                         "count of the finest grid allowed (n/T)", per=n / t),
                 "cell": count_error(scale, "cell count error"),
                 "loss": MetricForecast("extra misclassification rate the noise causes",
                                        bound, (0.0, bound), bound_only=True)}
 
     return make_forecast("publish-grid", section.epsilon, n, METHOD, metrics_at,
-                         headline="relative", target=TARGET,
-                         note="too few records per cell for a grid of two cells",
+                         headline="selection", target=SELECTION_TARGET,
+                         note="too few records for the grid's selection: the chosen grid may "
+                              "be far from the best (a one-cell grid predicts one class)",
                          extra={"cells_at_most": d.threshold, "pool": d.pool_size})

@@ -371,3 +371,23 @@ def test_roc_forecast_says_when_the_curve_will_be_mostly_noise(adult) -> None:
     assert scale <= pr.CURVE_NOISE_SHARE * 0.075 * 6682
     assert fr.curve_scope(cfg, 6682, fr.plan(adult, at_need, 6682), 0.075, need * 1.01,
                           "assumed") == ""
+
+
+def test_publish_grid_verdict_depends_on_n(adult) -> None:
+    """The selection's bound is the exponential mechanism's: 2·Δq·(ln K + ln 20)/ε_select over
+    n. The old headline (noise over the finest grid's mean cell) was the same at every n, so
+    527 and 15,590 records got one verdict (tester 11)."""
+    from dpcli.algorithms import privpfc
+    from dpcli.forecast import publish_grid as fg
+
+    section = dataclasses.replace(adult.sections["publish-grid"], epsilon=0.5)
+    small = forecast("publish-grid", adult, section, 527)
+    large = forecast("publish-grid", adult, section, 15_590)
+    assert small.verdict.metric == large.verdict.metric == "selection"
+    assert not small.verdict.usable and large.verdict.usable
+    d = fg.design(adult, section, 527)
+    dq = privpfc.quality_sensitivity(
+        float(d.plan.step(privpfc.HISTOGRAM).budget.eps) / privpfc.HIST_SENSITIVITY)
+    want = 2 * dq * (math.log(d.pool_size) + math.log(20)) / (
+        float(d.plan.step(privpfc.SELECT_GRID).budget.eps) * 527)
+    assert small.metrics["selection"].expected == pytest.approx(want)

@@ -436,14 +436,20 @@ class _Simulation:
 
     def _threshold(self, s: np.ndarray, smoothed: np.ndarray, scales: _Scales) -> np.ndarray:
         """Each fit's released cut on the positive log-odds ``s`` (R, rows), as
-        ``naive_bayes.fit_threshold`` chooses it (nb_threshold): the exponential mechanism
-        on balanced accuracy (or accuracy) over the 128 candidates when it resolves at the
-        released counts; else the prior odds' cut, kept when a noisy count of the rows
-        above it is near the prior's share, otherwise the cut nearest that share (or, where
-        nb_threshold no longer has the prior odds' check, the cut nearest that share at the
-        step's whole ε). The
-        candidates reach the largest |s| of the rows (the real ones: of the declared
-        domain, at least as far); counts are the rows' shares times the class sizes."""
+        ``naive_bayes.fit_threshold`` chooses it (nb_threshold, round 9's candidates): the
+        128 candidates of :func:`nb_threshold.candidates` spread around the log-odds of a
+        typical row and within WINDOW of its sd; the exponential mechanism on balanced
+        accuracy (or accuracy) when it resolves at the released counts; else, when the
+        released prior odds' cut is more than PRIOR_FAR sd from the typical row, the cut
+        nearest the prior's share at the step's whole ε, and otherwise the prior odds' cut
+        kept when a noisy count of the rows above it (ε/2) is near that share, or the cut
+        nearest the share at the other ε/2. Counts are the rows' shares times the class
+        sizes. The typical row (the learner: the mean and sd of the log-odds of a row drawn
+        from the released model, :meth:`NaiveBayesModel.typical_log_odds`) is taken over the
+        synthetic rows with each class reweighted to its released share — the true class
+        distributions standing in for the released ones; the model's range over the declared
+        domain is taken to reach the window (wide bounds: the learner's own window then
+        decides)."""
         from dpcli.algorithms import nb_allocation, nb_threshold
 
         eps = scales.threshold
@@ -454,10 +460,20 @@ class _Simulation:
         prior_cut = np.log(smoothed[:, 1] / smoothed[:, 0])
         n_rows = float(self.sizes.sum())
         c = nb_allocation.THRESHOLD_CANDIDATES
-        reach = np.minimum(np.maximum(np.abs(s).max(axis=1), 1.0), nb_threshold.MAX_RANGE)
-        u = np.linspace(-1.0, 1.0, c - 2)[None] * np.arcsinh(reach)[:, None]
-        cands = np.sort(np.concatenate([np.sinh(u), np.zeros((r, 1)), prior_cut[:, None]],
-                                       axis=1), axis=1)                       # (R, C)
+        # the typical row's log-odds: the rows reweighted from the true shares to the released
+        share = smoothed / smoothed.sum(axis=1, keepdims=True)                 # (R, 2)
+        weight = share[:, self.labels] / self.shares[self.labels][None]         # (R, rows)
+        weight = weight / weight.sum(axis=1, keepdims=True)
+        center = (weight * s).sum(axis=1)
+        spread = np.sqrt(np.maximum((weight * (s - center[:, None]) ** 2).sum(axis=1), 0.0))
+        window = nb_threshold.WINDOW * np.maximum(spread, 1.0)
+        lo = np.minimum(s.min(axis=1), center - window)
+        hi = np.maximum(s.max(axis=1), center + window)
+        cands = np.stack([nb_threshold.candidates((float(lo[i]), float(hi[i])),
+                                                  float(prior_cut[i]), c,
+                                                  center=float(center[i]),
+                                                  sd=float(spread[i]))
+                          for i in range(r)])                                   # (R, C)
         # each fit's rows at or below each candidate, per class: one sorted search over
         # the fits laid end to end (offsets keep them apart)
         width = 2.0 * float(max(np.abs(s).max(), np.abs(cands).max())) + 1.0
@@ -487,20 +503,20 @@ class _Simulation:
         above = n_rows - tp - tn                                  # TP + FP per candidate
         target = n_rows * a[:, 0] / (a[:, 0] + b[:, 0])
         distance = np.abs(above - target[:, None])
-        if not hasattr(nb_threshold, "prior_cut_holds"):
-            # the learner's newer rule: the cut nearest the prior's share of the rows, at
-            # the step's whole ε (exponential mechanism, Δ = 1)
-            nearest = cands[rows, np.argmax(-eps / 2 * distance + self.unit["quantile"][:, :c],
-                                            axis=1)]
-            return np.where(resolves, chosen, nearest)
-        # the prior odds' cut, checked by a noisy count of the rows above it (ε/2, Δ = 1),
-        # else the cut nearest the prior's share (exponential mechanism at ε/2, Δ = 1)
+        # far: the quantile at the step's whole ε (exponential mechanism, Δ = 1)
+        far = np.array([nb_threshold.prior_cut_far(float(prior_cut[i]), float(center[i]),
+                                                   float(spread[i])) for i in range(r)])
+        whole = cands[rows, np.argmax(-eps / 2 * distance + self.unit["quantile"][:, :c],
+                                      axis=1)]
+        # near: the prior odds' cut, checked by a noisy count of the rows above it (ε/2,
+        # Δ = 1), else the cut nearest the prior's share (exponential mechanism at ε/2)
         j = np.argmax(cands == prior_cut[:, None], axis=1)
         noisy = above[rows, j] + self.unit["check"] * 2.0 / eps
         holds = (target / 2 <= noisy) & (noisy <= n_rows - (n_rows - target) / 2)
-        nearest = cands[rows, np.argmax(-eps / 4 * distance + self.unit["quantile"][:, :c],
-                                        axis=1)]
-        return np.where(resolves, chosen, np.where(holds, prior_cut, nearest))
+        half = cands[rows, np.argmax(-eps / 4 * distance + self.unit["quantile"][:, :c],
+                                     axis=1)]
+        return np.where(resolves, chosen,
+                        np.where(far, whole, np.where(holds, prior_cut, half)))
 
     def _numeric(self, scales: _Scales, denom: np.ndarray) -> np.ndarray:
         """Σ over numeric columns of the noisy fits' log-likelihoods, (R, K, rows)."""

@@ -95,10 +95,16 @@ def main() -> None:
                     help="exploration: nb_allocation.VARIANCE_NOISE_LIMIT")
     ap.add_argument("--gaussian-below", type=float, default=None,
                     help="exploration: nb_allocation.GAUSSIAN_BELOW")
+    ap.add_argument("--all-numeric-below", type=float, default=None,
+                    help="nb_allocation.GAUSSIAN_BELOW_ALL_NUMERIC (round 10; 2 = round 9's "
+                         "rule)")
     a = ap.parse_args()
     if a.gaussian_below is not None:
         from dpcli.algorithms import nb_allocation
         nb_allocation.GAUSSIAN_BELOW = a.gaussian_below
+    if a.all_numeric_below is not None:
+        from dpcli.algorithms import nb_allocation
+        nb_allocation.GAUSSIAN_BELOW_ALL_NUMERIC = a.all_numeric_below
     if a.variance_limit is not None:
         from dpcli.algorithms import nb_allocation
         nb_allocation.VARIANCE_NOISE_LIMIT = a.variance_limit

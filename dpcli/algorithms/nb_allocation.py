@@ -114,6 +114,34 @@ mean and variance and the two rules above; ``bins: B`` overrides the rule's B.
 Measured on a split of adult_train (tuning) and reported on adult_test once
 (benchmarks/results/learners_r5.md).
 
+**Two bins or a mean, in an all-numeric model** (round 10). Below an unclamped B
+of GAUSSIAN_BELOW = 2 ``auto`` keeps the mean (the noise asks for fewer bins than
+a histogram has). Where B would round to 2 (B in [2, 2.5)) the two are compared
+on what they can carry. Two equal-width bins release, per class, one number: the
+class's share above the column's declared midpoint, from counts with Δ = 2 (noise
+sd 2√2/ε_i over n_c rows). A class shift of δ·σ moves that share by at most
+φ(0)·δ ≈ 0.4·δ — when the class straddles the midpoint; by almost nothing when
+the rows sit on one side of wide bounds (documented min / max of skewed
+measurements) — a signal-to-noise ratio of at most 0.4·δ·n_c·ε_i/(2√2) ≈
+0.14·δ·n_c·ε_i. A mean has Δ = U − L = 6σ_typ, sd √2·6σ/(n_c·ε_i), a ratio of
+δ·n_c·ε_i/(6√2) ≈ 0.12·δ·n_c·ε_i wherever the rows sit (the two error weights,
+(4K/n)^(2/3) and (6K/n)^(2/3), give them about the same ε_i). So two bins gain at
+most a factor 1.2 and can lose everything, and their term is a step where the
+mean's is linear in x (it still ranks the rows inside a bin). The mean's price at
+such n·ε is its variance: the public (U − L)²/12, about three times σ_typ², which
+shrinks every Gaussian term by about σ²/v_pub. Next to count-table columns
+(categorical, binary, tokens, which are not shrunk) that under-weights the numeric
+columns; when every column is numeric each term is shrunk alike (up to its own
+σ/(U − L)), which rescales the log-odds and keeps its ranks, and the threshold is
+chosen on the released log-odds anyway. Hence GAUSSIAN_BELOW_ALL_NUMERIC = 2.5
+(:func:`gaussian_below`): a model whose columns are all numeric keeps the mean
+wherever the rule's B would round to 2; a model with a count table keeps two bins
+there. Public: n, ε, K and the columns' declared kinds. Tuning splits
+(benchmarks/results/nb_r10.md, 20 paired seeds): breast_cancer at the suite's
+n·ε for ε = 2 (B 2.16) AUC 0.924 → 0.982; the mixed models that lost with a
+limit of 2.6 in round 9 keep two bins (penguins ε = 1: 0.946 with two bins
+against 0.830 with the mean; anes96 ε = 0.5: 0.849 against 0.830).
+
 **The prior's floor** (a model with a tokens column). A tokens column's
 Bernoulli shares are its noisy word counts over the class count ñ_c, so one
 relative error δn/n_c moves every word's log-share, for every row; the table
@@ -189,6 +217,9 @@ VARIANCE_NOISE_LIMIT = 1 / 32
 MIN_BINS = 2
 #: ``numeric: auto`` keeps a mean and variance when the rule's unclamped B is below this
 GAUSSIAN_BELOW = 2.0
+#: ... or below this when every model column is numeric: wherever B would round to 2
+#: (module docstring, **Two bins or a mean, in an all-numeric model**; round 10)
+GAUSSIAN_BELOW_ALL_NUMERIC = 2.5
 MAX_BINS = 16
 #: the prior's noise sd is at most this fraction of a balanced class (n/K): its floor
 PRIOR_RELATIVE_ERROR = 0.1
@@ -264,6 +295,14 @@ def histogram_bins(n: int, epsilon: float, k: int, columns: int) -> int:
     return int(min(MAX_BINS, max(MIN_BINS, round(raw_bins(n, epsilon, k, columns)))))
 
 
+def gaussian_below(numeric: int, columns: int) -> float:
+    """The rule's unclamped B below which ``numeric: auto`` keeps a mean and variance:
+    GAUSSIAN_BELOW, or GAUSSIAN_BELOW_ALL_NUMERIC when all ``columns`` model columns are
+    numeric (module docstring, **Two bins or a mean, in an all-numeric model**). Public:
+    the columns' declared kinds."""
+    return GAUSSIAN_BELOW_ALL_NUMERIC if numeric and numeric == columns else GAUSSIAN_BELOW
+
+
 def raw_bins(n: int, epsilon: float, k: int, columns: int) -> float:
     """√(n·ε/(2√2·K·m)) before rounding and clamping (:func:`histogram_bins`)."""
     return math.sqrt(max(n, 1) * epsilon / (2 * math.sqrt(2) * max(k, 2) * max(columns, 1)))
@@ -326,8 +365,10 @@ def allocate(schema: Schema, columns: Sequence[str], *, n: int, epsilon: float, 
     as_histogram = numeric == "histogram" or (numeric == "auto" and split is None
                                                and method != "smooth")
     n_bins = bins or histogram_bins(n, epsilon, k, len(columns))
+    limit = gaussian_below(len(numeric_cols), len(columns))
+    raw_b = raw_bins(n, epsilon, k, len(columns))
     below_two = (numeric == "auto" and as_histogram and not bins and bool(numeric_cols)
-                 and raw_bins(n, epsilon, k, len(columns)) < GAUSSIAN_BELOW)
+                 and raw_b < limit)
     if below_two:
         as_histogram = False
     histograms = {c: n_bins for c in numeric_cols} if as_histogram else {}
@@ -379,9 +420,11 @@ def allocate(schema: Schema, columns: Sequence[str], *, n: int, epsilon: float, 
                        f"{PRIOR_RELATIVE_ERROR:.0%} (sd)")
     if below_two:
         reasons.append(f"{len(numeric_cols)} numeric column(s) keep a per-class mean and "
-                       f"variance: at n = {n:,} and this ε the bins rule asks for fewer than "
-                       f"{GAUSSIAN_BELOW:g} bins; the spec's bins: B or numeric: histogram "
-                       "keeps the histogram")
+                       f"variance: at n = {n:,} and this ε the bins rule asks for "
+                       + (f"fewer than {GAUSSIAN_BELOW:g} bins" if raw_b < GAUSSIAN_BELOW else
+                          "two bins, and with every column numeric two bins carry less than "
+                          "a mean")
+                       + "; the spec's bins: B or numeric: histogram keeps the histogram")
     if histograms:
         reasons.append(f"{len(histograms)} numeric column(s) as a per-class histogram of "
                        f"{n_bins} equal-width bins over the declared bounds (Δ = 2"

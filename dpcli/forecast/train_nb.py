@@ -33,7 +33,9 @@ assumptions: a binary label's positives at SHARE (``prevalence=`` in the context
 overrides it), other labels balanced; each categorical column's class distributions a
 shared Dirichlet(1) draw tilted by e^(TILT·z) per class; each numeric column a clipped
 normal per class, mean mid + TILT·σ·z, σ = (U − L)/6, binned at the plan's B when the
-plan releases it as a histogram (so the model is the same at every ε). Its exact
+plan releases it as a histogram (so the model is the same at every ε; a class below n/K
+over fewer groups of those bins, from the stated class sizes as ``fit`` does from the
+released ones: :meth:`_Simulation._class_bins`). Its exact
 statistics at n get the plan's noise with ``fit``'s post-processing (clipped counts,
 smoothing and pseudo-counts, class sizes pooled from the tables' row sums when no column
 is Gaussian, clipped means and variances with the prior's noisy counts as their
@@ -130,7 +132,7 @@ def forecast(spec: Any, section: Any, n: int, **context: Any) -> Forecast:
         alloc = nb.allocation(schema, chosen, Budget(e), config, n)
         histograms = tuple((c, alloc.bins[c]) for c in chosen
                            if alloc.methods.get(c) == "histogram")
-        return _Scales.of(alloc, e, schema, chosen, config), histograms
+        return _Scales.of(alloc, e, schema, chosen, config, n), histograms
 
     @functools.lru_cache(maxsize=256)
     def raw_at(e: float) -> tuple[_Scales, MetricForecast, MetricForecast, MetricForecast]:
@@ -227,11 +229,15 @@ class _Scales:
     threshold: float = 0.0             # the threshold step's ε (0: none, the argmax)
     utility: str = "accuracy"          # what the decision aims at: "balanced" or "accuracy"
     pooled: bool = False               # class sizes pooled from the tables' row sums (fit)
+    #: the bins rule's unclamped B at n/K (0: the spec's bins, every class over B): a class
+    #: below n/K is released over fewer groups of bins (nb_allocation.class_bins)
+    raw_bins: float = 0.0
 
     @classmethod
-    def of(cls, alloc: Any, epsilon: float, schema: Any, columns: Sequence[str], config: Any
-           ) -> _Scales:
-        """From the split (``nb.allocation``) at ``epsilon``: each step's ε is its share."""
+    def of(cls, alloc: Any, epsilon: float, schema: Any, columns: Sequence[str], config: Any,
+           n: int = 0) -> _Scales:
+        """From the split (``nb.allocation``) at ``epsilon``: each step's ε is its share;
+        ``n`` (public) gives the bins rule's B for a rare class's coarser bins (0: none)."""
         from dpcli.algorithms import naive_bayes as nb
         from dpcli.algorithms import nb_allocation
         from dpcli.algorithms.common import table_sensitivity
@@ -271,8 +277,10 @@ class _Scales:
         threshold = float(epsilon) * rest * (1 - float(nb_allocation.CHECK_PART)) if (
             binary and rest > 1e-12) else 0.0
         utility = "balanced" if binary and config.threshold == "balanced" else "accuracy"
+        raw = (nb_allocation.raw_bins(n, float(epsilon), schema.n_classes, len(columns))
+               if n and bins and config.bins is None else 0.0)
         return cls(2.0 / eps(nb.PRIOR), tables, means, variances, bins, threshold, utility,
-                   pooled=not means)
+                   pooled=not means, raw_bins=raw)
 
 
 def _parameter_errors(scales: _Scales, schema: Any, columns: Sequence[str], n: int
@@ -411,6 +419,8 @@ class _Simulation:
         for c, p in self.tables.items():
             b = scales.tables[c]
             noisy = sizes[:, :, None] * p[None] + b * self.unit[c]                # (R, K, L)
+            if c in scales.bins and scales.raw_bins > 0:
+                noisy = self._class_bins(noisy, p, b, self.unit[c], scales.raw_bins)
             if scales.pooled:
                 estimates.append((noisy.sum(axis=2), p.shape[1] * 2 * b * b))
             # clipped at 0, smoothed, and the pseudo-count of half the noise scale
@@ -433,6 +443,27 @@ class _Simulation:
             pred = jll.argmax(axis=1)
         accuracy, balanced = _scores(pred, self.labels, self.k)
         return accuracy - self.truth, balanced - self.truth_balanced
+
+    def _class_bins(self, noisy: np.ndarray, p: np.ndarray, b: float, unit: np.ndarray,
+                    raw: float) -> np.ndarray:
+        """A histogram's noisy counts with a class below n/K released over fewer groups of
+        bins, as ``fit`` releases it (nb_allocation, **A rare class's bins**): the group
+        count from the stated class sizes (the fit: the released ones), the merged counts'
+        noise, each group's count spread over its bins."""
+        from dpcli.algorithms import nb_allocation
+
+        bins = p.shape[1]
+        n = float(self.sizes.sum())
+        coarse = nb_allocation.class_bins(bins, raw, [float(v) for v in self.sizes], int(n))
+        out = noisy.copy()
+        for c, g in enumerate(coarse):
+            if g >= bins:
+                continue
+            starts = nb_allocation.bin_groups(bins, g)
+            width = np.diff([*starts, bins])
+            merged = self.sizes[c] * np.add.reduceat(p[c], starts)[None] + b * unit[:, c, :g]
+            out[:, c, :] = np.repeat(merged / width[None], width, axis=1)
+        return out
 
     def _threshold(self, s: np.ndarray, smoothed: np.ndarray, scales: _Scales) -> np.ndarray:
         """Each fit's released cut on the positive log-odds ``s`` (R, rows), as

@@ -1168,8 +1168,8 @@ def test_a_rare_class_is_released_over_coarser_bins(monkeypatch: pytest.MonkeyPa
     capture = Capture(monkeypatch, passthrough=True)
     rng = np.random.default_rng(5)
     rows: list[Row] = []
-    for j in range(3000):                  # classes 0 / 1 / 2 at 92 / 6 / 2 %
-        y = "0" if j % 50 < 46 else ("1" if j % 50 < 49 else "2")
+    for j in range(3000):                  # classes 0 / 1 / 2 at 90 / 7 / 3 %
+        y = "0" if j % 100 < 90 else ("1" if j % 100 < 97 else "2")
         rows.append((y, float(np.clip(rng.normal({"0": -1, "1": 1, "2": 3}[y], 1.5), L, U)),
                      "p", "n", []))
     config = nb.NBConfig(numeric="histogram")
@@ -1213,6 +1213,9 @@ def test_class_bins_follow_the_released_class_sizes() -> None:
     # Adult's positives (24 %, B = 5 at ε = 0.1): 4 of 5, kept at 5
     assert nb_allocation.class_bins(5, 5.16, [16_046.0, 5_068.0], 21_114) == [5, 5]
     assert nb_allocation.class_bins(16, 17.0, [4737.0, 163.0], 4900) == [16, 4]
-    assert nb_allocation.class_bins(4, 4.0, [1000.0, 0.0], 1000) == [4, nb_allocation.MIN_BINS]
+    # own balance below two bins (a class of nothing; digits' positives at B = 3): keeps B
+    assert nb_allocation.class_bins(4, 4.0, [1000.0, 0.0], 1000) == [4, 4]
+    assert nb_allocation.class_bins(3, 2.64, [1132.0, 126.0], 1258) == [3, 3]
+    assert nb_allocation.class_bins(8, 8.0, [1875.0, 125.0], 2000) == [8, 3]
     assert nb_allocation.bin_groups(16, 4) == [0, 4, 8, 12]
     assert nb_allocation.bin_groups(5, 2) == [0, 2]

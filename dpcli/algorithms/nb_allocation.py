@@ -169,7 +169,7 @@ against B = 3) while two flat halves next to a finer class bias their ratio most
 0.920 → 0.889 without this limit). ISLP Default (163
 positives of 4,900, B = 16): the positives' cells held about 10 records against a
 noise sd near 9; at B_c = 4 about 40. Tuning split (20 paired seeds): AUC 0.872 →
-0.895 / 0.888 → 0.900 / 0.904 → 0.917 at ε = 0.5 / 1 / 2
+0.896 / 0.888 → 0.900 / 0.904 → 0.917 at ε = 0.5 / 1 / 2
 (benchmarks/results/nb_r10.md). The spec's ``bins: B`` keeps B for every class.
 
 **The prior's floor** (a model with a tokens column). A tokens column's

@@ -26,7 +26,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 
-def dpcli_runs(folder: Path, eps: float, method: str, reps: int) -> np.ndarray:
+def dpcli_runs(folder: Path, eps: float, method: str, reps: int,
+               threshold: str = "balanced") -> np.ndarray:
     """(AUC, balanced accuracy, one-class) per seed of train-nb's library path."""
     from dpcli.algorithms import naive_bayes as nb
     from dpcli.budget import Budget
@@ -36,8 +37,8 @@ def dpcli_runs(folder: Path, eps: float, method: str, reps: int) -> np.ndarray:
 
     spec = load_spec(str(folder / "spec.yaml"))
     cols = list(spec.schema.names)
-    cfg = (nb.NBConfig(numeric="gaussian") if method == "gaussian"
-           else nb.NBConfig(method=method))
+    cfg = (nb.NBConfig(numeric="gaussian", threshold=threshold) if method == "gaussian"
+           else nb.NBConfig(method=method, threshold=threshold))
     train = str(folder / "fit.parquet")
     n = pq.read_metadata(train).num_rows
     total = Budget(eps)
@@ -62,7 +63,8 @@ def dpcli_runs(folder: Path, eps: float, method: str, reps: int) -> np.ndarray:
         score = jll[:, 1] - jll[:, 0]        # log-odds: ranks even where P underflows
         rows.append((auc(score, y == 1),
                      0.5 * ((pred[y == 1] == 1).mean() + (pred[y == 0] == 0).mean()),
-                     float(min((pred == 1).mean(), (pred == 0).mean()) < 1e-3)))
+                     float(min((pred == 1).mean(), (pred == 0).mean()) < 1e-3),
+                     float((pred == y).mean())))
     return np.array(rows)
 
 
@@ -91,14 +93,27 @@ def main() -> None:
     ap.add_argument("--methods", default="global,smooth,dp-gnb",
                     help="global, smooth, gaussian (global, numeric: gaussian), dp-gnb")
     ap.add_argument("--tune", type=Path, default=Path("/tmp/nbcells/tune"))
+    ap.add_argument("--no-class-bins", action="store_true",
+                    help="round 9's histograms: every class over the table's B (no coarser "
+                         "bins for a class below n/K; nb_allocation.class_bins)")
+    ap.add_argument("--threshold", default="balanced", help="train-nb's threshold utility")
     ap.add_argument("--variance-limit", type=float, default=None,
                     help="exploration: nb_allocation.VARIANCE_NOISE_LIMIT")
     ap.add_argument("--gaussian-below", type=float, default=None,
                     help="exploration: nb_allocation.GAUSSIAN_BELOW")
+    ap.add_argument("--all-numeric-below", type=float, default=None,
+                    help="nb_allocation.GAUSSIAN_BELOW_ALL_NUMERIC (round 10; 2 = round 9's "
+                         "rule)")
     a = ap.parse_args()
     if a.gaussian_below is not None:
         from dpcli.algorithms import nb_allocation
         nb_allocation.GAUSSIAN_BELOW = a.gaussian_below
+    if a.all_numeric_below is not None:
+        from dpcli.algorithms import nb_allocation
+        nb_allocation.GAUSSIAN_BELOW_ALL_NUMERIC = a.all_numeric_below
+    if a.no_class_bins:
+        from dpcli.algorithms import nb_allocation
+        nb_allocation.class_bins = lambda bins, raw, released, n: [bins] * len(released)
     if a.variance_limit is not None:
         from dpcli.algorithms import nb_allocation
         nb_allocation.VARIANCE_NOISE_LIMIT = a.variance_limit
@@ -109,10 +124,12 @@ def main() -> None:
             for method in a.methods.split(","):
                 folder = a.tune / name
                 r = (dp_gnb_runs(name, folder, eps, a.reps) if method == "dp-gnb"
-                     else dpcli_runs(folder, eps, method, a.reps))
+                     else dpcli_runs(folder, eps, method, a.reps, a.threshold))
                 print(f"| {name} | {eps:g} | {method} | {r[:, 0].mean():.3f} ± "
                       f"{r[:, 0].std(ddof=1):.3f} | {r[:, 1].mean():.3f} | "
-                      f"{int(r[:, 2].sum())}/{len(r)} |", flush=True)
+                      f"{int(r[:, 2].sum())}/{len(r)} |"
+                      + (f" accuracy {r[:, 3].mean():.4f} ± {r[:, 3].std(ddof=1):.4f} |"
+                         if r.shape[1] > 3 else ""), flush=True)
 
 
 if __name__ == "__main__":

@@ -12,7 +12,9 @@ What is released (all under replace-one neighbours, n public):
 * **numeric columns** — per class a histogram over B equal-width bins of the
   declared bounds (``histogram``, the rule's default when n is known: a count
   table, discrete Laplace with L1 sensitivity 2, read as a piecewise-constant
-  density), or a mean and a variance (``gaussian``):
+  density; a class whose *released* count is below n/K over fewer groups of
+  adjacent bins, chosen from that count: nb_allocation, **A rare class's
+  bins**), or a mean and a variance (``gaussian``):
 
   ``smooth``: the mean and the variance of the class sample
   *trimmed* by m values at each end, released on a public grid (2^-30 of
@@ -724,7 +726,10 @@ def fit(stats: Stats, schema: Schema, columns: Sequence[str], p: Plan, config: N
                 model.pseudo[name] = pseudo_count(scale)
             continue
         if methods[name] == "histogram":
-            model.numeric[name], noisy_bins = _histogram_numeric(stats, name, col, p, rng)
+            coarse = None if config.bins is not None else _class_bins(
+                stats, p, len(columns), class_counts, name)
+            model.numeric[name], noisy_bins = _histogram_numeric(stats, name, col, p, rng,
+                                                                 coarse)
             look = p.step(f"{BINS}{name}")   # drawn above; its noise's scale, a look
             scale = look.integer_sensitivity() / look.budget.eps
             estimates.append((noisy_bins.sum(axis=1), noisy_bins.shape[1] * _variance(scale)))
@@ -907,21 +912,63 @@ def _global_numeric(stats: Stats, name: str, col: NumericColumn, noisy_counts: n
     return mean, second - (np.clip(mean, col.lower, col.upper) - mid) ** 2
 
 
+def _class_bins(stats: Stats, p: Plan, m: int, released: np.ndarray,
+                name: str) -> list[int]:
+    """Each class's bins for a histogram column (nb_allocation, **A rare class's bins**):
+    from n (public), the plan's ε, K, the model's m columns and the released class
+    counts — no new look at the data."""
+    table = np.asarray(stats.histograms[name])
+    k, bins = table.shape
+    n = int(np.asarray(stats.class_counts).sum())      # the record count: public
+    raw = nb_allocation.raw_bins(n, p.total.eps, k, m)
+    return nb_allocation.class_bins(bins, raw, [float(v) for v in released], n)
+
+
+def merged_histogram(table: np.ndarray, coarse: Sequence[int]) -> list[np.ndarray]:
+    """Per class c, its counts over ``coarse[c]`` groups of adjacent bins
+    (:func:`nb_allocation.bin_groups`): the statistic a rare class's histogram releases.
+    Replace-one: one record leaves one (class, group) cell and one joins one: L1 ≤ 2."""
+    table = np.asarray(table)
+    return [np.add.reduceat(table[c], nb_allocation.bin_groups(table.shape[1], g))
+            for c, g in enumerate(coarse)]
+
+
 def _histogram_numeric(stats: Stats, name: str, col: NumericColumn, p: Plan,
-                       rng: np.random.Generator) -> tuple[NumericParams, np.ndarray]:
+                       rng: np.random.Generator, coarse: Sequence[int] | None = None
+                       ) -> tuple[NumericParams, np.ndarray]:
     """Release the per-class counts over the column's equal-width bins: discrete Laplace.
 
-    Statistic: counts[c, b] = records of class c whose clamped value is in bin b.
-    Replace-one: the old record leaves one (class, bin) cell and the new one joins
-    one, so the table moves by at most 2 in L1 (Δ = 2, the class move included);
-    noise scale 2/ε_step, ε_step-DP. Then clipped at 0; the mean and variance the
-    model file shows are the released histogram's (bin midpoints): post-processing.
-    Returns the parameters and the unclipped noisy counts (for the pooled class sizes).
+    Statistic: counts[c, b] = records of class c whose clamped value is in bin b — or,
+    with ``coarse`` (per class its number of groups, chosen from the released class
+    counts: nb_allocation, **A rare class's bins**), class c's counts over that many
+    groups of adjacent bins (:func:`merged_histogram`). Replace-one: the old record
+    leaves one (class, cell) and the new one joins one, so the cells move by at most 2
+    in L1 whatever the partition (Δ = 2, the class move included); noise scale
+    2/ε_step, ε_step-DP. A group's noisy count is spread evenly over its bins; then
+    clipped at 0; the mean and variance the model file shows are the released
+    histogram's (bin midpoints): post-processing. Returns the parameters and the
+    unclipped noisy counts (for the pooled class sizes).
     """
     step = p.draw(f"{BINS}{name}")   # the step's one draw: its ε and its planned Δ
-    noisy = discrete_laplace_mechanism(
-        np.asarray(stats.histograms[name]), sensitivity=step.integer_sensitivity(),
-        epsilon=step.budget.eps, rng=rng)
+    table = np.asarray(stats.histograms[name])
+    k, bins = table.shape
+    if coarse is None or all(g >= bins for g in coarse):
+        noisy = discrete_laplace_mechanism(table, sensitivity=step.integer_sensitivity(),
+                                           epsilon=step.budget.eps, rng=rng)
+    else:
+        cells = merged_histogram(table, coarse)
+        # one release of every class's cells together: the L1 bound 2 holds for the whole
+        flat = discrete_laplace_mechanism(np.concatenate(cells),
+                                          sensitivity=step.integer_sensitivity(),
+                                          epsilon=step.budget.eps, rng=rng)
+        noisy = np.zeros((k, bins))
+        at = 0
+        for c, g in enumerate(coarse):
+            starts = [*nb_allocation.bin_groups(bins, g), bins]
+            for j in range(len(starts) - 1):
+                a, b = starts[j], starts[j + 1]
+                noisy[c, a:b] = float(flat[at]) / (b - a)
+                at += 1
     counts = np.maximum(noisy, 0).astype(float)
     edges = np.asarray(stats.edges[name], float)
     mids = (edges[:-1] + edges[1:]) / 2

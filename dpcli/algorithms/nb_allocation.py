@@ -114,6 +114,64 @@ mean and variance and the two rules above; ``bins: B`` overrides the rule's B.
 Measured on a split of adult_train (tuning) and reported on adult_test once
 (benchmarks/results/learners_r5.md).
 
+**Two bins or a mean, in an all-numeric model** (round 10). Below an unclamped B
+of GAUSSIAN_BELOW = 2 ``auto`` keeps the mean (the noise asks for fewer bins than
+a histogram has). Where B would round to 2 (B in [2, 2.5)) the two are compared
+on what they can carry. Two equal-width bins release, per class, one number: the
+class's share above the column's declared midpoint, from counts with Δ = 2 (noise
+sd 2√2/ε_i over n_c rows). A class shift of δ·σ moves that share by at most
+φ(0)·δ ≈ 0.4·δ — when the class straddles the midpoint; by almost nothing when
+the rows sit on one side of wide bounds (documented min / max of skewed
+measurements) — a signal-to-noise ratio of at most 0.4·δ·n_c·ε_i/(2√2) ≈
+0.14·δ·n_c·ε_i. A mean has Δ = U − L = 6σ_typ, sd √2·6σ/(n_c·ε_i), a ratio of
+δ·n_c·ε_i/(6√2) ≈ 0.12·δ·n_c·ε_i wherever the rows sit (the two error weights,
+(4K/n)^(2/3) and (6K/n)^(2/3), give them about the same ε_i). So two bins gain at
+most a factor 1.2 and can lose everything, and their term is a step where the
+mean's is linear in x (it still ranks the rows inside a bin). The mean's price at
+such n·ε is its variance: the public (U − L)²/12, about three times σ_typ², which
+shrinks every Gaussian term by about σ²/v_pub. Next to count-table columns
+(categorical, binary, tokens, which are not shrunk) that under-weights the numeric
+columns; when every column is numeric each term is shrunk alike (up to its own
+σ/(U − L)), which rescales the log-odds and keeps its ranks, and the threshold is
+chosen on the released log-odds anyway. Hence GAUSSIAN_BELOW_ALL_NUMERIC = 2.5
+(:func:`gaussian_below`): a model whose columns are all numeric keeps the mean
+wherever the rule's B would round to 2; a model with a count table keeps two bins
+there. Public: n, ε, K and the columns' declared kinds. Tuning splits
+(benchmarks/results/nb_r10.md, 20 paired seeds): breast_cancer at the suite's
+n·ε for ε = 2 (B 2.16) AUC 0.924 → 0.982; the mixed models that lost with a
+limit of 2.6 in round 9 keep two bins (penguins ε = 1: 0.946 with two bins
+against 0.830 with the mean; anes96 ε = 0.5: 0.849 against 0.830).
+
+**A rare class's bins** (round 10). B balances a cell's noise against the
+resolution at the balanced proxy n/K; a class of n_c records has cells n_c/B and
+the same noise, so its own balance is B_c = √(n_c·ε/(2√2·m)) = raw·√(n_c·K/n).
+n_c is private before the spend, but the prior is released first: ``fit`` takes
+ñ_c, the released (clipped) count, and releases class c's histogram over B_c
+groups of adjacent bins of the table's B (:func:`class_bins`, :func:`bin_groups`;
+B_c in [2, B], so a class at or above n/K keeps B). The merged exact counts get
+the same discrete Laplace noise (Δ = 2 under replace-one: a replaced record leaves
+one (class, group) cell and joins one, whatever the partition; the partition is a
+function of a value released earlier in the same run — adaptive sequential
+composition, the step's ε unchanged), and each group's count is spread evenly over
+its bins (post-processing: the density is flat over the group). Only where the
+class's own (unrounded) balance is at most B/2 (CLASS_BINS_RATIO; a class below
+about n/(4K)): a cell's error, noise ∝ B
+plus resolution ∝ 1/B, is flat near its optimum — at r times the class's own
+balance it is (r + 1/r)/2 of the least, 6 % more at r = √2 (Adult's positives,
+24 %), 25 % at r = 2 — while a coarse class next to a fine one adds a bias: the
+ratio of the two densities inside a group follows the fine one's slope alone.
+Without the limit Adult at ε = 0.1 (`threshold: accuracy`, tuning split, 10
+paired seeds) lost: accuracy 0.803 → 0.796, AUC 0.841 → 0.831. And only where the
+class's own balance is at least MIN_BINS = 2: below, the two groups cannot reach it
+(the class's own error gains little: 1.29× for digits' positives, own balance 1.18
+against B = 3) while two flat halves next to a finer class bias their ratio most
+(digits at the suite's n·ε for ε = 2, fit split at ε = 2.86, 20 paired seeds: AUC
+0.920 → 0.889 without this limit). ISLP Default (163
+positives of 4,900, B = 16): the positives' cells held about 10 records against a
+noise sd near 9; at B_c = 4 about 40. Tuning split (20 paired seeds): AUC 0.872 →
+0.896 / 0.888 → 0.900 / 0.904 → 0.917 at ε = 0.5 / 1 / 2
+(benchmarks/results/nb_r10.md). The spec's ``bins: B`` keeps B for every class.
+
 **The prior's floor** (a model with a tokens column). A tokens column's
 Bernoulli shares are its noisy word counts over the class count ñ_c, so one
 relative error δn/n_c moves every word's log-share, for every row; the table
@@ -189,7 +247,13 @@ VARIANCE_NOISE_LIMIT = 1 / 32
 MIN_BINS = 2
 #: ``numeric: auto`` keeps a mean and variance when the rule's unclamped B is below this
 GAUSSIAN_BELOW = 2.0
+#: ... or below this when every model column is numeric: wherever B would round to 2
+#: (module docstring, **Two bins or a mean, in an all-numeric model**; round 10)
+GAUSSIAN_BELOW_ALL_NUMERIC = 2.5
 MAX_BINS = 16
+#: a class gets its own coarser bins only when they are at most the table's B over this
+#: (module docstring, **A rare class's bins**)
+CLASS_BINS_RATIO = 2
 #: the prior's noise sd is at most this fraction of a balanced class (n/K): its floor
 PRIOR_RELATIVE_ERROR = 0.1
 #: ... and the floor never takes more than this share of ε
@@ -264,6 +328,43 @@ def histogram_bins(n: int, epsilon: float, k: int, columns: int) -> int:
     return int(min(MAX_BINS, max(MIN_BINS, round(raw_bins(n, epsilon, k, columns)))))
 
 
+def gaussian_below(numeric: int, columns: int) -> float:
+    """The rule's unclamped B below which ``numeric: auto`` keeps a mean and variance:
+    GAUSSIAN_BELOW, or GAUSSIAN_BELOW_ALL_NUMERIC when all ``columns`` model columns are
+    numeric (module docstring, **Two bins or a mean, in an all-numeric model**). Public:
+    the columns' declared kinds."""
+    return GAUSSIAN_BELOW_ALL_NUMERIC if numeric and numeric == columns else GAUSSIAN_BELOW
+
+
+def class_bins(bins: int, raw: float, released: Sequence[float], n: int) -> list[int]:
+    """Per class, the bins its histogram is released over (module docstring, **A rare
+    class's bins**): B_c = round(raw·√(ñ_c·K/n)) in [MIN_BINS, ``bins``], ``raw`` the
+    rule's unclamped B at the balanced proxy n/K, ñ_c the released (clipped) class count,
+    when raw·√(ñ_c·K/n) (unrounded) is at most ``bins``/CLASS_BINS_RATIO and at least
+    MIN_BINS; else ``bins`` (so a class above about n/(4K) keeps them, and so does a class
+    whose own balance is below two bins). Public: n, ε (through ``raw``), K and values
+    released before the histograms."""
+    k = max(len(released), 1)
+    out = []
+    for size in released:
+        scaled = raw * math.sqrt(max(float(size), 0.0) * k / max(n, 1))
+        own = int(min(bins, max(MIN_BINS, round(scaled))))
+        # coarser only where the class's own balance is at most half the table's B (the
+        # error a·B + c/B is flat near its optimum: B off by r costs (r + 1/r)/2) and is
+        # itself a histogram's (at least MIN_BINS: below, two groups cannot reach it and
+        # the coarse class's flat halves bias its ratio to the fine one most)
+        coarser = scaled * CLASS_BINS_RATIO <= bins and scaled >= MIN_BINS
+        out.append(own if coarser else bins)
+    return out
+
+
+def bin_groups(bins: int, coarse: int) -> list[int]:
+    """The first fine bin of each of ``coarse`` groups of adjacent bins out of ``bins``
+    (as even as the integers allow): the coarse histogram's cells."""
+    edges = [round(i * bins / coarse) for i in range(coarse + 1)]
+    return edges[:-1]
+
+
 def raw_bins(n: int, epsilon: float, k: int, columns: int) -> float:
     """√(n·ε/(2√2·K·m)) before rounding and clamping (:func:`histogram_bins`)."""
     return math.sqrt(max(n, 1) * epsilon / (2 * math.sqrt(2) * max(k, 2) * max(columns, 1)))
@@ -326,8 +427,10 @@ def allocate(schema: Schema, columns: Sequence[str], *, n: int, epsilon: float, 
     as_histogram = numeric == "histogram" or (numeric == "auto" and split is None
                                                and method != "smooth")
     n_bins = bins or histogram_bins(n, epsilon, k, len(columns))
+    limit = gaussian_below(len(numeric_cols), len(columns))
+    raw_b = raw_bins(n, epsilon, k, len(columns))
     below_two = (numeric == "auto" and as_histogram and not bins and bool(numeric_cols)
-                 and raw_bins(n, epsilon, k, len(columns)) < GAUSSIAN_BELOW)
+                 and raw_b < limit)
     if below_two:
         as_histogram = False
     histograms = {c: n_bins for c in numeric_cols} if as_histogram else {}
@@ -379,13 +482,17 @@ def allocate(schema: Schema, columns: Sequence[str], *, n: int, epsilon: float, 
                        f"{PRIOR_RELATIVE_ERROR:.0%} (sd)")
     if below_two:
         reasons.append(f"{len(numeric_cols)} numeric column(s) keep a per-class mean and "
-                       f"variance: at n = {n:,} and this ε the bins rule asks for fewer than "
-                       f"{GAUSSIAN_BELOW:g} bins; the spec's bins: B or numeric: histogram "
-                       "keeps the histogram")
+                       f"variance: at n = {n:,} and this ε the bins rule asks for "
+                       + (f"fewer than {GAUSSIAN_BELOW:g} bins" if raw_b < GAUSSIAN_BELOW else
+                          "two bins, and with every column numeric two bins carry less than "
+                          "a mean")
+                       + "; the spec's bins: B or numeric: histogram keeps the histogram")
     if histograms:
         reasons.append(f"{len(histograms)} numeric column(s) as a per-class histogram of "
                        f"{n_bins} equal-width bins over the declared bounds (Δ = 2"
-                       + (", the spec's bins" if bins else f", bins from n = {n:,} and ε")
+                       + (", the spec's bins" if bins else
+                          f", bins from n = {n:,} and ε; a class whose released count is "
+                          "below n/K over fewer groups of them, from that count")
                        + "); the spec's numeric: gaussian keeps a mean and variance")
     if fallback:
         reasons.append(f"smooth → global for {len(fallback)} numeric column(s): at n = {n:,} "

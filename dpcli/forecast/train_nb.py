@@ -33,7 +33,9 @@ assumptions: a binary label's positives at SHARE (``prevalence=`` in the context
 overrides it), other labels balanced; each categorical column's class distributions a
 shared Dirichlet(1) draw tilted by e^(TILT·z) per class; each numeric column a clipped
 normal per class, mean mid + TILT·σ·z, σ = (U − L)/6, binned at the plan's B when the
-plan releases it as a histogram (so the model is the same at every ε). Its exact
+plan releases it as a histogram (so the model is the same at every ε; a class below n/K
+over fewer groups of those bins, from the stated class sizes as ``fit`` does from the
+released ones: :meth:`_Simulation._class_bins`). Its exact
 statistics at n get the plan's noise with ``fit``'s post-processing (clipped counts,
 smoothing and pseudo-counts, class sizes pooled from the tables' row sums when no column
 is Gaussian, clipped means and variances with the prior's noisy counts as their
@@ -130,7 +132,7 @@ def forecast(spec: Any, section: Any, n: int, **context: Any) -> Forecast:
         alloc = nb.allocation(schema, chosen, Budget(e), config, n)
         histograms = tuple((c, alloc.bins[c]) for c in chosen
                            if alloc.methods.get(c) == "histogram")
-        return _Scales.of(alloc, e, schema, chosen, config), histograms
+        return _Scales.of(alloc, e, schema, chosen, config, n), histograms
 
     @functools.lru_cache(maxsize=256)
     def raw_at(e: float) -> tuple[_Scales, MetricForecast, MetricForecast, MetricForecast]:
@@ -227,11 +229,15 @@ class _Scales:
     threshold: float = 0.0             # the threshold step's ε (0: none, the argmax)
     utility: str = "accuracy"          # what the decision aims at: "balanced" or "accuracy"
     pooled: bool = False               # class sizes pooled from the tables' row sums (fit)
+    #: the bins rule's unclamped B at n/K (0: the spec's bins, every class over B): a class
+    #: below n/K is released over fewer groups of bins (nb_allocation.class_bins)
+    raw_bins: float = 0.0
 
     @classmethod
-    def of(cls, alloc: Any, epsilon: float, schema: Any, columns: Sequence[str], config: Any
-           ) -> _Scales:
-        """From the split (``nb.allocation``) at ``epsilon``: each step's ε is its share."""
+    def of(cls, alloc: Any, epsilon: float, schema: Any, columns: Sequence[str], config: Any,
+           n: int = 0) -> _Scales:
+        """From the split (``nb.allocation``) at ``epsilon``: each step's ε is its share;
+        ``n`` (public) gives the bins rule's B for a rare class's coarser bins (0: none)."""
         from dpcli.algorithms import naive_bayes as nb
         from dpcli.algorithms import nb_allocation
         from dpcli.algorithms.common import table_sensitivity
@@ -271,8 +277,10 @@ class _Scales:
         threshold = float(epsilon) * rest * (1 - float(nb_allocation.CHECK_PART)) if (
             binary and rest > 1e-12) else 0.0
         utility = "balanced" if binary and config.threshold == "balanced" else "accuracy"
+        raw = (nb_allocation.raw_bins(n, float(epsilon), schema.n_classes, len(columns))
+               if n and bins and config.bins is None else 0.0)
         return cls(2.0 / eps(nb.PRIOR), tables, means, variances, bins, threshold, utility,
-                   pooled=not means)
+                   pooled=not means, raw_bins=raw)
 
 
 def _parameter_errors(scales: _Scales, schema: Any, columns: Sequence[str], n: int
@@ -411,6 +419,8 @@ class _Simulation:
         for c, p in self.tables.items():
             b = scales.tables[c]
             noisy = sizes[:, :, None] * p[None] + b * self.unit[c]                # (R, K, L)
+            if c in scales.bins and scales.raw_bins > 0:
+                noisy = self._class_bins(noisy, p, b, self.unit[c], scales.raw_bins)
             if scales.pooled:
                 estimates.append((noisy.sum(axis=2), p.shape[1] * 2 * b * b))
             # clipped at 0, smoothed, and the pseudo-count of half the noise scale
@@ -434,16 +444,43 @@ class _Simulation:
         accuracy, balanced = _scores(pred, self.labels, self.k)
         return accuracy - self.truth, balanced - self.truth_balanced
 
+    def _class_bins(self, noisy: np.ndarray, p: np.ndarray, b: float, unit: np.ndarray,
+                    raw: float) -> np.ndarray:
+        """A histogram's noisy counts with a class below n/K released over fewer groups of
+        bins, as ``fit`` releases it (nb_allocation, **A rare class's bins**): the group
+        count from the stated class sizes (the fit: the released ones), the merged counts'
+        noise, each group's count spread over its bins."""
+        from dpcli.algorithms import nb_allocation
+
+        bins = p.shape[1]
+        n = float(self.sizes.sum())
+        coarse = nb_allocation.class_bins(bins, raw, [float(v) for v in self.sizes], int(n))
+        out = noisy.copy()
+        for c, g in enumerate(coarse):
+            if g >= bins:
+                continue
+            starts = nb_allocation.bin_groups(bins, g)
+            width = np.diff([*starts, bins])
+            merged = self.sizes[c] * np.add.reduceat(p[c], starts)[None] + b * unit[:, c, :g]
+            out[:, c, :] = np.repeat(merged / width[None], width, axis=1)
+        return out
+
     def _threshold(self, s: np.ndarray, smoothed: np.ndarray, scales: _Scales) -> np.ndarray:
         """Each fit's released cut on the positive log-odds ``s`` (R, rows), as
-        ``naive_bayes.fit_threshold`` chooses it (nb_threshold): the exponential mechanism
-        on balanced accuracy (or accuracy) over the 128 candidates when it resolves at the
-        released counts; else the prior odds' cut, kept when a noisy count of the rows
-        above it is near the prior's share, otherwise the cut nearest that share (or, where
-        nb_threshold no longer has the prior odds' check, the cut nearest that share at the
-        step's whole ε). The
-        candidates reach the largest |s| of the rows (the real ones: of the declared
-        domain, at least as far); counts are the rows' shares times the class sizes."""
+        ``naive_bayes.fit_threshold`` chooses it (nb_threshold, round 9's candidates): the
+        128 candidates of :func:`nb_threshold.candidates` spread around the log-odds of a
+        typical row and within WINDOW of its sd; the exponential mechanism on balanced
+        accuracy (or accuracy) when it resolves at the released counts; else, when the
+        released prior odds' cut is more than PRIOR_FAR sd from the typical row, the cut
+        nearest the prior's share at the step's whole ε, and otherwise the prior odds' cut
+        kept when a noisy count of the rows above it (ε/2) is near that share, or the cut
+        nearest the share at the other ε/2. Counts are the rows' shares times the class
+        sizes. The typical row (the learner: the mean and sd of the log-odds of a row drawn
+        from the released model, :meth:`NaiveBayesModel.typical_log_odds`) is taken over the
+        synthetic rows with each class reweighted to its released share — the true class
+        distributions standing in for the released ones; the model's range over the declared
+        domain is taken to reach the window (wide bounds: the learner's own window then
+        decides)."""
         from dpcli.algorithms import nb_allocation, nb_threshold
 
         eps = scales.threshold
@@ -454,10 +491,20 @@ class _Simulation:
         prior_cut = np.log(smoothed[:, 1] / smoothed[:, 0])
         n_rows = float(self.sizes.sum())
         c = nb_allocation.THRESHOLD_CANDIDATES
-        reach = np.minimum(np.maximum(np.abs(s).max(axis=1), 1.0), nb_threshold.MAX_RANGE)
-        u = np.linspace(-1.0, 1.0, c - 2)[None] * np.arcsinh(reach)[:, None]
-        cands = np.sort(np.concatenate([np.sinh(u), np.zeros((r, 1)), prior_cut[:, None]],
-                                       axis=1), axis=1)                       # (R, C)
+        # the typical row's log-odds: the rows reweighted from the true shares to the released
+        share = smoothed / smoothed.sum(axis=1, keepdims=True)                 # (R, 2)
+        weight = share[:, self.labels] / self.shares[self.labels][None]         # (R, rows)
+        weight = weight / weight.sum(axis=1, keepdims=True)
+        center = (weight * s).sum(axis=1)
+        spread = np.sqrt(np.maximum((weight * (s - center[:, None]) ** 2).sum(axis=1), 0.0))
+        window = nb_threshold.WINDOW * np.maximum(spread, 1.0)
+        lo = np.minimum(s.min(axis=1), center - window)
+        hi = np.maximum(s.max(axis=1), center + window)
+        cands = np.stack([nb_threshold.candidates((float(lo[i]), float(hi[i])),
+                                                  float(prior_cut[i]), c,
+                                                  center=float(center[i]),
+                                                  sd=float(spread[i]))
+                          for i in range(r)])                                   # (R, C)
         # each fit's rows at or below each candidate, per class: one sorted search over
         # the fits laid end to end (offsets keep them apart)
         width = 2.0 * float(max(np.abs(s).max(), np.abs(cands).max())) + 1.0
@@ -487,20 +534,20 @@ class _Simulation:
         above = n_rows - tp - tn                                  # TP + FP per candidate
         target = n_rows * a[:, 0] / (a[:, 0] + b[:, 0])
         distance = np.abs(above - target[:, None])
-        if not hasattr(nb_threshold, "prior_cut_holds"):
-            # the learner's newer rule: the cut nearest the prior's share of the rows, at
-            # the step's whole ε (exponential mechanism, Δ = 1)
-            nearest = cands[rows, np.argmax(-eps / 2 * distance + self.unit["quantile"][:, :c],
-                                            axis=1)]
-            return np.where(resolves, chosen, nearest)
-        # the prior odds' cut, checked by a noisy count of the rows above it (ε/2, Δ = 1),
-        # else the cut nearest the prior's share (exponential mechanism at ε/2, Δ = 1)
+        # far: the quantile at the step's whole ε (exponential mechanism, Δ = 1)
+        far = np.array([nb_threshold.prior_cut_far(float(prior_cut[i]), float(center[i]),
+                                                   float(spread[i])) for i in range(r)])
+        whole = cands[rows, np.argmax(-eps / 2 * distance + self.unit["quantile"][:, :c],
+                                      axis=1)]
+        # near: the prior odds' cut, checked by a noisy count of the rows above it (ε/2,
+        # Δ = 1), else the cut nearest the prior's share (exponential mechanism at ε/2)
         j = np.argmax(cands == prior_cut[:, None], axis=1)
         noisy = above[rows, j] + self.unit["check"] * 2.0 / eps
         holds = (target / 2 <= noisy) & (noisy <= n_rows - (n_rows - target) / 2)
-        nearest = cands[rows, np.argmax(-eps / 4 * distance + self.unit["quantile"][:, :c],
-                                        axis=1)]
-        return np.where(resolves, chosen, np.where(holds, prior_cut, nearest))
+        half = cands[rows, np.argmax(-eps / 4 * distance + self.unit["quantile"][:, :c],
+                                     axis=1)]
+        return np.where(resolves, chosen,
+                        np.where(far, whole, np.where(holds, prior_cut, half)))
 
     def _numeric(self, scales: _Scales, denom: np.ndarray) -> np.ndarray:
         """Σ over numeric columns of the noisy fits' log-likelihoods, (R, K, rows)."""

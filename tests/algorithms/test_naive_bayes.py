@@ -43,6 +43,7 @@ What is released (module docstring of naive_bayes) and what is asserted here:
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 from collections import Counter
@@ -1132,3 +1133,89 @@ def test_logsumexp_matches_scipy() -> None:
         with np.errstate(divide="ignore"):
             np.testing.assert_allclose(logsumexp(a, axis=1, keepdims=keepdims),
                                        reference(a, axis=1, keepdims=keepdims))
+
+
+# ------------------------------------------------- 7b. a rare class's coarser bins (round 10)
+
+
+def test_merged_histogram_sensitivity_over_random_neighbours_is_two_and_tight() -> None:
+    """A rare class's histogram over groups of adjacent bins (the partition a function of
+    the released class counts, fixed before this release): one replaced record leaves one
+    (class, group) cell and joins one, L1 ≤ 2 over all classes' cells together — 300
+    random replace-one pairs under random partitions, and reached."""
+    rng = np.random.default_rng(12)
+    worst = 0.0
+    bins = 8
+    for _ in range(300):
+        d = [random_row(rng) for _ in range(int(rng.integers(1, 12)))]
+        i = int(rng.integers(len(d)))
+        e = [*d[:i], random_row(rng), *d[i + 1:]]
+        coarse = [int(g) for g in rng.integers(2, bins + 1, K)]
+        a = np.concatenate(nb.merged_histogram(_hist_request(d, bins).histograms["x"], coarse))
+        b = np.concatenate(nb.merged_histogram(_hist_request(e, bins).histograms["x"], coarse))
+        change = l1(a, b)
+        assert change <= nb_allocation.HISTOGRAM_SENSITIVITY + TOL
+        worst = max(worst, change)
+    assert worst == nb_allocation.HISTOGRAM_SENSITIVITY
+
+
+def test_a_rare_class_is_released_over_coarser_bins(monkeypatch: pytest.MonkeyPatch) -> None:
+    """numeric: histogram with the rule's bins: after the prior, a class whose released count
+    is below n/K gets B_c = round(raw·√(ñ_c·K/n)) groups of the table's B bins
+    (nb_allocation.class_bins), released in ONE discrete Laplace call (Δ = 2, the step's
+    ε) over every class's cells; each group's count is spread evenly over its bins; a
+    class at or above n/K keeps B. The spec's bins: B keeps B for every class."""
+    capture = Capture(monkeypatch, passthrough=True)
+    rng = np.random.default_rng(5)
+    rows: list[Row] = []
+    for j in range(3000):                  # classes 0 / 1 / 2 at 90 / 7 / 3 %
+        y = "0" if j % 100 < 90 else ("1" if j % 100 < 97 else "2")
+        rows.append((y, float(np.clip(rng.normal({"0": -1, "1": 1, "2": 3}[y], 1.5), L, U)),
+                     "p", "n", []))
+    config = nb.NBConfig(numeric="histogram")
+    n, eps = len(rows), 0.5
+    alloc = nb.allocation(SCHEMA, ("x",), Budget(eps), config, n)
+    bins = alloc.bins["x"]
+    plan = nb.plan(SCHEMA, ("x",), Budget(eps), config, n=n)
+    stats = compute_batches(SCHEMA, nb.request(SCHEMA, ("x",), config, p=plan,
+                                               bins=alloc.bins), [encode(rows)])
+    model = nb.fit(stats, SCHEMA, ("x",), plan, config, np.random.default_rng(0))
+    prior, hist = capture.released.discrete[0], capture.released.discrete[1]
+    released = np.maximum(prior.output, 0)
+    raw = nb_allocation.raw_bins(n, eps, K, 1)
+    coarse = nb_allocation.class_bins(bins, raw, [float(v) for v in released], n)
+    assert coarse[0] == bins and coarse[2] < coarse[1] < bins      # the rule at this n, ε
+    assert hist.sensitivity == 2
+    assert hist.epsilon == pytest.approx(plan.step("bins:x").budget.eps)
+    exact = np.concatenate(nb.merged_histogram(stats.histograms["x"], coarse))
+    np.testing.assert_array_equal(hist.value, exact)
+    table = model.numeric["x"].bins
+    at = 0
+    for c, g in enumerate(coarse):
+        starts = [*nb_allocation.bin_groups(bins, g), bins]
+        for a, b in itertools.pairwise(starts):
+            np.testing.assert_allclose(table[c, a:b], max(float(hist.output[at]), 0) / (b - a))
+            at += 1
+    assert at == len(hist.output)
+    # the spec's bins: every class over B, as before
+    fixed = nb.NBConfig(numeric="histogram", bins=bins)
+    plan2 = nb.plan(SCHEMA, ("x",), Budget(eps), fixed, n=n)
+    nb.fit(stats, SCHEMA, ("x",), plan2, fixed, np.random.default_rng(0))
+    assert np.shape(capture.released.discrete[-1].value) == (K, bins)
+
+
+def test_class_bins_follow_the_released_class_sizes() -> None:
+    # raw 10 at the balanced proxy: a class of a quarter of n/K gets half the bins
+    assert nb_allocation.class_bins(10, 10.0, [1750.0, 250.0], 2000) == [10, 5]
+    # its own balance above B/2 (7 of 10: the error curve is flat there): the table's B
+    assert nb_allocation.class_bins(10, 10.0, [1500.0, 500.0], 2000) == [10, 10]
+    assert nb_allocation.class_bins(10, 10.0, [1000.0, 1000.0], 2000) == [10, 10]
+    # Adult's positives (24 %, B = 5 at ε = 0.1): 4 of 5, kept at 5
+    assert nb_allocation.class_bins(5, 5.16, [16_046.0, 5_068.0], 21_114) == [5, 5]
+    assert nb_allocation.class_bins(16, 17.0, [4737.0, 163.0], 4900) == [16, 4]
+    # own balance below two bins (a class of nothing; digits' positives at B = 3): keeps B
+    assert nb_allocation.class_bins(4, 4.0, [1000.0, 0.0], 1000) == [4, 4]
+    assert nb_allocation.class_bins(3, 2.64, [1132.0, 126.0], 1258) == [3, 3]
+    assert nb_allocation.class_bins(8, 8.0, [1875.0, 125.0], 2000) == [8, 3]
+    assert nb_allocation.bin_groups(16, 4) == [0, 4, 8, 12]
+    assert nb_allocation.bin_groups(5, 2) == [0, 2]

@@ -250,3 +250,44 @@ def test_the_variance_switch_sits_at_its_limit_of_the_typical_variance() -> None
             break
     else:
         raise AssertionError("no n up to 2e6 released the variance")
+
+
+def test_an_all_numeric_model_keeps_the_mean_where_two_bins_would_round() -> None:
+    """numeric: auto, round 10: where the rule's B would round to 2 (unclamped B in
+    [2, 2.5)), a model whose columns are all numeric keeps the mean and variance (two bins
+    carry at most 1.2 times a mean's signal-to-noise and nothing when the rows sit on one
+    side of the midpoint; the public variance only rescales an all-numeric model's
+    log-odds); a model with a count table keeps the two-bin histogram. From B ≥ 2.5 both
+    get the histogram. Public facts only: n, ε, K and the columns' kinds."""
+    numeric = Schema(columns=(NumericColumn("x", lower=0.0, upper=10.0),
+                              NumericColumn("y", lower=-5.0, upper=5.0)),
+                     label=Label("label", ("0", "1")))
+    k = 2
+
+    def alloc(schema: Schema, columns: tuple[str, ...], n: int) -> na.Allocation:
+        return na.allocate(schema, columns, n=n, epsilon=1.0, method="global", trim=0.05,
+                           gamma=4.0, split=None, threshold=True, numeric="auto")
+
+    def n_at(b: float, m: int) -> int:            # √(n·ε/(2√2·K·m)) = b
+        return int(b * b * 2 * math.sqrt(2) * k * m)
+
+    assert na.gaussian_below(2, 2) == na.GAUSSIAN_BELOW_ALL_NUMERIC == 2.5
+    assert na.gaussian_below(2, 4) == na.GAUSSIAN_BELOW == 2.0
+    # all numeric, B ≈ 2.2: the mean, said with its reason
+    a = alloc(numeric, ("x", "y"), n_at(2.2, 2))
+    assert 2 <= na.raw_bins(n_at(2.2, 2), 1.0, k, 2) < 2.5
+    assert a.bins == {} and "mean:x" in a.weights and a.methods["x"] == "global"
+    assert any("with every column numeric two bins" in r for r in a.reasons)
+    # ... from B = 2.5 on, the histogram (3 bins)
+    above = alloc(numeric, ("x", "y"), n_at(2.55, 2))
+    assert above.bins == {"x": 3, "y": 3}
+    # with a count table at the same B: two bins, as before
+    mixed = alloc(SCHEMA, COLUMNS, n_at(2.2, len(COLUMNS)))
+    assert mixed.bins == {"x": 2, "y": 2}
+    assert not any("fewer than" in r for r in mixed.reasons)
+    # the spec's bins or numeric: histogram keep the histogram
+    assert na.allocate(numeric, ("x", "y"), n=n_at(2.2, 2), epsilon=1.0, method="global",
+                       trim=0.05, gamma=4.0, split=None, numeric="auto", bins=2).bins \
+        == {"x": 2, "y": 2}
+    # breast_cancer's suite cell (398 rows, 30 numeric columns, ε = 2): B 2.17 → the mean
+    assert 2 <= na.raw_bins(398, 2.0, 2, 30) < na.GAUSSIAN_BELOW_ALL_NUMERIC

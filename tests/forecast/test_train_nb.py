@@ -225,3 +225,28 @@ def test_a_given_prevalence_is_simulated(spec) -> None:
     assert {**stated.to_json(), "method": ""} == {**given.to_json(), "method": ""}
     rare = forecast("train-nb", spec, section, 5000, prevalence=0.03)
     assert rare.metrics["edge_lost"].expected > stated.metrics["edge_lost"].expected
+
+
+def test_the_simulated_cut_has_candidates_where_the_rows_are(spec) -> None:
+    """The simulation's threshold follows the learner's candidates (round 9: around the
+    typical row's log-odds, within WINDOW sd): with every row's log-odds shifted to
+    −1,000 ± a few nats (many noisy numeric terms), the released cut still splits the rows
+    in every fit. A grid around 0 out to the rows' reach (the old simulation) has steps of
+    ~80 nats there and no candidate inside the rows: a one-class cut whatever it chose."""
+    from dpcli.algorithms import naive_bayes as nb_
+
+    columns = tuple(spec.schema.names)
+    config = nb_.NBConfig()
+    n = 30_162
+    for e in (0.05, 1e5):           # the prior quantile (far from the prior's cut); the EM
+        alloc = nb_.allocation(spec.schema, columns, Budget(e), config, n)
+        scales = nbf._Scales.of(alloc, e, spec.schema, columns, config)
+        sim = nbf._Simulation.build(spec.schema, columns, 1.0, "truncated", n,
+                                    dict(alloc.bins), "balanced", 0)
+        rows = sim.labels.size
+        s = np.tile(-1000.0 + 3.0 * (sim.labels - 0.5) + np.linspace(-2.0, 2.0, rows),
+                    (nbf.REPLICATES, 1))
+        smoothed = np.tile(sim.sizes, (nbf.REPLICATES, 1)) + 1.0
+        cut = sim._threshold(s, smoothed, scales)
+        above = (s > cut[:, None]).mean(axis=1)
+        assert np.all((above > 0.01) & (above < 0.99)), (e, cut, above)

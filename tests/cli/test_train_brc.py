@@ -141,12 +141,14 @@ def _check_round(r: dict, t: int, private_columns: list[str]) -> None:
 
 def _check_calibration(payload: dict) -> None:
     """a > 0, b finite; B + 1 edges over [−Σ|α|, Σ|α|]; B × [negative, positive] integers,
-    B = 16, or T + 1 when fewer and every round is a selected ±EDGE vote (brc.margin_bins)."""
+    B = 16, or T + 1 when fewer and every round is a private vote of one |α| (brc.margin_bins:
+    the selected rounds' EDGE, or Algorithm 2's released vote)."""
     cal = payload["calibration"]
     assert math.isfinite(cal["a"]) and cal["a"] > 0 and math.isfinite(cal["b"])
     span = math.fsum(abs(r["alpha"]) for r in payload["ensemble"]) or 1.0
     ens = payload["ensemble"]
-    selected = all(r["kind"] == "private" and abs(r["alpha"]) == brc.EDGE for r in ens)
+    selected = (all(r["kind"] == "private" for r in ens)
+                and len({abs(r["alpha"]) for r in ens}) == 1)
     bins = min(16, len(ens) + 1) if selected else 16
     assert len(cal["margin_edges"]) == bins + 1
     np.testing.assert_allclose(cal["margin_edges"], np.linspace(-span, span, bins + 1),
@@ -257,16 +259,22 @@ def test_partial_mode_writes_the_model_the_relation_and_the_ledger(project: Proj
 ])
 def test_a_public_column_that_decides_the_label_wins_every_round(project: Project, cli,
                                                                  public: str, label) -> None:
-    """The public stump has error 0 (|½ − 0| beats any clipped private error but 0 or 1),
-    so F = ±1.5 and the class, sign(F), is the label whatever the calibration's noise."""
+    """The public stump has error 0: it joins each of the 3 rounds (free) with α = ½, beside
+    each round's selected private classifier, whose released vote α̂ < ½; so the stumps
+    give ±1.5, more than the private votes' 3·α̂, and the class is the label."""
     _brc_spec(project, {"epsilon": 0.5, "public": [public], "rounds": 3})
     data = _signal_data(project, label)
     r = _train(cli, project, "--seed", 1, data=data)
     assert r.exit_code == 0, r.stderr
-    ensemble = project.envelope()["payload"]["ensemble"]
-    assert [rnd["kind"] for rnd in ensemble] == ["public"] * 3
+    payload = project.envelope()["payload"]
+    assert payload["T"] == 3 and payload["private_vote"]["epsilon"] == 0.5 / 20
+    everything = payload["ensemble"]
+    assert [rnd["kind"] for rnd in everything] == ["public", "private"] * 3
+    ensemble = everything[::2]
     assert {rnd["column"] for rnd in ensemble} == {public}
     assert all(rnd["alpha"] == 0.5 for rnd in ensemble)
+    vote = payload["private_vote"]["alpha"]
+    assert 0 < vote < 0.5 and all(abs(rnd["alpha"]) == vote for rnd in everything[1::2])
     if public == "age":
         assert all(rnd["above"] == 1 and 50 <= rnd["threshold"] <= 51 for rnd in ensemble)
     out = project.root / "preds.parquet"
@@ -705,7 +713,7 @@ def test_the_file_is_read_once_per_round_and_the_model_is_the_in_memory_one(
     assert c == 1.0
     # candidates by the rule (256 here): the selecting rounds; rounds: 6 fixes T
     config = brc.BRCConfig(rounds=6, counted=not public, c1=c, c2=c,
-                           candidates=brc.auto_candidates(N))
+                           candidates=brc.auto_candidates(N), partial=bool(public))
     rounds, calibration, _ = brc.fit(rows, config, 0.5, project.seeded_rng(6))
     model = brc.BRCModel(spec.schema, tuple(DEFAULT_COLUMNS), payload["mode"], public, rounds,
                          config, N, 0.5, calibration)
@@ -714,6 +722,8 @@ def test_the_file_is_read_once_per_round_and_the_model_is_the_in_memory_one(
     assert payload["calibration"] == expected["calibration"]
     assert payload["class_balance"] == expected["class_balance"]
     assert payload["threshold"] == expected["threshold"]
+    assert payload["private_vote"] == expected["private_vote"]
+    assert (payload["private_vote"] is not None) == bool(public)
     # Which kind each round takes is drawn from the run's noise, and the noise of a seeded run
     # depends on the ledger's random key, so only the possible kinds are fixed here.
     kinds = {rnd["kind"] for rnd in payload["ensemble"]}

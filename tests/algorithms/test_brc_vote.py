@@ -63,7 +63,7 @@ def test_mean_chosen_edge_moves_by_at_most_the_edge_sensitivity(
         n = int(rng.integers(6, 50))
         c = float(rng.choice([1.0, math.sqrt(2)]))
         config = brc.BRCConfig(rounds=6, c1=c, c2=c, candidates=int(rng.integers(2, 9)),
-                               partial=True)
+                               partial=True, voted=True)
         assert config.voted
         cols, label = random_columns(rng, n)
         mine, trace, seen, picks = _run(monkeypatch, training(cols, label, PUBLIC), config,
@@ -124,6 +124,23 @@ def test_plan_has_the_vote_step_and_the_rounds_give_it_a_twentieth() -> None:
     assert not brc.auto_config(1.0, 5000, partial=True, candidates=1).voted
     assert not brc.auto_config(1.0, 5000, counted=True).voted
     assert brc.rounds_share(False, False) == 1 - brc.CALIBRATION_SHARE
+    with pytest.raises(ValueError, match="voted"):
+        brc.BRCConfig(candidates=1, partial=True, voted=True)
+
+
+def test_the_vote_pays_where_its_balanced_noise_is_a_quarter_of_the_edge() -> None:
+    """vote_pays: c2/(n·ε/20) ≤ EDGE/4 (the grid's 0.2 % aside), so n·ε ≥ 800·c2; where it
+    does not, Algorithm 2 runs as before (the stump competes, the rounds keep 9/10)."""
+    for c2 in (1.0, math.sqrt(2)):
+        edge = 800 * c2
+        assert brc.vote_pays(1.0, math.ceil(edge * 1.01), c2)
+        assert not brc.vote_pays(1.0, math.floor(edge * 0.99), c2)
+        assert brc.vote_pays(2.0, math.ceil(edge * 1.01 / 2), c2)
+    small = brc.auto_config(1.0, 300, partial=True)     # penguins-sized
+    assert small.partial and not small.voted
+    assert small.rounds == brc.select_rounds(1.0, 150, small.c2, False, False)
+    assert [s.name for s in brc.plan(Budget(1.0), small, 300)] == [brc.SELECTION,
+                                                                   brc.CALIBRATION]
 
 
 def _public_signal(n: int, seed: int) -> tuple[EncodedBatch, Schema]:

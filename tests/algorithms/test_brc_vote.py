@@ -159,10 +159,10 @@ def test_uninformative_private_columns_get_a_small_vote_and_the_public_column_de
     """Private columns of pure noise: the released vote is far below EDGE, the public
     stump's α (its exact edge, 0.3) dominates, so the class is the public column's 80 %
     rule; with the data-free EDGE the 0.1 votes of noise hyperplanes outweighed it."""
-    batch, schema = _public_signal(20000, 7)
+    batch, schema = _public_signal(8000, 7)
     cols = ("hub", "x", "z")
     data = brc.training_set([batch], schema, cols, ("hub",), positive=1)
-    config = brc.auto_config(1.0, 20000, partial=True)
+    config = brc.auto_config(1.0, 8000, partial=True)
     y = batch.label == 1
     for seed in range(3):
         rounds, cal, _ = brc.fit(data, config, 1.0, make_rng(seed))
@@ -171,7 +171,7 @@ def test_uninformative_private_columns_get_a_small_vote_and_the_public_column_de
         assert cal.vote is not None and abs(cal.vote) < 0.02
         vote = {abs(r.alpha) for r in rounds if r.hyperplane is not None}
         assert len(vote) == 1 and vote.pop() < 0.03
-        model = brc.BRCModel(schema, cols, "partial", ("hub",), rounds, ran, 20000, 1.0, cal)
+        model = brc.BRCModel(schema, cols, "partial", ("hub",), rounds, ran, 8000, 1.0, cal)
         pred = model.predict_codes(batch) == 1
         assert np.mean(pred == (batch.columns["hub"] == 1)) > 0.99
         assert np.mean(pred == y) > 0.78

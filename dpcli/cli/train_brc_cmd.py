@@ -54,10 +54,12 @@ def train_brc(
     exponential noise on their class-balanced edges (sensitivity
     c2/(2·m), m the smaller released class), at ε_r/T a round; the chosen
     one (or its mirror) votes with ±0.1. T follows the released count.
-    With a public label and public columns (Algorithm 2) the best public
-    stump joins every round at no cost beside the selected classifier, and
-    1/20 of ε releases the chosen classifiers' mean edge, which becomes
-    their vote instead of 0.1 (shrunk towards 0.1 where its noise is large).
+    With a public label and public columns (Algorithm 2) and n·ε at least
+    about 800 (where the vote's noise is small), the best public stump joins
+    every round at no cost beside the selected classifier, and 1/20 of ε
+    releases the chosen classifiers' mean edge, which becomes their vote
+    instead of 0.1 (shrunk towards 0.1 by its noise); below that the stump
+    competes in each round's selection.
 
     With 'candidates: 1' (the paper's round) the count sets class weights
     under which each class carries half the

@@ -33,6 +33,7 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
 
 import argparse  # noqa: E402
+import inspect  # noqa: E402
 import json  # noqa: E402
 import sys  # noqa: E402
 from pathlib import Path  # noqa: E402
@@ -86,7 +87,10 @@ def run(train, test, schema, cols, mode: str, eps: float, seed: int,
         config = brc.BRCConfig(rounds=t, counted=counted, c1=c, c2=c)
         if rounds is None and hasattr(brc, "auto_config"):
             # as train-brc: K candidates a round by the rule of n, T after the class count
-            config = brc.auto_config(eps, data.n, counted)
+            # Algorithm 2's free public rounds and released vote where the code has them
+            extra = ({"partial": mode == "partial"} if "partial" in
+                     inspect.signature(brc.auto_config).parameters else {})
+            config = brc.auto_config(eps, data.n, counted, **extra)
     else:
         config = brc.BRCConfig(rounds=rounds or 25)
     ens, cal, _ = brc.fit(data, config, eps, make_rng(seed))

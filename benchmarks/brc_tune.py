@@ -23,6 +23,7 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
 
 import argparse  # noqa: E402
+import inspect  # noqa: E402
 import json  # noqa: E402
 import re  # noqa: E402
 import sys  # noqa: E402
@@ -76,7 +77,7 @@ def load(name: str):
     info = json.loads((suite.CACHE / "data" / name / "info.json").read_text())
     train = pd.read_parquet(suite.HERE / info["train"])
     fit, val = suite.stratified_split(train["label"].to_numpy(), seed=12345, test_fraction=0.3)
-    folder = Path("/tmp/brc8/tune") / name
+    folder = Path(os.environ.get("BRC_TUNE_DIR", "/tmp/brc8/tune")) / name
     folder.mkdir(parents=True, exist_ok=True)
     train.iloc[fit].reset_index(drop=True).to_parquet(folder / "fit.parquet", index=False)
     train.iloc[val].reset_index(drop=True).to_parquet(folder / "val.parquet", index=False)
@@ -98,7 +99,7 @@ def load(name: str):
             "public": suite.DATASETS[name].brc_public}
 
 
-def variant_config(brc, variant: str, eps: float, n: int, counted: bool):
+def variant_config(brc, variant: str, eps: float, n: int, counted: bool, partial: bool = False):
     """``new``: dpcli's rules (brc.auto_config: K from n, T after the class count); ``old``:
     round 7's (one random classifier per round, T = brc.auto_rounds); then overrides
     ``k<K>`` candidates, ``T<N>`` fixed rounds, ``c<C>`` c1 = c2."""
@@ -106,7 +107,11 @@ def variant_config(brc, variant: str, eps: float, n: int, counted: bool):
         c = brc.auto_constant(eps, n, counted)
         cfg = brc.BRCConfig(brc.auto_rounds(eps, n, c, c, counted), c, c, counted)
     else:
-        cfg = brc.auto_config(eps, n, counted)
+        # Algorithm 2's free public rounds and released vote (round 10); older code has no
+        # ``partial`` and runs its own Algorithm 2 (--old-code: the same script on main)
+        extra = ({"partial": partial}
+                 if "partial" in inspect.signature(brc.auto_config).parameters else {})
+        cfg = brc.auto_config(eps, n, counted, **extra)
     for key, val in re.findall(r"([kTc])([0-9.]+)", variant[3:]):
         if key == "k":
             cfg = replace(cfg, candidates=int(val))
@@ -123,7 +128,8 @@ def run(d: dict, mode: str, variant: str, eps: float, seed: int) -> dict:
 
     public = tuple(d["public"]) if mode == "partial" else ()
     data = brc.training_set([d["fit"]], d["schema"], d["cols"], public, positive=1)
-    cfg = variant_config(brc, variant, eps, data.n, counted=mode == "private")
+    cfg = variant_config(brc, variant, eps, data.n, counted=mode == "private",
+                         partial=mode == "partial")
     ens, cal, _ = brc.fit(data, cfg, eps, make_rng(seed))
     cfg = brc.config_ran(cfg, ens)
     model = brc.BRCModel(inputs.model_schema(d["schema"], d["cols"]), tuple(d["cols"]), mode,
@@ -135,6 +141,12 @@ def run(d: dict, mode: str, variant: str, eps: float, seed: int) -> dict:
             "bacc": float((np.mean(pred[y]) + np.mean(~pred[~y])) / 2),
             "one": bool(min(pred.mean(), 1 - pred.mean()) < 1e-3), "T": model.config.rounds,
             "K": cfg.candidates}
+
+
+def brc_file() -> str:
+    from dpcli.algorithms import brc
+
+    return str(Path(brc.__file__).parent)
 
 
 def refs(d: dict, eps: float, seeds: int) -> dict:
@@ -156,6 +168,8 @@ def main() -> None:
     ap.add_argument("--variants", default="old,new")
     ap.add_argument("--modes", default="private")
     ap.add_argument("--refs", action="store_true")
+    ap.add_argument("--jsonl", type=Path, help="append every run's measures here")
+    ap.add_argument("--first-seed", type=int, default=0, help="seeds SEED0 + this, ...")
     args = ap.parse_args()
     for name in args.datasets.split(","):
         d = load(name)
@@ -168,7 +182,15 @@ def main() -> None:
                 if mode == "partial" and not d["public"]:
                     continue
                 for v in args.variants.split(","):
-                    rows = [run(d, mode, v, eps, SEED0 + s) for s in range(args.seeds)]
+                    rows = []
+                    for s in range(args.first_seed, args.first_seed + args.seeds):
+                        rows.append(run(d, mode, v, eps, SEED0 + s))
+                        if args.jsonl is not None:
+                            with args.jsonl.open("a") as f:
+                                f.write(json.dumps({"dataset": name, "eps": eps, "mode": mode,
+                                                    "variant": v, "seed": SEED0 + s,
+                                                    "code": str(Path(brc_file()).parent.parent),
+                                                    **rows[-1]}) + "\n")
                     print(f"| {name} ({d['fit'].n}) | {eps:g} | {mode} | {v} | "
                           f"K {rows[0]['K']} T {np.mean([r['T'] for r in rows]):.0f} | "
                           f"{np.mean([r['auc'] for r in rows]):.3f} / "

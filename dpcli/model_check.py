@@ -138,7 +138,14 @@ def _brc(model: Any) -> None:
     unknown = set(model.public_columns) - set(model.columns)
     if unknown:
         raise _Bad(f"public column(s) {sorted(unknown)} are not among the model's columns")
-    if len(model.rounds) != model.config.rounds:
+    if model.config.voted:
+        # Algorithm 2, selecting: T private selections, each with at most one free public
+        # round beside it (brc.train)
+        private = sum(r.hyperplane is not None for r in model.rounds)
+        if private != model.config.rounds or len(model.rounds) > 2 * private:
+            raise _Bad(f"{private} private rounds of {len(model.rounds)} listed, "
+                       f"T = {model.config.rounds}")
+    elif len(model.rounds) != model.config.rounds:
         raise _Bad(f"{len(model.rounds)} rounds listed, T = {model.config.rounds}")
     if model.n < 1:
         raise _Bad(f"n = {model.n} (a trained model saw at least one row)")

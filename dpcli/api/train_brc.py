@@ -154,13 +154,16 @@ def config_at(section: Any, n: int, base: Any) -> Any:
     # K from n unless the spec sets it (brc.auto_candidates); with K > 1 and rounds auto, T
     # is set after the class count (brc.select_rounds; here its balanced bound, m = n/2)
     k = given.get("candidates") or brc.auto_candidates(n)
+    # Algorithm 2's selecting rounds release the private vote where its noise is small
+    voted = base.partial and k > 1 and brc.vote_pays(section.epsilon, n, c[1])
     if k > 1:
-        t = given.get("rounds") or brc.select_rounds(section.epsilon, n / 2, c[1], base.counted)
+        t = given.get("rounds") or brc.select_rounds(section.epsilon, n / 2, c[1], base.counted,
+                                                     voted)
     else:
         t = given.get("rounds") or brc.auto_rounds(section.epsilon, n, c[0], c[1],
                                                    base.counted)
     return replace(base, rounds=t, c1=c[0], c2=c[1], candidates=k,
-                   rounds_after_count=k > 1 and "rounds" not in given)
+                   rounds_after_count=k > 1 and "rounds" not in given, voted=voted)
 
 
 def base_config(spec: Spec, section: Any, columns: Sequence[str] | None = None) -> Any:
@@ -171,7 +174,8 @@ def base_config(spec: Spec, section: Any, columns: Sequence[str] | None = None) 
         c for c in spec.schema.names if inputs.usable(spec.schema.column(c))))
     mode, _ = brc.resolve_mode(chosen, section.public, bool(spec.schema.label.public))
     return brc.BRCConfig(**{k: v for k, v in section.config_values().items()
-                            if k not in ("rounds", "candidates")}, counted=mode == "private")
+                            if k not in ("rounds", "candidates")}, counted=mode == "private",
+                          partial=mode == "partial")
 
 
 def plan_at(spec: Spec, section: Any, n: int, *, columns: Sequence[str] | None = None,
@@ -201,7 +205,9 @@ def _draw(plan: Spending, config: Any, epsilon: float) -> None:
     if config.counted:
         expected[brc.CLASS_COUNT] = float(epsilon * brc.CLASS_COUNT_SHARE)
     if config.candidates > 1:
-        expected[brc.SELECTION] = brc.rounds_epsilon(epsilon, config.counted)
+        expected[brc.SELECTION] = brc.rounds_epsilon(epsilon, config.counted, config.voted)
+    if config.voted:
+        expected[brc.VOTE] = float(epsilon * brc.VOTE_SHARE)
     for t in range(1, config.rounds + 1 if config.candidates == 1 else 1):
         expected[f"{brc.STEP}{t}"] = brc.rounds_epsilon(epsilon, config.counted) / config.rounds
     for name, eps in expected.items():

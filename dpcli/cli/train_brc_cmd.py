@@ -54,7 +54,12 @@ def train_brc(
     exponential noise on their class-balanced edges (sensitivity
     c2/(2·m), m the smaller released class), at ε_r/T a round; the chosen
     one (or its mirror) votes with ±0.1. T follows the released count.
-    With a public label the public stump competes in the same selection.
+    With a public label and public columns (Algorithm 2) and n·ε at least
+    about 800 (where the vote's noise is small), the best public stump joins
+    every round at no cost beside the selected classifier, and 1/20 of ε
+    releases the chosen classifiers' mean edge, which becomes their vote
+    instead of 0.1 (shrunk towards 0.1 by its noise); below that the stump
+    competes in each round's selection.
 
     With 'candidates: 1' (the paper's round) the count sets class weights
     under which each class carries half the
@@ -81,8 +86,9 @@ def train_brc(
 
     Columns listed under the spec's 'train-brc: public:' are public
     knowledge. If the spec also declares the label public ('label: public:
-    true'), a weighted decision stump on the public columns competes each round
-    at no privacy cost (Algorithm 2), and ε protects the private features only.
+    true'), a weighted decision stump on the public columns joins (selecting
+    rounds) or competes in (the paper's round) each round at no privacy cost
+    (Algorithm 2), and ε protects the private features only.
     With 'label: public: false', or no public column, every feature and the
     label are private (Algorithm 3, replace-one). Public columns with nothing
     said about the label are refused before any charge.

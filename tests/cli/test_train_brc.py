@@ -141,12 +141,14 @@ def _check_round(r: dict, t: int, private_columns: list[str]) -> None:
 
 def _check_calibration(payload: dict) -> None:
     """a > 0, b finite; B + 1 edges over [−Σ|α|, Σ|α|]; B × [negative, positive] integers,
-    B = 16, or T + 1 when fewer and every round is a selected ±EDGE vote (brc.margin_bins)."""
+    B = 16, or T + 1 when fewer and every round is a private vote of one |α| (brc.margin_bins:
+    the selected rounds' EDGE, or Algorithm 2's released vote)."""
     cal = payload["calibration"]
     assert math.isfinite(cal["a"]) and cal["a"] > 0 and math.isfinite(cal["b"])
     span = math.fsum(abs(r["alpha"]) for r in payload["ensemble"]) or 1.0
     ens = payload["ensemble"]
-    selected = all(r["kind"] == "private" and abs(r["alpha"]) == brc.EDGE for r in ens)
+    selected = (all(r["kind"] == "private" for r in ens)
+                and len({abs(r["alpha"]) for r in ens}) == 1)
     bins = min(16, len(ens) + 1) if selected else 16
     assert len(cal["margin_edges"]) == bins + 1
     np.testing.assert_allclose(cal["margin_edges"], np.linspace(-span, span, bins + 1),
@@ -258,17 +260,52 @@ def test_partial_mode_writes_the_model_the_relation_and_the_ledger(project: Proj
 def test_a_public_column_that_decides_the_label_wins_every_round(project: Project, cli,
                                                                  public: str, label) -> None:
     """The public stump has error 0 (|½ − 0| beats any clipped private error but 0 or 1),
-    so F = ±1.5 and the class, sign(F), is the label whatever the calibration's noise."""
+    so F = ±1.5 and the class, sign(F), is the label whatever the calibration's noise.
+    (n·ε = 200: the private vote does not pay, brc.vote_pays; the stump competes.)"""
     _brc_spec(project, {"epsilon": 0.5, "public": [public], "rounds": 3})
     data = _signal_data(project, label)
     r = _train(cli, project, "--seed", 1, data=data)
     assert r.exit_code == 0, r.stderr
-    ensemble = project.envelope()["payload"]["ensemble"]
+    payload = project.envelope()["payload"]
+    assert payload["private_vote"] is None
+    ensemble = payload["ensemble"]
     assert [rnd["kind"] for rnd in ensemble] == ["public"] * 3
     assert {rnd["column"] for rnd in ensemble} == {public}
     assert all(rnd["alpha"] == 0.5 for rnd in ensemble)
     if public == "age":
         assert all(rnd["above"] == 1 and 50 <= rnd["threshold"] <= 51 for rnd in ensemble)
+    out = project.root / "preds.parquet"
+    r = cli("predict", project.root / "m.json", data, "--out", out)
+    assert r.exit_code == 0, r.stderr
+    preds = pd.read_parquet(out)
+    assert (preds["prediction"].astype(str) == preds["label"].astype(str)).all()
+
+
+def test_where_the_vote_pays_the_stump_joins_every_round_and_the_vote_is_released(
+        project: Project, cli) -> None:
+    """n·ε = 2,000 (brc.vote_pays): the error-0 stump joins each of the 3 rounds for free
+    with α = ½ beside the selected private classifier, which votes ±α̂, the released mean
+    edge (1/20 of ε, a plan and ledger step), shrunk by its noise; 3·α̂ < 1.5, so the class
+    is the label."""
+    _brc_spec(project, {"epsilon": 1.0, "public": ["member"], "rounds": 3})
+    frame = pd.concat([toy_frame()] * 5, ignore_index=True)     # 2,000 rows
+    frame["label"] = (frame["member"] == "yes").astype(int)
+    data = project.root / "signal.parquet"
+    frame.to_parquet(data, index=False)
+    r = _train(cli, project, "--seed", 1, data=data)
+    assert r.exit_code == 0, r.stderr
+    payload = project.envelope()["payload"]
+    assert payload["T"] == 3
+    vote = payload["private_vote"]
+    assert vote["epsilon"] == 1.0 / 20 and vote["released_mean_edge"] is not None
+    assert vote["alpha"] == brc.vote_weight(vote["released_mean_edge"], vote["noise_scale"])
+    ensemble = payload["ensemble"]
+    assert [rnd["kind"] for rnd in ensemble] == ["public", "private"] * 3
+    assert all(rnd["column"] == "member" and rnd["alpha"] == 0.5 for rnd in ensemble[::2])
+    assert all(abs(rnd["alpha"]) == vote["alpha"] < 0.5 for rnd in ensemble[1::2])
+    steps = project.reserves()[0]["breakdown"]
+    assert [st["step"] for st in steps] == [brc.SELECTION, brc.VOTE, brc.CALIBRATION]
+    assert [st["epsilon"] for st in steps] == pytest.approx([0.85, 0.05, 0.1], rel=1e-12)
     out = project.root / "preds.parquet"
     r = cli("predict", project.root / "m.json", data, "--out", out)
     assert r.exit_code == 0, r.stderr
@@ -705,7 +742,8 @@ def test_the_file_is_read_once_per_round_and_the_model_is_the_in_memory_one(
     assert c == 1.0
     # candidates by the rule (256 here): the selecting rounds; rounds: 6 fixes T
     config = brc.BRCConfig(rounds=6, counted=not public, c1=c, c2=c,
-                           candidates=brc.auto_candidates(N))
+                           candidates=brc.auto_candidates(N), partial=bool(public),
+                           voted=bool(public) and brc.vote_pays(0.5, N, c))
     rounds, calibration, _ = brc.fit(rows, config, 0.5, project.seeded_rng(6))
     model = brc.BRCModel(spec.schema, tuple(DEFAULT_COLUMNS), payload["mode"], public, rounds,
                          config, N, 0.5, calibration)
@@ -714,6 +752,8 @@ def test_the_file_is_read_once_per_round_and_the_model_is_the_in_memory_one(
     assert payload["calibration"] == expected["calibration"]
     assert payload["class_balance"] == expected["class_balance"]
     assert payload["threshold"] == expected["threshold"]
+    assert payload["private_vote"] == expected["private_vote"]
+    assert payload["private_vote"] is None     # n·ε = 200: the vote does not pay
     # Which kind each round takes is drawn from the run's noise, and the noise of a seeded run
     # depends on the ledger's random key, so only the possible kinds are fixed here.
     kinds = {rnd["kind"] for rnd in payload["ensemble"]}

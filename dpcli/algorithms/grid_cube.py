@@ -28,6 +28,7 @@ Private: exact qualities, released only through the exponential mechanism
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -40,6 +41,10 @@ from dpcli.stats.engine import JointTable
 CHUNK_DENSE = 1 << 20
 #: source cells gathered per roll-up chunk
 CHUNK_CELLS = 1 << 18
+#: (grid, projected row) pairs counted per task of the maximal grids: bounds a task's
+#: temporaries (about 28 bytes a pair: int32 positions and their scratch, bincount's
+#: intp copy, the float weights), whatever a set's projection and run of grids
+CHUNK_PAIRS = 1 << 19
 #: both counts go in one float channel (rest·2^k + positive, k the bits of n) when its
 #: sums stay exact: below this
 PACK_BELOW = 1 << 53
@@ -75,16 +80,21 @@ class _Shape:
             used = g[:, j] > 0
             self.real[:, j] = np.where(used, sizes[g[:, j]], 1)
             self.ext[:, j] = np.where(used, sizes[g[:, j]] + int(extra[j]), 1)
-        self.stride = _strides(self.ext)
+        # int32 strides when every position fits (each grid below 2^31 dense cells): 8
+        # bytes a (grid, column) less on pools of 10^5 grids
+        kind = np.int32 if len(g) and int(self.ext.prod(axis=1, dtype=np.int64).max()) < 2**31 \
+            else np.int64
+        self.stride = _strides(self.ext, kind)
         self.ext_total = self.ext.prod(axis=1, dtype=np.int64)
         self.real_total = self.real.prod(axis=1, dtype=np.int64)
 
 
-def _strides(sizes: np.ndarray) -> np.ndarray:
-    """C-order strides (int64) of dense arrays of ``sizes`` (one row per array)."""
-    stride = np.ones(sizes.shape, dtype=np.int64)
-    if sizes.shape[1] > 1:
-        stride[:, :-1] = np.cumprod(sizes[:, :0:-1], axis=1, dtype=np.int64)[:, ::-1]
+def _strides(sizes: np.ndarray, kind: type = np.int64) -> np.ndarray:
+    """C-order strides of dense arrays of ``sizes`` (one row per array), a column at a
+    time (no temporary of the whole table); ``kind`` must hold every array's size."""
+    stride: np.ndarray = np.ones(sizes.shape, dtype=kind)
+    for j in range(sizes.shape[1] - 2, -1, -1):
+        np.multiply(stride[:, j + 1], sizes[:, j + 1], out=stride[:, j], casting="unsafe")
     return stride
 
 
@@ -155,13 +165,19 @@ def _concat(layers: list[_Layer], channels: int) -> _Layer:
 
 def score_pool_cube(table: JointTable, hierarchies: Sequence[Hierarchy], grids: np.ndarray,
                     rate: float, positive: int,
-                    progress: Callable[[int], None] | None = None) -> np.ndarray:
+                    progress: Callable[[int], None] | None = None, *,
+                    threads: int | None = None) -> np.ndarray:
     """:func:`dpcli.algorithms.privpfc.score_pool_dense`'s qualities, the same floats,
-    computed a batch of grids at a time (module doc). Private: exact qualities; release
-    only through :func:`dpcli.algorithms.privpfc.select_grid`."""
+    computed a batch of grids at a time (module doc), the large numpy steps on ``threads``
+    worker threads (default: the pass's, :func:`dpcli.data.prefetch.usable_cores`).
+    Private: exact qualities; release only through
+    :func:`dpcli.algorithms.privpfc.select_grid`."""
     from dpcli.algorithms.privpfc import _refinements, score_pool_dense
+    from dpcli.data.prefetch import usable_cores
 
-    g = grids.astype(np.int64).reshape(len(grids), len(hierarchies))
+    # levels as they come (int8 from privpfc.pool): an int64 copy is 8 bytes a (grid,
+    # column), 13 MiB on Adult's pool, and every use below is an index
+    g = np.asarray(grids).reshape(len(grids), len(hierarchies))
     d = g.shape[1]
     counts = np.asarray(table.counts, dtype=np.int64)
     leaves = np.asarray(table.leaves, dtype=np.int64).reshape(len(counts), d)
@@ -241,33 +257,57 @@ def score_pool_cube(table: JointTable, hierarchies: Sequence[Hierarchy], grids: 
                    else src_chans[:0])
         return kept[s]
 
+    def count(ids: np.ndarray, offsets: np.ndarray, cols: list[tuple[int, np.ndarray]],
+              weights: np.ndarray, hists: list[np.ndarray]) -> None:
+        """Writes the dense histograms of the maximal grids ``ids`` (one set) into their
+        slices of ``hists`` (from ``offsets``), from their set's projection: column j's
+        node per level and projected row in ``cols``, the projection's channels in
+        ``weights``. Large numpy calls only (they release the GIL), and slices no other
+        task writes: runs on a worker thread."""
+        first = int(offsets[0])
+        span = int(offsets[-1] + shape.ext_total[ids[-1]]) - first
+        kind = np.int32 if span < 2**31 else np.int64     # half the memory traffic
+        rows = weights.shape[1]
+        # position = Σ node · stride over the used columns, for every (grid, row)
+        idx = np.repeat((offsets - first).astype(kind), rows).reshape(len(ids), rows)
+        tmp = np.empty_like(idx)
+        for j, codes in cols:
+            np.take(codes.astype(kind, copy=False), g[ids, j], axis=0, out=tmp)
+            np.multiply(tmp, shape.stride[ids, j].astype(kind)[:, None], out=tmp)
+            idx += tmp
+        del tmp
+        flat = idx.reshape(-1)
+        for hist, w in zip(hists, weights, strict=True):
+            hist[first:first + span] = np.bincount(flat, weights=np.tile(w, len(ids)),
+                                                   minlength=span)
+
     def maximal(batch: np.ndarray) -> _Layer:
-        """The cells of the maximal grids ``roots[batch]`` (consecutive by set)."""
+        """The cells of the maximal grids ``roots[batch]`` (consecutive by set): each set's
+        grids counted in tasks of about CHUNK_PAIRS (grid, row) pairs, on the workers
+        while this thread projects the next sets. A cell's count is an exact integer
+        (PACK_BELOW), so how the grids are split between tasks changes no float."""
         ids = roots[batch]
         offsets = np.cumsum(shape.ext_total[ids]) - shape.ext_total[ids]
         total = int(shape.ext_total[ids].sum())
         hists = [np.zeros(total) for _ in range(chans.shape[1])]
         runs = np.flatnonzero(np.diff(set_of[batch], prepend=-1))
+        tasks: list[Future[None]] = []
         for lo, hi in zip(runs.tolist(), [*runs[1:].tolist(), len(batch)], strict=True):
             s = int(set_of[batch[lo]])
             p_key, p_chans = projection(s)
-            rows = ids[lo:hi]
-            first = int(offsets[lo])
-            span = int(offsets[hi - 1] + shape.ext_total[ids[hi - 1]]) - first
-            # position = Σ node · stride over the used columns, for every (grid, row)
-            kind = np.int32 if span < 2**31 else np.int64     # half the memory traffic
-            idx = np.repeat((offsets[lo:hi] - first).astype(kind), len(p_key)).reshape(
-                hi - lo, -1)
-            tmp = np.empty_like(idx)
-            for j in np.flatnonzero(sets[s]).tolist():
-                codes = maps.leaf[j].astype(kind)[:, (p_key >> shift[j]) & ((1 << bits[j]) - 1)]
-                np.take(codes, g[rows, j], axis=0, out=tmp)
-                np.multiply(tmp, shape.stride[rows, j].astype(kind)[:, None], out=tmp)
-                idx += tmp
-            for c, hist in enumerate(hists):
-                hist[first:first + span] = np.bincount(
-                    idx.reshape(-1), weights=np.tile(p_chans[:, c].astype(float), hi - lo),
-                    minlength=span)
+            cols = [(j, maps.leaf[j][:, (p_key >> shift[j]) & ((1 << bits[j]) - 1)])
+                    for j in np.flatnonzero(sets[s]).tolist()]
+            weights = np.ascontiguousarray(p_chans.T, dtype=float)
+            step = max(1, CHUNK_PAIRS // max(1, len(p_key)))
+            for a in range(lo, hi, step):
+                b = min(hi, a + step)
+                args = (ids[a:b], offsets[a:b], cols, weights, hists)
+                if workers_ is None:
+                    count(*args)
+                else:
+                    tasks.append(workers_.submit(count, *args))
+        for task in tasks:
+            task.result()
         return _from_dense(hists, ids, offsets)
 
     def roll(layer: _Layer, ft: np.ndarray, cid: np.ndarray) -> _Layer:
@@ -295,26 +335,44 @@ def score_pool_cube(table: JointTable, hierarchies: Sequence[Hierarchy], grids: 
         hists = [np.bincount(new, weights=w[:, c], minlength=total) for c in range(w.shape[1])]
         return _from_dense(hists, cid, offsets)
 
-    def done(layer: _Layer) -> None:
-        quality[layer.ids] = scorer.score(layer)
+    def done(layer: _Layer, q: np.ndarray) -> None:
+        quality[layer.ids] = q
         if progress is not None:
             progress(len(layer.ids))
 
-    for batch in _cut(shape.ext_total[roots], CHUNK_DENSE):
-        frontier = maximal(batch)
-        done(frontier)
-        while len(frontier.ids):
-            lo, hi = bounds[frontier.ids + 1], bounds[frontier.ids + 2]
-            cid = by_parent[_ranges(lo, hi - lo)]
-            ft = np.repeat(np.arange(len(frontier.ids), dtype=np.int64), hi - lo)
-            parts = []
-            gathered = frontier.count[ft]
-            for part in _cut(np.maximum(shape.ext_total[cid], gathered * CHUNK_DENSE
-                                        // CHUNK_CELLS), CHUNK_DENSE):
-                child = roll(frontier, ft[part], cid[part])
-                done(child)
-                parts.append(child)
-            frontier = _concat(parts, chans.shape[1])
+    def rolled(layer: _Layer, ft: np.ndarray, cid: np.ndarray) -> tuple[_Layer, np.ndarray]:
+        child = roll(layer, ft, cid)
+        return child, scorer.score(child)
+
+    workers = usable_cores() if threads is None else max(1, threads)
+    # the workers take the maximal grids' counting and a level's roll-up chunks, each a
+    # few large numpy calls; the main thread projects and keeps the order. Results are
+    # placed in submission order, so the floats are those of one thread
+    workers_ = ThreadPoolExecutor(workers) if workers > 1 and len(g) > 1 else None
+    try:
+        for batch in _cut(shape.ext_total[roots], CHUNK_DENSE):
+            frontier = maximal(batch)
+            done(frontier, scorer.score(frontier))
+            while len(frontier.ids):
+                lo, hi = bounds[frontier.ids + 1], bounds[frontier.ids + 2]
+                cid = by_parent[_ranges(lo, hi - lo)]
+                ft = np.repeat(np.arange(len(frontier.ids), dtype=np.int64), hi - lo)
+                gathered = frontier.count[ft]
+                cuts = _cut(np.maximum(shape.ext_total[cid], gathered * CHUNK_DENSE
+                                       // CHUNK_CELLS), CHUNK_DENSE)
+                if workers_ is None or len(cuts) < 2:
+                    results = [rolled(frontier, ft[part], cid[part]) for part in cuts]
+                else:
+                    futures = [workers_.submit(rolled, frontier, ft[part], cid[part])
+                               for part in cuts]
+                    results = [future.result() for future in futures]
+                for child, q in results:
+                    done(child, q)
+                frontier = _concat([child for child, _ in results], chans.shape[1])
+                del results
+    finally:
+        if workers_ is not None:
+            workers_.shutdown(cancel_futures=True)
     if not np.isfinite(quality).all():
         raise RuntimeError("a grid of the pool was not scored")  # never release on a gap
     return quality

@@ -24,21 +24,23 @@ def same_bits(a: np.ndarray, b: np.ndarray) -> bool:
 def test_batched_cube_gives_the_reference_floats(shape: str, threshold: int,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     """Every shape (rows in no leaf, one class, mostly empty cells, skew): the same floats
-    in one batch, in many tiny batches and chunks, and with the counts in two channels."""
+    in one batch on one thread, in many tiny batches, chunks and counting tasks on 3
+    threads, and with the counts in two channels."""
     make, rows, kw = SHAPES[shape]
     hs = make()
     table = _weighted(make_rng(100 + sorted(SHAPES).index(shape)), hs, rows, **kw)
     grids = pp.pool([h.sizes for h in hs], threshold)
     for rate in (0.01, 0.3, 4.0):
         reference = pp.score_pool_dense(table, hs, grids, rate, 1)
-        assert same_bits(gc.score_pool_cube(table, hs, grids, rate, 1), reference)
+        assert same_bits(gc.score_pool_cube(table, hs, grids, rate, 1, threads=1), reference)
         with monkeypatch.context() as m:
             m.setattr(gc, "CHUNK_DENSE", 7)
             m.setattr(gc, "CHUNK_CELLS", 3)
+            m.setattr(gc, "CHUNK_PAIRS", 5)
             m.setattr(gc, "PACK_BELOW", 1)
             seen: list[int] = []
-            assert same_bits(gc.score_pool_cube(table, hs, grids, rate, 1, seen.append),
-                             reference)
+            assert same_bits(gc.score_pool_cube(table, hs, grids, rate, 1, seen.append,
+                                                threads=3), reference)
             assert sum(seen) == len(grids)
 
 

@@ -21,6 +21,16 @@ floats, bit for bit, with numpy calls per batch of grids:
   summed as the rows of one array along its last axis, which numpy sums as it sums each
   row alone (tests/algorithms/test_privpfc.py checks both against the reference).
 
+- Threads. A set's maximal grids are counted in tasks of at most CHUNK_PAIRS (grid,
+  row) pairs, each writing its own grids' slices of the batch's histograms, and a level's
+  roll-ups in chunks (roll and score), on worker threads (numpy's gathers, products,
+  bincounts and sorts release the GIL); the main thread projects the next sets and places
+  results in submission order. Counts are exact integers and each grid's flip terms are
+  summed by one call, so the floats are those of one thread.
+- Memory. A batch of maximal grids holds at most CHUNK_DENSE dense cells, which bounds
+  every level walked from it; the pool's levels stay int8, its sizes int16 and strides
+  int32 where they fit.
+
 Private: exact qualities, released only through the exponential mechanism
 (:func:`dpcli.algorithms.privpfc.select_grid`).
 """
@@ -38,7 +48,9 @@ from dpcli.stats.engine import JointTable
 
 #: dense cells (extra nodes included) counted per bincount: the maximal grids of a batch,
 #: or the children of a chunk. Bounds the memory of one step (8 bytes a cell per channel)
-CHUNK_DENSE = 1 << 20
+#: and, through the batch, of the levels walked from it (2^20 held 66 MiB at the peak on
+#: Adult's pool, 2^18 47 MiB, 2^17 43 MiB, the CPU within the noise)
+CHUNK_DENSE = 1 << 18
 #: source cells gathered per roll-up chunk
 CHUNK_CELLS = 1 << 18
 #: (grid, projected row) pairs counted per task of the maximal grids: bounds a task's
@@ -73,20 +85,23 @@ class _Shape:
 
     def __init__(self, hierarchies: Sequence[Hierarchy], g: np.ndarray,
                  extra: Sequence[bool]) -> None:
-        self.real = np.ones(g.shape, dtype=np.int32)
-        self.ext = np.ones(g.shape, dtype=np.int32)
+        # int16 sizes when every level has fewer than 2^15 − 1 nodes: 2 bytes a (grid,
+        # column), not 4 (Adult's pool: 120,614 × 14 of each)
+        top = max((max(h.sizes) for h in hierarchies), default=1)
+        small = np.int16 if top + 1 < 2**15 else np.int32
+        self.real = np.ones(g.shape, dtype=small)
+        self.ext = np.ones(g.shape, dtype=small)
         for j, h in enumerate(hierarchies):
-            sizes = np.array(h.sizes, dtype=np.int32)
+            sizes = np.array(h.sizes, dtype=small)
             used = g[:, j] > 0
             self.real[:, j] = np.where(used, sizes[g[:, j]], 1)
             self.ext[:, j] = np.where(used, sizes[g[:, j]] + int(extra[j]), 1)
         # int32 strides when every position fits (each grid below 2^31 dense cells): 8
         # bytes a (grid, column) less on pools of 10^5 grids
-        kind = np.int32 if len(g) and int(self.ext.prod(axis=1, dtype=np.int64).max()) < 2**31 \
-            else np.int64
-        self.stride = _strides(self.ext, kind)
         self.ext_total = self.ext.prod(axis=1, dtype=np.int64)
         self.real_total = self.real.prod(axis=1, dtype=np.int64)
+        kind = np.int32 if len(g) and int(self.ext_total.max()) < 2**31 else np.int64
+        self.stride = _strides(self.ext, kind)
 
 
 def _strides(sizes: np.ndarray, kind: type = np.int64) -> np.ndarray:
@@ -257,13 +272,13 @@ def score_pool_cube(table: JointTable, hierarchies: Sequence[Hierarchy], grids: 
                    else src_chans[:0])
         return kept[s]
 
-    def count(ids: np.ndarray, offsets: np.ndarray, cols: list[tuple[int, np.ndarray]],
+    def count(ids: np.ndarray, offsets: np.ndarray, cols: list[int], p_key: np.ndarray,
               weights: np.ndarray, hists: list[np.ndarray]) -> None:
-        """Writes the dense histograms of the maximal grids ``ids`` (one set) into their
-        slices of ``hists`` (from ``offsets``), from their set's projection: column j's
-        node per level and projected row in ``cols``, the projection's channels in
-        ``weights``. Large numpy calls only (they release the GIL), and slices no other
-        task writes: runs on a worker thread."""
+        """Writes the dense histograms of the maximal grids ``ids`` (one set, its used
+        columns ``cols``) into their slices of ``hists`` (from ``offsets``), from the set's
+        projection (keys ``p_key``, channels ``weights``). Large numpy calls only (they
+        release the GIL), and slices no other task writes: runs on a worker thread. A
+        queued task holds only the projection, not its node tables."""
         first = int(offsets[0])
         span = int(offsets[-1] + shape.ext_total[ids[-1]]) - first
         kind = np.int32 if span < 2**31 else np.int64     # half the memory traffic
@@ -271,8 +286,9 @@ def score_pool_cube(table: JointTable, hierarchies: Sequence[Hierarchy], grids: 
         # position = Σ node · stride over the used columns, for every (grid, row)
         idx = np.repeat((offsets - first).astype(kind), rows).reshape(len(ids), rows)
         tmp = np.empty_like(idx)
-        for j, codes in cols:
-            np.take(codes.astype(kind, copy=False), g[ids, j], axis=0, out=tmp)
+        for j in cols:
+            codes = maps.leaf[j].astype(kind)[:, (p_key >> shift[j]) & ((1 << bits[j]) - 1)]
+            np.take(codes, g[ids, j], axis=0, out=tmp)
             np.multiply(tmp, shape.stride[ids, j].astype(kind)[:, None], out=tmp)
             idx += tmp
         del tmp
@@ -295,13 +311,12 @@ def score_pool_cube(table: JointTable, hierarchies: Sequence[Hierarchy], grids: 
         for lo, hi in zip(runs.tolist(), [*runs[1:].tolist(), len(batch)], strict=True):
             s = int(set_of[batch[lo]])
             p_key, p_chans = projection(s)
-            cols = [(j, maps.leaf[j][:, (p_key >> shift[j]) & ((1 << bits[j]) - 1)])
-                    for j in np.flatnonzero(sets[s]).tolist()]
+            cols = np.flatnonzero(sets[s]).tolist()
             weights = np.ascontiguousarray(p_chans.T, dtype=float)
             step = max(1, CHUNK_PAIRS // max(1, len(p_key)))
             for a in range(lo, hi, step):
                 b = min(hi, a + step)
-                args = (ids[a:b], offsets[a:b], cols, weights, hists)
+                args = (ids[a:b], offsets[a:b], cols, p_key, weights, hists)
                 if workers_ is None:
                     count(*args)
                 else:

@@ -22,11 +22,11 @@ floats, bit for bit, with numpy calls per batch of grids:
   row alone (tests/algorithms/test_privpfc.py checks both against the reference).
 
 - Threads. A set's maximal grids are counted in tasks of at most CHUNK_PAIRS (grid,
-  row) pairs, each writing its own grids' slices of the batch's histograms, and a level's
-  roll-ups in chunks (roll and score), on worker threads (numpy's gathers, products,
-  bincounts and sorts release the GIL); the main thread projects the next sets and places
-  results in submission order. Counts are exact integers and each grid's flip terms are
-  summed by one call, so the floats are those of one thread.
+  row) pairs, each writing its own grids' slices of the batch's histograms, and each
+  batch's levels below them are walked (rolled up and scored) as one task, on worker
+  threads (numpy's gathers, products, bincounts and sorts release the GIL); the main
+  thread projects the sets and lays out the next batch. Counts are exact integers and
+  each grid's flip terms are summed by one call, so the floats are those of one thread.
 - Memory. A batch of maximal grids holds at most CHUNK_DENSE dense cells, which bounds
   every level walked from it; the pool's levels stay int8, its sizes int16 and strides
   int32 where they fit.
@@ -37,6 +37,7 @@ Private: exact qualities, released only through the exponential mechanism
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -350,41 +351,53 @@ def score_pool_cube(table: JointTable, hierarchies: Sequence[Hierarchy], grids: 
         hists = [np.bincount(new, weights=w[:, c], minlength=total) for c in range(w.shape[1])]
         return _from_dense(hists, cid, offsets)
 
-    def done(layer: _Layer, q: np.ndarray) -> None:
-        quality[layer.ids] = q
-        if progress is not None:
-            progress(len(layer.ids))
-
-    def rolled(layer: _Layer, ft: np.ndarray, cid: np.ndarray) -> tuple[_Layer, np.ndarray]:
-        child = roll(layer, ft, cid)
-        return child, scorer.score(child)
+    def walk(frontier: _Layer) -> int:
+        """Scores the maximal grids ``frontier`` and every grid below them, level by level
+        (each level's roll-ups in chunks of CHUNK_DENSE dense cells); returns how many.
+        Batches write disjoint entries of ``quality``: any thread, any order."""
+        quality[frontier.ids] = scorer.score(frontier)
+        scored = len(frontier.ids)
+        while len(frontier.ids):
+            lo, hi = bounds[frontier.ids + 1], bounds[frontier.ids + 2]
+            cid = by_parent[_ranges(lo, hi - lo)]
+            ft = np.repeat(np.arange(len(frontier.ids), dtype=np.int64), hi - lo)
+            gathered = frontier.count[ft]
+            parts = []
+            for part in _cut(np.maximum(shape.ext_total[cid], gathered * CHUNK_DENSE
+                                        // CHUNK_CELLS), CHUNK_DENSE):
+                child = roll(frontier, ft[part], cid[part])
+                quality[child.ids] = scorer.score(child)
+                scored += len(child.ids)
+                parts.append(child)
+            frontier = _concat(parts, chans.shape[1])
+        return scored
 
     workers = usable_cores() if threads is None else max(1, threads)
-    # the workers take the maximal grids' counting and a level's roll-up chunks, each a
-    # few large numpy calls; the main thread projects and keeps the order. Results are
-    # placed in submission order, so the floats are those of one thread
+    # the main thread projects the sets and lays out each batch; the workers count its
+    # maximal grids (tasks of CHUNK_PAIRS pairs) and walk the batches below them, at most
+    # ``workers`` − 1 walks waiting while the next batch is counted (memory: that many
+    # batches' levels and one batch's histograms). Every grid's quality
+    # is computed by the same calls whichever thread runs them
     workers_ = ThreadPoolExecutor(workers) if workers > 1 and len(g) > 1 else None
+    waiting: deque[Future[int]] = deque()
+
+    def settle(keep: int) -> None:
+        while len(waiting) > keep:
+            scored = waiting.popleft().result()
+            if progress is not None:
+                progress(scored)
+
     try:
         for batch in _cut(shape.ext_total[roots], CHUNK_DENSE):
             frontier = maximal(batch)
-            done(frontier, scorer.score(frontier))
-            while len(frontier.ids):
-                lo, hi = bounds[frontier.ids + 1], bounds[frontier.ids + 2]
-                cid = by_parent[_ranges(lo, hi - lo)]
-                ft = np.repeat(np.arange(len(frontier.ids), dtype=np.int64), hi - lo)
-                gathered = frontier.count[ft]
-                cuts = _cut(np.maximum(shape.ext_total[cid], gathered * CHUNK_DENSE
-                                       // CHUNK_CELLS), CHUNK_DENSE)
-                if workers_ is None or len(cuts) < 2:
-                    results = [rolled(frontier, ft[part], cid[part]) for part in cuts]
-                else:
-                    futures = [workers_.submit(rolled, frontier, ft[part], cid[part])
-                               for part in cuts]
-                    results = [future.result() for future in futures]
-                for child, q in results:
-                    done(child, q)
-                frontier = _concat([child for child, _ in results], chans.shape[1])
-                del results
+            if workers_ is None:
+                scored = walk(frontier)
+                if progress is not None:
+                    progress(scored)
+                continue
+            waiting.append(workers_.submit(walk, frontier))
+            settle(workers - 1)
+        settle(0)
     finally:
         if workers_ is not None:
             workers_.shutdown(cancel_futures=True)

@@ -112,8 +112,8 @@ def test_rows_of_one_length_sum_as_each_row_alone(n: int) -> None:
 
 
 def test_counting_and_roll_ups_run_on_the_workers(monkeypatch: pytest.MonkeyPatch) -> None:
-    """With threads, the maximal grids' counting tasks and a level's roll-up chunks go to
-    the worker pool (sized by ``threads``), and the floats stay the reference's."""
+    """With threads, the maximal grids' counting tasks and the walks below them go to the
+    worker pool (sized by ``threads``), and the floats stay the reference's."""
     import threading
 
     make, rows, kw = SHAPES["adult-like"]

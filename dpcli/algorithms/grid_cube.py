@@ -21,13 +21,25 @@ floats, bit for bit, with numpy calls per batch of grids:
   summed as the rows of one array along its last axis, which numpy sums as it sums each
   row alone (tests/algorithms/test_privpfc.py checks both against the reference).
 
+- Threads. A set's maximal grids are counted in tasks of at most CHUNK_PAIRS (grid,
+  row) pairs, each writing its own grids' slices of the batch's histograms, and each
+  batch's levels below them are walked (rolled up and scored) as one task, on worker
+  threads (numpy's gathers, products, bincounts and sorts release the GIL); the main
+  thread projects the sets and lays out the next batch. Counts are exact integers and
+  each grid's flip terms are summed by one call, so the floats are those of one thread.
+- Memory. A batch of maximal grids holds at most CHUNK_DENSE dense cells, which bounds
+  every level walked from it; the pool's levels stay int8, its sizes int16 and strides
+  int32 where they fit.
+
 Private: exact qualities, released only through the exponential mechanism
 (:func:`dpcli.algorithms.privpfc.select_grid`).
 """
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -37,9 +49,15 @@ from dpcli.stats.engine import JointTable
 
 #: dense cells (extra nodes included) counted per bincount: the maximal grids of a batch,
 #: or the children of a chunk. Bounds the memory of one step (8 bytes a cell per channel)
-CHUNK_DENSE = 1 << 20
+#: and, through the batch, of the levels walked from it (2^20 held 66 MiB at the peak on
+#: Adult's pool, 2^18 47 MiB, 2^17 43 MiB, the CPU within the noise)
+CHUNK_DENSE = 1 << 18
 #: source cells gathered per roll-up chunk
 CHUNK_CELLS = 1 << 18
+#: (grid, projected row) pairs counted per task of the maximal grids: bounds a task's
+#: temporaries (about 28 bytes a pair: int32 positions and their scratch, bincount's
+#: intp copy, the float weights), whatever a set's projection and run of grids
+CHUNK_PAIRS = 1 << 19
 #: both counts go in one float channel (rest·2^k + positive, k the bits of n) when its
 #: sums stay exact: below this
 PACK_BELOW = 1 << 53
@@ -68,23 +86,31 @@ class _Shape:
 
     def __init__(self, hierarchies: Sequence[Hierarchy], g: np.ndarray,
                  extra: Sequence[bool]) -> None:
-        self.real = np.ones(g.shape, dtype=np.int32)
-        self.ext = np.ones(g.shape, dtype=np.int32)
+        # int16 sizes when every level has fewer than 2^15 − 1 nodes: 2 bytes a (grid,
+        # column), not 4 (Adult's pool: 120,614 × 14 of each)
+        top = max((max(h.sizes) for h in hierarchies), default=1)
+        small = np.int16 if top + 1 < 2**15 else np.int32
+        self.real = np.ones(g.shape, dtype=small)
+        self.ext = np.ones(g.shape, dtype=small)
         for j, h in enumerate(hierarchies):
-            sizes = np.array(h.sizes, dtype=np.int32)
+            sizes = np.array(h.sizes, dtype=small)
             used = g[:, j] > 0
             self.real[:, j] = np.where(used, sizes[g[:, j]], 1)
             self.ext[:, j] = np.where(used, sizes[g[:, j]] + int(extra[j]), 1)
-        self.stride = _strides(self.ext)
+        # int32 strides when every position fits (each grid below 2^31 dense cells): 8
+        # bytes a (grid, column) less on pools of 10^5 grids
         self.ext_total = self.ext.prod(axis=1, dtype=np.int64)
         self.real_total = self.real.prod(axis=1, dtype=np.int64)
+        kind = np.int32 if len(g) and int(self.ext_total.max()) < 2**31 else np.int64
+        self.stride = _strides(self.ext, kind)
 
 
-def _strides(sizes: np.ndarray) -> np.ndarray:
-    """C-order strides (int64) of dense arrays of ``sizes`` (one row per array)."""
-    stride = np.ones(sizes.shape, dtype=np.int64)
-    if sizes.shape[1] > 1:
-        stride[:, :-1] = np.cumprod(sizes[:, :0:-1], axis=1, dtype=np.int64)[:, ::-1]
+def _strides(sizes: np.ndarray, kind: type = np.int64) -> np.ndarray:
+    """C-order strides of dense arrays of ``sizes`` (one row per array), a column at a
+    time (no temporary of the whole table); ``kind`` must hold every array's size."""
+    stride: np.ndarray = np.ones(sizes.shape, dtype=kind)
+    for j in range(sizes.shape[1] - 2, -1, -1):
+        np.multiply(stride[:, j + 1], sizes[:, j + 1], out=stride[:, j], casting="unsafe")
     return stride
 
 
@@ -155,13 +181,19 @@ def _concat(layers: list[_Layer], channels: int) -> _Layer:
 
 def score_pool_cube(table: JointTable, hierarchies: Sequence[Hierarchy], grids: np.ndarray,
                     rate: float, positive: int,
-                    progress: Callable[[int], None] | None = None) -> np.ndarray:
+                    progress: Callable[[int], None] | None = None, *,
+                    threads: int | None = None) -> np.ndarray:
     """:func:`dpcli.algorithms.privpfc.score_pool_dense`'s qualities, the same floats,
-    computed a batch of grids at a time (module doc). Private: exact qualities; release
-    only through :func:`dpcli.algorithms.privpfc.select_grid`."""
+    computed a batch of grids at a time (module doc), the large numpy steps on ``threads``
+    worker threads (default: the pass's, :func:`dpcli.data.prefetch.usable_cores`).
+    Private: exact qualities; release only through
+    :func:`dpcli.algorithms.privpfc.select_grid`."""
     from dpcli.algorithms.privpfc import _refinements, score_pool_dense
+    from dpcli.data.prefetch import usable_cores
 
-    g = grids.astype(np.int64).reshape(len(grids), len(hierarchies))
+    # levels as they come (int8 from privpfc.pool): an int64 copy is 8 bytes a (grid,
+    # column), 13 MiB on Adult's pool, and every use below is an index
+    g = np.asarray(grids).reshape(len(grids), len(hierarchies))
     d = g.shape[1]
     counts = np.asarray(table.counts, dtype=np.int64)
     leaves = np.asarray(table.leaves, dtype=np.int64).reshape(len(counts), d)
@@ -241,33 +273,57 @@ def score_pool_cube(table: JointTable, hierarchies: Sequence[Hierarchy], grids: 
                    else src_chans[:0])
         return kept[s]
 
+    def count(ids: np.ndarray, offsets: np.ndarray, cols: list[int], p_key: np.ndarray,
+              weights: np.ndarray, hists: list[np.ndarray]) -> None:
+        """Writes the dense histograms of the maximal grids ``ids`` (one set, its used
+        columns ``cols``) into their slices of ``hists`` (from ``offsets``), from the set's
+        projection (keys ``p_key``, channels ``weights``). Large numpy calls only (they
+        release the GIL), and slices no other task writes: runs on a worker thread. A
+        queued task holds only the projection, not its node tables."""
+        first = int(offsets[0])
+        span = int(offsets[-1] + shape.ext_total[ids[-1]]) - first
+        kind = np.int32 if span < 2**31 else np.int64     # half the memory traffic
+        rows = weights.shape[1]
+        # position = Σ node · stride over the used columns, for every (grid, row)
+        idx = np.repeat((offsets - first).astype(kind), rows).reshape(len(ids), rows)
+        tmp = np.empty_like(idx)
+        for j in cols:
+            codes = maps.leaf[j].astype(kind)[:, (p_key >> shift[j]) & ((1 << bits[j]) - 1)]
+            np.take(codes, g[ids, j], axis=0, out=tmp)
+            np.multiply(tmp, shape.stride[ids, j].astype(kind)[:, None], out=tmp)
+            idx += tmp
+        del tmp
+        flat = idx.reshape(-1)
+        for hist, w in zip(hists, weights, strict=True):
+            hist[first:first + span] = np.bincount(flat, weights=np.tile(w, len(ids)),
+                                                   minlength=span)
+
     def maximal(batch: np.ndarray) -> _Layer:
-        """The cells of the maximal grids ``roots[batch]`` (consecutive by set)."""
+        """The cells of the maximal grids ``roots[batch]`` (consecutive by set): each set's
+        grids counted in tasks of about CHUNK_PAIRS (grid, row) pairs, on the workers
+        while this thread projects the next sets. A cell's count is an exact integer
+        (PACK_BELOW), so how the grids are split between tasks changes no float."""
         ids = roots[batch]
         offsets = np.cumsum(shape.ext_total[ids]) - shape.ext_total[ids]
         total = int(shape.ext_total[ids].sum())
         hists = [np.zeros(total) for _ in range(chans.shape[1])]
         runs = np.flatnonzero(np.diff(set_of[batch], prepend=-1))
+        tasks: list[Future[None]] = []
         for lo, hi in zip(runs.tolist(), [*runs[1:].tolist(), len(batch)], strict=True):
             s = int(set_of[batch[lo]])
             p_key, p_chans = projection(s)
-            rows = ids[lo:hi]
-            first = int(offsets[lo])
-            span = int(offsets[hi - 1] + shape.ext_total[ids[hi - 1]]) - first
-            # position = Σ node · stride over the used columns, for every (grid, row)
-            kind = np.int32 if span < 2**31 else np.int64     # half the memory traffic
-            idx = np.repeat((offsets[lo:hi] - first).astype(kind), len(p_key)).reshape(
-                hi - lo, -1)
-            tmp = np.empty_like(idx)
-            for j in np.flatnonzero(sets[s]).tolist():
-                codes = maps.leaf[j].astype(kind)[:, (p_key >> shift[j]) & ((1 << bits[j]) - 1)]
-                np.take(codes, g[rows, j], axis=0, out=tmp)
-                np.multiply(tmp, shape.stride[rows, j].astype(kind)[:, None], out=tmp)
-                idx += tmp
-            for c, hist in enumerate(hists):
-                hist[first:first + span] = np.bincount(
-                    idx.reshape(-1), weights=np.tile(p_chans[:, c].astype(float), hi - lo),
-                    minlength=span)
+            cols = np.flatnonzero(sets[s]).tolist()
+            weights = np.ascontiguousarray(p_chans.T, dtype=float)
+            step = max(1, CHUNK_PAIRS // max(1, len(p_key)))
+            for a in range(lo, hi, step):
+                b = min(hi, a + step)
+                args = (ids[a:b], offsets[a:b], cols, p_key, weights, hists)
+                if workers_ is None:
+                    count(*args)
+                else:
+                    tasks.append(workers_.submit(count, *args))
+        for task in tasks:
+            task.result()
         return _from_dense(hists, ids, offsets)
 
     def roll(layer: _Layer, ft: np.ndarray, cid: np.ndarray) -> _Layer:
@@ -295,26 +351,56 @@ def score_pool_cube(table: JointTable, hierarchies: Sequence[Hierarchy], grids: 
         hists = [np.bincount(new, weights=w[:, c], minlength=total) for c in range(w.shape[1])]
         return _from_dense(hists, cid, offsets)
 
-    def done(layer: _Layer) -> None:
-        quality[layer.ids] = scorer.score(layer)
-        if progress is not None:
-            progress(len(layer.ids))
-
-    for batch in _cut(shape.ext_total[roots], CHUNK_DENSE):
-        frontier = maximal(batch)
-        done(frontier)
+    def walk(frontier: _Layer) -> int:
+        """Scores the maximal grids ``frontier`` and every grid below them, level by level
+        (each level's roll-ups in chunks of CHUNK_DENSE dense cells); returns how many.
+        Batches write disjoint entries of ``quality``: any thread, any order."""
+        quality[frontier.ids] = scorer.score(frontier)
+        scored = len(frontier.ids)
         while len(frontier.ids):
             lo, hi = bounds[frontier.ids + 1], bounds[frontier.ids + 2]
             cid = by_parent[_ranges(lo, hi - lo)]
             ft = np.repeat(np.arange(len(frontier.ids), dtype=np.int64), hi - lo)
-            parts = []
             gathered = frontier.count[ft]
+            parts = []
             for part in _cut(np.maximum(shape.ext_total[cid], gathered * CHUNK_DENSE
                                         // CHUNK_CELLS), CHUNK_DENSE):
                 child = roll(frontier, ft[part], cid[part])
-                done(child)
+                quality[child.ids] = scorer.score(child)
+                scored += len(child.ids)
                 parts.append(child)
             frontier = _concat(parts, chans.shape[1])
+        return scored
+
+    workers = usable_cores() if threads is None else max(1, threads)
+    # the main thread projects the sets and lays out each batch; the workers count its
+    # maximal grids (tasks of CHUNK_PAIRS pairs) and walk the batches below them, at most
+    # ``workers`` − 1 walks waiting while the next batch is counted (memory: that many
+    # batches' levels and one batch's histograms). Every grid's quality
+    # is computed by the same calls whichever thread runs them
+    workers_ = ThreadPoolExecutor(workers) if workers > 1 and len(g) > 1 else None
+    waiting: deque[Future[int]] = deque()
+
+    def settle(keep: int) -> None:
+        while len(waiting) > keep:
+            scored = waiting.popleft().result()
+            if progress is not None:
+                progress(scored)
+
+    try:
+        for batch in _cut(shape.ext_total[roots], CHUNK_DENSE):
+            frontier = maximal(batch)
+            if workers_ is None:
+                scored = walk(frontier)
+                if progress is not None:
+                    progress(scored)
+                continue
+            waiting.append(workers_.submit(walk, frontier))
+            settle(workers - 1)
+        settle(0)
+    finally:
+        if workers_ is not None:
+            workers_.shutdown(cancel_futures=True)
     if not np.isfinite(quality).all():
         raise RuntimeError("a grid of the pool was not scored")  # never release on a gap
     return quality

@@ -448,13 +448,15 @@ def _refinements(hierarchies: Sequence[Hierarchy],
     are keyed as mixed-radix integers when the heights' product fits in 62
     bits, as level tuples otherwise.
     """
-    g = grids.astype(np.int64)
+    g = np.asarray(grids)     # levels as they come (int8 from pool): no int64 copy
     heights = [h.height for h in hierarchies]
     parent = np.full(len(g), -1, dtype=np.int64)
     axis = np.full(len(g), -1, dtype=np.int64)
     if math.prod(heights) < 2**62:
         radix = np.cumprod([1, *heights[:-1]]).astype(np.int64)
-        keys = g @ radix
+        keys = np.zeros(len(g), dtype=np.int64)
+        for j in range(g.shape[1]):                  # g @ radix, a column at a time
+            keys += g[:, j].astype(np.int64) * radix[j]
         order = np.argsort(keys)
         sorted_keys = keys[order]
         for j in reversed(range(g.shape[1])):
@@ -671,7 +673,8 @@ def score_pool(table: JointTable, hierarchies: Sequence[Hierarchy], grids: np.nd
     if k is None or len(grids) == 0 or method == "dense":
         from dpcli.algorithms.grid_cube import score_pool_cube
 
-        return score_pool_cube(table, hierarchies, grids, rate, positive, progress)
+        return score_pool_cube(table, hierarchies, grids, rate, positive, progress,
+                               threads=threads)
     from collections import deque
     from concurrent.futures import Future, ThreadPoolExecutor
 

@@ -24,21 +24,23 @@ def same_bits(a: np.ndarray, b: np.ndarray) -> bool:
 def test_batched_cube_gives_the_reference_floats(shape: str, threshold: int,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     """Every shape (rows in no leaf, one class, mostly empty cells, skew): the same floats
-    in one batch, in many tiny batches and chunks, and with the counts in two channels."""
+    in one batch on one thread, in many tiny batches, chunks and counting tasks on 3
+    threads, and with the counts in two channels."""
     make, rows, kw = SHAPES[shape]
     hs = make()
     table = _weighted(make_rng(100 + sorted(SHAPES).index(shape)), hs, rows, **kw)
     grids = pp.pool([h.sizes for h in hs], threshold)
     for rate in (0.01, 0.3, 4.0):
         reference = pp.score_pool_dense(table, hs, grids, rate, 1)
-        assert same_bits(gc.score_pool_cube(table, hs, grids, rate, 1), reference)
+        assert same_bits(gc.score_pool_cube(table, hs, grids, rate, 1, threads=1), reference)
         with monkeypatch.context() as m:
             m.setattr(gc, "CHUNK_DENSE", 7)
             m.setattr(gc, "CHUNK_CELLS", 3)
+            m.setattr(gc, "CHUNK_PAIRS", 5)
             m.setattr(gc, "PACK_BELOW", 1)
             seen: list[int] = []
-            assert same_bits(gc.score_pool_cube(table, hs, grids, rate, 1, seen.append),
-                             reference)
+            assert same_bits(gc.score_pool_cube(table, hs, grids, rate, 1, seen.append,
+                                                threads=3), reference)
             assert sum(seen) == len(grids)
 
 
@@ -107,3 +109,39 @@ def test_rows_of_one_length_sum_as_each_row_alone(n: int) -> None:
         if n % 7 == 0 or n == 1723:
             shaped = rows[i].reshape(-1, 7 if n % 7 == 0 else 1723).copy()
             assert np.sum(shaped) == batched[i]
+
+
+def test_counting_and_roll_ups_run_on_the_workers(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With threads, the maximal grids' counting tasks and the walks below them go to the
+    worker pool (sized by ``threads``), and the floats stay the reference's."""
+    import threading
+
+    make, rows, kw = SHAPES["adult-like"]
+    hs = make()
+    table = _weighted(make_rng(22), hs, rows, **kw)
+    grids = pp.pool([h.sizes for h in hs], 10**6)
+    reference = pp.score_pool_dense(table, hs, grids, 0.3, 1)
+    pools: list[int] = []
+    names: set[str] = set()
+    real = gc.ThreadPoolExecutor
+
+    class Recording(real):  # type: ignore[misc, valid-type]
+        def __init__(self, workers: int) -> None:
+            pools.append(workers)
+            super().__init__(workers)
+
+        def submit(self, fn, /, *args, **kwargs):  # type: ignore[no-untyped-def]
+            def named(*a, **k):  # type: ignore[no-untyped-def]
+                names.add(threading.current_thread().name)
+                return fn(*a, **k)
+            return super().submit(named, *args, **kwargs)
+
+    monkeypatch.setattr(gc, "ThreadPoolExecutor", Recording)
+    monkeypatch.setattr(gc, "CHUNK_PAIRS", 50)
+    monkeypatch.setattr(gc, "CHUNK_DENSE", 64)
+    assert same_bits(gc.score_pool_cube(table, hs, grids, 0.3, 1, threads=3), reference)
+    assert pools == [3]
+    assert names and threading.current_thread().name not in names
+    pools.clear()
+    assert same_bits(gc.score_pool_cube(table, hs, grids, 0.3, 1, threads=1), reference)
+    assert pools == []                       # one thread: no pool at all

@@ -63,7 +63,7 @@ def schema_suggest(spec: Spec, data: Path | str, *, epsilon: float,
         share = Budget(epsilon).scaled(each)
         if todo[c] == "numeric":
             steps.append(Step(f"bounds:{c}", "exponential", share,
-                              "two quantiles on the public grid, Δ=1, ε/2 each",
+                              "two quantiles on the public grid, Δ=1, ε/2 per quantile",
                               sensitivity=1.0))
         else:
             budget = Budget(share.epsilon, Fraction(str(delta)) / len(categorical))

@@ -87,6 +87,10 @@ def test_publish_writes_the_synopsis_the_ledger_and_a_summary(project: Project, 
     summary = json.loads(lines[0])
     assert summary["command"] == "publish-grid" and summary["dataset"] == "toy"
     assert summary["spent"] == {"epsilon": 0.5, "delta": 0.0}
+    # the pool is counted in grids, each of at most T cells (not "N cells from M")
+    pool, t = summary["pool_size"], summary["threshold"]
+    assert (f"from {pool:,} candidate grid{'s' if pool != 1 else ''} of at most T = {t:,} "
+            "cells") in r.stderr
 
     out = project.root / "syn"
     assert sorted(p.name for p in out.iterdir()) == ["cells.parquet", "grid.json"]

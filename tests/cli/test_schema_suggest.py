@@ -134,3 +134,26 @@ def test_a_value_named_other_is_never_suggested_and_the_suggestion_is_accepted(
     r = cli("inspect", data, "--spec", project.spec)
     assert r.exit_code == 78
     assert "must not list 'other'" in r.stderr and "delete 'other' from the list" in r.stderr
+
+
+def test_the_plan_says_each_once(project: Project, cli) -> None:
+    """Two numeric columns share one plan row: "ε/2 per quantile each", not "each each"."""
+    import pandas as pd
+
+    frame = pd.read_parquet(project.data)
+    frame["height"] = frame["age"] * 2
+    data = project.root / "two_numeric.parquet"
+    frame.to_parquet(data, index=False)
+
+    def mutate(spec: dict) -> None:
+        spec["budget"] = {"epsilon": 100.0, "delta": 1e-5}
+        spec["schema"]["columns"]["age"]["bounds"] = "TODO"
+        spec["schema"]["columns"]["height"] = {"type": "numeric", "bounds": "TODO"}
+        del spec["tabulate"]
+    project.write_spec(mutate)
+    r = cli("schema", "suggest", data, "--spec", project.spec, "--epsilon", 40, "--out",
+            project.root / "s.yaml", "--dry-run")
+    assert r.exit_code == 0, r.stderr
+    assert "2 steps" in r.stderr and "ε/2 per quantile each)" in r.stderr
+    assert "each each" not in r.stderr
+    assert project.no_runs()

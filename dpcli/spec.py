@@ -360,9 +360,9 @@ def _refuse_type_todos(found: list[Where], spec_file: Path) -> None:
     names = [name for _, name in typed]
     shown = ", ".join(names[:8]) + (f" and {len(names) - 8} more" if len(names) > 8 else "")
     first = names[0]
-    others = len(found) - len(typed)
-    rest = (f" ({others} other value(s) are TODO too; `dpcli inspect` lists them)"
-            if others else "")
+    others = [f"{w.file.name}: {w.path}" for w in found if all(w is not t for t, _ in typed)]
+    rest = (f". Still TODO besides: {'; '.join(others[:12])}"
+            f"{f' and {len(others) - 12} more' if len(others) > 12 else ''}" if others else "")
     raise SpecError(
         f"{typed[0][0].file}: the type of {len(names)} column(s) is still TODO ({shown}): "
         f"a CSV header has no types, so declare each column's kind from its documentation "

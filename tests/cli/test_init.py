@@ -127,6 +127,9 @@ def test_a_csv_type_left_todo_is_refused_with_what_to_write(tmp_path: Path, cli)
     assert cli("init", data, "--label", "readmitted", "--out", out).exit_code == 0
     schema = tmp_path / "p.schema.yaml"
     assert "{type: numeric, bounds: TODO}" in schema.read_text()  # the comment says it
+    r = cli("inspect", data, "--spec", out)   # the README's first step names every TODO
+    assert r.exit_code == 78 and "type of 2 column(s) is still TODO" in r.stderr
+    assert "Still TODO besides: p.yaml: budget.epsilon; p.yaml: label.classes" in r.stderr
     out.write_text(out.read_text().replace("epsilon: TODO", "epsilon: 5").replace(
         "delta: 0.0", "delta: 1e-5").replace("classes: TODO", "classes: [0, 1]").replace(
         "positive: TODO", "positive: 1").replace("../ledgers/", "ledgers/"))

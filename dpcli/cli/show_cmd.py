@@ -72,10 +72,11 @@ def show(
 def released_file(path: Path) -> Path:
     """The envelope behind ``path``: itself, a folder's grid.json / curve.json, the
     .json sidecar of a tabulate CSV, or the grid.json beside a synopsis's cells file."""
-    from dpcli.algorithms.synopsis import CELLS_FILE, GRID_FILE
     from dpcli.errors import DataError, NoInput
 
-    if path.name == CELLS_FILE and (path.parent / GRID_FILE).is_file():
+    # the names dpcli.algorithms.synopsis writes, spelled here: importing it (numpy, pyarrow)
+    # would slow every show (docs/scale.md)
+    if path.name == "cells.parquet" and (path.parent / "grid.json").is_file():
         path = path.parent   # the cells belong to the synopsis its grid.json describes
     if path.is_dir():
         for name in FOLDER_FILES:

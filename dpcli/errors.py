@@ -141,14 +141,18 @@ class BudgetExhausted(DpcliError):
 
 class Reused(DpcliError):
     """``--reuse`` found this exact release already made and its outputs unchanged: nothing
-    was spent, exit code 0. ``run_id`` and ``outputs`` name the earlier run."""
+    was spent, exit code 0. ``run_id`` and ``outputs`` name the earlier run; ``command``
+    and ``dataset`` are this run's (the earlier one's too), for its ``--json`` line."""
 
     exit_code = 0
 
-    def __init__(self, message: str, run_id: str, outputs: list[str]) -> None:
+    def __init__(self, message: str, run_id: str, outputs: list[str], *, command: str = "",
+                 dataset: str = "") -> None:
         super().__init__(message)
         self.run_id = run_id
         self.outputs = outputs
+        self.command = command
+        self.dataset = dataset
 
 
 class IOFailure(DpcliError):

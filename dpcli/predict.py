@@ -59,13 +59,28 @@ LOADERS: dict[str, Callable[[dict[str, Any], Path], Model]] = {
     "logistic_regression": _logistic}
 
 
+def model_file(path: Path) -> Path:
+    """The file behind a ``--model`` / MODEL argument, the one rule of every command: a
+    publish-grid folder stands for the synopsis it holds (its ``grid.json``); a file is
+    itself. A folder without one is a DataError (exit 65) naming what it lacks."""
+    from dpcli.algorithms.synopsis import GRID_FILE
+
+    path = Path(path)
+    if path.is_dir():
+        if not (path / GRID_FILE).is_file():
+            raise DataError(f"{path}: a folder without {GRID_FILE}: not a publish-grid "
+                            "synopsis (a model is a JSON file, or the folder publish-grid "
+                            "wrote)")
+        return path / GRID_FILE
+    return path
+
+
 def load_model(path: Path) -> tuple[Model, dict[str, Any]]:
     """The model in a dpcli JSON envelope, and the envelope itself.
 
-    A folder stands for the grid synopsis it holds (``grid.json``).
+    A folder stands for the grid synopsis it holds (:func:`model_file`).
     """
-    if Path(path).is_dir() and (Path(path) / "grid.json").is_file():
-        path = Path(path) / "grid.json"
+    path = model_file(path)
     envelope = read_envelope(path)
     kind = envelope.get("kind")
     if kind not in LOADERS:
@@ -102,11 +117,9 @@ def load_grid(path: Path) -> Any:
 
 def load_grid_envelope(path: Path) -> tuple[Any, dict[str, Any]]:
     """The grid synopsis (as :func:`load_grid`) and its envelope (for its cautions)."""
-    from dpcli.algorithms.synopsis import GRID_FILE, KIND
+    from dpcli.algorithms.synopsis import KIND
 
-    path = Path(path)
-    if path.is_dir():
-        path = path / GRID_FILE
+    path = model_file(path)
     env = read_envelope(path, KIND)
     return load_payload(KIND, env, path), env
 

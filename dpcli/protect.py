@@ -256,8 +256,9 @@ def check_own_output(path: Path, command: str, fmt: str,
         "written)")
 
 
-def _parquet_mark(path: Path) -> str | None:
-    """The command named by a Parquet file's output mark; None without one (or not Parquet)."""
+def parquet_mark(path: Path) -> dict[str, Any] | None:
+    """A Parquet file's output mark (``command``, ``dpcli_version``), read from its footer;
+    None without one (or not Parquet, or a broken mark: not recognisably dpcli's)."""
     import pyarrow.parquet as pq
 
     try:
@@ -265,8 +266,15 @@ def _parquet_mark(path: Path) -> str | None:
         found = json.loads(meta[OUTPUT_MARK])
     except Exception:  # not Parquet, no mark, a broken mark: not recognisably ours
         return None
-    command = found.get("command") if isinstance(found, dict) else None
-    return command if isinstance(command, str) else None
+    if not isinstance(found, dict) or not isinstance(found.get("command"), str):
+        return None
+    return found
+
+
+def _parquet_mark(path: Path) -> str | None:
+    """The command named by a Parquet file's output mark; None without one (or not Parquet)."""
+    found = parquet_mark(path)
+    return None if found is None else str(found["command"])
 
 
 def _csv_header(path: Path) -> list[str] | None:

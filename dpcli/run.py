@@ -147,7 +147,7 @@ def prepare_source(spec: Spec, data: Path | str, columns: Sequence[str], total: 
     return source, n
 
 
-def _reuse(like: Sequence[RunView], hashed: Hashed) -> None:
+def _reuse(like: Sequence[RunView], hashed: Hashed, dataset: str) -> None:
     """Raise :class:`Reused` if ``like`` (the ledger's completed runs of this exact release:
     command, arguments — ε and output paths included —, spec digest, input digest) holds
     one with every output still there and byte for byte as recorded. Otherwise return: the
@@ -164,7 +164,8 @@ def _reuse(like: Sequence[RunView], hashed: Hashed) -> None:
                            for where, o in zip(outputs, run.outputs, strict=True)):
             raise Reused(f"reused run {run.run_id[:8]} of {run.time[:19].replace('T', ' ')} "
                          f"UTC: the same release, outputs unchanged "
-                         f"({', '.join(outputs)}); nothing spent", run.run_id, outputs)
+                         f"({', '.join(outputs)}); nothing spent", run.run_id, outputs,
+                         command=run.command, dataset=dataset)
 
 
 def _found_by_check(charge: Charge, exc: BaseException) -> DataError | None:
@@ -252,7 +253,7 @@ def charged(spec: Spec, plan: Plan, *, command: str, arguments: dict[str, Any],
                 command=command, arguments=arguments, spec_digest=spec.digest,
                 input_digest=digest)
             hashed: Hashed = {}
-            _reuse(like, hashed)
+            _reuse(like, hashed, spec.dataset)
             if before_charge is not None:
                 before_charge(runs, hashed)
         with _charged(ledger, spec, plan, command=command, arguments=arguments,

@@ -29,7 +29,7 @@ from dpcli.data.schema import (
     parse_label,
     parse_schema,
 )
-from dpcli.errors import UsageError
+from dpcli.errors import SpecError, UsageError
 
 _DATASET_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 
@@ -328,14 +328,48 @@ def _domain_todos(found: list[Where], spec_file: Path
     and the rest."""
     rest, todo = [], []
     for w in found:
-        parts = w.path.split(".")
-        if parts[0] == "schema" and w.file == spec_file:   # an inline schema
-            parts = parts[1:]
-        if len(parts) == 3 and parts[0] == "columns" and parts[2] in SUGGESTIBLE:
-            todo.append((parts[1], SUGGESTIBLE[parts[2]]))
+        part = _column_part(w, spec_file)
+        if part is not None and part[1] in SUGGESTIBLE:
+            todo.append((part[0], SUGGESTIBLE[part[1]]))
         else:
             rest.append(w)
     return rest, todo
+
+
+def _column_part(w: Where, spec_file: Path) -> tuple[str, str] | None:
+    """(column, key) when ``w`` is a key of a schema column (in a schema file or inline)."""
+    parts = w.path.split(".")
+    if parts[0] == "schema" and w.file == spec_file:   # an inline schema
+        parts = parts[1:]
+    if len(parts) == 3 and parts[0] == "columns":
+        return parts[1], parts[2]
+    return None
+
+
+def _refuse_type_todos(found: list[Where], spec_file: Path) -> None:
+    """A SpecError saying exactly what to write where a column's *type* is still TODO.
+
+    ``dpcli init`` writes ``{type: TODO}`` for a CSV column (a header has no types, and
+    init reads no value). Only the custodian knows the kind; once it is declared,
+    ``dpcli schema suggest`` can propose the domain left TODO.
+    """
+    typed = [(w, part[0]) for w in found
+             if (part := _column_part(w, spec_file)) is not None and part[1] == "type"]
+    if not typed:
+        return
+    names = [name for _, name in typed]
+    shown = ", ".join(names[:8]) + (f" and {len(names) - 8} more" if len(names) > 8 else "")
+    first = names[0]
+    others = [f"{w.file.name}: {w.path}" for w in found if all(w is not t for t, _ in typed)]
+    rest = (f". Still TODO besides: {'; '.join(others[:12])}"
+            f"{f' and {len(others) - 12} more' if len(others) > 12 else ''}" if others else "")
+    raise SpecError(
+        f"{typed[0][0].file}: the type of {len(names)} column(s) is still TODO ({shown}): "
+        f"a CSV header has no types, so declare each column's kind from its documentation "
+        f"and leave only its domain TODO, e.g. `{first}: {{type: numeric, bounds: TODO}}` or "
+        f"`{first}: {{type: categorical, categories: TODO}}` (a two-valued column: "
+        f"`{{type: binary, values: [a, b]}}`); `dpcli schema suggest` then proposes, "
+        f"privately, the bounds or categories left TODO{rest}")
 
 
 def _placeholders(schema: Mapping[str, Any], todo: list[tuple[str, str]]) -> dict[str, Any]:
@@ -372,6 +406,7 @@ def _load_spec(path: Path, todo_domains: bool) -> Spec:
     todo: list[tuple[str, str]] = []
     if todo_domains:
         found, todo = _domain_todos(found, path)
+    _refuse_type_todos(found, path)
     checks.refuse_todos(found)
     if todo:
         raw = dict(raw)

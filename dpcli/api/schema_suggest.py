@@ -63,7 +63,7 @@ def schema_suggest(spec: Spec, data: Path | str, *, epsilon: float,
         share = Budget(epsilon).scaled(each)
         if todo[c] == "numeric":
             steps.append(Step(f"bounds:{c}", "exponential", share,
-                              "two quantiles on the public grid, Δ=1, ε/2 each",
+                              "two quantiles on the public grid, Δ=1, ε/2 per quantile",
                               sensitivity=1.0))
         else:
             budget = Budget(share.epsilon, Fraction(str(delta)) / len(categorical))
@@ -139,6 +139,7 @@ def _release(run: Charged, chosen: list[str], todo: dict[str, str],
     import pyarrow.compute as pc
 
     from dpcli.algorithms import suggest as algo
+    from dpcli.data.schema import OTHER
 
     grid = algo.candidates()
     below = {c: np.zeros(grid.size, dtype=np.int64) for c in chosen if todo[c] == "numeric"}
@@ -159,6 +160,10 @@ def _release(run: Charged, chosen: list[str], todo: dict[str, str],
         if todo[c] == "numeric":
             found[c] = list(algo.private_bounds(below[c], n, step.budget.eps, run.rng))
         else:
+            # never proposed: a schema may not list it, since every categorical column has an
+            # implicit 'other' level, and a value 'other' in the data already falls in it
+            # (a public rule on names, the same for every dataset: the release stays DP)
+            counts[c].pop(OTHER, None)
             found[c] = algo.frequent_values(counts[c], step.budget.eps, step.budget.dlt, run.rng)
     return found
 
@@ -179,6 +184,9 @@ def suggestions_yaml(spec_name: str, chosen: list[str], todo: dict[str, str],
              "clamped); categories are the",
              "# values frequent enough to pass the noise threshold (rarer ones would map to "
              "'other').",
+             "# 'other' itself is never listed: it is every categorical column's implicit "
+             "level, and",
+             "# a value 'other' in the data falls in it.",
              "columns:"]
     for c in chosen:
         key = yaml.safe_dump(c).strip().removesuffix("...").strip()

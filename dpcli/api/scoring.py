@@ -136,7 +136,7 @@ def fold_scores(ui: Any, source: Any, si: ScoreInput, fn: Callable[[EncodedBatch
 def _resolve(spec: Spec, model: Path | None, score_column: str | None,
              score_range: tuple[float, float] | None) -> ScoreInput:
     from dpcli.data.schema import NumericColumn
-    from dpcli.predict import labelled_schema, load_model, score_schema
+    from dpcli.predict import labelled_schema, load_model, model_file, score_schema
 
     if model is None and score_column is None:
         raise UsageError("give the scores to evaluate: --model FILE (a model dpcli wrote) or "
@@ -147,6 +147,7 @@ def _resolve(spec: Spec, model: Path | None, score_column: str | None,
         if score_range is not None:
             raise UsageError("--score-range applies to --score-column; a model's scores are "
                              "probabilities in [0, 1]")
+        model = model_file(model)   # a publish-grid folder: its grid.json, as predict reads
         m, env = load_model(model)
         schema = labelled_schema(m, spec.schema, model)
         from dpcli.io import envelope_cautions

@@ -185,8 +185,10 @@ def handle_errors(fn: F) -> F:
         except Reused as exc:
             ui.say(str(exc), markup=False)
             if ui.json:
-                ui.emit_json({"reused": exc.run_id, "outputs": exc.outputs,
-                              "spent": {"epsilon": 0.0, "delta": 0.0}})
+                # the keys every command's line leads with, so a cron log has one shape
+                ui.emit_json({"command": exc.command, "dataset": exc.dataset,
+                              "run_id": exc.run_id, "reused": exc.run_id,
+                              "outputs": exc.outputs, "spent": {"epsilon": 0.0, "delta": 0.0}})
             raise typer.Exit(0) from None
         except DpcliError as exc:
             code = exc.exit_code

@@ -164,9 +164,12 @@ def schema_text(data: Path, features: list[tuple[str, str]]) -> str:
             lines.append(f"  # {key}: left out (its storage type is not one dpcli reads as a "
                          "feature)")
         elif kind == "unknown":
-            lines.append(f"  {key}: {{type: TODO}}   # numeric (bounds: [lo, hi]), categorical "
-                         "(categories: [...]), binary (values: [a, b]) or tokens (vocabulary: "
-                         "FILE)")
+            # a CSV header has no types: the kind is the custodian's to declare; with it
+            # declared, `schema suggest` can propose a domain left TODO (bounds, categories)
+            lines.append(f"  {key}: {{type: TODO}}   # e.g. {{type: numeric, bounds: TODO}} or "
+                         "{type: categorical, categories: TODO} (schema suggest can propose "
+                         "the TODO domain), {type: binary, values: [a, b]}, or {type: tokens, "
+                         "vocabulary: FILE}")
         else:
             typ, domain, how = _HOW[kind]
             lines.append(f"  {key}: {{type: {typ}, {domain}}}   # {how}")

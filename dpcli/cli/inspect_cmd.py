@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from collections.abc import Callable, Iterator
+from typing import Annotated, Any
 
 import typer
 
 from dpcli.cli.common import (
     DataArg,
     JsonOpt,
+    ProgressOpt,
     QuietOpt,
     ReportOpt,
     SpecOpt,
@@ -27,6 +29,7 @@ def inspect(
         "--structure-only", help="Read no values at all: only the header / footer.")] = False,
     json: JsonOpt = False,
     quiet: QuietOpt = False,
+    progress: ProgressOpt = False,
     report: ReportOpt = False,
     verbose: VerboseOpt = False,
 ) -> None:
@@ -59,7 +62,7 @@ def inspect(
     from dpcli.errors import DataError
     from dpcli.spec import describe_column, load_spec
 
-    ui = UI(quiet=quiet, json=json)
+    ui = UI(quiet=quiet, json=json, force_progress=progress)
     s = load_spec(spec)
     source = DataSource(data, s.schema)
     structure = source.check_structure(s.schema.names, raise_errors=False)
@@ -67,7 +70,8 @@ def inspect(
     values_checked = False
     if structure.ok and not structure_only:
         try:
-            source.check_values(s.schema.names)
+            with ui.progress("validation pass", source.num_rows_hint()) as advance:
+                source.check_values(s.schema.names, progress=advance)
             values_checked = True
         except DataError as exc:
             values_problem = str(exc)
@@ -77,9 +81,9 @@ def inspect(
         from dpcli.cli.remaps import count_remaps
         from dpcli.mechanisms import make_rng
 
-        remaps = count_remaps(s.schema, source.prediction_batches(s.schema.names,
-                                                                  rng=make_rng(None)),
-                              lambda: source.report)
+        with ui.progress("reading the declared columns", source.num_rows_hint()) as advance:
+            remaps = count_remaps(s.schema, _counted(source.prediction_batches(
+                s.schema.names, rng=make_rng(None)), advance), lambda: source.report)
 
     mismatched = {m.column: m for m in structure.mismatches}
     status = {}
@@ -142,3 +146,11 @@ def inspect(
     changed = "" if not remaps or not remaps.counts else (
         f"; a run will remap values in {len(remaps.counts)} column(s) (listed above)")
     ui.say(f"ok: {data} matches the schema of {s.path}{changed} (nothing was charged)")
+
+
+def _counted(batches: Iterator[tuple[Any, Any]], advance: Callable[[int], None]
+             ) -> Iterator[tuple[Any, Any]]:
+    """``batches`` as they are, calling ``advance(rows)`` for each (progress)."""
+    for raw, encoded in batches:
+        yield raw, encoded
+        advance(raw.num_rows)

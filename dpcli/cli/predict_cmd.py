@@ -21,7 +21,8 @@ from dpcli.cli.ui import UI
 
 @handle_errors
 def predict(
-    model: Annotated[Path, typer.Argument(metavar="MODEL", help="A dpcli model JSON.")],
+    model: Annotated[Path, typer.Argument(
+        metavar="MODEL", help="A dpcli model JSON, or a publish-grid folder (its grid.json).")],
     data: DataArg,
     out: Annotated[Path, typer.Option(
         "--out", "-o", help="Predictions (.parquet or .csv): the input columns plus "

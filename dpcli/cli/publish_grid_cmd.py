@@ -69,8 +69,9 @@ def publish_grid(
     done = released(ui, result)
     payload, d = done.payload, done.details
     used = ", ".join(f"{g['column']}@{g['level']}({len(g['nodes'])})" for g in payload["grid"])
-    ui.say(f"chose a grid of {payload['n_cells']:,} cells from {d['pool_size']:,} "
-           f"(T = {d['threshold']:,}): {used or 'no column (the majority class only)'}")
+    ui.say(f"chose a grid of {payload['n_cells']:,} cells from {d['pool_size']:,} candidate "
+           f"grid{'s' if d['pool_size'] != 1 else ''} of at most T = {d['threshold']:,} cells: "
+           f"{used or 'no column (the majority class only)'}")
     if d["selected"] is not None:
         ui.say(f"pre-selected columns: {', '.join(d['selected'])}")
     ui.say(f"wrote {d['grid_file']} and {d['cells_file']}, spent {done.plan.total} "

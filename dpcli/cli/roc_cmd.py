@@ -21,8 +21,8 @@ if TYPE_CHECKING:
     pass
 
 ModelOpt = Annotated[Path | None, typer.Option(
-    "--model", "-m", dir_okay=False, help="A dpcli model JSON whose scores to evaluate "
-    "(the positive class's probability).")]
+    "--model", "-m", help="A dpcli model JSON whose scores to evaluate (the positive "
+    "class's probability), or a publish-grid folder (its grid.json), as predict takes.")]
 ScoreColumnOpt = Annotated[str | None, typer.Option(
     "--score-column", help="Evaluate a score column of DATA instead of a model (needs a "
     "declared range).")]

@@ -18,7 +18,8 @@ FOLDER_FILES = ("grid.json", "curve.json")
 def show(
     file: Annotated[Path, typer.Argument(
         metavar="FILE", help="A file dpcli released: a model, a selection, a tabulate "
-        "sidecar (.json or its .csv), an evaluation, or a publish-grid / roc output folder.")],
+        "sidecar (.json or its .csv), an evaluation, a publish-grid / roc output folder, or "
+        "a Parquet file synthesize or predict wrote.")],
     json: JsonOpt = False,
     quiet: QuietOpt = False,
     verbose: VerboseOpt = False,
@@ -31,17 +32,35 @@ def show(
     synopsis's cells; a selection's chosen features; a table's columns.
     The run id is the one `dpcli ledger show` lists. A 'caution' line repeats
     what the release's own run warned of (a degenerate model, a forecast
-    verdict that was not usable), as its file records it.
+    verdict that was not usable), as its file records it. A Parquet file
+    synthesize or predict wrote is described from its footer (rows,
+    columns, the command that wrote it): it is not a release of its own.
 
     Example:
 
         dpcli show models/nb.json
     """
+    from dpcli.errors import DataError
     from dpcli.io import read_envelope
 
     ui = UI(quiet=quiet, json=json)
     path = released_file(file)
-    env = read_envelope(path)
+    if _is_parquet(path):
+        summary = parquet_summary(path)
+        if json:
+            ui.emit_json({"file": str(path), **summary})
+            return
+        for line in parquet_lines(path, summary):
+            ui.result(line)
+        return
+    try:
+        env = read_envelope(path)
+    except DataError as exc:
+        if "not a readable dpcli JSON file" not in str(exc):
+            raise
+        raise DataError(f"{path}: not a dpcli release (not JSON): show describes a JSON "
+                        f"release, its output folder, a tabulate CSV beside its .json, and "
+                        f"the Parquet files synthesize and predict write") from None
     summary = summarise(env)
     if json:
         ui.emit_json({"file": str(path), **summary})
@@ -51,10 +70,14 @@ def show(
 
 
 def released_file(path: Path) -> Path:
-    """The envelope behind ``path``: itself, a folder's grid.json / curve.json, or the
-    .json sidecar of a tabulate CSV."""
+    """The envelope behind ``path``: itself, a folder's grid.json / curve.json, the
+    .json sidecar of a tabulate CSV, or the grid.json beside a synopsis's cells file."""
     from dpcli.errors import DataError, NoInput
 
+    # the names dpcli.algorithms.synopsis writes, spelled here: importing it (numpy, pyarrow)
+    # would slow every show (docs/scale.md)
+    if path.name == "cells.parquet" and (path.parent / "grid.json").is_file():
+        path = path.parent   # the cells belong to the synopsis its grid.json describes
     if path.is_dir():
         for name in FOLDER_FILES:
             if (path / name).is_file():
@@ -66,6 +89,52 @@ def released_file(path: Path) -> Path:
     if path.suffix.lower() != ".json" and path.with_suffix(".json").is_file():
         return path.with_suffix(".json")  # tabulate's counts.csv beside counts.json
     return path
+
+
+#: what each command's Parquet output holds, and the release it derives from
+PARQUET_OUTPUTS = {
+    "synthesize": ("synthetic_records", "synthetic records drawn from a released synopsis"),
+    "predict": ("predictions", "a model's predictions for the rows of a data file"),
+}
+
+
+def _is_parquet(path: Path) -> bool:
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(4) == b"PAR1"
+    except OSError:
+        return False   # read_envelope names the problem
+
+
+def parquet_summary(path: Path) -> dict[str, Any]:
+    """What a Parquet file dpcli wrote holds, from its footer only (its mark, row count and
+    columns: no value is read). A DataError for a Parquet file without dpcli's mark."""
+    import pyarrow.parquet as pq
+
+    from dpcli.errors import DataError
+    from dpcli.protect import OUTPUT_MARK, parquet_mark
+
+    mark = parquet_mark(path)
+    if mark is None or mark["command"] not in PARQUET_OUTPUTS:
+        raise DataError(f"{path}: a Parquet file without dpcli's {OUTPUT_MARK.decode()} mark: "
+                        "not a dpcli output. show describes a JSON release, its output "
+                        "folder, a tabulate CSV beside its .json, and the Parquet files "
+                        "synthesize and predict write")
+    meta = pq.read_metadata(path)
+    kind, what = PARQUET_OUTPUTS[mark["command"]]
+    return {"kind": kind, "format": "parquet", "written_by": mark["command"],
+            "dpcli_version": mark.get("dpcli_version"), "rows": meta.num_rows,
+            "columns": list(pq.read_schema(path).names), "holds": what}
+
+
+def parquet_lines(path: Path, s: dict[str, Any]) -> list[str]:
+    source = ("the synopsis folder it was drawn from" if s["written_by"] == "synthesize"
+              else "the model it applied")
+    return [f"{path}: {s['kind']} (Parquet, written by `dpcli {s['written_by']}`, dpcli "
+            f"{s['dpcli_version']})",
+            f"  {s['holds']}: {s['rows']:,} rows; columns: {', '.join(s['columns'])}",
+            f"  not a release itself: free post-processing of one, with no spend of its own; "
+            f"`dpcli show` {source} for its dataset, ε, δ, run and cautions"]
 
 
 def summarise(env: dict[str, Any]) -> dict[str, Any]:

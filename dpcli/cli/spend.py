@@ -59,8 +59,10 @@ def plan_summary(spec: Spec, plan: Plan, relation: str) -> list[str]:
         notes = {step.note for step in members}
         note = ""
         if len(notes) == 1 and next(iter(notes)):
-            each = " each" if len(members) > 1 else ""
-            note = f"  ({next(iter(notes))}{each})"
+            text = next(iter(notes))
+            # "each" once: a note may already say it ("…, ε/2 each" would read "each each")
+            each = " each" if len(members) > 1 and not text.endswith(" each") else ""
+            note = f"  ({text}{each})"
         lines.append(f"  {mechanism:<{width}}  {count:>9}  {amount}{note}")
     lines.append(f"  total {plan.total} (for Laplace, scale = sensitivity / ε of the step)")
     return lines

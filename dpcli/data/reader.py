@@ -420,10 +420,12 @@ class DataSource:
             raise DataError(f"{self.path}: cannot read file ({_os_reason(exc)})") from None
         return rows
 
-    def check_values(self, columns: Sequence[str]) -> int:
+    def check_values(self, columns: Sequence[str], *,
+                     progress: Callable[[int], None] | None = None) -> int:
         """Pre-charge validation pass over the needed columns (see module docstring).
 
         Returns the number of records (public under replace-one neighbours).
+        ``progress(rows)`` is called as rows are checked (``dpcli inspect --progress``).
 
         CSV: a full streaming parse of the needed columns with their declared
         types. Parquet: the label column is streamed; other columns whose
@@ -437,14 +439,16 @@ class DataSource:
         needed = self.needed_columns(columns)
         if self.format == "csv":
             try:
-                self._checked_rows = self._check_csv_values(needed, threads=True)
+                self._checked_rows = self._check_csv_values(needed, threads=True,
+                                                            progress=progress)
             except DataError:
                 # the parallel parser does not know row numbers: find the first problem in order
                 self._checked_rows = self._check_csv_values(needed, threads=False)
             return self._checked_rows
-        return self._check_parquet_values(needed)
+        return self._check_parquet_values(needed, progress)
 
-    def _check_csv_values(self, needed: tuple[str, ...], *, threads: bool) -> int:
+    def _check_csv_values(self, needed: tuple[str, ...], *, threads: bool,
+                          progress: Callable[[int], None] | None = None) -> int:
         strict = [c for c in needed[1:] if self.schema.column(c).missing == "error"]
         rows = 0
         classes = pa.array(self.schema.label.classes, pa.string())
@@ -455,25 +459,31 @@ class DataSource:
                 for name in strict:
                     _raise_missing(batch.column(name), name, where)
                 rows += batch.num_rows
+                if progress is not None:
+                    progress(batch.num_rows)
         return rows
 
-    def _check_parquet_values(self, needed: tuple[str, ...]) -> int:
+    def _check_parquet_values(self, needed: tuple[str, ...],
+                              progress: Callable[[int], None] | None = None) -> int:
         classes = pa.array(self.schema.label.classes, pa.string())
         strict = [c for c in needed[1:] if self.schema.column(c).missing == "error"]
         total = 0
         for f in self._check_readable_parquet():  # rows are numbered within each file
             with _open_parquet(f) as pf:
-                total += self._check_parquet_file(pf, f, strict, classes)
+                total += self._check_parquet_file(pf, f, strict, classes, progress)
         return total
 
     def _check_parquet_file(self, pf: pq.ParquetFile, f: Path, strict: list[str],
-                            classes: pa.Array) -> int:
+                            classes: pa.Array,
+                            progress: Callable[[int], None] | None = None) -> int:
         """:meth:`_check_parquet_values` of one file; its number of rows."""
         label = self.schema.label
         rows = 0
         for batch in _iter_parquet(pf, f, [label.column], self.batch_rows):
             encode_label(batch.column(0), label, RowPosition(f, rows), classes)
             rows += batch.num_rows
+            if progress is not None:   # the label pass reads every row; the rest are reread
+                progress(batch.num_rows)
         total = rows
         leaf = {pf.metadata.schema.column(j).path: j
                 for j in range(pf.metadata.num_columns)}

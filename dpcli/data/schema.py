@@ -242,7 +242,9 @@ def _parse_column(name: str, raw: Any, where: Where, default_missing: str) -> Co
         if OTHER in categories:
             raise (where / "categories").error(
                 f"must not list {OTHER!r}: every categorical column has an implicit "
-                f"{OTHER!r} level for undeclared values")
+                f"{OTHER!r} level, for undeclared values and for a value {OTHER!r} in the "
+                f"data alike; delete {OTHER!r} from the list (a real category named "
+                f"{OTHER!r} is counted in that level, with the values left undeclared)")
         return CategoricalColumn(name, categories, missing, _taxonomy(raw, where))
     if kind == "binary":
         values: tuple[str, ...] = ("0", "1")

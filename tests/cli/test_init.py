@@ -115,3 +115,38 @@ def test_an_unknown_label_is_named(tmp_path: Path, cli) -> None:
     r = cli("init", data, "--label", "outcome", "--out", tmp_path / "d.yaml")
     assert r.exit_code == 64 and "'outcome'" in r.stderr and "d.parquet" in r.stderr
     assert not (tmp_path / "d.yaml").exists()
+
+
+def test_a_csv_type_left_todo_is_refused_with_what_to_write(tmp_path: Path, cli) -> None:
+    """A CSV's types are TODO (a header has none): ledger init and schema suggest say
+    exactly what to write, and with the kind declared and the domain TODO, suggest runs."""
+    data = tmp_path / "p.csv"
+    rows = [f"{20 + i % 50},{'ab'[i % 2]},{i % 2}" for i in range(400)]
+    data.write_text("age,ward,readmitted\n" + "\n".join(rows) + "\n")
+    out = tmp_path / "p.yaml"
+    assert cli("init", data, "--label", "readmitted", "--out", out).exit_code == 0
+    schema = tmp_path / "p.schema.yaml"
+    assert "{type: numeric, bounds: TODO}" in schema.read_text()  # the comment says it
+    r = cli("inspect", data, "--spec", out)   # the README's first step names every TODO
+    assert r.exit_code == 78 and "type of 2 column(s) is still TODO" in r.stderr
+    assert "Still TODO besides: p.yaml: budget.epsilon; p.yaml: label.classes" in r.stderr
+    out.write_text(out.read_text().replace("epsilon: TODO", "epsilon: 5").replace(
+        "delta: 0.0", "delta: 1e-5").replace("classes: TODO", "classes: [0, 1]").replace(
+        "positive: TODO", "positive: 1").replace("../ledgers/", "ledgers/"))
+    for args in (("ledger", "init", "--spec", out),
+                 ("schema", "suggest", data, "--spec", out, "--epsilon", 1, "--out",
+                  tmp_path / "s.yaml")):
+        r = cli(*args)
+        assert r.exit_code == 78, r.stderr
+        assert "type of 2 column(s) is still TODO (age, ward)" in r.stderr
+        assert "`age: {type: numeric, bounds: TODO}`" in r.stderr
+    assert not (tmp_path / "ledgers").exists()
+    schema.write_text(schema.read_text().replace(
+        "age: {type: TODO}", "age: {type: numeric, bounds: TODO}").replace(
+        "ward: {type: TODO}", "ward: {type: categorical, categories: TODO}"))
+    assert cli("ledger", "init", "--spec", out).exit_code == 0
+    r = cli("schema", "suggest", data, "--spec", out, "--epsilon", 4, "--out",
+            tmp_path / "s.yaml", "--seed", 1)
+    assert r.exit_code == 0, r.stderr
+    suggested = yaml.safe_load((tmp_path / "s.yaml").read_text())["columns"]
+    assert set(suggested) == {"age", "ward"}

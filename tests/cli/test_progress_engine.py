@@ -128,3 +128,17 @@ def test_spark_refusals_before_any_value_is_read(spec_with_sections: Project, cl
     assert "spark.conf.spark.authenticate.secret" in r.stderr and "secret" in r.stderr
     assert "s3cr3t" not in r.stderr
     assert p.reserves() == []
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "csv"])
+def test_inspect_reports_progress_on_request(project: Project, cli, fmt: str) -> None:
+    """inspect's two passes (validation, then the declared columns) report rows like a run."""
+    data = project.data if fmt == "parquet" else project.csv
+    r = cli("inspect", data, "--spec", project.spec)
+    assert r.exit_code == 0, r.stderr
+    assert "rows/s" not in r.stderr   # no terminal: no progress unless asked
+    r = cli("inspect", data, "--spec", project.spec, "--progress", "--quiet")
+    assert r.exit_code == 0, r.stderr
+    for what in ("validation pass", "reading the declared columns"):
+        assert re.search(rf"^{what}: 400 rows(?: of 400 \(100%\))?, [\d,]+ rows/s$",
+                         r.stderr, re.M), r.stderr

@@ -87,6 +87,10 @@ def test_publish_writes_the_synopsis_the_ledger_and_a_summary(project: Project, 
     summary = json.loads(lines[0])
     assert summary["command"] == "publish-grid" and summary["dataset"] == "toy"
     assert summary["spent"] == {"epsilon": 0.5, "delta": 0.0}
+    # the pool is counted in grids, each of at most T cells (not "N cells from M")
+    pool, t = summary["pool_size"], summary["threshold"]
+    assert (f"from {pool:,} candidate grid{'s' if pool != 1 else ''} of at most T = {t:,} "
+            "cells") in r.stderr
 
     out = project.root / "syn"
     assert sorted(p.name for p in out.iterdir()) == ["cells.parquet", "grid.json"]
@@ -555,9 +559,15 @@ def test_roc_and_evaluate_accept_the_grid_model(project: Project, cli) -> None:
     mutate_spec()
     r = _publish(cli, project, "--seed", 1)
     assert r.exit_code == 0, r.stderr
-    model = project.root / "syn" / "grid.json"
+    folder = project.root / "syn"   # the folder, as predict takes it, or its grid.json
+    model = folder / "grid.json"
+    empty = project.root / "empty"
+    empty.mkdir()
+    r = cli("roc", project.data, "--spec", project.spec, "--model", empty,
+            "--out", project.root / "roc", "--seed", 2)
+    assert r.exit_code == 65 and "a folder without grid.json" in r.stderr
 
-    r = cli("roc", project.data, "--spec", project.spec, "--model", model,
+    r = cli("roc", project.data, "--spec", project.spec, "--model", folder,
             "--out", project.root / "roc", "--seed", 2, "--json")
     assert r.exit_code == 0, r.stderr
     summary = json.loads(r.stdout.strip().splitlines()[-1])
@@ -565,15 +575,26 @@ def test_roc_and_evaluate_accept_the_grid_model(project: Project, cli) -> None:
     curve = json.loads((project.root / "roc" / "curve.json").read_text())["payload"]
     assert curve["model_kind"] == "grid_synopsis"
 
-    r = cli("evaluate", project.data, "--spec", project.spec, "--model", model,
+    r = cli("evaluate", project.data, "--spec", project.spec, "--model", folder,
             "--seed", 3, "--json")
     assert r.exit_code == 0, r.stderr
     result = json.loads(r.stdout.strip().splitlines()[-1])
     assert result["command"] == "evaluate" and 0 <= result["accuracy"] <= 1
+    r = cli("evaluate", project.data, "--spec", project.spec, "--model", model,
+            "--seed", 4, "--json")
+    assert r.exit_code == 0, r.stderr
 
     assert [(e["command"], e["epsilon"]) for e in project.reserves()] == [
-        ("publish-grid", 0.5), ("roc", 0.2), ("evaluate", 0.2)]
-    assert sum(Fraction(str(e["epsilon"])) for e in project.reserves()) == Fraction("0.9")
+        ("publish-grid", 0.5), ("roc", 0.2), ("evaluate", 0.2), ("evaluate", 0.2)]
+    assert sum(Fraction(str(e["epsilon"])) for e in project.reserves()) == Fraction("1.1")
+    # the folder stands for its grid.json everywhere: an edited synopsis is noticed
+    env = json.loads(model.read_text())
+    env["payload"]["n"] = env["payload"]["n"] + 0   # same content, other bytes
+    model.write_text(json.dumps(env, indent=1))
+    r = cli("evaluate", project.data, "--spec", project.spec, "--model", folder,
+            "--seed", 5, "--dry-run")
+    assert r.exit_code == 0, r.stderr
+    assert "is not the model ledger run" in r.stderr
 
 
 @pytest.mark.parametrize("epsilon", [0.05, 5.0])

@@ -21,10 +21,14 @@ def test_a_second_identical_run_spends_nothing(project: Project, cli) -> None:
     assert r.exit_code == 0, r.stderr
     assert "reused run" in r.stderr and "nothing spent" in r.stderr
     out = json.loads(r.stdout.strip().splitlines()[-1])
-    assert out["reused"] == project.reserves()[0]["run_id"]
+    assert out["reused"] == out["run_id"] == project.reserves()[0]["run_id"]
     assert out["spent"] == {"epsilon": 0.0, "delta": 0.0}
-    assert len(project.reserves()) == 1
-    assert (project.root / "t.csv").read_bytes() == table
+    assert (project.root / "t.csv").read_bytes() == table and len(project.reserves()) == 1
+    # the keys a spending run's line leads with: a cron log has one shape of line
+    first = json.loads(_tab(cli, project, "--json", "--seed", 9).stdout.strip().splitlines()[-1])
+    assert (out["command"], out["dataset"]) == (first["command"], first["dataset"]) == (
+        "tabulate", "toy")
+    assert len(project.reserves()) == 2
 
 
 def test_a_spec_reached_through_a_symlink_is_the_same_request(project: Project, cli) -> None:

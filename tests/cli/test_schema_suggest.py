@@ -100,3 +100,60 @@ def test_bounds_the_noise_cannot_resolve_are_refused_before_the_charge(project: 
     assert "refused before any charge" in r.stderr and "'age'" in r.stderr
     assert "--epsilon" in r.stderr
     assert project.no_runs() and not out.exists()
+
+
+def test_a_value_named_other_is_never_suggested_and_the_suggestion_is_accepted(
+        project: Project, cli) -> None:
+    """'other' is every categorical column's implicit level: suggest never proposes it (a
+    schema may not list it), so its suggestion can be copied into the schema as it is."""
+    import pandas as pd
+
+    frame = pd.read_parquet(project.data)
+    frame["color"] = frame["color"].replace({"pink": "other"})   # ~100 rows named 'other'
+    data = project.root / "with_other.parquet"
+    frame.to_parquet(data, index=False)
+    _todo_spec(project)
+    out = project.root / "suggested.yaml"
+    r = cli("schema", "suggest", data, "--spec", project.spec, "--epsilon", 40, "--out", out,
+            "--seed", 3)
+    assert r.exit_code == 0, r.stderr
+    suggested = yaml.safe_load(out.read_text())["columns"]
+    assert set(suggested["color"]["categories"]) == {"red", "green", "blue"}
+    assert "'other' itself is never listed" in out.read_text()
+
+    def copy(categories: list[str]) -> None:
+        def mutate(spec: dict) -> None:
+            spec["budget"] = {"epsilon": 100.0, "delta": 1e-5}   # as _todo_spec's
+            spec["schema"]["columns"]["color"]["categories"] = categories
+        project.write_spec(mutate)
+
+    copy(suggested["color"]["categories"])
+    r = cli("inspect", data, "--spec", project.spec)
+    assert r.exit_code == 0, r.stderr
+    copy([*suggested["color"]["categories"], "other"])   # the refusal says what to do
+    r = cli("inspect", data, "--spec", project.spec)
+    assert r.exit_code == 78
+    assert "must not list 'other'" in r.stderr and "delete 'other' from the list" in r.stderr
+
+
+def test_the_plan_says_each_once(project: Project, cli) -> None:
+    """Two numeric columns share one plan row: "ε/2 per quantile each", not "each each"."""
+    import pandas as pd
+
+    frame = pd.read_parquet(project.data)
+    frame["height"] = frame["age"] * 2
+    data = project.root / "two_numeric.parquet"
+    frame.to_parquet(data, index=False)
+
+    def mutate(spec: dict) -> None:
+        spec["budget"] = {"epsilon": 100.0, "delta": 1e-5}
+        spec["schema"]["columns"]["age"]["bounds"] = "TODO"
+        spec["schema"]["columns"]["height"] = {"type": "numeric", "bounds": "TODO"}
+        del spec["tabulate"]
+    project.write_spec(mutate)
+    r = cli("schema", "suggest", data, "--spec", project.spec, "--epsilon", 40, "--out",
+            project.root / "s.yaml", "--dry-run")
+    assert r.exit_code == 0, r.stderr
+    assert "2 steps" in r.stderr and "ε/2 per quantile each)" in r.stderr
+    assert "each each" not in r.stderr
+    assert project.no_runs()

@@ -77,3 +77,42 @@ def test_a_degenerate_release_carries_its_caution_to_show_and_predict(project: P
     assert r.exit_code == 0, r.stderr
     assert "degenerate model: never predicts '1'" in r.stderr
     assert len(json.loads(r.stdout.strip().splitlines()[-1])["cautions"]) == 2
+
+
+def test_show_describes_the_parquet_files_dpcli_writes(project: Project, cli) -> None:
+    """synthesize's and predict's Parquet outputs are described from their footer (not a
+    decode error); a cells file shows its synopsis; other Parquet files are named as such."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    model = _train(project, cli)
+    preds = project.root / "p.parquet"
+    assert cli("predict", model, project.data, "--out", preds).exit_code == 0
+    r = cli("show", preds)
+    assert r.exit_code == 0, r.stderr
+    rows = pq.read_metadata(preds).num_rows
+    assert r.stdout.startswith(f"{preds}: predictions (Parquet, written by `dpcli predict`")
+    assert f"{rows:,} rows" in r.stdout and "not a release itself" in r.stdout
+    s = json.loads(cli("show", preds, "--json").stdout)
+    assert s["kind"] == "predictions" and s["rows"] == rows and s["written_by"] == "predict"
+    assert s["columns"] == pq.read_schema(preds).names
+
+    grid = project.root / "g"
+    r = cli("publish-grid", project.data, "--spec", project.spec, "--out", grid, "--epsilon",
+            0.4, "--seed", 1)
+    assert r.exit_code == 0, r.stderr
+    synth = project.root / "s.parquet"
+    assert cli("synthesize", grid, "--rows", 50, "--out", synth).exit_code == 0
+    s = json.loads(cli("show", synth, "--json").stdout)
+    assert s["kind"] == "synthetic_records" and s["rows"] == 50
+    s = json.loads(cli("show", grid / "cells.parquet", "--json").stdout)
+    assert s["kind"] == "grid_synopsis" and s["file"] == str(grid / "grid.json")
+
+    r = cli("show", project.data)   # the input: Parquet dpcli did not write
+    assert r.exit_code == 65 and "without dpcli's dpcli.output mark" in r.stderr
+    assert "UnicodeDecodeError" not in r.stderr
+    other = project.root / "x.parquet"
+    pq.write_table(pa.table({"a": [1]}), other)
+    assert cli("show", other).exit_code == 65
+    r = cli("show", project.csv)
+    assert r.exit_code == 65 and "not a dpcli release (not JSON)" in r.stderr

@@ -197,6 +197,21 @@ def test_ledger_show_reads_the_ledger_without_numpy(tmp_path) -> None:
     assert not mods & {"numpy", "pyarrow", "pydantic", "pandas", "scipy"}, mods
 
 
+def test_show_of_a_json_release_imports_no_data_library(tmp_path) -> None:
+    """show reads a release's JSON; only a Parquet file (synthesize, predict) needs pyarrow."""
+    import json
+
+    env = {"format": "dpcli", "schema_version": 1, "kind": "tabulate", "dataset": "d",
+           "epsilon": 0.1, "delta": 0.0, "payload": {"columns": ["a"]}}
+    from dpcli.io import ENVELOPE_SCHEMA_VERSION
+
+    env["schema_version"] = ENVELOPE_SCHEMA_VERSION
+    (tmp_path / "t.json").write_text(json.dumps(env))
+    code, mods = imported_by("show", tmp_path / "t.json")
+    assert code == 0
+    assert not mods & {"numpy", "pyarrow", "pandas", "scipy"}, mods
+
+
 def test_a_number_option_still_gets_typers_conversion_and_range(tmp_path) -> None:
     # options other than text and paths keep typer's own converter (built on a value)
     from tests.cli.conftest import make_project

@@ -49,7 +49,7 @@ import json
 import os
 import re
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager, suppress
 from pathlib import Path
 from typing import Any
@@ -118,10 +118,43 @@ def claimed(ledger_file: Path, outputs: Sequence[Path]) -> Iterator[None]:
     with ExitStack() as stack:
         for lock, output in paths:
             stack.enter_context(_held(lock, busy=functools.partial(_busy, output, lock)))
+        # a folder the outputs will go into is made now, so that the claim can sit in it
+        # (the first run into a new folder was otherwise unclaimed); removed again at the
+        # end if nothing was written into it (a refused run leaves no empty folder)
+        stack.callback(_remove_if_empty, _make_folders(lock.parent for lock, _ in beside))
         for lock, output in beside:
             with suppress(OSError):
-                stack.enter_context(_held(lock, busy=functools.partial(_busy, output, lock)))
+                stack.enter_context(_held(lock, busy=functools.partial(_busy, output, lock),
+                                          mode=0o644, beside=True))
         yield
+
+
+def _make_folders(folders: Iterable[Path]) -> list[Path]:
+    """Create the missing ``folders`` (and their missing parents); returns those created,
+    innermost first. Best effort: a folder that cannot be made is left to the run's own
+    checks."""
+    made: list[Path] = []
+    for folder in sorted(set(folders)):
+        missing = []
+        at = folder
+        while not at.exists() and at != at.parent:
+            missing.append(at)
+            at = at.parent
+        for new in reversed(missing):
+            try:
+                new.mkdir()
+            except FileExistsError:
+                continue
+            except OSError:
+                break
+            made.append(new)
+    return list(reversed(made))
+
+
+def _remove_if_empty(folders: list[Path]) -> None:
+    for folder in folders:
+        with suppress(OSError):
+            folder.rmdir()      # refused when anything is in it: a written output stays
 
 
 def _busy(output: Path, lock: Path) -> OutputBusy:
@@ -175,18 +208,38 @@ def is_running(ledger_file: Path, run_id: str) -> bool:
 
 @contextmanager
 def _held(path: Path, *, on_wait: Callable[[Path], None] | None = None,
-          busy: Callable[[], Exception] | None = None, mode: int = 0o600) -> Iterator[None]:
+          busy: Callable[[], Exception] | None = None, mode: int = 0o600,
+          beside: bool = False) -> Iterator[None]:
     """Hold ``path``'s flock for the block, then remove the file. A lock held by another
     process is waited for (``on_wait`` told once), or with ``busy`` refused by raising
     ``busy()``. The release is made with signals held: a signal then must not cut it, nor
-    be reported as this run's end (dpcli.signals)."""
+    be reported as this run's end (dpcli.signals).
+
+    ``beside``: a claim in an output's folder, which may be shared and less trusted than
+    the ledger's: never opened through a link (a planted link would make dpcli create a
+    file wherever it points), opened read-only when another account made it (flock needs
+    no write access, so runs under two accounts still see each other), and removed again
+    if this run made it but the file system refuses flock (it would be left behind)."""
     from dpcli import signals
 
     fd = -1
     told = held = False
+    flags = os.O_CLOEXEC | (os.O_NOFOLLOW if beside else 0)
     try:
         for _ in range(_TRIES):
-            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, mode)
+            made = False
+            try:
+                fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | flags, mode)
+                made = True
+            except FileExistsError:
+                try:
+                    fd = os.open(path, os.O_RDWR | flags)
+                except PermissionError:
+                    if not beside:
+                        raise
+                    fd = os.open(path, os.O_RDONLY | flags)
+                except FileNotFoundError:
+                    continue     # removed by its holder in between: make it again
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
@@ -198,6 +251,11 @@ def _held(path: Path, *, on_wait: Callable[[Path], None] | None = None,
                         on_wait(path)
                         told = True
                     fcntl.flock(fd, fcntl.LOCK_EX)
+            except OSError:
+                if made:       # no flock here (some network file systems): leave nothing
+                    with suppress(OSError):
+                        os.unlink(path)
+                raise
             try:
                 now = os.stat(path)
             except FileNotFoundError:

@@ -243,3 +243,70 @@ def test_a_killed_runs_claim_beside_the_output_is_taken_over(project: Project) -
     done = subprocess.run(args, capture_output=True, text=True, timeout=180)
     assert done.returncode == 0, done.stderr
     assert out.exists() and not beside_lock_path(out).exists()
+
+
+def test_a_run_into_a_new_folder_is_claimed_too(project: Project) -> None:
+    """The first run into a folder that does not exist yet used to take no claim beside its
+    output (the folder is made after the charge), so a run on another ledger racing it
+    charged too and one exited 73. The folder is now made for the claim; a refused run
+    leaves no empty folder behind."""
+    from dpcli.reuse import beside_lock_path, claimed
+
+    out = project.root / "new" / "day" / "t.csv"
+    other_ledger = project.root / "elsewhere.jsonl"
+    args = [sys.executable, "-m", "dpcli", "tabulate", str(project.data), "--spec",
+            str(project.spec), "--out", str(out), "--epsilon", "0.3", "--json"]
+    with claimed(other_ledger, [out]):
+        assert beside_lock_path(out).exists()
+        busy = subprocess.run(args, capture_output=True, text=True, timeout=180)
+    assert busy.returncode == 75, busy.stderr
+    assert project.no_runs() and not (project.root / "new").exists()
+    done = subprocess.run(args, capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stderr
+    assert out.exists() and not beside_lock_path(out).exists()
+
+
+def test_a_link_planted_as_the_claim_is_not_followed(project: Project) -> None:
+    """The output's folder may be shared: a symbolic link planted where the claim goes must
+    not make dpcli create a file where it points."""
+    from dpcli.reuse import beside_lock_path
+
+    out = project.root / "t.csv"
+    target = project.root / "created_through_the_link"
+    beside_lock_path(out).symlink_to(target)
+    args = [sys.executable, "-m", "dpcli", "tabulate", str(project.data), "--spec",
+            str(project.spec), "--out", str(out), "--epsilon", "0.3", "--json"]
+    done = subprocess.run(args, capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stderr
+    assert not target.exists()
+
+
+def test_a_claim_made_by_another_account_is_still_seen(tmp_path: Path) -> None:
+    """A claim file this process may not write (another account's, mode 0644) is opened
+    read-only and still locked: flock needs no write access."""
+    import os
+
+    from dpcli.errors import OutputBusy
+    from dpcli.reuse import _held, beside_lock_path
+
+    out = tmp_path / "x.csv"
+    lock = beside_lock_path(out)
+    lock.touch(mode=0o444)
+    os.chmod(lock, 0o444)
+    opened: list[int] = []
+    real_open = os.open
+
+    def no_write(path, flags, *args):   # as for a file of another account (root ignores modes)
+        if str(path) == str(lock) and flags & os.O_EXCL:
+            raise FileExistsError(17, "File exists", str(path))
+        if str(path) == str(lock) and flags & (os.O_RDWR | os.O_WRONLY):
+            raise PermissionError(13, "Permission denied", str(path))
+        opened.append(flags)
+        return real_open(path, flags, *args)
+
+    os.open = no_write
+    try:
+        with _held(lock, busy=lambda: OutputBusy("busy"), beside=True):
+            assert opened and opened[-1] & os.O_ACCMODE == os.O_RDONLY
+    finally:
+        os.open = real_open

@@ -394,5 +394,6 @@ def envelope_cautions(env: dict[str, Any]) -> list[str]:
     forecast = env.get("forecast")
     verdict = forecast.get("verdict") if isinstance(forecast, dict) else None
     if isinstance(verdict, dict) and verdict.get("usable") is False and verdict.get("text"):
-        out.append(f"released with the verdict: {verdict['text']}")
+        text = str(verdict["text"]).removeprefix("verdict: ")
+        out.append(f"released with the verdict: {text}")
     return out

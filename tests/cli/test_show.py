@@ -92,7 +92,7 @@ def test_show_describes_the_parquet_files_dpcli_writes(project: Project, cli) ->
     assert r.exit_code == 0, r.stderr
     rows = pq.read_metadata(preds).num_rows
     assert r.stdout.startswith(f"{preds}: predictions (Parquet, written by `dpcli predict`")
-    assert f"{rows:,} rows" in r.stdout and "not a release itself" in r.stdout
+    assert f"{rows:,} rows" in r.stdout and "PRIVATE: the input's rows" in r.stdout
     s = json.loads(cli("show", preds, "--json").stdout)
     assert s["kind"] == "predictions" and s["rows"] == rows and s["written_by"] == "predict"
     assert s["columns"] == pq.read_schema(preds).names

@@ -336,6 +336,15 @@ def gaussian_below(numeric: int, columns: int) -> float:
     return GAUSSIAN_BELOW_ALL_NUMERIC if numeric and numeric == columns else GAUSSIAN_BELOW
 
 
+#: **A rare class's bins** is off: tuned on ISLP Default (its limits each set after a loss
+#: on Adult, credit, digits), it then lowered pydataset HI's balanced accuracy at ε 0.5
+#: from about 0.70 to 0.66 (a rare label of 7.5 %, lumpy integer columns: spreading a
+#: group's count evenly over its bins distorts the rare class's odds in every row;
+#: benchmarks/results/nb_forecast_r10.md). Kept, off, for the measurement scripts
+#: (benchmarks/nb_cells.py) until a rule holds on data it was not tuned on.
+RARE_CLASS_BINS = False
+
+
 def class_bins(bins: int, raw: float, released: Sequence[float], n: int) -> list[int]:
     """Per class, the bins its histogram is released over (module docstring, **A rare
     class's bins**): B_c = round(raw·√(ñ_c·K/n)) in [MIN_BINS, ``bins``], ``raw`` the
@@ -344,6 +353,8 @@ def class_bins(bins: int, raw: float, released: Sequence[float], n: int) -> list
     MIN_BINS; else ``bins`` (so a class above about n/(4K) keeps them, and so does a class
     whose own balance is below two bins). Public: n, ε (through ``raw``), K and values
     released before the histograms."""
+    if not RARE_CLASS_BINS:
+        return [bins] * len(released)
     k = max(len(released), 1)
     out = []
     for size in released:

@@ -64,6 +64,46 @@ def parquet_bytes(table: pa.Table) -> bytes:
     return sink.getvalue()
 
 
+#: cells per row group of cells.parquet: pyarrow's default largest row group, so the file
+#: is byte for byte what ``parquet_bytes(cells_table(syn))`` writes
+CELLS_ROW_GROUP = 1 << 20
+
+
+def cells_parquet(syn: Synopsis) -> bytes:
+    """cells.parquet's bytes: :func:`cells_table` written as :func:`parquet_bytes` writes
+    it (the same row groups, the same bytes), built one row group at a time.
+
+    Why: the grid may hold up to T = n·ε_hist/10 cells (1.3·10⁶ on 5·10⁷ rows of Adult),
+    and the whole table with its object arrays of node names held about 300 MB more
+    than the run's statistics pass; one row group at a time bounds that by
+    CELLS_ROW_GROUP cells whatever n (docs/scale.md). Releases nothing new.
+    """
+    shape = syn.shape
+    n_cells = int(syn.counts.shape[0])
+    names = [pa.array(syn.hierarchies[j].names[syn.levels[j]], pa.string())
+             for j in syn.used]
+    columns = [syn.hierarchies[j].column for j in syn.used]
+    sink = io.BytesIO()
+    writer: pq.ParquetWriter | None = None
+    for lo in range(0, max(n_cells, 1), CELLS_ROW_GROUP):
+        hi = min(lo + CELLS_ROW_GROUP, n_cells)
+        flat = np.arange(lo, hi, dtype=np.int64)
+        index = np.unravel_index(flat, shape) if shape else ()
+        arrays: dict[str, Any] = {
+            column: node_names.take(pa.array(axis_index))
+            for column, node_names, axis_index in zip(columns, names, index, strict=True)}
+        for k, name in enumerate(COUNT_COLUMNS):
+            arrays[name] = pa.array(syn.counts[lo:hi, k], pa.int64())
+        chunk = pa.table(arrays)
+        if writer is None:
+            writer = pq.ParquetWriter(sink, chunk.schema)
+        writer.write_table(chunk)
+        del arrays, chunk, index, flat
+    assert writer is not None
+    writer.close()
+    return sink.getvalue()
+
+
 def payload(syn: Synopsis, schema: Schema, cells_digest: str,
             decision: str = "balanced") -> dict[str, Any]:
     """The public description of the synopsis (grid.json's payload).

@@ -93,11 +93,11 @@ def publish_grid(spec: Spec, data: Path | str, *, out: Path | None = None,
                                "grids") as advance:
             synopsis = privpfc.publish(stats.joint, hierarchies, d, positive, run.rng, advance,
                                        plan=run.plan)
-        table = syn_io.cells_table(synopsis)
-        cells = syn_io.parquet_bytes(table)
+        # one row group at a time: the grid holds up to T ∝ n cells (syn_io.cells_parquet)
+        cells = syn_io.cells_parquet(synopsis)
         payload = syn_io.payload(synopsis, s.schema, hashlib.sha256(cells).hexdigest(),
                                  section.decision)
-        counts = np.column_stack([table.column(c).to_numpy() for c in syn_io.COUNT_COLUMNS])
+        counts = np.asarray(synopsis.counts, dtype=np.int64)   # cells.parquet's counts
         model = syn_io.GridModel(payload, counts, grid_file or Path(syn_io.GRID_FILE))
         payload |= run.check_model(model)
         if left_out:

@@ -83,7 +83,8 @@ def test_evaluate_error_bars_in_the_file_and_on_the_terminal(project: Project, c
     r = cli("evaluate", scored, "--spec", project.spec, "--score-column", "p",
             "--score-range", "0,10", "--epsilon", 0.2, "--out", out, "--seed", 1)
     assert r.exit_code == 0, r.stderr
-    assert r.stderr.index("verdict: ") < r.stderr.index("90% interval from the noise")
+    # the forecast's verdict (talk) on stderr; the release itself on stdout
+    assert "verdict: " in r.stderr and "90% interval from the noise" in r.stdout
     env = json.loads(out.read_text())
     _check_forecast(env["forecast"], "accuracy")
     bars = env["payload"]["intervals"]
@@ -93,8 +94,8 @@ def test_evaluate_error_bars_in_the_file_and_on_the_terminal(project: Project, c
     # one uncertainty per metric: the interval, on the terminal as in the file (no noise sd
     # beside it that a script or a reader could take for a second error bar)
     acc = env["payload"]["accuracy"]
-    assert f"accuracy {acc:.4f} [{lo:.4f}, {hi:.4f}]" in r.stderr
-    assert "accuracy_sd" not in env["payload"]["noise"] and " sd " not in r.stderr
+    assert f"accuracy {acc:.4f} [{lo:.4f}, {hi:.4f}]" in r.stdout
+    assert "accuracy_sd" not in env["payload"]["noise"] and " sd " not in r.stderr + r.stdout
     assert "error bars" not in r.stderr
     j = cli("evaluate", scored, "--spec", project.spec, "--score-column", "p",
             "--score-range", "0,10", "--epsilon", 0.2, "--json", "-q")

@@ -499,3 +499,18 @@ def test_publish_pre_selects_the_informative_column() -> None:
     assert len(syn.selected) == d.select_k
     assert all(level == 0 for j, level in enumerate(syn.levels)
                if hs[j].column not in syn.selected)
+
+
+def test_pool_size_counts_what_pool_builds() -> None:
+    """The design's pool size without building the pool: the same count (capped) as
+    ``len(pool(...))`` on random hierarchies, thresholds and caps."""
+    from dpcli.algorithms.privpfc import pool, pool_size
+
+    rng = np.random.default_rng(11)
+    for _ in range(300):
+        sizes = [np.cumprod(np.concatenate(([1], rng.integers(2, 6, rng.integers(0, 4)))))
+                 .tolist() for _ in range(rng.integers(1, 7))]
+        threshold = int(rng.integers(1, 3000))
+        cap = int(rng.integers(1, 500))
+        assert pool_size(sizes, threshold, cap) == len(pool(sizes, threshold, cap=cap))
+        assert pool_size(sizes, threshold, 10**9) == len(pool(sizes, threshold))

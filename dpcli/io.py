@@ -53,12 +53,7 @@ def _umask() -> int:
 
 
 def dumps_json(obj: Any) -> str:
-    """An output's JSON text: two-space indent, UTF-8 as is, no NaN or infinity (the same
-    bytes as ``json.dumps(obj, indent=2, ensure_ascii=False, allow_nan=False)``, written
-    by dpcli/json_text.py without json's slow indenting encoder), and a final newline."""
-    from dpcli.json_text import dumps_indented
-
-    return dumps_indented(obj) + "\n"
+    return json.dumps(obj, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
 
 
 #: dpcli's temporary files: ``.<name>.dpcli-tmp-<pid>-<host>-<random>`` beside their output

@@ -160,12 +160,12 @@ def test_missing_label_column_parquet(tmp_path: Path) -> None:
 
 def test_parquet_wrong_type(tmp_path: Path) -> None:
     path = tmp_path / "d.parquet"
-    pq.write_table(pa.table({"y": ["0"], "age": ["33"], "colour": [[1, 2]], "smoker": ["no"],
+    pq.write_table(pa.table({"y": ["0"], "age": ["xq-33"], "colour": [[1, 2]], "smoker": ["no"],
                              "score": [0.1]}), path)
     src = DataSource(path, SCHEMA)
     with pytest.raises(DataError) as info:
         src.check_structure(COLS)
-    msg = assert_private(info, path, "age", "33")
+    msg = assert_private(info, path, "age", "xq-33")
     assert "'colour'" in msg and "string" in msg
     rep = src.check_structure(COLS, raise_errors=False)
     assert {m.column for m in rep.mismatches} == {"age", "colour"}

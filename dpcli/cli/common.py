@@ -184,6 +184,8 @@ def handle_errors(fn: F) -> F:
             raise
         except Reused as exc:
             ui.say(str(exc), markup=False)
+            for caution in reused_cautions(exc.outputs):   # a rerun repeats what was said
+                ui.warn(caution)
             if ui.json:
                 # the keys every command's line leads with, so a cron log has one shape
                 ui.emit_json({"command": exc.command, "dataset": exc.dataset,
@@ -219,6 +221,25 @@ def handle_errors(fn: F) -> F:
                 reset()
 
     return wrapper  # type: ignore[return-value]
+
+
+def reused_cautions(outputs: list[str]) -> list[str]:
+    """The cautions a reused release's JSON outputs carry in their envelopes (a degenerate
+    model, a verdict that was not usable, …), one line each with its file: the first run
+    said them on stderr, and a cron job that only ever sees the reruns must see them too.
+    Reads public outputs only; an output that is not a dpcli envelope says nothing."""
+    from dpcli.io import envelope_cautions, read_envelope
+
+    found = []
+    for out in outputs:
+        if not out.endswith(".json"):
+            continue
+        try:
+            env = read_envelope(Path(out))
+        except (DpcliError, OSError):
+            continue
+        found += [f"{out}: {c}" for c in envelope_cautions(env)]
+    return found
 
 
 #: the ``error`` field of a failure's ``--json`` object, by the exception's class

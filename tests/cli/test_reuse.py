@@ -90,3 +90,21 @@ def test_another_input_file_is_not_the_same_release(project: Project, cli) -> No
     r = _tab(cli, project, "--reuse")
     assert r.exit_code == 0 and "reused" not in r.stderr
     assert len(project.reserves()) == 2
+
+
+def test_a_reused_release_repeats_the_cautions_its_outputs_carry(project: Project, cli) -> None:
+    """A cron job that only sees the reruns must still read that its model is not usable:
+    the cautions come from the outputs' envelopes (what `dpcli show` lists), with the file."""
+    model = project.root / "m.json"
+    args = ("train-nb", project.data, "--spec", project.spec, "--out", model,
+            "--epsilon", 0.01, "--reuse")
+    first = cli(*args)
+    assert first.exit_code == 0, first.stderr
+    shown = json.loads(cli("show", model, "--json").stdout.strip().splitlines()[-1])
+    assert shown["cautions"], "the tiny-ε model should carry a caution"
+    again = cli(*args, "--json")
+    assert again.exit_code == 0 and "reused run" in again.stderr, again.stderr
+    line = json.loads(again.stdout.strip().splitlines()[-1])
+    assert line["warnings"] == [f"{model}: {c}" for c in shown["cautions"]]
+    assert all(w in again.stderr for w in line["warnings"])
+    assert len(project.reserves()) == 1

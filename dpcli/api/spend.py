@@ -58,6 +58,7 @@ class DryRun:
     neighbouring: str
     extra: dict[str, Any] = field(default_factory=dict)
     forecast: Forecast | None = None
+    command: str = ""
 
     @property
     def fits(self) -> bool:
@@ -67,8 +68,9 @@ class DryRun:
         from dpcli.relation import describe
 
         neighbours, protected, public = describe(self.neighbouring)
-        return {"dry_run": True, "dataset": self.dataset, "planned": self.plan.total.to_json(),
-                "neighbouring": self.neighbouring,
+        # led by the keys every command's line leads with, so a cron log has one shape
+        return {"command": self.command, "dry_run": True, "dataset": self.dataset,
+                "planned": self.plan.total.to_json(), "neighbouring": self.neighbouring,
                 "relation": {"neighbours": neighbours, "protected": protected,
                              "public": public},
                 "breakdown": self.plan.to_json(), "remaining": self.remaining.to_json(),
@@ -237,7 +239,7 @@ class Spend:
 
         summary = open_ledger(self.spec).summary(runs=False)
         return DryRun(self.spec.dataset, self.plan, summary.remaining, summary.total,
-                      self.neighbouring, dict(extra or {}), self.forecast)
+                      self.neighbouring, dict(extra or {}), self.forecast, self.command)
 
     def _generator(self, seed: int | None, arguments: dict[str, Any]) -> np.random.Generator:
         """OS entropy, or a seeded stream with a warning (docs/design.md, "seeded runs").

@@ -49,6 +49,7 @@ def test_dry_run_json_carries_forecast_and_verdict(project: Project, cli, scored
     assert r.exit_code == 0, r.stderr
     out = json.loads(r.stdout)
     _check_forecast(out, headline)
+    assert list(out)[:3] == ["command", "dry_run", "dataset"] and out["command"] == command
     assert out["forecast_n"] == 400 and out["forecast_method"]
     # the terminal: one forecast line and the verdict, after the plan
     assert "forecast (n = 400" in r.stderr and "verdict: " in r.stderr

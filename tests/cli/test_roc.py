@@ -467,11 +467,13 @@ def test_a_degenerate_models_cautions_travel_into_roc_and_evaluate(project: Proj
     cautions = json.loads(out.read_text())["payload"]["model_cautions"]
     assert any("never predicts '1'" in c for c in cautions)
     r = cli("roc", project.data, "--spec", project.spec, "--model", model, "--out",
-            project.root / "r", "--epsilon", 0.2, "--seed", 1)
+            project.root / "r", "--epsilon", 0.2, "--seed", 1, "--json")
     assert r.exit_code == 0, r.stderr
     assert "released as a degenerate model" in r.stderr
     curve = json.loads((project.root / "r" / "curve.json").read_text())["payload"]
     assert any("never predicts '1'" in c for c in curve["model_cautions"])
+    # the --json line names them by key too, as evaluate's does
+    assert json.loads(r.stdout)["model_cautions"] == curve["model_cautions"]
     shown = cli("show", out)
     assert shown.exit_code == 0 and "never predicts '1'" in shown.stdout + shown.stderr
 

@@ -119,7 +119,8 @@ dataset: {dataset}              # ledger key: one lifetime budget for this datas
 budget:
   epsilon: TODO                 # the lifetime ε for every release from this dataset (a policy
                                 # decision: 1 is strong protection, 10 is weak; releases add up)
-  delta: 0.0                    # pure ε-DP; no default command needs δ
+  delta: 0.0                    # pure ε-DP; only `dpcli schema suggest` of categories needs
+                                # a δ (e.g. 1e-6): declare it here only if you will run it
 
 # The audit log (append-only, hash-chained); relative to this file's folder. Create it once
 # with `dpcli ledger init --spec THIS_FILE`, and keep it (and its .key) safe: it is the account.

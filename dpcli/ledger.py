@@ -704,9 +704,12 @@ def raise_total(path: Path, dataset: str, epsilon: float | str | None,
                         state.total.delta if delta is None else delta)
         ledger = Ledger(path, dataset, wanted)
         new = ledger.recorded_total
-        if new == state.total or not state.total.fits_in(new):
+        if new == state.total:
+            raise LedgerError(f"{path}: dataset {dataset!r} already has a total of "
+                              f"{state.total}: nothing to raise (give a larger total)")
+        if not state.total.fits_in(new):
             raise LedgerError(f"{path}: dataset {dataset!r} has a total of {state.total}; "
-                              f"{wanted} does not raise it (a total is never lowered)")
+                              f"{wanted} would lower it, and a total is never lowered")
         old = state.total  # the append folds the entry into ``state``: keep the old total
         entry = ledger._common("raise", fold.entries, fold.head) | {
             "total_epsilon": float(new.epsilon), "total_delta": float(new.delta),

@@ -189,7 +189,7 @@ def score_pool_cube(table: JointTable, hierarchies: Sequence[Hierarchy], grids: 
     Private: exact qualities; release only through
     :func:`dpcli.algorithms.privpfc.select_grid`."""
     from dpcli.algorithms.privpfc import _refinements, score_pool_dense
-    from dpcli.data.prefetch import usable_cores
+    from dpcli.data.prefetch import settle, usable_cores
 
     # levels as they come (int8 from privpfc.pool): an int64 copy is 8 bytes a (grid,
     # column), 13 MiB on Adult's pool, and every use below is an index
@@ -381,12 +381,6 @@ def score_pool_cube(table: JointTable, hierarchies: Sequence[Hierarchy], grids: 
     workers_ = ThreadPoolExecutor(workers) if workers > 1 and len(g) > 1 else None
     waiting: deque[Future[int]] = deque()
 
-    def settle(keep: int) -> None:
-        while len(waiting) > keep:
-            scored = waiting.popleft().result()
-            if progress is not None:
-                progress(scored)
-
     try:
         for batch in _cut(shape.ext_total[roots], CHUNK_DENSE):
             frontier = maximal(batch)
@@ -396,8 +390,8 @@ def score_pool_cube(table: JointTable, hierarchies: Sequence[Hierarchy], grids: 
                     progress(scored)
                 continue
             waiting.append(workers_.submit(walk, frontier))
-            settle(workers - 1)
-        settle(0)
+            settle(waiting, workers - 1, progress)
+        settle(waiting, 0, progress)
     finally:
         if workers_ is not None:
             workers_.shutdown(cancel_futures=True)

@@ -697,7 +697,7 @@ def score_pool(table: JointTable, hierarchies: Sequence[Hierarchy], grids: np.nd
     from collections import deque
     from concurrent.futures import Future, ThreadPoolExecutor
 
-    from dpcli.data.prefetch import usable_cores
+    from dpcli.data.prefetch import settle, usable_cores
 
     workers = usable_cores() if threads is None else max(1, threads)
     g = grids.astype(np.int64)
@@ -780,12 +780,6 @@ def score_pool(table: JointTable, hierarchies: Sequence[Hierarchy], grids: np.nd
     pool_ = ThreadPoolExecutor(workers) if workers > 1 else None
     waiting: deque[Future[int]] = deque()
 
-    def settle(keep: int) -> None:
-        while len(waiting) > keep:
-            scored = waiting.popleft().result()
-            if progress is not None:
-                progress(scored)
-
     try:
         for first_set in np.flatnonzero(np.diff(set_batch, prepend=-1)).tolist():
             last_set = int(np.searchsorted(set_batch, set_batch[first_set], side="right"))
@@ -804,8 +798,8 @@ def score_pool(table: JointTable, hierarchies: Sequence[Hierarchy], grids: np.nd
                         progress(scored)
                     continue
                 waiting.append(pool_.submit(walk, projected, span, first_set, batch))
-                settle(2 * workers)
-        settle(0)
+                settle(waiting, 2 * workers, progress)
+        settle(waiting, 0, progress)
     finally:
         if pool_ is not None:
             for future in waiting:

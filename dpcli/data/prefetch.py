@@ -17,7 +17,11 @@ from __future__ import annotations
 import queue
 import threading
 from collections.abc import Callable, Generator, Iterable
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
+
+if TYPE_CHECKING:   # the thread pools' own imports stay lazy (a command's fixed cost)
+    from collections import deque
+    from concurrent.futures import Future
 
 T = TypeVar("T")
 
@@ -136,6 +140,16 @@ def usable_cores() -> int:
         return max(os.cpu_count() or 1, 1)
 
 
+def settle(waiting: deque[Future[int]], keep: int,
+           progress: Callable[[int], None] | None = None) -> None:
+    """Wait for the oldest of ``waiting`` until at most ``keep`` are left, passing each
+    result (a count of work done) to ``progress``: a thread pool's bounded queue, in order."""
+    while len(waiting) > keep:
+        done = waiting.popleft().result()
+        if progress is not None:
+            progress(done)
+
+
 def configure_arrow(threads: int) -> None:
     """Size pyarrow's CPU pool to ``threads`` (it counts the machine's cores, not the CPUs
     this process may use: under ``taskset -c 0`` it would still start one per core)."""
@@ -166,7 +180,7 @@ def ordered_map(items: Iterable[T], fn: Callable[[T], U], workers: int,
             yield fn(item)
         return
     from collections import deque
-    from concurrent.futures import Future, ThreadPoolExecutor
+    from concurrent.futures import ThreadPoolExecutor
 
     limit = depth if depth is not None else 2 * workers
     pending: deque[Future[U]] = deque()

@@ -120,6 +120,18 @@ def goal(command: str) -> float:
 FLAT = 1.25  # peak RSS called flat when the largest size's is at most this × the smallest's
 SPARK_MASTER = "local[2]"
 
+#: Spark's own floor: start dpcli's Spark session and run one job on the 1,000-row file,
+#: timed end to end in a fresh process (what any --engine spark run pays before its data)
+SPARK_FLOOR = """
+import json, sys, time
+t0 = time.perf_counter()
+from dpcli.stats.spark import spark_session
+spark = spark_session()
+t1 = time.perf_counter()
+spark.read.parquet(sys.argv[1]).count()
+print(json.dumps({"session_s": round(t1 - t0, 3), "job_s": round(time.perf_counter() - t1, 3)}))
+"""
+
 DUCKDB = """
 import json, sys, time
 args = json.loads(sys.argv[1])
@@ -599,6 +611,9 @@ def measure(cmd: list[str], repeat: int, timeout: float) -> dict:
     if "query_s" in mid:
         out["query_s"] = statistics.median(r["query_s"] for r in runs)
         out["checks"] = mid["checks"]
+    for part in ("session_s", "job_s"):   # Spark's floor (SPARK_FLOOR) reports its parts
+        if part in mid:
+            out[part] = mid[part]
     return out
 
 
@@ -679,6 +694,31 @@ def speedups(results: list[dict]) -> list[str]:
             db = f"; DuckDB {other['duckdb']['wall_s'] / r['duckdb']['wall_s']:.2f}×"
         out.append(f"  - {rows:,} rows {fmt} {command}: dpcli {dp:.2f}× "
                    f"({other['dpcli']['wall_s']:.2f} → {r['dpcli']['wall_s']:.2f} s){db}")
+    return out
+
+
+def spark_floor_lines(floor: dict, results: list[dict]) -> list[str]:
+    """What Spark costs before any data, next to the local engine's largest cells: the
+    issue's ≤ 3× goal for --engine spark is out of reach when the floor alone passes it."""
+    if "wall_s" not in floor:
+        return [f"- Spark's floor: not measured ({floor.get('error') or 'timed out'})."]
+    out = [f"- Spark's floor ({SPARK_MASTER}): a fresh process that starts dpcli's Spark "
+           f"session and runs one job on the {FLOOR_ROWS:,}-row file takes "
+           f"{floor['wall_s']:.2f} s (session {floor.get('session_s', float('nan')):.2f} s, "
+           f"the job {floor.get('job_s', float('nan')):.2f} s; runs {floor['wall_s_all']})."]
+    for command in SPARK_COMMANDS:
+        local = [r for r in results if r["engine"] == "local" and r["command"] == command
+                 and r["format"] == "parquet" and "wall_s" in r["dpcli"]]
+        if not local:
+            continue
+        big = max(local, key=lambda r: (r["rows"], -(r.get("cores") or 0)))
+        base = big["dpcli"]["wall_s"]
+        verdict = ("below it" if floor["wall_s"] < 3 * base else
+                   "above it, before a single row is read: no aggregation strategy reaches "
+                   "the goal on this machine at this size")
+        out.append(f"  - {command}: the local engine on {big['rows']:,} Parquet rows takes "
+                   f"{base:.2f} s; the floor alone is {floor['wall_s'] / base:.1f}× that (goal "
+                   f"≤ 3×: the floor is {verdict}).")
     return out
 
 
@@ -912,6 +952,13 @@ def main() -> None:
         results.append(cell(n, fmt, command, engine, dp,
                             duckdb_cell(n, fmt, command, repeat, cores), cores))
         print(show(results[-1]), file=sys.stderr, flush=True)
+    floor = None
+    if spark_on:
+        python = spark_python(dpcli) or sys.executable
+        floor = measure(["env", f"DPCLI_SPARK_MASTER={SPARK_MASTER}", python, "-c", SPARK_FLOOR,
+                         str(data_path(args.workdir, FLOOR_ROWS, "parquet"))],
+                        args.repeat or 3, args.timeout)
+        print(f"spark floor: {floor}", file=sys.stderr, flush=True)
     env["total_seconds"] = round(time.perf_counter() - t_start, 1)
     env["load_average_end"] = [round(x, 2) for x in os.getloadavg()]
     fixed, results = results[:len(commands)], results[len(commands):]
@@ -923,6 +970,8 @@ def main() -> None:
     lines += ["", f"Fixed cost: the same commands on a {FLOOR_ROWS:,}-row Parquet file.", "",
               *table(fixed)]
     lines += ["", "## What the numbers say", "", *findings(results, fixed)]
+    if floor is not None:
+        lines += spark_floor_lines(floor, results)
     if not spark_on:
         lines.append("- `--engine spark`: " + ("not measured (pass --spark)." if not args.spark
                                                else f"skipped: {spark_note}."))
@@ -931,7 +980,7 @@ def main() -> None:
     if not args.no_write:
         payload = {"environment": env, "rows": args.rows, "formats": args.formats,
                    "goal_ratio": GOAL, "file_mb": file_mb, "fixed_costs": fixed,
-                   "roc_model_rows": MODEL_ROWS, "results": results}
+                   "roc_model_rows": MODEL_ROWS, "results": results, "spark_floor": floor}
         write_results(args.out, "scale", text, payload)
 
 

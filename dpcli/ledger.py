@@ -129,9 +129,6 @@ class Reservation:
     #: other dataset ids of this ledger whose runs recorded the same keyed input digest
     #: (the same file charged under two ids: two budgets for the same people)
     shared_with: tuple[str, ...] = ()
-    #: the checkpoint was written for another file (device and inode): the ledger was
-    #: copied or moved with it, and a copy spends the same budget a second time
-    relocated: bool = False
 
 
 @dataclass(frozen=True)
@@ -162,6 +159,9 @@ class LedgerSummary:
     runs: list[RunView]
     #: this dataset's ``repair`` entries, oldest first (collected with the runs)
     repairs: list[dict[str, Any]] = field(default_factory=list)
+    #: the checkpoint was written for another file: a copy or a move, refused for spending
+    #: until ``dpcli ledger repair --moved`` (:func:`adopt_moved`)
+    relocated: bool = False
 
 
 @dataclass(frozen=True)
@@ -175,6 +175,9 @@ class VerifyReport:
     #: every well-formed ``repair`` entry of the file (any dataset), oldest first: read by the
     #: same scan, so that listing them costs no second read
     repairs: list[dict[str, Any]] = field(default_factory=list)
+    #: the checkpoint was written for another file (a copy or a move): intact, but refused
+    #: for spending until ``ledger repair --moved``
+    relocated: bool = False
 
 
 @dataclass(frozen=True)
@@ -390,6 +393,8 @@ def verify_file(path: Path, *, expect_head: str | None = None, dataset: str | No
             except LedgerError as exc:
                 problems.append(str(exc))
         fold = _scan(fd, checkpoint, key, expect_head=expect_head)
+        stamp = checkpoint.get("stamp") if checkpoint is not None else None
+        relocated = isinstance(stamp, list) and stamp[1] != os.fstat(fd).st_ino
     problems = fold.problems + problems
     if key is not None and checkpoint is None and not any("checkpoint" in p for p in problems):
         problems.append(_no_checkpoint_problem(real, fold))
@@ -406,7 +411,8 @@ def verify_file(path: Path, *, expect_head: str | None = None, dataset: str | No
     if expect_head is not None and not fold.anchor_seen:
         problems.append(f"the expected head {expect_head} is not the hash of any entry: entries "
                         "up to it were removed or rewritten")
-    return VerifyReport(not problems, fold.entries, problems, fold.head, fold.repairs)
+    return VerifyReport(not problems, fold.entries, problems, fold.head, fold.repairs,
+                        relocated)
 
 
 class Ledger:
@@ -456,6 +462,8 @@ class Ledger:
         key = read_key(self.file)
         with _locked(self.file, exclusive=True) as fd:
             fold = _load_state(self.file, fd, key, path=self.path, exclusive=True)
+            if fold.relocated:
+                raise LedgerError(moved_message(self.path))
             total, spent = self._account(fold)
             remaining = total - spent
             if not charge.fits_in(remaining):
@@ -485,10 +493,8 @@ class Ledger:
                 "seeded": bool(seeded),
             }
             shared = fold.datasets_with_input(input_digest, besides=self.dataset)
-            relocated = fold.relocated
             digest = _append(self.file, fd, key, fold, entry, path=self.path)
-        return Reservation(run_id, self.dataset, charge, digest, seq, remaining_after, shared,
-                           relocated)
+        return Reservation(run_id, self.dataset, charge, digest, seq, remaining_after, shared)
 
     def complete(self, reservation: Reservation, outputs: Sequence[Path],
                  summary: dict[str, Any] | None = None, *,
@@ -558,7 +564,8 @@ class Ledger:
             fold = _load_state(self.file, fd, key, path=self.path)
             total, spent = self._account(fold)
             views, repairs, _ = self._runs(fd) if runs else ([], [], set())
-        return LedgerSummary(self.dataset, total, spent, total - spent, views, repairs)
+        return LedgerSummary(self.dataset, total, spent, total - spent, views, repairs,
+                             fold.relocated)
 
     def completed_like(self, *, command: str, arguments: dict[str, Any], spec_digest: str,
                        input_digest: str | None) -> list[RunView]:
@@ -697,6 +704,8 @@ def raise_total(path: Path, dataset: str, epsilon: float | str | None,
     key = read_key(real)
     with _locked(real, exclusive=True) as fd:
         fold = _load_state(real, fd, key, path=Path(path))
+        if fold.relocated:   # its append would adopt the copy's identity without a word
+            raise LedgerError(moved_message(Path(path)))
         state = fold.datasets.get(dataset)
         if state is None or not state.genesis:
             raise LedgerError(_no_genesis_message(Path(path), dataset))
@@ -1162,7 +1171,9 @@ def _load_state(real: Path, fd: int, key: bytes, *, path: Path,
             return _Fold.from_json(checkpoint, key)
     fold = _scan(fd, checkpoint, key)
     stamp = checkpoint.get("stamp") if checkpoint is not None else None
-    fold.relocated = isinstance(stamp, list) and stamp[:2] != [st.st_dev, st.st_ino]
+    # the inode only: a copy (or a move to another file system, a restored backup) gets a
+    # new one, while a network file system remounted may number its device anew
+    fold.relocated = isinstance(stamp, list) and stamp[1] != st.st_ino
     if fold.problems:
         more = len(fold.problems) - 1
         raise LedgerError(
@@ -1175,8 +1186,8 @@ def _load_state(real: Path, fd: int, key: bytes, *, path: Path,
             raise LedgerError(f"{path}: {_no_checkpoint_problem(real, fold)}")
     elif exclusive and not fold.relocated:
         # an optimisation only: the next run would scan again. Not on a copied or moved
-        # ledger: the checkpoint keeps the other file's identity until a spend has appended
-        # (and warned), so a refused first spend on a copy does not lose the warning
+        # ledger: the checkpoint keeps the other file's identity until the custodian says
+        # this file is the ledger now (`ledger repair --moved`, :func:`adopt_moved`)
         with suppress(OSError):
             _write_checkpoint(real, key, fold, st)
     return fold
@@ -1195,6 +1206,37 @@ def _no_checkpoint_problem(real: Path, fold: _Fold) -> str:
                 "ledger repair --spec SPEC --trust-chain` (recorded in the ledger)")
     return ("the ledger has no genesis entries and no checkpoint (written by an earlier dpcli): "
             "run `dpcli ledger init --spec SPEC` once per dataset to record its genesis")
+
+
+def moved_message(path: Path) -> str:
+    return (f"{path}: this ledger was copied or moved (its checkpoint was written for another "
+            "file): a copy spends the same budget a second time, so spending from it is "
+            "refused; nothing was charged. If this file is now the dataset's only ledger (a "
+            "moved disk, a restored backup, the original deleted), run `dpcli ledger repair "
+            "--spec SPEC --moved` to say so (recorded in the ledger); otherwise point the "
+            "spec's `ledger:` at the original (docs/ledger.md)")
+
+
+def adopt_moved(path: Path, dataset: str) -> bool:
+    """Record that this file is now the ledger (``ledger repair --moved``): a ``repair`` entry
+    of ``dataset`` naming the new file's device and inode, whose append writes the
+    checkpoint for it. Returns False (nothing written) when the ledger was not copied or
+    moved; LedgerError when it fails verification."""
+    ledger = Ledger(path, dataset, Budget(1))
+    ledger.require_initialised()
+    key = read_key(ledger.file)
+    with _locked(ledger.file, exclusive=True) as fd:
+        fold = _load_state(ledger.file, fd, key, path=ledger.path, exclusive=True)
+        if not fold.relocated:
+            return False
+        st = os.fstat(fd)
+        entry = ledger._common("repair", fold.entries, fold.head) | {
+            "dropped_line": 0, "dropped_bytes": 0,
+            "dropped_sha256": hashlib.sha256(b"").hexdigest(),
+            "moved": {"device": st.st_dev, "inode": st.st_ino,
+                      "path": str(ledger.file.resolve())}}
+        _append(ledger.file, fd, key, fold, entry, path=ledger.path)
+    return True
 
 
 def _hard_links_message(real: Path, links: int) -> str:

@@ -627,26 +627,41 @@ def test_the_checkpoints_input_digests_match_whole_digests_only() -> None:
     assert seen.text() == "0123456789abcdef" + "fedcba9876543210" + "89abcdeffedcba98"
 
 
-def test_a_copied_ledger_is_relocated_until_a_spend_appends(small_ledger: Path,
-                                                           tmp_path: Path) -> None:
-    """The checkpoint keeps the original file's identity through a refused reserve on a copy
-    (a load that rewrote it there lost the copy's warning); the first reserve that appends
-    reports it, the next does not."""
+def test_a_copied_ledger_refuses_to_spend_until_it_is_adopted(small_ledger: Path,
+                                                                tmp_path: Path) -> None:
+    """A copy (its checkpoint written for another file) is a second account of one budget:
+    every reserve and raise on it is refused, nothing written, until ``adopt_moved`` records
+    that it is the ledger now; the original is untouched throughout (tester 13 spent ε 7
+    twice against a total of 10 when the copy only warned once)."""
     import shutil
 
-    from dpcli.ledger import companion_paths
+    from dpcli.ledger import adopt_moved, companion_paths, raise_total
 
     copy = tmp_path / "copy"
     copy.mkdir()
     for path in companion_paths(small_ledger):
         if path.is_file():
             shutil.copy2(path, copy / path.name)
-    ledger = Ledger(copy / small_ledger.name, "uci-adult", Budget(1))
-    with pytest.raises(BudgetExhausted):
-        reserve(ledger, 0.9)
-    assert reserve(ledger, 0.1).relocated
-    assert not reserve(ledger, 0.1).relocated
-    assert not reserve(Ledger(small_ledger, "uci-adult", Budget(1)), 0.1).relocated
+    moved = copy / small_ledger.name
+    ledger = Ledger(moved, "uci-adult", Budget(1))
+    before = moved.read_bytes()
+    for _ in range(2):   # refused every time, not only the first
+        with pytest.raises(LedgerError, match="copied or moved"):
+            reserve(ledger, 0.1)
+    with pytest.raises(LedgerError, match="copied or moved"):
+        raise_total(moved, "uci-adult", 5)
+    assert moved.read_bytes() == before
+    assert ledger.summary(runs=False).relocated and verify_file(moved).relocated
+    assert verify_file(moved).ok   # intact: a copy is not damage
+    assert adopt_moved(moved, "uci-adult")
+    assert not adopt_moved(moved, "uci-adult")   # once only: nothing more to record
+    assert not ledger.summary(runs=False).relocated and not verify_file(moved).relocated
+    reserve(ledger, 0.1)
+    repairs = verify_file(moved).repairs
+    assert repairs[-1]["moved"]["inode"] == moved.stat().st_ino
+    original = Ledger(small_ledger, "uci-adult", Budget(1))
+    assert not original.summary(runs=False).relocated
+    reserve(original, 0.1)
 
 
 def test_a_run_in_progress_shows_as_running_and_a_dead_one_as_interrupted(path: Path) -> None:

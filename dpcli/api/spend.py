@@ -238,6 +238,11 @@ class Spend:
         from dpcli.run import open_ledger
 
         summary = open_ledger(self.spec).summary(runs=False)
+        if summary.relocated:   # the run itself would be refused: the dry run says so
+            from dpcli.errors import LedgerError
+            from dpcli.ledger import moved_message
+
+            raise LedgerError(moved_message(self.spec.ledger_path))
         return DryRun(self.spec.dataset, self.plan, summary.remaining, summary.total,
                       self.neighbouring, dict(extra or {}), self.forecast, self.command)
 
@@ -290,12 +295,6 @@ class Spend:
                      before_charge=self._check_replacements, outputs=self._outputs,
                      on_claimed=self._outputs_claimed) as charge, outputs:
             self._shared_input(charge.reservation.shared_with)
-            if charge.reservation.relocated:
-                self.reporter.warn(
-                    f"the ledger {self.spec.ledger_path} was copied or moved with its "
-                    "checkpoint (which was written for another file): if the original is "
-                    "still in use, the two copies spend one budget twice. Keep one ledger per "
-                    "dataset and point every spec at it (docs/ledger.md)")
             run = Charged(self, charge, generator, outputs, seeded=seed is not None)
             # a data error before any noise (no step drawn, or the generator untouched: a
             # trainer may draw its steps before its first pass), with nothing written, may end

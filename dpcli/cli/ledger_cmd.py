@@ -90,6 +90,10 @@ def show(spec: SpecOpt, json: JsonOpt = False, quiet: QuietOpt = False,
     ui = UI(quiet=quiet, json=json)
     s = load_spec(spec, todo_domains=True)
     summary = open_ledger(s).summary()
+    if summary.relocated:
+        from dpcli.ledger import moved_message
+
+        ui.warn(moved_message(s.ledger_path))
     if json:
         ui.emit_json({
             "dataset": s.dataset, "ledger": str(s.ledger_path),
@@ -199,7 +203,8 @@ def verify(spec: SpecOpt,
     repairs = _repairs(report.repairs, s.dataset) if report.ok else []
     if json:
         ui.emit_json({"ledger": str(s.ledger_path), "ok": report.ok, "entries": report.entries,
-                      "head": report.head, "problems": report.problems, "repairs": repairs})
+                      "head": report.head, "problems": report.problems, "repairs": repairs,
+                      "relocated": report.relocated})
     else:
         _say_repairs(ui, repairs)
     if not report.ok:
@@ -209,6 +214,10 @@ def verify(spec: SpecOpt,
                           f"({len(report.problems)} problem(s))")
     ui.say(f"ok: {report.entries} entries, hash chain intact, checkpoint matches, "
            f"head {report.head}", markup=False)
+    if report.relocated:   # intact, yet not the file its checkpoint was written for
+        from dpcli.ledger import moved_message
+
+        ui.warn(moved_message(s.ledger_path))
 
 
 @app.command("raise")
@@ -270,6 +279,10 @@ def repair(spec: SpecOpt,
            expect_head: Annotated[str | None, typer.Option(
                "--expect-head", help="With --trust-chain: a head hash anchored elsewhere "
                "earlier, which must be in the chain (refused otherwise).")] = None,
+           moved: Annotated[bool, typer.Option(
+               "--moved", help="Say that this ledger file, copied or moved from another "
+               "(its checkpoint names another file), is now the dataset's only ledger: "
+               "spending from it is refused until then; recorded in the ledger.")] = False,
            json: JsonOpt = False, quiet: QuietOpt = False, verbose: VerboseOpt = False) -> None:
     """Drop a torn last line (a write cut by a crash), and only that; record the repair.
 
@@ -287,10 +300,17 @@ def repair(spec: SpecOpt,
     chain as it is now and records a 'repair' entry saying so. Refused over an
     intact checkpoint, a chain that does not verify, or a missing key.
 
+    With --moved: a ledger copied or moved with its checkpoint (`cp -r` of a
+    project, a restored backup, another disk) is refused for spending (exit
+    76), since a copy spends the same budget a second time. If this file is
+    now the only ledger of the dataset, this records so and spending resumes;
+    never run it on a copy while the original is still used.
+
     Example:
 
         dpcli ledger repair --spec configs/adult.yaml
         dpcli ledger repair --spec configs/adult.yaml --trust-chain --expect-head <hash>
+        dpcli ledger repair --spec configs/adult.yaml --moved
     """
     import sys
 
@@ -303,8 +323,22 @@ def repair(spec: SpecOpt,
     if expect_head is not None and not trust_chain:
         raise UsageError("--expect-head goes with --trust-chain (to check a ledger against an "
                          "anchored head, run `dpcli ledger verify --expect-head`)")
+    if moved and trust_chain:
+        raise UsageError("--moved and --trust-chain are two repairs: run them one at a time")
     if trust_chain:
         _trust_chain(ui, s, yes=yes, expect_head=expect_head, json=json)
+        return
+    if moved:
+        from dpcli.ledger import adopt_moved
+
+        adopted = adopt_moved(s.ledger_path, s.dataset)
+        if json:
+            ui.emit_json({"ledger": str(s.ledger_path), "repaired": adopted, "moved": adopted})
+        ui.say(f"{s.ledger_path}: " + (
+            "recorded that this file is now the dataset's ledger; spending resumes (the "
+            "copy it came from must not be used again)" if adopted else
+            "not copied or moved (its checkpoint was written for this file): nothing to "
+            "record"), markup=False)
         return
     refused: list[str] = []
 

@@ -220,9 +220,12 @@ def test_seeded_noise_is_keyed_by_the_ledger(project: Project, cli) -> None:
     assert not a.equals(c)  # 32 noisy counts at scale ~27 coincide w.p. < 1e-30
 
 
-def test_a_copied_ledger_warns_at_its_first_spend(project: Project, cli) -> None:
+def test_a_copied_ledger_refuses_to_spend_until_repair_moved(project: Project, cli) -> None:
     """``cp -r`` of a project folder (or a restored backup) is a second account of the same
-    budget: its checkpoint was written for another file (device, inode), said once."""
+    budget: its checkpoint was written for another file. Every spend on it, and its dry run,
+    is refused (76) with nothing charged; verify and show say so; `ledger repair --moved`
+    records that it is the ledger now (tester 13: the old warning came once, then the copy
+    spent ε 7 again against a total of 10)."""
     r = _tab(cli, project)
     assert r.exit_code == 0 and "copied or moved" not in r.stderr, r.stderr
     copy = project.root / "copy"
@@ -235,12 +238,22 @@ def test_a_copied_ledger_warns_at_its_first_spend(project: Project, cli) -> None
     spec["schema"] = yaml.safe_load(yaml.safe_dump(spec["schema"]))
     copied = project.root / "copied.yaml"
     copied.write_text(yaml.safe_dump(spec, sort_keys=False))
-    first = cli("tabulate", project.data, "--spec", copied, "--out", project.root / "c.csv",
-                "--json")
-    assert first.exit_code == 0, first.stderr
-    assert "copied or moved" in first.stderr
-    assert any("copied or moved" in w for w in json.loads(first.stdout)["warnings"])
+    moved = copy / project.ledger.name
+    before = moved.read_bytes()
+    for extra in ((), ("--json",), ("--dry-run",)):
+        r = cli("tabulate", project.data, "--spec", copied, "--out", project.root / "c.csv",
+                *extra)
+        assert r.exit_code == 76 and "copied or moved" in r.stderr, r.stderr
+        assert "ledger repair --spec SPEC --moved" in r.stderr
+    assert not (project.root / "c.csv").exists() and moved.read_bytes() == before
+    verified = cli("ledger", "verify", "--spec", copied, "--json")
+    assert verified.exit_code == 0 and json.loads(verified.stdout)["relocated"] is True
+    assert "copied or moved" in verified.stderr
+    assert "copied or moved" in cli("ledger", "show", "--spec", copied).stderr
+    adopted = cli("ledger", "repair", "--spec", copied, "--moved")
+    assert adopted.exit_code == 0 and "now the dataset's ledger" in adopted.stderr
     again = cli("tabulate", project.data, "--spec", copied, "--out", project.root / "d.csv")
-    assert again.exit_code == 0 and "copied or moved" not in again.stderr
+    assert again.exit_code == 0 and "copied or moved" not in again.stderr, again.stderr
+    assert "nothing to record" in cli("ledger", "repair", "--spec", copied, "--moved").stderr
     original = _tab(cli, project, out="e.csv")
     assert original.exit_code == 0 and "copied or moved" not in original.stderr

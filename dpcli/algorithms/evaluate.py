@@ -26,7 +26,7 @@ others (a one-cell grid that never predicts '1' had a released '1' column
 of [17, 21] and a precision of 0.55). The choice of columns is a function of
 public inputs, so the privacy of the release does not depend on it being
 right; its truth (the zeros) does, which is why only exact decisions are used
-(docs/privacy.md, "Exact zero columns").
+(docs/algorithms/roc.md, "Exact zero columns").
 
 Releases: the post-processed matrix. Cost: ε.
 """

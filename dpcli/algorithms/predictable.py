@@ -3,8 +3,8 @@
 A class that no input of the declared domain is predicted has a column of
 zeros in every confusion matrix of that model, whatever the data: a public
 fact (a function of the released model and the spec's declared domains), so
-``evaluate`` releases that column without noise (docs/privacy.md, "Exact
-zero columns"). The decision is made only where it is *exact*: every input
+``evaluate`` releases that column without noise (docs/algorithms/roc.md,
+"Exact zero columns"). The decision is made only where it is *exact*: every input
 the model can see is accounted for, not a sample of them.
 
 * a grid synopsis (publish-grid): every row falls in one of the released

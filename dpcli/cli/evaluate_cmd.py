@@ -88,9 +88,11 @@ def _show(ui: UI, result: Evaluation, bars: dict[str, Any] | None) -> None:
     ui.result(table)
     if result.exact_zero:
         never = " and ".join(repr(c) for c in result.never_predicted())
-        ui.result(f"exact: the column of {never} is 0 without noise: the model predicts no "
-                  f"input of the declared domain as {never} ({result.exact_why}); the other "
-                  "cells carry the noise")
+        many = len(result.exact_zero) > 1
+        ui.result(f"exact: the column{'s' if many else ''} of {never} {'are' if many else 'is'} "
+                  f"0 without noise: the model predicts no input of the declared domain as "
+                  f"{never.replace(' and ', ' or ')} ({result.exact_why}); the other cells "
+                  "carry the noise")
     bars = bars or {}
     level = f"{bars.get('level', 0.9):.0%}"
 

@@ -143,3 +143,18 @@ def test_a_cutoff_at_the_top_of_the_score_range_never_predicts_positive(positive
     assert "does not exceed the cutoff" in top.how
     inside = predictable.of_cutoff(positive, 1.0, 0.999)
     assert inside.codes == {0, 1} and inside.never(2) == ()
+
+
+def test_a_logistic_regression_on_coded_columns_is_decided_too() -> None:
+    """Zero weights: σ(0) = 1/2 is not above the cut, so class 0 everywhere (a tie goes to
+    class 0); other weights: whatever the model's own decisions on the 8 inputs are."""
+    from dpcli.algorithms.inputs import model_schema
+    from dpcli.algorithms.validate import LogRegModel
+
+    schema = model_schema(SMALL, ("c", "m"))
+    flat = LogRegModel(schema, ("c", "m"), np.zeros(7), {})
+    found = predictable.of_model(flat)
+    assert found is not None and found.codes == _brute(flat) == {0}
+    sloped = LogRegModel(schema, ("c", "m"), np.arange(7) - 2.0, {})
+    found = predictable.of_model(sloped)
+    assert found is not None and found.codes == _brute(sloped) == {0, 1}

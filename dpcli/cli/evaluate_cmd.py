@@ -87,11 +87,12 @@ def _show(ui: UI, result: Evaluation, bars: dict[str, Any] | None) -> None:
         table.add_row(str(c), *(f"{int(v):,}" for v in row))
     ui.result(table)
     if result.exact_zero:
-        never = " and ".join(repr(c) for c in result.never_predicted())
-        many = len(result.exact_zero) > 1
+        names = [repr(c) for c in result.never_predicted()]
+        never, either = " and ".join(names), " or ".join(names)
+        many = len(names) > 1
         ui.result(f"exact: the column{'s' if many else ''} of {never} {'are' if many else 'is'} "
                   f"0 without noise: the model predicts no input of the declared domain as "
-                  f"{never.replace(' and ', ' or ')} ({result.exact_why}); the other cells "
+                  f"{either} ({result.exact_why}); the other cells "
                   "carry the noise")
     bars = bars or {}
     level = f"{bars.get('level', 0.9):.0%}"

@@ -261,14 +261,10 @@ def check_cells(model: Any) -> Verdict | None:
     schema = model.schema
     if len(schema.label.classes) != 2:
         return None
+    from dpcli.algorithms.predictable import grid_decisions
+
     counts = model.counts
-    share = model.shares(counts)
-    decided = model.decide(share)
-    mass = counts.sum(axis=1)
-    if model.has_values_in_no_node():
-        share = np.vstack([share, model.prior[None, :]])
-        decided = np.append(decided, model.decide(model.prior[None, :]))
-        mass = np.append(mass, 0.0)
+    share, decided, mass = grid_decisions(model)   # evaluate's exact zero columns use it too
     log_odds = np.log(np.maximum(share[:, 1], 1e-300)) - np.log(np.maximum(share[:, 0], 1e-300))
     pos = schema.label.positive_index
     pos = 1 if pos is None else pos

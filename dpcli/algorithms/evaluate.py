@@ -9,6 +9,25 @@ matrix (in L2) with non-negative entries summing to the public n, rounded
 to integers with the same sum. Accuracy, per-class precision and recall,
 and F1 are functions of the released matrix.
 
+Exact zero columns. When the released model can predict no input of the
+declared domain as class j (:mod:`dpcli.algorithms.predictable`: decided
+from the model and the spec only), C[:, j] = 0 for every dataset: a public
+fact, released as exact zeros without noise. The mechanism is then the same
+histogram restricted to the other columns, with the same noise: each record
+still lies in exactly one of its cells, so replacing one record moves at
+most one unit out of one cell and into another, L1 sensitivity 2 (reached
+whenever two records of different true classes get the same prediction,
+i.e. K ≥ 2). Fewer coordinates do not lower an L1 sensitivity, and discrete
+Laplace's per-cell scale is Δ₁/ε whatever the number of cells, so the other
+cells keep scale 2/ε at the same ε: nothing is reallocated. What the zeros
+buy is in the post-processing: the public n is shared among the noisy cells
+only, so noise drawn for an impossible cell no longer takes mass from the
+others (a one-cell grid that never predicts '1' had a released '1' column
+of [17, 21] and a precision of 0.55). The choice of columns is a function of
+public inputs, so the privacy of the release does not depend on it being
+right; its truth (the zeros) does, which is why only exact decisions are used
+(docs/algorithms/roc.md, "Exact zero columns").
+
 Releases: the post-processed matrix. Cost: ε.
 """
 
@@ -77,6 +96,15 @@ class Evaluation:
     matrix: np.ndarray
     epsilon: float
     positive: int | None = None
+    #: class codes the model can never predict: their columns are exact zeros, not noise
+    exact_zero: tuple[int, ...] = ()
+    #: why those columns are exact (how the model's predictable classes were decided)
+    exact_why: str = ""
+
+    @property
+    def noisy_columns(self) -> int:
+        """How many predicted-class columns carry noise (K less the exact ones)."""
+        return len(self.classes) - len(self.exact_zero)
 
     @property
     def n(self) -> int:
@@ -89,10 +117,10 @@ class Evaluation:
     def accuracy_noise_sd(self) -> float:
         """The noise's standard deviation on the accuracy before post-processing.
 
-        trace/n with K independent cells: √K·sd/n. Sampling error of the test
-        set itself is not included.
+        trace/n with K independent cells (fewer when columns are exact zeros): √K·sd/n.
+        Sampling error of the test set itself is not included.
         """
-        return math.sqrt(len(self.classes)) * noise_sd(self.epsilon) / max(self.n, 1)
+        return math.sqrt(self.noisy_columns) * noise_sd(self.epsilon) / max(self.n, 1)
 
     def per_class(self) -> dict[str, dict[str, float | None]]:
         out: dict[str, dict[str, float | None]] = {}
@@ -106,6 +134,10 @@ class Evaluation:
             if precision is not None and recall is not None:
                 both = precision + recall
                 f1 = 2 * precision * recall / both if both > 0 else 0.0
+            elif i in self.exact_zero and recall is not None:
+                # never predicted: precision is undefined (no prediction of it), but
+                # F1 = 2TP / (2TP + FP + FN) = 0 exactly: TP is an exact 0 and FN > 0
+                f1 = 0.0
             out[c] = {"precision": precision, "recall": recall, "f1": f1, "support": actual}
         return out
 
@@ -133,7 +165,7 @@ class Evaluation:
         within the noise's 95 % half-width of zero: that class's recall, and so the balanced
         accuracy, are then the noise's (a test set holding one class released a recall of 1.0
         for the absent one). Read from released values only (post-processing, free)."""
-        halfwidth = 1.96 * math.sqrt(len(self.classes)) * noise_sd(self.epsilon)
+        halfwidth = 1.96 * math.sqrt(self.noisy_columns) * noise_sd(self.epsilon)
         small = [(c, float(self.matrix[i, :].sum())) for i, c in enumerate(self.classes)
                  if self.matrix[i, :].sum() <= halfwidth]
         if not small:
@@ -150,6 +182,23 @@ class Evaluation:
         found = [c for c in (self.noise_sized_classes(), self.no_skill()) if c is not None]
         return "; ".join(found) if found else None
 
+    def never_predicted(self) -> list[str]:
+        """The classes the model can never predict (their columns are exact zeros)."""
+        return [self.classes[j] for j in self.exact_zero]
+
+    def exact_columns(self) -> dict[str, Any]:
+        """What the outputs say of the exact zero columns: which, why, and what follows."""
+        return {"never_predicted": self.never_predicted(),
+                "released": "exact zeros, without noise: the model predicts no input of the "
+                            "declared domain as these classes, so their columns are 0 for "
+                            "every dataset (a public fact)",
+                "decided_from": self.exact_why,
+                "precision": "undefined for these classes (the model never predicts them)",
+                "noise_on_the_rest": f"unchanged: scale {SENSITIVITY / self.epsilon:.4g} on "
+                                     f"each of the {len(self.classes) * self.noisy_columns} "
+                                     f"other cells (Δ = {SENSITIVITY} under replace-one "
+                                     "whatever the number of cells)"}
+
     def to_payload(self) -> dict[str, Any]:
         payload: dict[str, Any] = {
             "classes": list(self.classes),
@@ -164,6 +213,8 @@ class Evaluation:
         }
         if self.positive is not None:
             payload["positive_class"] = self.classes[self.positive]
+        if self.exact_zero:
+            payload["exact_columns"] = self.exact_columns()
         caution = self.caution()
         if caution is not None:
             payload["caution"] = caution
@@ -172,13 +223,36 @@ class Evaluation:
 
 def private_confusion(counts: np.ndarray, classes: tuple[str, ...], *, epsilon: float,
                       rng: np.random.Generator, positive: int | None = None,
-                      sensitivity: int = SENSITIVITY) -> Evaluation:
+                      sensitivity: int = SENSITIVITY, exact_zero: tuple[int, ...] = (),
+                      exact_why: str = "") -> Evaluation:
     """Release ``counts`` (K×K, private) with noise and consistency; cost ε (module docstring).
 
-    ``sensitivity``: the plan step's (:func:`plan` records Δ = 2 under replace-one)."""
+    ``sensitivity``: the plan step's (:func:`plan` records Δ = 2 under replace-one).
+    ``exact_zero``: codes of classes the model can never predict, decided from public inputs
+    only (:mod:`dpcli.algorithms.predictable`; ``exact_why`` says how). Their columns are
+    released as zeros without noise; the other K·(K − |exact_zero|) cells are the histogram
+    restricted to them (still Δ₁ = 2 under replace-one: one record leaves one cell and
+    enters one), with the same noise, and share the public n. With none, the release is
+    the K×K one, draw for draw."""
     counts = np.asarray(counts, dtype=np.int64)
     n = int(counts.sum())  # public: the test set's size
-    noisy = discrete_laplace_mechanism(counts, sensitivity=sensitivity, epsilon=epsilon,
-                                       rng=rng)
-    consistent = round_with_total(nonnegative_with_total(noisy, n), n)
-    return Evaluation(classes=classes, matrix=consistent, epsilon=epsilon, positive=positive)
+    exact = tuple(sorted({int(j) for j in exact_zero}))
+    if not exact:
+        noisy = discrete_laplace_mechanism(counts, sensitivity=sensitivity, epsilon=epsilon,
+                                           rng=rng)
+        consistent = round_with_total(nonnegative_with_total(noisy, n), n)
+        return Evaluation(classes=classes, matrix=consistent, epsilon=epsilon,
+                          positive=positive)
+    k = len(classes)
+    if not all(0 <= j < k for j in exact) or len(exact) >= k:
+        raise ValueError(f"exact zero columns {exact} for {k} classes: a model predicts "
+                         "some class")
+    kept = [j for j in range(k) if j not in exact]
+    # n, not the kept cells' sum: a count in an exact column (impossible when the
+    # decision is right) is left out of the release, never read
+    noisy = discrete_laplace_mechanism(counts[:, kept], sensitivity=sensitivity,
+                                       epsilon=epsilon, rng=rng)
+    matrix = np.zeros((k, k), dtype=np.int64)
+    matrix[:, kept] = round_with_total(nonnegative_with_total(noisy, n), n)
+    return Evaluation(classes=classes, matrix=matrix, epsilon=epsilon, positive=positive,
+                      exact_zero=exact, exact_why=exact_why)

@@ -21,7 +21,10 @@ def evaluate(spec: Spec, data: Path, *, model: Path | None = None,
 
     Costs the section's ε: discrete Laplace on every cell (Δ = 2 under
     replace-one), post-processed to non-negative cells summing to n;
-    accuracy, precision, recall and F1 follow from it. ``out`` gets the JSON.
+    accuracy, precision, recall and F1 follow from it. The column of a class
+    the model can never predict (decided exactly from the model and the
+    declared domains) is released as exact zeros, without noise, and its
+    precision as undefined (:mod:`dpcli.algorithms.evaluate`). ``out`` gets the JSON.
     """
     from dpcli import protect
     from dpcli.algorithms import evaluate as ev
@@ -57,6 +60,10 @@ def evaluate(spec: Spec, data: Path, *, model: Path | None = None,
         raise UsageError("--cutoff applies to --score-column; a model predicts its most "
                          "probable class")
     total = Budget(section.epsilon)
+    # public: the classes the model can never predict (exact decisions only), before the charge
+    can = si.predictable(threshold)
+    exact_zero = () if can is None else can.never(len(si.classes))
+    exact_why = "" if can is None else can.how
 
     def plan_for(n: int) -> Plan:
         if n < 1:
@@ -85,11 +92,13 @@ def evaluate(spec: Spec, data: Path, *, model: Path | None = None,
         step = run.plan.draw("confusion")   # the plan's one step, drawn once
         result = ev.private_confusion(confusion.counts, si.classes, epsilon=step.budget.eps,
                                       sensitivity=step.integer_sensitivity(), rng=run.rng,
-                                      positive=si.positive if len(si.classes) == 2 else None)
+                                      positive=si.positive if len(si.classes) == 2 else None,
+                                      exact_zero=exact_zero, exact_why=exact_why)
         del confusion  # nothing below may touch private values
         # error bars from the released matrix and the noise alone (post-processing, free)
         payload = {**result.to_payload(), **si.source_note,
-                   "intervals": fc.error_bars(result.matrix, section.epsilon, si.classes),
+                   "intervals": fc.error_bars(result.matrix, section.epsilon, si.classes,
+                                              exact_zero=result.exact_zero),
                    **({"model_caution": edited} if edited is not None else {}), **cautioned,
                    **({"cutoff": threshold} if threshold is not None else {}),
                    "breakdown": plan.to_json()}

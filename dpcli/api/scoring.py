@@ -5,13 +5,16 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from dpcli.data.encode import EncodedBatch
 from dpcli.errors import UsageError
 from dpcli.spec import Spec
+
+if TYPE_CHECKING:
+    from dpcli.algorithms.predictable import Predictable
 
 
 @dataclass(frozen=True)
@@ -51,6 +54,17 @@ class ScoreInput:
             return np.asarray(self.model.predict_proba(batch)[:, self.positive], dtype=np.float64)
         assert self.score_column is not None
         return np.asarray(batch.columns[self.score_column], dtype=np.float64)
+
+    def predictable(self, cutoff: float | None) -> Predictable | None:
+        """The classes this model (or score > ``cutoff``) can predict over the declared domain,
+        where that is exact (:mod:`dpcli.algorithms.predictable`), else None. Public inputs
+        only: the model, the spec's domains, the declared score range."""
+        from dpcli.algorithms import predictable
+
+        if self.model is not None:
+            return predictable.of_model(self.model)
+        assert cutoff is not None
+        return predictable.of_cutoff(self.positive, self.upper, cutoff)
 
     def predictions(self, batch: EncodedBatch, cutoff: float | None) -> np.ndarray:
         """Predicted class codes: the model's (see predict.classify), or score > cutoff."""

@@ -43,7 +43,11 @@ def evaluate(
     Releases the confusion matrix (true × predicted class) with discrete
     Laplace noise (Δ = 2 under replace-one), made non-negative and summing to
     the test set's size; accuracy, precision, recall and F1 are computed from
-    it. The noise's scale and standard deviation are reported with it.
+    it. The noise's scale and standard deviation are reported with it. The
+    column of a class the model can never predict (a grid whose every cell
+    gives one class; a model on a small categorical domain, checked input by
+    input; a cutoff at the score range's top) is released as exact zeros, and
+    that class's precision as undefined.
 
     Example:
 
@@ -82,6 +86,14 @@ def _show(ui: UI, result: Evaluation, bars: dict[str, Any] | None) -> None:
     for c, row in zip(result.classes, result.matrix, strict=True):
         table.add_row(str(c), *(f"{int(v):,}" for v in row))
     ui.result(table)
+    if result.exact_zero:
+        names = [repr(c) for c in result.never_predicted()]
+        never, either = " and ".join(names), " or ".join(names)
+        many = len(names) > 1
+        ui.result(f"exact: the column{'s' if many else ''} of {never} {'are' if many else 'is'} "
+                  f"0 without noise: the model predicts no input of the declared domain as "
+                  f"{either} ({result.exact_why}); the other cells "
+                  "carry the noise")
     bars = bars or {}
     level = f"{bars.get('level', 0.9):.0%}"
 
@@ -93,8 +105,10 @@ def _show(ui: UI, result: Evaluation, bars: dict[str, Any] | None) -> None:
               f"{level} interval from the noise (the test set's own sampling error is not "
               "included)")
     per_class = bars.get("per_class", {})
+    unpredicted = set(result.never_predicted())
     for c, m in result.per_class().items():
         cb = per_class.get(str(c), {})
-        parts = [f"{k} {with_bar(v, cb.get(k), 3)}" for k, v in m.items()
-                 if k != "support" and v is not None]
+        parts = [f"{k} {with_bar(v, cb.get(k), 3)}" if v is not None else
+                 f"{k} undefined (never predicted)" for k, v in m.items()
+                 if k != "support" and (v is not None or (k == "precision" and c in unpredicted))]
         ui.result(f"  class {c}: " + ", ".join(parts))

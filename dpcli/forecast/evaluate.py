@@ -131,13 +131,26 @@ def metrics_of(matrix: np.ndarray, cls: int) -> np.ndarray:
                      tp / actual if actual > 0 else np.nan])
 
 
-def simulate(truth: np.ndarray, epsilon: float, cls: int, draws: int = DRAWS) -> np.ndarray:
+def simulate(truth: np.ndarray, epsilon: float, cls: int, draws: int = DRAWS,
+             exact_zero: tuple[int, ...] = ()) -> np.ndarray:
     """Signed errors (draws × 3) of the released metrics when the true matrix is ``truth``:
-    the real mechanism and post-processing, fixed public draws (costs nothing)."""
+    the real mechanism and post-processing, fixed public draws (costs nothing).
+    ``exact_zero``: columns released as exact zeros (the mechanism runs on the others)."""
     from dpcli.algorithms.evaluate import SENSITIVITY
     from dpcli.mechanisms.consistency import nonnegative_with_total, round_with_total
 
     truth = np.asarray(truth, dtype=np.int64)
+    if exact_zero:
+        kept = [j for j in range(truth.shape[1]) if j not in exact_zero]
+        base = metrics_of(truth, cls)
+        z = noise(uniforms((draws, truth.shape[0], len(kept))), SENSITIVITY / epsilon)
+        n = int(truth.sum())
+        full = np.zeros((draws, *truth.shape))
+        if n > 0:
+            flat = (truth[:, kept].reshape(1, -1) + z.reshape(draws, -1)).astype(np.float64)
+            full[:, :, kept] = rounded_with_total(projected_with_total(flat, n),
+                                                  n).reshape(z.shape)
+        return batch_metrics(full, cls) - base
     n = int(truth.sum())
     z = noise(uniforms((draws, *truth.shape)), SENSITIVITY / epsilon)
     base = metrics_of(truth, cls)
@@ -236,15 +249,16 @@ def forecast(spec: Any, section: Any, n: int, **context: Any) -> Forecast:
 
 
 def error_bars(matrix: np.ndarray, epsilon: float, classes: tuple[str, ...],
-               level: float = LEVEL) -> dict[str, Any]:
+               level: float = LEVEL, exact_zero: tuple[int, ...] = ()) -> dict[str, Any]:
     """90 % intervals of accuracy and each class's precision and recall from the released
-    matrix alone (parametric bootstrap; post-processing, free)."""
+    matrix alone (parametric bootstrap; post-processing, free). ``exact_zero``: columns
+    released without noise (a never-predicted class), kept at zero in every draw."""
     m = np.asarray(matrix, dtype=np.int64)
     out: dict[str, Any] = {"level": level, "method": "parametric bootstrap of the noise "
                            f"around the released matrix ({BAR_DRAWS} draws)"}
     per_class: dict[str, Any] = {}
     for cls, name in enumerate(classes):
-        e = simulate(m, epsilon, cls, BAR_DRAWS)
+        e = simulate(m, epsilon, cls, BAR_DRAWS, exact_zero)
         point = metrics_of(m, cls)
         bars: list[list[float] | None] = []
         for j in range(len(METRICS)):

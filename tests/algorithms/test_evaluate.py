@@ -128,3 +128,126 @@ def test_an_empty_class_is_named_in_nearly_every_run() -> None:
     sized = np.array([[150, 50], [100, 300]])
     assert not any(ev.private_confusion(sized, ("Down", "Up"), epsilon=0.2, rng=rng)
                    .noise_sized_classes() for _ in range(200))
+
+
+# ------------------------------------------------------------ exact zero columns
+def test_the_restricted_histogram_changes_by_at_most_two_over_replace_one_neighbours() -> None:
+    """Rule 4 for the release with exact columns: records whose prediction is one of the
+    classes the model can predict (here 0 and 1 of 3), their counts in those columns only;
+    one replaced record moves one unit out and one in, and 2 is reached (also when a single
+    class can be predicted)."""
+    for kept in ([0, 1], [0]):
+        records = list(itertools.product(range(3), kept))
+        worst = 0
+        for data in itertools.combinations_with_replacement(records, 3):
+            t, p = np.array(data).T
+            base = ev.confusion_counts(t, p, 3)[:, kept]
+            for i, new in itertools.product(range(3), records):
+                changed = list(data)
+                changed[i] = new
+                t2, p2 = np.array(changed).T
+                moved = ev.confusion_counts(t2, p2, 3)[:, kept]
+                worst = max(worst, int(np.abs(moved - base).sum()))
+        assert worst == ev.SENSITIVITY
+
+
+def test_an_exact_column_is_zero_and_the_rest_shares_n() -> None:
+    counts = np.array([[200, 0, 0], [30, 90, 0], [10, 20, 0]])
+    for seed in range(30):
+        r = ev.private_confusion(counts, ("a", "b", "c"), epsilon=0.1,
+                                 rng=np.random.default_rng(seed), exact_zero=(2,),
+                                 exact_why="test")
+        assert (r.matrix[:, 2] == 0).all() and (r.matrix >= 0).all() and r.n == 350
+        assert r.exact_zero == (2,) and r.noisy_columns == 2
+        assert r.per_class()["c"]["precision"] is None
+    with pytest.raises(ValueError, match="predicts some class"):
+        ev.private_confusion(counts, ("a", "b", "c"), epsilon=0.1,
+                             rng=np.random.default_rng(0), exact_zero=(0, 1, 2))
+
+
+def test_without_exact_columns_the_release_is_the_k_by_k_one_draw_for_draw() -> None:
+    """A normal model's evaluation is unchanged: the same noise for the same generator."""
+    from dpcli.mechanisms import discrete_laplace_mechanism
+    from dpcli.mechanisms.consistency import nonnegative_with_total, round_with_total
+
+    counts = np.array([[120, 30], [25, 75]])
+    for seed in range(10):
+        r = ev.private_confusion(counts, ("0", "1"), epsilon=0.3,
+                                 rng=np.random.default_rng(seed))
+        noisy = discrete_laplace_mechanism(counts, sensitivity=2, epsilon=0.3,
+                                           rng=np.random.default_rng(seed))
+        np.testing.assert_array_equal(r.matrix, round_with_total(
+            nonnegative_with_total(noisy, 250), 250))
+        assert "exact_columns" not in r.to_payload()
+
+
+def test_a_never_predicted_class_has_no_precision_and_says_why() -> None:
+    r = ev.Evaluation(classes=("0", "1"), matrix=np.array([[215, 0], [85, 0]]), epsilon=0.1,
+                      positive=1, exact_zero=(1,), exact_why="one cell")
+    m = r.per_class()["1"]
+    assert m["precision"] is None and m["recall"] == 0.0 and m["f1"] == 0.0
+    assert r.per_class()["0"]["recall"] == 1.0
+    payload = r.to_payload()
+    exact = payload["exact_columns"]
+    assert exact["never_predicted"] == ["1"] and exact["decided_from"] == "one cell"
+    assert "undefined" in exact["precision"] and "scale 20 on each of the 2" in \
+        exact["noise_on_the_rest"]
+    # one noisy cell per row: the row's noise and the accuracy's are those of one cell
+    assert r.accuracy_noise_sd() == pytest.approx(ev.noise_sd(0.1) / 300)
+    assert "no skill" in (r.caution() or "")
+
+
+def test_error_bars_keep_an_exact_column_at_zero() -> None:
+    from dpcli.forecast.evaluate import error_bars
+
+    m = np.array([[215, 0], [85, 0]])
+    bars = error_bars(m, 0.1, ("0", "1"), exact_zero=(1,))
+    assert bars["per_class"]["1"]["precision"] is None
+    assert bars["per_class"]["1"]["recall"] == [0.0, 0.0]
+    assert bars["per_class"]["0"]["recall"] == [1.0, 1.0]   # every row is predicted '0'
+    lo, hi = bars["accuracy"]
+    assert lo < 215 / 300 < hi
+
+
+def _reference(counts: np.ndarray, kept: list[int], epsilon: float, scale_factor: float,
+               draws: int, rng: np.random.Generator) -> np.ndarray:
+    """The claimed release built independently: discrete Laplace of scale 2/ε·factor on each
+    kept cell as a difference of two geometrics, then the same post-processing."""
+    from dpcli.mechanisms.consistency import nonnegative_with_total, round_with_total
+
+    q = np.exp(-epsilon / (ev.SENSITIVITY * scale_factor))
+    n = int(counts.sum())
+    shape = (draws, counts.shape[0], len(kept))
+    z = rng.geometric(1 - q, shape) - rng.geometric(1 - q, shape)
+    return np.array([round_with_total(nonnegative_with_total(counts[:, kept] + z[i], n), n)
+                     for i in range(draws)])
+
+
+def _chi2_p(a: np.ndarray, b: np.ndarray) -> float:
+    """Two-sample chi-square p-value on integer values, tails pooled to ≥ 20 per bin."""
+    values = np.concatenate([a, b])
+    edges = np.unique(np.quantile(values, np.linspace(0, 1, 41)))
+    edges[-1] += 1
+    ca, _ = np.histogram(a, edges)
+    cb, _ = np.histogram(b, edges)
+    keep = (ca + cb) > 0
+    return float(stats.chi2_contingency(np.vstack([ca[keep], cb[keep]]))[1])
+
+
+@pytest.mark.slow
+def test_the_noisy_cells_have_the_claimed_distribution() -> None:
+    """Distribution of the release with an exact column: its first cell against the claimed
+    mechanism built independently (two-sample chi-square, α = 1e-4: a correct mechanism
+    fails with probability at most 1e-4), and the same test rejects a scale 30 % off. The
+    exact column is 0 in every draw."""
+    counts = np.array([[300, 0], [100, 0]])
+    draws = 20_000
+    rng = np.random.default_rng(20261128)
+    released = np.array([ev.private_confusion(counts, ("0", "1"), epsilon=0.5, rng=rng,
+                                              exact_zero=(1,)).matrix for _ in range(draws)])
+    assert (released[:, :, 1] == 0).all()
+    ref_rng = np.random.default_rng(7)
+    same = _reference(counts, [0], 0.5, 1.0, draws, ref_rng)
+    assert _chi2_p(released[:, 0, 0], same[:, 0, 0]) > 1e-4
+    wider = _reference(counts, [0], 0.5, 1.3, draws, ref_rng)
+    assert _chi2_p(released[:, 0, 0], wider[:, 0, 0]) < 1e-4

@@ -690,3 +690,70 @@ def test_all_numeric_schema_shows_the_taxonomy_syntax(project: Project, cli) -> 
     assert r.exit_code == 78, r.stderr   # the schema's domains allow no grid: a spec error
     assert "age:\n    type: numeric" in r.stderr and "taxonomy: {bins: [2, 4, 8]}" in r.stderr
     assert project.no_runs()
+
+
+def test_evaluate_of_a_one_cell_grid_releases_the_never_predicted_column_exactly(
+        project: Project, cli) -> None:
+    """A tiny ε publishes the root grid: one cell, one class predicted everywhere. Its other
+    class's column is 0 for every dataset (public), released without noise, and its
+    precision is undefined, everywhere a reader looks (stdout, --json, the output file);
+    the ε is charged as declared."""
+    _grid_spec(project, budget=2.0, taxonomy={"bins": [2, 4]})
+    project.spec.write_text(project.spec.read_text() + "evaluate: {epsilon: 0.05}\n")
+    r = _publish(cli, project, "--epsilon", 0.01, "--seed", 1, "-q")
+    assert r.exit_code == 0, r.stderr
+    payload = _payload(project.root / "syn")
+    assert payload["n_cells"] == 1
+    never = payload["degeneracy"]["never_predicted"]
+    assert len(never) == 1
+    column = ["0", "1"].index(never[0])
+    out = project.root / "e.json"
+    r = cli("evaluate", project.data, "--spec", project.spec, "--model", project.root / "syn",
+            "--seed", 2, "--json", "--out", out)
+    assert r.exit_code == 0, r.stderr
+    result = json.loads(r.stdout.strip().splitlines()[-1])
+    for released in (result, json.loads(out.read_text())["payload"]):
+        matrix = np.array(released["confusion"])
+        assert (matrix[:, column] == 0).all() and matrix.sum() == 400
+        assert released["exact_columns"]["never_predicted"] == never
+        assert "1 released cell" in released["exact_columns"]["decided_from"]
+        assert released["per_class"][never[0]]["precision"] is None
+        assert released["intervals"]["per_class"][never[0]]["precision"] is None
+    assert [(e["command"], e["epsilon"]) for e in project.reserves()][-1] == ("evaluate", 0.05)
+    r = cli("evaluate", project.data, "--spec", project.spec, "--model", project.root / "syn",
+            "--seed", 3)
+    assert r.exit_code == 0, r.stderr
+    assert f"exact: the column of {never[0]!r} is 0 without noise" in r.stdout
+    assert f"class {never[0]}: precision undefined (never predicted)" in r.stdout
+
+
+def test_evaluate_of_a_grid_predicting_both_classes_is_the_k_by_k_release(
+        project: Project, cli) -> None:
+    """Nothing changes for a normal model: no exact column, and the released matrix is the
+    K×K mechanism's on the true counts with the run's seeded generator, draw for draw."""
+    from dpcli.algorithms import evaluate as ev
+
+    def mutate(spec: dict) -> None:
+        spec["budget"]["epsilon"] = 1001
+        spec["publish-grid"] = {"epsilon": 1000, "columns": ["color"]}
+        spec["evaluate"] = {"epsilon": 0.5}
+    project.write_spec(mutate)
+    data = project.root / "shares.parquet"
+    rng = np.random.default_rng(5)
+    rate = {"red": 0.7, "green": 0.4, "blue": 0.0}
+    frame = _signal_frame(3000, 5, lambda f: rng.random(len(f)) < f["color"].map(rate))
+    frame.to_parquet(data, index=False)
+    assert _publish(cli, project, "--seed", 1, data=data).exit_code == 0
+    r = cli("evaluate", data, "--spec", project.spec, "--model", project.root / "syn",
+            "--seed", 4, "--json")
+    assert r.exit_code == 0, r.stderr
+    result = json.loads(r.stdout.strip().splitlines()[-1])
+    assert "exact_columns" not in result and "exact:" not in r.stdout
+    out = project.root / "p.parquet"
+    assert cli("predict", project.root / "syn", data, "--out", out, "-q").exit_code == 0
+    preds = pd.read_parquet(out)
+    truth = ev.confusion_counts(preds["label"].astype(int).to_numpy(),
+                                preds["prediction"].astype(int).to_numpy(), 2)
+    assert (truth.sum(axis=0) > 0).all()
+    expected = ev.private_confusion(truth, ("0", "1"), epsilon=0.5, rng=project.seeded_rng(4))
+    np.testing.assert_array_equal(np.array(result["confusion"]), expected.matrix)

@@ -197,6 +197,26 @@ def test_evaluate_without_out_prints_json(project: Project, cli, scored) -> None
     assert _spent(project) == pytest.approx(0.2)
 
 
+def test_evaluate_at_a_cutoff_at_the_top_of_the_score_range_never_predicts_positive(
+        project: Project, cli, scored) -> None:
+    """Scores are clamped into the declared range (p reaches 12 > 10 here), so score > 10
+    never holds: the positive column is an exact 0 (no noise), its precision undefined;
+    a cutoff inside the range keeps both columns noisy."""
+    r = cli("evaluate", scored, "--spec", project.spec, "--score-column", "p",
+            "--score-range", "0,10", "--cutoff", 10, "--epsilon", 0.2, "--json", "-q")
+    assert r.exit_code == 0, r.stderr
+    summary = json.loads(r.stdout.strip().splitlines()[-1])
+    assert [row[1] for row in summary["confusion"]] == [0, 0]
+    assert summary["exact_columns"]["never_predicted"] == ["1"]
+    assert "does not exceed the cutoff 10" in summary["exact_columns"]["decided_from"]
+    assert summary["per_class"]["1"]["precision"] is None
+    r = cli("evaluate", scored, "--spec", project.spec, "--score-column", "p",
+            "--score-range", "0,10", "--cutoff", 9.99, "--epsilon", 0.2, "--json", "-q")
+    assert r.exit_code == 0, r.stderr
+    assert "exact_columns" not in json.loads(r.stdout.strip().splitlines()[-1])
+    assert _spent(project) == pytest.approx(0.4)
+
+
 def test_evaluate_warns_of_no_skill_everywhere_a_reader_looks(project: Project, cli,
                                                               scored) -> None:
     """A score that ranks backwards: the released matrix's balanced accuracy is below

@@ -40,7 +40,7 @@ def _check_forecast(obj: dict, headline: str) -> None:
     ("tabulate", (), "relative"),
     ("evaluate", ("--score-column", "p", "--score-range", "0,10"), "accuracy"),
     ("roc", ("--score-column", "p", "--score-range", "0,10"), "auc"),
-    ("publish-grid", ("--columns", "color,member"), "selection"),
+    ("publish-grid", ("--columns", "color,member"), "failure"),
 ])
 def test_dry_run_json_carries_forecast_and_verdict(project: Project, cli, scored, command,
                                                    args, headline) -> None:

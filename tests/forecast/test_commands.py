@@ -507,20 +507,18 @@ def test_degenerate_chance_is_its_parts(adult, n, epsilon, share) -> None:
     assert 0.0 <= want <= 1.0
 
 
-def test_publish_grid_forecast_reads_no_data(adult, monkeypatch) -> None:
-    """The forecast is a function of public facts (spec, n, ε, prevalence): it opens no
-    data file, and two datasets of one size get one forecast."""
-    import dpcli.data as data
-
-    def refuse(*args, **kwargs):
-        raise AssertionError("the forecast read data")
-
-    for name in ("DataSource",):
-        monkeypatch.setattr(data, name, refuse)
+def test_publish_grid_forecast_states_its_assumptions(adult) -> None:
+    """A fixed function of public inputs: the same forecast twice, its assumed share and AUC
+    in the JSON, and the spec's share (or a caller's) replacing the assumed one. (That it
+    reads no data: tests/cli/test_forecast.py, two files of one size.)"""
     section = dataclasses.replace(adult.sections["publish-grid"], epsilon=0.3)
     a = forecast("publish-grid", adult, section, 3000).to_json()
     b = forecast("publish-grid", adult, section, 3000).to_json()
     assert a == b and a["assumptions"] == {"prevalence": 0.25, "auc": 0.85}
+    rare = dataclasses.replace(adult, positive_share=0.05)
+    c = forecast("publish-grid", rare, section, 3000).to_json()
+    assert c["assumptions"]["prevalence"] == 0.05
+    assert c["forecast"]["degenerate"]["expected"] > a["forecast"]["degenerate"]["expected"]
 
 
 def test_a_model_with_an_empty_released_class_gives_no_prevalence() -> None:

@@ -268,7 +268,7 @@ def test_publish_grid_verdict_reads_public_facts_only(project: Project, cli) -> 
     r = cli("publish-grid", flat, *args)
     assert r.exit_code == 0, r.stderr
     declared = json.loads(r.stdout)
-    assert "positives at 0.03 of the rows (the spec's)" in declared["verdict"]["text"]
+    assert "positives at 3% of the rows (the spec's)" in declared["verdict"]["text"]
     base = outs[0]["verdict"]["epsilon_usable"]
     need = declared["verdict"]["epsilon_usable"]
     assert base is not None and (need is None or need > base)

@@ -35,6 +35,8 @@ class MetricForecast:
     level: float = LEVEL
     bound_only: bool = False         # `expected` and the interval's top are one upper bound
                                      # (no distribution behind it): printed as "at most"
+    chance: bool = False             # `expected` is a probability forecast, not an error:
+                                     # printed as "about"
 
     def __post_init__(self) -> None:
         lo, hi = self.interval
@@ -55,12 +57,16 @@ class MetricForecast:
                "level": self.level, "what": self.what}
         if self.bound_only:
             out["bound_only"] = True
+        if self.chance:
+            out["chance"] = True
         return out
 
     def line(self) -> str:
         """``what``: its typical size (the median) and where ``level`` of runs land, in words a
         reader cannot take for something else ("90% ≤ x" read as a 90 % chance of x)."""
         lo, hi = self.interval
+        if self.chance:
+            return f"{self.what}: about {_fmt(self.expected)} (a forecast chance, not an error)"
         if self.bound_only:
             return f"{self.what}: at most {_fmt(hi)} (an upper bound, not a median)"
         if lo == hi == self.expected:   # a quantity the noise does not reach

@@ -40,7 +40,7 @@ def _check_forecast(obj: dict, headline: str) -> None:
     ("tabulate", (), "relative"),
     ("evaluate", ("--score-column", "p", "--score-range", "0,10"), "accuracy"),
     ("roc", ("--score-column", "p", "--score-range", "0,10"), "auc"),
-    ("publish-grid", ("--columns", "color,member"), "selection"),
+    ("publish-grid", ("--columns", "color,member"), "failure"),
 ])
 def test_dry_run_json_carries_forecast_and_verdict(project: Project, cli, scored, command,
                                                    args, headline) -> None:
@@ -236,3 +236,40 @@ def test_a_bad_positive_share_is_refused_by_key(project: Project, cli, value: ob
     project.write_spec(declare, sync=False)
     r = cli("plan", "--spec", project.spec, "--rows", 5000)
     assert r.exit_code == 78 and "forecast.positive_share" in r.stderr
+
+
+def test_publish_grid_verdict_reads_public_facts_only(project: Project, cli) -> None:
+    """Two files of the same size, one with every label 1 and no signal, one whose label
+    follows a column, get one forecast and one verdict (n, ε, the taxonomies and the
+    declared share are all it reads); a declared rare share moves the named ε up."""
+    from tests.cli.conftest import toy_frame
+
+    frame = toy_frame()
+    flat = project.root / "flat.parquet"
+    frame.assign(label=1).to_parquet(flat, index=False)
+    strong = project.root / "strong.parquet"
+    frame.assign(label=(frame["color"] == "red").astype(int)).to_parquet(strong, index=False)
+    args = ("--spec", project.spec, "--columns", "color,member", "--epsilon", 0.5,
+            "--dry-run", "--json")
+    outs = []
+    for data in (flat, strong):
+        r = cli("publish-grid", data, *args)
+        assert r.exit_code == 0, r.stderr
+        outs.append(json.loads(r.stdout))
+    assert outs[0]["forecast"] == outs[1]["forecast"]
+    assert outs[0]["verdict"] == outs[1]["verdict"]
+    assert outs[0]["verdict"]["metric"] == "failure"
+    assert outs[0]["forecast"]["degenerate"]["chance"] is True
+    assert project.no_runs()
+
+    def rare(spec: dict) -> None:
+        spec["forecast"] = {"positive_share": 0.03}
+
+    project.write_spec(rare)
+    r = cli("publish-grid", flat, *args)
+    assert r.exit_code == 0, r.stderr
+    declared = json.loads(r.stdout)
+    assert "positives at 3% of the rows (the spec's)" in declared["verdict"]["text"]
+    base = outs[0]["verdict"]["epsilon_usable"]
+    need = declared["verdict"]["epsilon_usable"]
+    assert base is not None and (need is None or need > base)

@@ -23,9 +23,11 @@ before any value is read. Guarantees are ε-DP (or (ε, δ)-DP) under
 replace-one neighbours (train-brc with public features: replace-one on the
 private features). Exit codes (BSD sysexits; docs/exit-codes.md): 0 ok,
 3 budget exhausted, 64 usage, 65 bad data, 66 input file missing,
-70 internal error, 74 the system refused an I/O operation (disk full,
-permission, read-only file system), 76 ledger unusable or fails
-verification, 78 bad spec, 130 / 143 / 129 ended by SIGINT / SIGTERM /
+70 internal error, 73 an output's path changed under the run after its
+charge, 74 the system refused an I/O operation (disk full, permission,
+read-only file system), 75 another run is writing one of its outputs now
+(try again later), 76 ledger unusable or fails verification (or copied),
+78 bad spec, 130 / 143 / 129 ended by SIGINT / SIGTERM /
 SIGHUP (a reserved charge stays, recorded as failed).
 """
 

@@ -178,7 +178,7 @@ class StructureReport:
             where = [f"'{c}' in {self.missing_in[c]}" for c in self.missing
                      if c in self.missing_in and self.missing_in[c] != self.path]
             extra = f" ({'; '.join(where)})" if where else ""
-            out.append(f"missing column(s) {cols}{extra}")
+            out.append(f"missing column(s) {cols}{extra}" + self._separator_hint())
         for m in self.mismatches:
             in_file = f" in {m.file}" if m.file is not None and m.file != self.path else ""
             out.append(f"column '{m.column}' is stored as {m.found}{in_file}, "
@@ -187,6 +187,19 @@ class StructureReport:
             out.append("column(s) " + ", ".join(f"'{c}'" for c in self.duplicates)
                        + " appear more than once in the header")
         return out
+
+    def _separator_hint(self) -> str:
+        """A CSV header read as one column that holds another separator (';', a tab, '|'):
+        the file was written with it, and every needed column looks missing."""
+        if self.format != "csv" or self.present or len(self.extra) != 1:
+            return ""
+        for sep, name in ((";", "';'"), ("\t", "a tab"), ("|", "'|'")):
+            if sep in self.extra[0]:
+                return (f"; its header is one column holding {name}: the file seems to use "
+                        f"{name} as its separator, and dpcli reads comma-separated CSV "
+                        "(convert it, e.g. with pandas: read_csv(sep=';').to_csv(), or "
+                        "write Parquet)")
+        return ""
 
     def lines(self) -> list[str]:
         """Human-readable summary (no values: only names and types)."""

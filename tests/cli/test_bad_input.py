@@ -117,6 +117,8 @@ DATA_CASES = [
      "bad.csv: column 'age': a value is not a number in data row 2"),
     ("null in a missing: error column", lambda p: _csv_rows(p, "30,,no,alpha,0"),
      "bad.csv: column 'color': missing value in data row 2"),
+    ("semicolon csv", lambda p: _write_csv(p, HEADER.replace(",", ";") + "30;red;no;alpha;0\n"),
+     "the file seems to use ';' as its separator"),
     ("file not found", lambda p: p.root / "absent.parquet", "absent.parquet"),
     ("unknown format", lambda p: _write_csv(p, "").rename(p.root / "data.xlsx"), "data.xlsx"),
 ]

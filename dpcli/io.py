@@ -379,7 +379,7 @@ def envelope_cautions(env: dict[str, Any]) -> list[str]:
         out.append("released as a degenerate model: " + ("; ".join(what) or "see 'degeneracy'")
                    + " — its predictions may be (near) constant or one-class")
     # evaluate's no-skill, roc's AUC noise, an edited model file (roc, evaluate)
-    for key in ("caution", "noise_dominates", "model_caution"):
+    for key in ("caution", "noise_dominates", "auc_caution", "model_caution"):
         if isinstance(payload, dict) and isinstance(payload.get(key), str):
             out.append(payload[key])
     # an evaluation's or a curve's model was released with cautions of its own

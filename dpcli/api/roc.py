@@ -129,6 +129,7 @@ def roc(spec: Spec, data: Path, *, model: Path | None = None, out: Path | None =
         warning = (f"noise dominates the AUC: its {bars['level']:.0%} interval from the noise "
                    f"is [{lo:.3f}, {hi:.3f}]. Spend more ε (or a larger --auc-share), or "
                    "evaluate on more records." if dominated else None)
+        chance = None if dominated else _chance_caution(lo, hi, bars["level"])
         payload = {**_with_bars(curve.to_payload(), bars), "n": n,
                    "positive_class": si.classes[si.positive],
                    "rule": "predicted positive when score > threshold",
@@ -136,6 +137,7 @@ def roc(spec: Spec, data: Path, *, model: Path | None = None, out: Path | None =
                    "scale": scale.to_json(),
                    "scale_thresholds": [float(t) for t in scaled_cuts],
                    **({"noise_dominates": warning} if warning else {}),
+                   **({"auc_caution": chance} if chance else {}),
                    **({"model_caution": edited} if edited is not None else {}), **cautioned,
                    "thresholds": [float(t) for t in cuts], "count_noise_scale": noise,
                    **si.source_note,
@@ -156,7 +158,7 @@ def roc(spec: Spec, data: Path, *, model: Path | None = None, out: Path | None =
             run.write(out / "curve.csv", _csv(curve, bars))
             run.write(out / "curve.json", dumps_json(envelope))
             # the picture carries the interval and the caution too (it travels alone)
-            caution = warning or curve_warning or (
+            caution = warning or curve_warning or chance or (
                 f"its model: {si.model_cautions[0]}" if si.model_cautions else None)
             run.write_bytes(out / "curve.png", roc_png(curve, title=title,
                                                        true_curve=true_curve, bars=bars,
@@ -167,6 +169,8 @@ def roc(spec: Spec, data: Path, *, model: Path | None = None, out: Path | None =
                            "(spec declares public_data)"} if compare_true else {})}
     if curve_warning is not None:
         reporter.warn(curve_warning)
+    if chance is not None:
+        reporter.warn(chance)
     if warning is not None:
         reporter.warn(warning)
     if true_curve is not None:
@@ -175,6 +179,20 @@ def roc(spec: Spec, data: Path, *, model: Path | None = None, out: Path | None =
     details = {"thresholds": len(cuts), "rule": config.thresholds, "counts": config.counts}
     return Released("roc_curve", curve, envelope, plan, run.run_id, out, dict(run.summary),
                     tuple(spend.data_report()), details)
+
+
+def _chance_caution(lo: float, hi: float, level: float) -> str | None:
+    """The AUC's caution, from its released interval (post-processing, free): a model whose
+    ranking the release cannot tell from chance, or that ranks the classes the wrong way
+    (tester 13: AUC 0.510 [0.491, 0.528] was released without a word)."""
+    if hi < 0.5:
+        return (f"the AUC's {level:.0%} interval [{lo:.3f}, {hi:.3f}] lies below 0.5: on "
+                "these records the model ranks the classes the wrong way round (the "
+                "positive class or the score may be inverted)")
+    if lo <= 0.5:
+        return (f"the AUC's {level:.0%} interval [{lo:.3f}, {hi:.3f}] includes 0.5: on these "
+                "records the model may rank no better than chance")
+    return None
 
 
 def _curve_noise_warning(curve: Any, noise: float) -> str | None:

@@ -111,6 +111,7 @@ def roc(
                       "run_id": done.run_id, "auc": curve.auc, "auc_interval": [lo, hi],
                       "level": level, "out": str(out),
                       # as evaluate's line: the curve's and its model's cautions, by key
-                      **{k: done.payload[k] for k in ("caution", "model_cautions")
+                      **{k: done.payload[k] for k in ("caution", "noise_dominates",
+                                                      "auc_caution", "model_cautions")
                          if k in done.payload},
                       "spent": done.plan.total.to_json(), "breakdown": done.plan.to_json()})

@@ -513,3 +513,17 @@ def test_evaluate_prints_its_release_on_stdout_and_refuses_reuse_without_out(
             "--epsilon", 0.1, "--reuse")
     assert r.exit_code == 64 and "give --out FILE" in r.stderr, r.stderr
     assert _entries(project) == before
+
+
+def test_an_auc_interval_that_reaches_chance_is_said() -> None:
+    """From the released interval only (tester 13: AUC 0.510 [0.491, 0.528], no word): one
+    that includes 0.5, one below it, one clear of it; `show` repeats it from the file."""
+    from dpcli.api.roc import _chance_caution
+    from dpcli.io import envelope_cautions
+
+    near = _chance_caution(0.491, 0.528, 0.9)
+    assert near is not None and "[0.491, 0.528] includes 0.5" in near
+    below = _chance_caution(0.30, 0.45, 0.9)
+    assert below is not None and "wrong way round" in below
+    assert _chance_caution(0.501, 0.60, 0.9) is None
+    assert envelope_cautions({"payload": {"auc_caution": near}}) == [near]

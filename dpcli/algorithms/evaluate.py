@@ -88,6 +88,9 @@ def noise_sd(epsilon: float) -> float:
     return math.sqrt(2.0 * q) / (1.0 - q)
 
 
+#: a released balanced accuracy this close above chance (1/K) is called "little skill"
+LITTLE_SKILL = 0.03
+
 @dataclass(frozen=True)
 class Evaluation:
     """A released confusion matrix (rows: true class, columns: predicted class)."""
@@ -147,14 +150,20 @@ class Evaluation:
         return float(np.mean(recalls)) if recalls else None
 
     def no_skill(self) -> str | None:
-        """A caution when the released matrix shows no skill: balanced accuracy at or below
-        chance (1/K). Read from released values only (post-processing, free). Plain accuracy
-        below the majority class's share is not used: a threshold aimed at balanced accuracy
-        gives that on rare classes while the model ranks well."""
+        """A caution when the released matrix shows no skill (balanced accuracy at or below
+        chance, 1/K) or little (within :data:`LITTLE_SKILL` of it). Read from released
+        values only (post-processing, free). Plain accuracy below the majority class's share
+        is not used: a threshold aimed at balanced accuracy gives that on rare classes while
+        the model ranks well."""
         balanced = self.balanced_accuracy()
         chance = 1.0 / len(self.classes)
-        if balanced is None or balanced > chance:
+        if balanced is None or balanced > chance + LITTLE_SKILL:
             return None
+        if balanced > chance:   # tester 13: 0.514 on a 67 % class, released without a word
+            return (f"the released confusion matrix shows little skill: balanced accuracy "
+                    f"{balanced:.3f}, within {LITTLE_SKILL:g} of chance ({chance:.3g}). The "
+                    "model is barely better than guessing on this data, or the noise "
+                    "decides: read the intervals, spend more ε, or evaluate on more records")
         return (f"the released confusion matrix shows no skill: balanced accuracy "
                 f"{balanced:.3f}, at or below chance ({chance:.3g}). The model may be useless "
                 "on this data, or the noise decides: read the intervals, spend more ε, or "

@@ -251,3 +251,17 @@ def test_the_noisy_cells_have_the_claimed_distribution() -> None:
     assert _chi2_p(released[:, 0, 0], same[:, 0, 0]) > 1e-4
     wider = _reference(counts, [0], 0.5, 1.3, draws, ref_rng)
     assert _chi2_p(released[:, 0, 0], wider[:, 0, 0]) < 1e-4
+
+
+def test_little_skill_is_said_and_real_skill_is_not() -> None:
+    """Tester 13: balanced accuracy 0.514 on a 67 % class was released without a word. Within
+    LITTLE_SKILL above chance the caution says 'little skill'; at or below, 'no skill'."""
+    def caution(matrix: list[list[int]]) -> str | None:
+        return ev.Evaluation(classes=("no", "yes"), matrix=np.array(matrix),
+                             epsilon=1.0).no_skill()
+
+    little = caution([[40, 60], [80, 130]])      # recalls 0.40 and 0.62: 0.510
+    assert little is not None and "little skill" in little and "0.510" in little
+    none = caution([[40, 60], [110, 100]])       # 0.40 and 0.476: 0.438
+    assert none is not None and "no skill" in none
+    assert caution([[70, 30], [60, 150]]) is None   # 0.70 and 0.714

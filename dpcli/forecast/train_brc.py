@@ -105,6 +105,9 @@ def forecast(spec: Any, section: Any, n: int, **context: Any) -> Forecast:
                          headline=HEADLINE, target=TARGET,
                          note=f"each round's noise exceeds half a random classifier's edge "
                               f"({brc.EDGE:g}): expect near-chance output",
+                         scope="judged on each round's noise against a typical edge, not on "
+                               "the final model: weak features can still give one barely "
+                               "better than guessing",
                          extra=extra)
     # the class cut is the other way a brc model comes out near chance: the command warns
     # when the calibration's noise exceeds CALIBRATION_NOISE_LIMIT of the smaller class as

@@ -46,6 +46,8 @@ class DpcliError(Exception):
     """Base class for errors a user can act on."""
 
     exit_code = 1
+    #: the message itself says what became of the run's charge (the CLI adds nothing)
+    charge_said = False
 
     def __init__(self, message: str = "", *args: object) -> None:
         self.marked = message

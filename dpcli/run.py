@@ -324,10 +324,12 @@ def _recorded(ledger: Ledger, reservation: Reservation, charge: Charge,
                 raise
             # the outputs exist: saying only "failed" would hide a release that happened
             written = ", ".join(str(p) for p in charge.outputs)
-            raise type(exc)(
+            err = type(exc)(
                 f"the outputs were written ({written}) and the charge of {reservation.budget} "
                 f"is kept, but the ledger's 'complete' entry could not be recorded ({exc}); "
-                f"`dpcli ledger show` lists run {reservation.run_id[:8]} as interrupted") from exc
+                f"`dpcli ledger show` lists run {reservation.run_id[:8]} as interrupted")
+            err.charge_said = True   # the CLI adds no "recorded as failed" to this one
+            raise err from exc
         completed = COMPLETED.get()
         if completed is not None:   # a signal delivered from here on ends a completed run
             completed.add(reservation.run_id)

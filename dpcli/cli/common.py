@@ -165,8 +165,10 @@ def handle_errors(fn: F) -> F:
         completed_token = COMPLETED.set(completed)
         verbose_token = VERBOSE.set(ui.verbose)
 
-        def fail(kind: str, message: str, code: int) -> typer.Exit:
-            if reserved and reserved[-1] in completed:   # a signal after the record
+        def fail(kind: str, message: str, code: int, said: bool = False) -> typer.Exit:
+            if said:   # the message itself says what became of the charge
+                pass
+            elif reserved and reserved[-1] in completed:   # a signal after the record
                 message += (f" — after this run had completed: its outputs are written and "
                             f"recorded (ledger run {reserved[-1]}, complete); do not run it "
                             "again")
@@ -202,7 +204,8 @@ def handle_errors(fn: F) -> F:
                 # reservation came too late (dpcli's bug), so it must not exit 64
                 code, kind = INTERNAL_EXIT, "internal"
             # a bad value's data row is a private figure: shown only to a custodian who asks
-            raise fail(kind, str(exc) if ui.report else exc.redacted(), code) from None
+            raise fail(kind, str(exc) if ui.report else exc.redacted(), code,
+                       said=exc.charge_said) from None
         except Terminated as exc:
             raise fail("signal", exc.message, exc.exit_code) from None
         except KeyboardInterrupt:

@@ -257,3 +257,23 @@ def test_a_copied_ledger_refuses_to_spend_until_repair_moved(project: Project, c
     assert "nothing to record" in cli("ledger", "repair", "--spec", copied, "--moved").stderr
     original = _tab(cli, project, out="e.csv")
     assert original.exit_code == 0 and "copied or moved" not in original.stderr
+
+
+def test_a_complete_entry_that_cannot_be_written_is_said_once(project: Project, cli,
+                                                              monkeypatch) -> None:
+    """The outputs are written and the charge kept, but the ledger refuses the 'complete'
+    entry (its disk filled up in between): the message says so, and only so (tester 13 read
+    both 'lists run … as interrupted' and 'recorded as failed')."""
+    from dpcli.errors import IOFailure
+    from dpcli.ledger import Ledger
+
+    def full(*_: object, **__: object) -> None:
+        raise IOFailure("the ledger's disk is full")
+
+    monkeypatch.setattr(Ledger, "complete", full)
+    r = _tab(cli, project, "--json")
+    assert r.exit_code == 74, r.stderr
+    assert "the outputs were written" in r.stderr and "as interrupted" in r.stderr
+    assert "recorded as failed" not in r.stderr
+    assert json.loads(r.stdout.strip().splitlines()[-1])["charged"] is True
+    assert (project.root / "o.csv").exists()

@@ -97,6 +97,27 @@ def remove_stale_temps(folder: Path) -> list[Path]:
     return removed
 
 
+#: the bytes an output's file system (and the file size limit) must offer before a charge
+MIN_ROOM = 1 << 20
+
+
+def writable_bytes(folder: Path) -> int | None:
+    """How many bytes a file under ``folder`` may take: the file system's space available
+    to this user, capped by the process's file size limit (``ulimit -f``); None where the
+    system cannot say."""
+    room: int | None = None
+    with contextlib.suppress(OSError, AttributeError):
+        st = os.statvfs(folder)
+        room = st.f_bavail * st.f_frsize
+    with contextlib.suppress(ImportError, OSError, ValueError):
+        import resource
+
+        soft, _ = resource.getrlimit(resource.RLIMIT_FSIZE)
+        if soft != resource.RLIM_INFINITY:
+            room = soft if room is None else min(room, soft)
+    return room
+
+
 def refuse_special(path: Path) -> None:
     """UsageError (exit 64) if ``path`` is, or links to, something other than a regular file or
     folder: a device (``/dev/null``, ``/dev/stdout``), a FIFO or a socket.
@@ -219,6 +240,16 @@ class Outputs:
                 # environment's refusal, exit 74 as docs/exit-codes.md defines it, found first
                 raise IOFailure(f"{path}: cannot write here ({parent} is not writable: "
                                 "permission or a read-only file system); nothing was charged")
+            room = writable_bytes(parent)
+            if room is not None and room < MIN_ROOM:
+                # a full disk met after the charge keeps the charge, and every retry pays
+                # again (tester 13): a disk that cannot hold even a small output is refused
+                # before it (what fits between MIN_ROOM and the output's size is still met
+                # after, exit 74)
+                raise IOFailure(f"{path}: cannot write here: {room:,} bytes can be written "
+                                f"under {parent} (free space on its file system, or the "
+                                f"process's file size limit, `ulimit -f`), less than the "
+                                f"{MIN_ROOM:,} a run needs; nothing was charged")
 
     def stage(self, path: Path, *, private: bool = False) -> Path:
         path = Path(path)

@@ -277,3 +277,30 @@ def test_a_complete_entry_that_cannot_be_written_is_said_once(project: Project, 
     assert "recorded as failed" not in r.stderr
     assert json.loads(r.stdout.strip().splitlines()[-1])["charged"] is True
     assert (project.root / "o.csv").exists()
+
+
+def test_a_disk_with_no_room_is_refused_before_the_charge(project: Project, cli,
+                                                          monkeypatch) -> None:
+    """Tester 13: under `ulimit -f 8` (or a full tmpfs) each retry wrote nothing and paid
+    again. Room below MIN_ROOM at an output's folder is refused (74) before the charge."""
+    import resource
+    import subprocess
+    import sys
+
+    from dpcli import io
+
+    monkeypatch.setattr(io, "writable_bytes", lambda folder: 4096)
+    r = _tab(cli, project)
+    assert r.exit_code == 74 and "4,096 bytes can be written" in r.stderr, r.stderr
+    assert "nothing was charged" in r.stderr and project.no_runs()
+    monkeypatch.undo()
+
+    def small_files() -> None:   # the real limit, in a real process
+        resource.setrlimit(resource.RLIMIT_FSIZE, (8192, resource.RLIM_INFINITY))
+
+    done = subprocess.run(
+        [sys.executable, "-m", "dpcli", "tabulate", str(project.data), "--spec",
+         str(project.spec), "--out", str(project.root / "u.csv"), "--epsilon", "0.3"],
+        capture_output=True, text=True, preexec_fn=small_files, timeout=120)
+    assert done.returncode == 74 and "ulimit -f" in done.stderr, done.stderr
+    assert project.no_runs() and not (project.root / "u.csv").exists()

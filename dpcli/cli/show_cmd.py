@@ -161,8 +161,9 @@ def _holds(kind: str, p: dict[str, Any]) -> dict[str, Any]:
         columns = p.get("columns") or list((schema.get("columns") or {}).keys())
         return {"model": kind, "label": label.get("column"), "classes": label.get("classes"),
                 "columns": list(columns)}
-    if kind == "roc_curve":
-        return {"points": len(p.get("points") or []), "auc": p.get("auc"),
+    if kind == "roc_curve":   # a released figure with its one uncertainty (tester 13)
+        return {"points": len(p.get("points") or []), "auc": _rounded(p.get("auc")),
+                "auc_interval": _interval(p.get("auc_interval"), p.get("error_bars")),
                 "positive_class": p.get("positive_class")}
     if kind == "grid_synopsis":
         return {"cells": p.get("n_cells"), "grid": [g.get("column") for g in p.get("grid", [])],
@@ -175,8 +176,25 @@ def _holds(kind: str, p: dict[str, Any]) -> dict[str, Any]:
     if kind == "tabulate":
         return {"columns": p.get("columns"), "bins": p.get("bins")}
     if kind == "evaluation":
-        return {"n": p.get("n"), "accuracy": p.get("accuracy"), "classes": p.get("classes")}
+        bars = p.get("intervals") if isinstance(p.get("intervals"), dict) else {}
+        return {"n": p.get("n"), "accuracy": _rounded(p.get("accuracy")),
+                "accuracy_interval": _interval(bars.get("accuracy"), bars),
+                "classes": p.get("classes")}
     return {"payload_keys": sorted(p)}
+
+
+def _rounded(value: Any) -> Any:
+    return round(value, 4) if isinstance(value, float) else value
+
+
+def _interval(bounds: Any, bars: Any) -> str | None:
+    """'[lo, hi] (90 %, the noise only)' from a release's stored interval, None without."""
+    if not (isinstance(bounds, list) and len(bounds) == 2
+            and all(isinstance(b, (int, float)) for b in bounds)):
+        return None
+    level = bars.get("level") if isinstance(bars, dict) else None
+    what = f"{level:.0%}, " if isinstance(level, (int, float)) else ""
+    return f"[{bounds[0]:.4f}, {bounds[1]:.4f}] ({what}the noise only)"
 
 
 def summary_lines(path: Path, s: dict[str, Any]) -> list[str]:

@@ -116,3 +116,21 @@ def test_show_describes_the_parquet_files_dpcli_writes(project: Project, cli) ->
     assert cli("show", other).exit_code == 65
     r = cli("show", project.csv)
     assert r.exit_code == 65 and "not a dpcli release (not JSON)" in r.stderr
+
+
+def test_show_gives_a_released_figure_with_its_interval(project: Project, cli) -> None:
+    """An AUC or an accuracy without its interval reads as exact (tester 13): show prints the
+    interval the release stores, marked as the noise's."""
+    model = _train(project, cli)
+    curve, evaluation = project.root / "roc", project.root / "e.json"
+    assert cli("roc", project.data, "--spec", project.spec, "--model", model, "--out", curve,
+               "--epsilon", 0.2, "--seed", 2).exit_code == 0
+    assert cli("evaluate", project.data, "--spec", project.spec, "--model", model, "--out",
+               evaluation, "--epsilon", 0.2, "--seed", 3).exit_code == 0
+    lo, hi = json.loads((curve / "curve.json").read_text())["payload"]["auc_interval"]
+    shown = cli("show", curve / "curve.json")
+    assert shown.exit_code == 0, shown.stderr
+    assert f"auc_interval: [{lo:.4f}, {hi:.4f}] (90%, the noise only)" in shown.stdout
+    bars = json.loads(evaluation.read_text())["payload"]["intervals"]["accuracy"]
+    shown = cli("show", evaluation)
+    assert f"accuracy_interval: [{bars[0]:.4f}, {bars[1]:.4f}]" in shown.stdout

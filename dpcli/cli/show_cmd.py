@@ -176,7 +176,8 @@ def _holds(kind: str, p: dict[str, Any]) -> dict[str, Any]:
     if kind == "tabulate":
         return {"columns": p.get("columns"), "bins": p.get("bins")}
     if kind == "evaluation":
-        bars = p.get("intervals") if isinstance(p.get("intervals"), dict) else {}
+        found = p.get("intervals")
+        bars: dict[str, Any] = found if isinstance(found, dict) else {}
         return {"n": p.get("n"), "accuracy": _rounded(p.get("accuracy")),
                 "accuracy_interval": _interval(bars.get("accuracy"), bars),
                 "classes": p.get("classes")}

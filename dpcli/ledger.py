@@ -394,7 +394,8 @@ def verify_file(path: Path, *, expect_head: str | None = None, dataset: str | No
                 problems.append(str(exc))
         fold = _scan(fd, checkpoint, key, expect_head=expect_head)
         stamp = checkpoint.get("stamp") if checkpoint is not None else None
-        relocated = isinstance(stamp, list) and stamp[1] != os.fstat(fd).st_ino
+        now = os.fstat(fd)
+        relocated = isinstance(stamp, list) and stamp[:2] != [now.st_dev, now.st_ino]
     problems = fold.problems + problems
     if key is not None and checkpoint is None and not any("checkpoint" in p for p in problems):
         problems.append(_no_checkpoint_problem(real, fold))
@@ -636,7 +637,8 @@ class Ledger:
 
     def _runs(self, fd: int, like: Callable[[dict[str, Any]], bool] | None = None
               ) -> tuple[list[RunView], list[dict[str, Any]], set[str]]:
-        """This dataset's runs, its repair entries and the run ids whose reserve entry
+        """This dataset's runs, its repair entries (and any dataset's ``--moved`` repair: it
+        adopted the file for every dataset in it) and the run ids whose reserve entry
         ``like`` accepts, in one streamed read; only the fields shown are kept per run."""
         views: dict[str, RunView] = {}
         repairs: list[dict[str, Any]] = []
@@ -644,6 +646,8 @@ class Ledger:
         for raw in _lines(fd):
             e = _parse(raw.rstrip(b"\n"))[0]
             if e.get("dataset") != self.dataset:
+                if e.get("kind") == "repair" and "moved" in e:
+                    repairs.append(e)
                 continue
             if e["kind"] == "repair":
                 repairs.append(e)
@@ -713,9 +717,11 @@ def raise_total(path: Path, dataset: str, epsilon: float | str | None,
                         state.total.delta if delta is None else delta)
         ledger = Ledger(path, dataset, wanted)
         new = ledger.recorded_total
-        if new == state.total:
-            raise LedgerError(f"{path}: dataset {dataset!r} already has a total of "
-                              f"{state.total}: nothing to raise (give a larger total)")
+        if new == state.total:   # the command line's mistake, not the ledger's: 64
+            from dpcli.errors import UsageError
+
+            raise UsageError(f"{path}: dataset {dataset!r} already has a total of "
+                             f"{state.total}: nothing to raise (give a larger total)")
         if not state.total.fits_in(new):
             raise LedgerError(f"{path}: dataset {dataset!r} has a total of {state.total}; "
                               f"{wanted} would lower it, and a total is never lowered")
@@ -862,8 +868,11 @@ class _Fold:
         # order of first use (None: a checkpoint written before they were kept)
         self.inputs: dict[str, _Inputs] | None = {}
         self.anchor: str | None = None
-        # the file is not the one the checkpoint was written for (another device or inode)
+        # the file is not the one the checkpoint was written for (another device or inode),
+        # and that file's [device, inode]: every checkpoint written for this fold keeps it,
+        # so no append on a copy (a genesis, a repair, a run's end) adopts the copy silently
         self.relocated = False
+        self.origin: list[int] | None = None
         self.anchor_seen = False
         # the repair entries fed (few; not kept in a checkpoint: a full scan's only)
         self.repairs: list[dict[str, Any]] = []
@@ -1059,7 +1068,10 @@ def _stamp(st: os.stat_result) -> list[int]:
 
 def _write_checkpoint(real: Path, key: bytes, fold: _Fold, st: os.stat_result | None) -> None:
     """Write the keyed checkpoint atomically (temp file, fsync, rename, fsync the folder)."""
-    body = fold.to_json(_stamp(st) if st is not None else None)
+    stamp = _stamp(st) if st is not None else None
+    if stamp is not None and fold.relocated and fold.origin is not None:
+        stamp[:2] = fold.origin   # still the original's identity: only adopt_moved changes it
+    body = fold.to_json(stamp)
     body["mac"] = hmac.new(key, canonical(body).encode(), hashlib.sha256).hexdigest()
     head = head_path(real)
     temp = head.with_name(head.name + ".tmp")
@@ -1171,9 +1183,12 @@ def _load_state(real: Path, fd: int, key: bytes, *, path: Path,
             return _Fold.from_json(checkpoint, key)
     fold = _scan(fd, checkpoint, key)
     stamp = checkpoint.get("stamp") if checkpoint is not None else None
-    # the inode only: a copy (or a move to another file system, a restored backup) gets a
-    # new one, while a network file system remounted may number its device anew
-    fold.relocated = isinstance(stamp, list) and stamp[1] != st.st_ino
+    # device and inode: a copy gets a new inode, and a file system snapshot or clone keeps
+    # the inode on another device. Fails closed: a remount that renumbers the device costs
+    # one `ledger repair --moved`
+    fold.relocated = isinstance(stamp, list) and stamp[:2] != [st.st_dev, st.st_ino]
+    if fold.relocated and isinstance(stamp, list):
+        fold.origin = list(stamp[:2])
     if fold.problems:
         more = len(fold.problems) - 1
         raise LedgerError(
@@ -1209,12 +1224,24 @@ def _no_checkpoint_problem(real: Path, fold: _Fold) -> str:
 
 
 def moved_message(path: Path) -> str:
-    return (f"{path}: this ledger was copied or moved (its checkpoint was written for another "
-            "file): a copy spends the same budget a second time, so spending from it is "
-            "refused; nothing was charged. If this file is now the dataset's only ledger (a "
-            "moved disk, a restored backup, the original deleted), run `dpcli ledger repair "
-            "--spec SPEC --moved` to say so (recorded in the ledger); otherwise point the "
-            "spec's `ledger:` at the original (docs/ledger.md)")
+    return (f"{path}: this ledger file is not the one its checkpoint was written for (another "
+            "device or inode): it was copied (`cp -r` of a project, a backup restored, a "
+            "snapshot), moved to another file system, or rewritten as a new file (an editor's "
+            "save, rsync; or a file system without stable inode numbers). A copy spends the "
+            "same budget a second time, so spending from it is refused; nothing was charged. "
+            "If this file is now the dataset's only ledger, run `dpcli ledger repair --spec "
+            "SPEC --moved` to say so (recorded in the ledger); otherwise point the spec's "
+            "`ledger:` at the original (docs/ledger.md)")
+
+
+def relocated(path: Path, dataset: str) -> bool:
+    """Whether the ledger at ``path`` is not the file its checkpoint was written for (a
+    copy or a move; a shared-lock read, writes nothing)."""
+    ledger = Ledger(path, dataset, Budget(1))
+    ledger.require_initialised()
+    key = read_key(ledger.file)
+    with _locked(ledger.file, exclusive=False) as fd:
+        return _load_state(ledger.file, fd, key, path=ledger.path).relocated
 
 
 def adopt_moved(path: Path, dataset: str) -> bool:
@@ -1229,6 +1256,7 @@ def adopt_moved(path: Path, dataset: str) -> bool:
         fold = _load_state(ledger.file, fd, key, path=ledger.path, exclusive=True)
         if not fold.relocated:
             return False
+        fold.relocated = False   # the one write that gives the checkpoint this file's identity
         st = os.fstat(fd)
         entry = ledger._common("repair", fold.entries, fold.head) | {
             "dropped_line": 0, "dropped_bytes": 0,

@@ -646,9 +646,9 @@ def test_a_copied_ledger_refuses_to_spend_until_it_is_adopted(small_ledger: Path
     ledger = Ledger(moved, "uci-adult", Budget(1))
     before = moved.read_bytes()
     for _ in range(2):   # refused every time, not only the first
-        with pytest.raises(LedgerError, match="copied or moved"):
+        with pytest.raises(LedgerError, match="checkpoint was written for"):
             reserve(ledger, 0.1)
-    with pytest.raises(LedgerError, match="copied or moved"):
+    with pytest.raises(LedgerError, match="checkpoint was written for"):
         raise_total(moved, "uci-adult", 5)
     assert moved.read_bytes() == before
     assert ledger.summary(runs=False).relocated and verify_file(moved).relocated
@@ -662,6 +662,59 @@ def test_a_copied_ledger_refuses_to_spend_until_it_is_adopted(small_ledger: Path
     original = Ledger(small_ledger, "uci-adult", Budget(1))
     assert not original.summary(runs=False).relocated
     reserve(original, 0.1)
+
+
+def _copied(small_ledger: Path, tmp_path: Path) -> Path:
+    import shutil
+
+    from dpcli.ledger import companion_paths
+
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    for path in companion_paths(small_ledger):
+        if path.is_file():
+            shutil.copy2(path, copy / path.name)
+    return copy / small_ledger.name
+
+
+def test_no_other_write_adopts_a_copy(small_ledger: Path, tmp_path: Path) -> None:
+    """Review: a genesis of another dataset, a torn line's repair or a run's end on a copy
+    rewrote the checkpoint for the copy, which then spent without a word. Every write keeps
+    the original's identity in the checkpoint; only adopt_moved gives the copy its own."""
+    from dpcli.ledger import repair_ledger
+
+    moved = _copied(small_ledger, tmp_path)
+    assert init_ledger(moved, "other", Budget(2)) == "added"
+    with pytest.raises(LedgerError, match="copied"):
+        reserve(Ledger(moved, "uci-adult", Budget(1)), 0.1)
+    with moved.open("ab") as fh:   # a copy taken mid-write: a torn last line
+        fh.write(b'{"entry": {"kind"')
+    assert repair_ledger(moved, "uci-adult", lambda torn: True) is not None
+    with pytest.raises(LedgerError, match="copied"):
+        reserve(Ledger(moved, "other", Budget(2)), 0.1)
+    assert verify_file(moved).relocated and verify_file(moved).ok
+
+
+def test_a_snapshot_with_the_same_inode_on_another_device_is_a_copy(small_ledger: Path,
+                                                                     tmp_path: Path) -> None:
+    """Review: a file system snapshot or clone keeps the inode and changes the device; the
+    inode alone let such a copy spend. Simulated by a checkpoint stamped with another device
+    (its MAC recomputed with the key, as the snapshot's own would hold)."""
+    import hashlib
+    import hmac
+    import json
+
+    from dpcli.ledger import canonical, head_path, read_key
+
+    head = head_path(small_ledger)
+    body = json.loads(head.read_text())
+    body.pop("mac")
+    body["stamp"][0] += 1
+    body["mac"] = hmac.new(read_key(small_ledger), canonical(body).encode(),
+                           hashlib.sha256).hexdigest()
+    head.write_text(canonical(body) + "\n")
+    with pytest.raises(LedgerError, match="copied"):
+        reserve(Ledger(small_ledger, "uci-adult", Budget(1)), 0.1)
 
 
 def test_a_run_in_progress_shows_as_running_and_a_dead_one_as_interrupted(path: Path) -> None:

@@ -123,7 +123,8 @@ budget:
                                 # a δ (e.g. 1e-6): declare it here only if you will run it
 
 # The audit log (append-only, hash-chained); relative to this file's folder. Create it once
-# with `dpcli ledger init --spec THIS_FILE`, and keep it (and its .key) safe: it is the account.
+# with `dpcli ledger init --spec THIS_FILE`, and keep it (with its .key and .head) safe: it is
+# the account.
 ledger: ../ledgers/{dataset}.jsonl
 
 label:

@@ -131,9 +131,15 @@ def _repairs(entries: Iterable[dict[str, Any]], dataset: str) -> list[dict[str, 
     entries the command's one read of the ledger collected (summary or verification)."""
     out = []
     for e in entries:
-        if e.get("kind") != "repair" or e.get("dataset") != dataset:
+        moved = e.get("moved")
+        # a --moved repair adopts the file for every dataset in it: listed for each
+        if e.get("kind") != "repair" or (e.get("dataset") != dataset and not moved):
             continue
         trusted = e.get("trusted_chain")
+        if moved:
+            out.append({"time": e.get("time"), "seq": e.get("seq"), "what": "moved",
+                        "moved": moved})
+            continue
         out.append({"time": e.get("time"), "seq": e.get("seq"),
                     "what": "trusted_chain" if trusted else "dropped_torn_line",
                     **({"trusted_chain": trusted} if trusted else
@@ -154,6 +160,11 @@ def _say_repairs(ui: UI, repairs: list[dict[str, Any]]) -> None:
                     f"{', checked against --expect-head' if t.get('expect_head') else ''}): a "
                     "rollback of the ledger before it would not have been detected; compare "
                     "that head with one recorded elsewhere")
+        elif r["what"] == "moved":
+            m = r["moved"] if isinstance(r["moved"], dict) else {}
+            ui.say(f"note: {when}: `ledger repair --moved` adopted this file as the ledger "
+                   f"({m.get('path')}, device {m.get('device')}, inode {m.get('inode')}): "
+                   "any copy it was made from must not be used", markup=False)
         else:
             ui.say(f"note: {when}: `ledger repair` dropped a torn last line "
                    f"(line {r.get('dropped_line')})", markup=False)
@@ -303,8 +314,9 @@ def repair(spec: SpecOpt,
     With --moved: a ledger copied or moved with its checkpoint (`cp -r` of a
     project, a restored backup, another disk) is refused for spending (exit
     76), since a copy spends the same budget a second time. If this file is
-    now the only ledger of the dataset, this records so and spending resumes;
-    never run it on a copy while the original is still used.
+    now the only ledger of the dataset, this records so (after a confirmation,
+    or with --yes) and spending resumes; never run it on a copy while the
+    original is still used.
 
     Example:
 
@@ -329,8 +341,20 @@ def repair(spec: SpecOpt,
         _trust_chain(ui, s, yes=yes, expect_head=expect_head, json=json)
         return
     if moved:
-        from dpcli.ledger import adopt_moved
+        from dpcli.ledger import adopt_moved, relocated
 
+        if relocated(s.ledger_path, s.dataset) and not yes:
+            ui.say(f"{s.ledger_path} is not the file its checkpoint was written for. Recording "
+                   "that it is now the dataset's ledger makes it spend; if the file it came "
+                   "from (the original, or a copy) is still used anywhere, the same budget is "
+                   "spent twice. A backup restored this way forgets what was spent after it "
+                   "was taken (compare `ledger verify`'s head with one recorded elsewhere).",
+                   markup=False)
+            if not sys.stdin.isatty():
+                raise UsageError("no terminal to confirm on: pass --yes to record the move")
+            answer = input("record that this file is now the dataset's only ledger? [y/N] ")
+            if answer.strip().lower() not in ("y", "yes"):
+                raise UsageError("not confirmed: nothing changed")
         adopted = adopt_moved(s.ledger_path, s.dataset)
         if json:
             ui.emit_json({"ledger": str(s.ledger_path), "repaired": adopted, "moved": adopted})
@@ -406,7 +430,10 @@ def _trust_chain(ui: UI, s: Any, *, yes: bool, expect_head: str | None, json: bo
         ui.say("rebuilding the checkpoint trusts that the ledger was not cut short or rolled "
                "back before its checkpoint was lost: a lost tail would be spent budget "
                "forgotten" + ("" if expect_head else " (compare the head above with your "
-                              "anchored copy, or pass --expect-head)"), markup=False)
+                              "anchored copy, or pass --expect-head)") + "; and that this "
+               "file is not a copy of a ledger still in use elsewhere (a copy made without "
+               "its checkpoint cannot be told from the original: rebuilding would make it a "
+               "second account of the same budget)", markup=False)
         if yes:
             return True
         if not sys.stdin.isatty():

@@ -227,7 +227,7 @@ def test_a_copied_ledger_refuses_to_spend_until_repair_moved(project: Project, c
     records that it is the ledger now (tester 13: the old warning came once, then the copy
     spent ε 7 again against a total of 10)."""
     r = _tab(cli, project)
-    assert r.exit_code == 0 and "copied or moved" not in r.stderr, r.stderr
+    assert r.exit_code == 0 and "checkpoint was written for" not in r.stderr, r.stderr
     copy = project.root / "copy"
     copy.mkdir()
     for path in companion_paths(project.ledger):
@@ -243,20 +243,25 @@ def test_a_copied_ledger_refuses_to_spend_until_repair_moved(project: Project, c
     for extra in ((), ("--json",), ("--dry-run",)):
         r = cli("tabulate", project.data, "--spec", copied, "--out", project.root / "c.csv",
                 *extra)
-        assert r.exit_code == 76 and "copied or moved" in r.stderr, r.stderr
+        assert r.exit_code == 76 and "checkpoint was written for" in r.stderr, r.stderr
         assert "ledger repair --spec SPEC --moved" in r.stderr
     assert not (project.root / "c.csv").exists() and moved.read_bytes() == before
     verified = cli("ledger", "verify", "--spec", copied, "--json")
     assert verified.exit_code == 0 and json.loads(verified.stdout)["relocated"] is True
-    assert "copied or moved" in verified.stderr
-    assert "copied or moved" in cli("ledger", "show", "--spec", copied).stderr
-    adopted = cli("ledger", "repair", "--spec", copied, "--moved")
+    assert "checkpoint was written for" in verified.stderr
+    assert "checkpoint was written for" in cli("ledger", "show", "--spec", copied).stderr
+    refused = cli("ledger", "repair", "--spec", copied, "--moved")   # no terminal, no --yes
+    assert refused.exit_code == 64 and "pass --yes" in refused.stderr
+    adopted = cli("ledger", "repair", "--spec", copied, "--moved", "--yes")
     assert adopted.exit_code == 0 and "now the dataset's ledger" in adopted.stderr
     again = cli("tabulate", project.data, "--spec", copied, "--out", project.root / "d.csv")
-    assert again.exit_code == 0 and "copied or moved" not in again.stderr, again.stderr
+    assert again.exit_code == 0 and "checkpoint was written for" not in again.stderr, again.stderr
     assert "nothing to record" in cli("ledger", "repair", "--spec", copied, "--moved").stderr
+    shown = cli("ledger", "show", "--spec", copied)   # the adoption is listed, as itself
+    assert "`ledger repair --moved` adopted this file" in shown.stderr
+    assert "torn" not in shown.stderr
     original = _tab(cli, project, out="e.csv")
-    assert original.exit_code == 0 and "copied or moved" not in original.stderr
+    assert original.exit_code == 0 and "checkpoint was written for" not in original.stderr
 
 
 def test_a_complete_entry_that_cannot_be_written_is_said_once(project: Project, cli,

@@ -99,16 +99,23 @@ def remove_stale_temps(folder: Path) -> list[Path]:
 
 #: the bytes an output's file system (and the file size limit) must offer before a charge
 MIN_ROOM = 1 << 20
+#: the free inodes it must offer (each output is written beside itself, then renamed; a
+#: claim file beside it; a folder for a grid or a curve)
+MIN_FILES = 16
 
 
 def writable_bytes(folder: Path) -> int | None:
     """How many bytes a file under ``folder`` may take: the file system's space available
-    to this user, capped by the process's file size limit (``ulimit -f``); None where the
-    system cannot say."""
+    to this user (0 when it has fewer than MIN_FILES free inodes), capped by the process's
+    file size limit (``ulimit -f``); None where the system cannot say."""
     room: int | None = None
     with contextlib.suppress(OSError, AttributeError):
         st = os.statvfs(folder)
         room = st.f_bavail * st.f_frsize
+        if st.f_files and st.f_favail < MIN_FILES:
+            # no inode left for a new file (its temporary twin, a claim): no room either
+            # (tester 14: nr_inodes=3 charged, then failed on ENOSPC)
+            room = 0
     with contextlib.suppress(ImportError, OSError, ValueError):
         import resource
 
@@ -247,7 +254,7 @@ class Outputs:
                 # before it (what fits between MIN_ROOM and the output's size is still met
                 # after, exit 74)
                 raise IOFailure(f"{path}: cannot write here: {room:,} bytes can be written "
-                                f"under {parent} (free space on its file system, or the "
+                                f"under {parent} (free space and inodes on its file system, or the "
                                 f"process's file size limit, `ulimit -f`), less than the "
                                 f"{MIN_ROOM:,} a run needs; nothing was charged")
 

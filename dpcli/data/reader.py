@@ -193,12 +193,13 @@ class StructureReport:
         the file was written with it, and every needed column looks missing."""
         if self.format != "csv" or self.present or len(self.extra) != 1:
             return ""
-        for sep, name in ((";", "';'"), ("\t", "a tab"), ("|", "'|'")):
+        for sep, name, code in ((";", "';'", "';'"), ("\t", "a tab", "'\\t'"),
+                                ("|", "'|'", "'|'")):
             if sep in self.extra[0]:
                 return (f"; its header is one column holding {name}: the file seems to use "
                         f"{name} as its separator, and dpcli reads comma-separated CSV "
-                        "(convert it, e.g. with pandas: read_csv(sep=';').to_csv(), or "
-                        "write Parquet)")
+                        f"(convert it, e.g. with pandas: read_csv(path, sep={code}).to_csv("
+                        "new_path, index=False), or write Parquet)")
         return ""
 
     def lines(self) -> list[str]:

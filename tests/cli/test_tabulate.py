@@ -157,7 +157,7 @@ def test_lifetime_budget_cannot_be_raised_in_the_spec(project: Project, cli) -> 
     r = cli("ledger", "raise", "--spec", project.spec, "--epsilon", 50)
     assert r.exit_code == 76 and "would lower it" in r.stderr
     r = cli("ledger", "raise", "--spec", project.spec, "--epsilon", 100)   # the same total
-    assert r.exit_code == 76 and "already has a total of ε=100: nothing to raise" in r.stderr
+    assert r.exit_code == 64 and "already has a total of ε=100: nothing to raise" in r.stderr
 
 
 def test_show_after_raise_says_to_edit_the_spec_not_to_raise_again(project: Project,

@@ -222,7 +222,8 @@ def forecast(spec: Any, section: Any, n: int, **context: Any) -> Forecast:
     loss_at_design = min(t * FLIP_MAX * privpfc.HIST_SENSITIVITY
                          / (share * float(section.epsilon) * 2.0 * n), 1.0)
     assumed = (f"positives at {prevalence * 100:.3g}% of the rows ({whose}"
-               + ("; declare forecast: positive_share in the spec if you know it)"
+               + ("; declare a published rate as forecast: positive_share in the spec, never one "
+                  "computed from this file)"
                   if whose == "assumed" else ")") + f" and a signal of AUC {AUC:g}")
     return make_forecast("publish-grid", section.epsilon, n, METHOD, metrics_at,
                          headline="failure", target=FAILURE_TARGET,

@@ -205,8 +205,8 @@ def forecast(spec: Any, section: Any, n: int, **context: Any) -> Forecast:
     # less ε than the assumed 25 %, a rarer class more), and the spec can declare it
     assumed = "" if not binary else (
         f", with positives at {share:.0%} of the rows ({whose}"
-        + ("; declare forecast: positive_share in the spec if you know it)"
-           if whose == "assumed" else ")"))
+        + ("; declare a published rate as forecast: positive_share in the spec, never one "
+           "computed from this file)" if whose == "assumed" else ")"))
     return make_forecast(COMMAND, section.epsilon, n, f"simulation ({MODELS} synthetic models "
                          f"× {REPLICATES} fits"
                          + (f", positive share {share:.3g} ({whose})" if binary else "")

@@ -434,8 +434,8 @@ def test_publish_grid_verdict_waits_for_a_signal_the_noise_leaves(adult) -> None
         # the selection's ε leaves the rare label's release flagged more often than not
         assert rare.at(by_selection)["degenerate"].expected > 0.5
     # the verdict says what it assumed, and how to replace it
-    assert "positives at 25% of the rows (assumed; declare forecast: positive_share" in \
-        forecast("publish-grid", adult, section, 2000).verdict.scope
+    assert ("positives at 25% of the rows (assumed; declare a published rate as forecast: "
+            "positive_share") in forecast("publish-grid", adult, section, 2000).verdict.scope
     assert "positives at 3% of the rows (the caller's)" in rare.verdict.scope
 
 

@@ -90,8 +90,25 @@ def small_disk(tmp_path: Path):
         subprocess.run(["umount", str(mnt)], check=False)
 
 
-def test_a_real_full_disk_exits_74_and_keeps_the_charge(project: Project, cli,
-                                                        small_disk: Path) -> None:
+def test_a_real_full_disk_is_refused_before_the_charge(project: Project, cli,
+                                                       small_disk: Path) -> None:
+    """Less than MIN_ROOM at the output's folder: refused (74), nothing charged (tester 13:
+    each retry on a full disk paid again)."""
+    out = small_disk / "counts.csv"
+    r = _tabulate(cli, project, out)
+    assert r.exit_code == 74, r.stderr
+    assert str(out) in r.stderr and "nothing was charged" in r.stderr, r.stderr
+    assert not out.exists() and not _temps(small_disk)
+    assert project.no_runs()
+
+
+def test_a_real_full_disk_met_after_the_charge_exits_74_and_keeps_it(
+        project: Project, cli, small_disk: Path, monkeypatch) -> None:
+    """What the room check cannot foresee (an output larger than the room left, a disk
+    filled by another process meanwhile) is still met cleanly after the charge."""
+    from dpcli import io
+
+    monkeypatch.setattr(io, "MIN_ROOM", 0)
     out = small_disk / "counts.csv"
     r = _tabulate(cli, project, out)
     assert r.exit_code == 74, r.stderr

@@ -224,7 +224,8 @@ def forecast(spec: Any, section: Any, n: int, **context: Any) -> Forecast:
     assumed = (f"positives at {prevalence * 100:.3g}% of the rows ({whose}"
                + ("; declare a published rate as forecast: positive_share in the spec, never one "
                   "computed from this file)"
-                  if whose == "assumed" else ")") + f" and a signal of AUC {AUC:g}")
+                  if whose == "assumed" else ")") + f" and a signal of AUC {AUC:g} (a "
+               "weaker one needs more ε)")
     return make_forecast("publish-grid", section.epsilon, n, METHOD, metrics_at,
                          headline="failure", target=FAILURE_TARGET,
                          note="too few records or too little ε: the chosen grid may be far "

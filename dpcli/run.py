@@ -32,7 +32,7 @@ from dpcli import NEIGHBOURING_RELATION
 from dpcli.budget import Budget
 from dpcli.data.location import location_text
 from dpcli.data.source import Source
-from dpcli.errors import BudgetExhausted, DataError, DpcliError, Reused, UsageError
+from dpcli.errors import BudgetExhausted, DataError, DpcliError, LedgerError, Reused, UsageError
 from dpcli.fingerprint import input_digest
 from dpcli.ledger import Ledger, Reservation, RunView
 from dpcli.mechanisms import Plan
@@ -121,7 +121,14 @@ def prepare_source(spec: Spec, data: Path | str, columns: Sequence[str], total: 
         raise UsageError(f"unknown statistics engine {engine!r} "
                          f"(available: {', '.join(available_engines())})")
     source.check_structure(columns)
-    remaining = open_ledger(spec).summary(runs=False).remaining
+    summary = open_ledger(spec).summary(runs=False)
+    if summary.relocated and not REUSE.get():
+        # refused at its reservation anyway: said before the plan and the forecast, not after
+        # (with --reuse an earlier release may still answer: that spends nothing)
+        from dpcli.ledger import moved_message
+
+        raise LedgerError(moved_message(spec.ledger_path))
+    remaining = summary.remaining
     # with --reuse an identical earlier release may answer without any spend, so the binding
     # check at reservation decides (after the reuse look), not this early one
     if not dry_run and not REUSE.get() and not total.fits_in(remaining):

@@ -245,6 +245,7 @@ def test_a_copied_ledger_refuses_to_spend_until_repair_moved(project: Project, c
                 *extra)
         assert r.exit_code == 76 and "checkpoint was written for" in r.stderr, r.stderr
         assert "ledger repair --spec SPEC --moved" in r.stderr
+        assert "verdict" not in r.stderr   # refused before the plan and forecast are said
     assert not (project.root / "c.csv").exists() and moved.read_bytes() == before
     verified = cli("ledger", "verify", "--spec", copied, "--json")
     assert verified.exit_code == 0 and json.loads(verified.stdout)["relocated"] is True

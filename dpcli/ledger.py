@@ -199,6 +199,10 @@ class TrustedChain:
     head: str
     checkpoint: str  # what became of the old one: "missing" or "fails its MAC"
     datasets: dict[str, tuple[Budget, Budget]]  # name -> (total, spent), as the chain says
+    #: the chain names another file than this one (its last genesis or --moved repair):
+    #: the rebuilt checkpoint keeps that file's identity, so spending stays refused until
+    #: `ledger repair --moved`
+    relocated: bool = False
 
 
 def canonical(obj: Any) -> str:
@@ -312,9 +316,14 @@ def init_ledger(path: Path, dataset: str, total: Budget) -> str:
                 f"{path}: the spec declares a total of {total} for dataset {dataset!r} but its "
                 f"runs recorded {state.total}: init with the recorded total, then raise it with "
                 "`dpcli ledger raise` if you mean to")
+        st = os.fstat(fd)
         entry = ledger._common("genesis", fold.entries, fold.head) | {
             "total_epsilon": float(recorded.epsilon), "total_delta": float(recorded.delta),
-            "key_fingerprint": key_fingerprint(key)}
+            "key_fingerprint": key_fingerprint(key),
+            # the file the chain lives in, for `repair --trust-chain` on a copy (no checkpoint)
+            # (on a copy, the original's: the copy's own identity comes only from --moved)
+            "file": dict(zip(("device", "inode"), fold.origin if fold.relocated and fold.origin
+                             else [st.st_dev, st.st_ino], strict=True))}
         _append(real, fd, key, fold, entry, path=path)
     return outcome
 
@@ -817,9 +826,13 @@ def trust_chain(path: Path, dataset: str, confirm: Callable[[TrustedChain], bool
             raise LedgerError(f"{path}: the expected head {expect_head} is not the hash of any "
                               "entry: the ledger was cut or rewritten since it was anchored; "
                               "restore it from a backup")
+        st = os.fstat(fd)
+        if fold.identity is not None and fold.identity != [st.st_dev, st.st_ino]:
+            # a copy (or a move) that lost its checkpoint: rebuilt, it stays what it is
+            fold.relocated, fold.origin = True, list(fold.identity)
         trusted = TrustedChain(fold.entries, fold.head, old,
                                {name: (state.total, state.spent)
-                                for name, state in fold.datasets.items()})
+                                for name, state in fold.datasets.items()}, fold.relocated)
         if not confirm(trusted):
             return None
         entry = ledger._common("repair", fold.entries, fold.head) | {
@@ -873,6 +886,9 @@ class _Fold:
         # so no append on a copy (a genesis, a repair, a run's end) adopts the copy silently
         self.relocated = False
         self.origin: list[int] | None = None
+        # the [device, inode] the chain itself last recorded for its file (a genesis, a
+        # --moved repair): what `repair --trust-chain` compares a file without checkpoint to
+        self.identity: list[int] | None = None
         self.anchor_seen = False
         # the repair entries fed (few; not kept in a checkpoint: a full scan's only)
         self.repairs: list[dict[str, Any]] = []
@@ -922,6 +938,10 @@ class _Fold:
             self._apply(entry, stored, index, where)
             if entry["kind"] == "repair":
                 self.repairs.append(entry)
+            named = entry.get("file" if entry["kind"] == "genesis" else "moved")
+            if (isinstance(named, dict) and isinstance(named.get("device"), int)
+                    and isinstance(named.get("inode"), int)):
+                self.identity = [named["device"], named["inode"]]
 
     def _apply(self, entry: dict[str, Any], stored: str, index: int, where: str) -> None:
         kind, name = entry["kind"], entry["dataset"]

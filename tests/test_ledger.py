@@ -717,6 +717,33 @@ def test_a_snapshot_with_the_same_inode_on_another_device_is_a_copy(small_ledger
         reserve(Ledger(small_ledger, "uci-adult", Budget(1)), 0.1)
 
 
+def test_a_copy_without_its_checkpoint_stays_a_copy_through_trust_chain(
+        small_ledger: Path, tmp_path: Path) -> None:
+    """Tester 14: the ledger and its key copied without `.head` (a natural backup of "the
+    account"), then `repair --trust-chain`, spent as a second account. The genesis records
+    the file; a rebuilt checkpoint keeps that identity, so the copy stays refused until
+    adopt_moved. On the original itself the rebuild changes nothing."""
+    import shutil
+
+    from dpcli.ledger import adopt_moved, head_path, trust_chain
+
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    moved = copy / small_ledger.name
+    shutil.copy2(small_ledger, moved)
+    shutil.copy2(key_path(small_ledger), key_path(moved))
+    done = trust_chain(moved, "uci-adult", lambda chain: True)
+    assert done is not None and done.relocated
+    with pytest.raises(LedgerError, match="checkpoint was written for"):
+        reserve(Ledger(moved, "uci-adult", Budget(1)), 0.1)
+    assert adopt_moved(moved, "uci-adult")
+    reserve(Ledger(moved, "uci-adult", Budget(1)), 0.1)
+    head_path(small_ledger).unlink()   # the original's own checkpoint lost: rebuilt as itself
+    again = trust_chain(small_ledger, "uci-adult", lambda chain: True)
+    assert again is not None and not again.relocated
+    reserve(Ledger(small_ledger, "uci-adult", Budget(1)), 0.1)
+
+
 def test_a_run_in_progress_shows_as_running_and_a_dead_one_as_interrupted(path: Path) -> None:
     """Both have a reserve entry and no end; the live one holds its run lock (dpcli.reuse.
     running) from its reservation to its record. Before, a 14-minute train-brc in progress

@@ -424,6 +424,10 @@ def _trust_chain(ui: UI, s: Any, *, yes: bool, expect_head: str | None, json: bo
     def confirm(chain: TrustedChain) -> bool:
         ui.say(f"the checkpoint is {chain.checkpoint}; the chain verifies: {chain.entries} "
                f"entries, head {chain.head}", markup=False)
+        if chain.relocated:
+            ui.say("the chain names another file than this one (it was copied or moved): the "
+                   "rebuilt checkpoint keeps that file's identity, so spending stays refused "
+                   "until `dpcli ledger repair --moved`", markup=False)
         for name, (total, spent) in sorted(chain.datasets.items()):
             ui.say(f"  dataset {name}: total {total}, spent {spent} (as the chain says)",
                    markup=False)
@@ -459,3 +463,7 @@ def _trust_chain(ui: UI, s: Any, *, yes: bool, expect_head: str | None, json: bo
         return
     ui.say(f"{s.ledger_path}: rebuilt the checkpoint from the chain ({done.entries} entries, "
            f"head {done.head}) and recorded the repair", markup=False)
+    if done.relocated:   # the chain was started (or last adopted) in another file
+        from dpcli.ledger import moved_message
+
+        ui.warn(moved_message(s.ledger_path))

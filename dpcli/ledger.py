@@ -756,7 +756,17 @@ def repair_ledger(path: Path, dataset: str,
     key = read_key(ledger.file)
     with _locked(ledger.file, exclusive=True) as fd:
         torn = _find_torn(ledger.file, fd, key, path)
-        if torn is None or not confirm(torn):
+        if torn is None:
+            return None
+        if _read_checkpoint(ledger.file, key) is None:
+            # without it nothing shows that the torn line was never counted (a damaged charge
+            # dropped would be budget forgotten): refused before anything is cut (review 12)
+            raise LedgerError(f"{path}: the last line is torn and the checkpoint "
+                              f"({head_path(ledger.file)}) is missing: without it dpcli cannot "
+                              "tell a torn write from a counted entry damaged since, so it "
+                              "drops nothing. Restore the checkpoint (or the ledger) from a "
+                              "backup")
+        if not confirm(torn):
             return None
         if torn.newline_only:
             os.lseek(fd, torn.kept_bytes, os.SEEK_SET)

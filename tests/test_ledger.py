@@ -760,3 +760,17 @@ def test_a_run_in_progress_shows_as_running_and_a_dead_one_as_interrupted(path: 
     with running(ledger.file, reservation.run_id):
         ledger.complete(reservation, [])
         assert [r.status for r in ledger.summary().runs] == ["complete"]
+
+
+def test_a_torn_line_is_not_cut_without_the_checkpoint(small_ledger: Path) -> None:
+    """Review 12: repair cut the torn line, then failed on the missing checkpoint; without it
+    nothing shows the line was never counted. Refused before anything is cut."""
+    from dpcli.ledger import head_path, repair_ledger
+
+    head_path(small_ledger).unlink()
+    with small_ledger.open("ab") as fh:
+        fh.write(b'{"entry":{"kind":"res')
+    before = small_ledger.read_bytes()
+    with pytest.raises(LedgerError, match="checkpoint .* is missing"):
+        repair_ledger(small_ledger, "uci-adult", lambda torn: True)
+    assert small_ledger.read_bytes() == before

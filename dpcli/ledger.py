@@ -85,6 +85,7 @@ import math
 import os
 import secrets
 import stat
+import sys
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
@@ -203,6 +204,8 @@ class TrustedChain:
     #: the rebuilt checkpoint keeps that file's identity, so spending stays refused until
     #: `ledger repair --moved`
     relocated: bool = False
+    #: the chain records its file (a genesis of round 11 on, or a --moved repair)
+    identified: bool = False
 
 
 def canonical(obj: Any) -> str:
@@ -316,14 +319,14 @@ def init_ledger(path: Path, dataset: str, total: Budget) -> str:
                 f"{path}: the spec declares a total of {total} for dataset {dataset!r} but its "
                 f"runs recorded {state.total}: init with the recorded total, then raise it with "
                 "`dpcli ledger raise` if you mean to")
-        st = os.fstat(fd)
+        here = _identity(_stamp(os.fstat(fd), _birth_ns(fd)))
         entry = ledger._common("genesis", fold.entries, fold.head) | {
             "total_epsilon": float(recorded.epsilon), "total_delta": float(recorded.delta),
             "key_fingerprint": key_fingerprint(key),
             # the file the chain lives in, for `repair --trust-chain` on a copy (no checkpoint)
             # (on a copy, the original's: the copy's own identity comes only from --moved)
-            "file": dict(zip(("device", "inode"), fold.origin if fold.relocated and fold.origin
-                             else [st.st_dev, st.st_ino], strict=True))}
+            "file": _file_record(fold.origin if fold.relocated and fold.origin else here,
+                                 real)}
         _append(real, fd, key, fold, entry, path=path)
     return outcome
 
@@ -403,8 +406,8 @@ def verify_file(path: Path, *, expect_head: str | None = None, dataset: str | No
                 problems.append(str(exc))
         fold = _scan(fd, checkpoint, key, expect_head=expect_head)
         stamp = checkpoint.get("stamp") if checkpoint is not None else None
-        now = os.fstat(fd)
-        relocated = isinstance(stamp, list) and stamp[:2] != [now.st_dev, now.st_ino]
+        relocated = isinstance(stamp, list) and _other_file(_identity(stamp), os.fstat(fd),
+                                                            _birth_ns(fd))
     problems = fold.problems + problems
     if key is not None and checkpoint is None and not any("checkpoint" in p for p in problems):
         problems.append(_no_checkpoint_problem(real, fold))
@@ -836,13 +839,14 @@ def trust_chain(path: Path, dataset: str, confirm: Callable[[TrustedChain], bool
             raise LedgerError(f"{path}: the expected head {expect_head} is not the hash of any "
                               "entry: the ledger was cut or rewritten since it was anchored; "
                               "restore it from a backup")
-        st = os.fstat(fd)
-        if fold.identity is not None and fold.identity != [st.st_dev, st.st_ino]:
+        if fold.identity is not None and _other_file(fold.identity, os.fstat(fd),
+                                                     _birth_ns(fd)):
             # a copy (or a move) that lost its checkpoint: rebuilt, it stays what it is
             fold.relocated, fold.origin = True, list(fold.identity)
         trusted = TrustedChain(fold.entries, fold.head, old,
                                {name: (state.total, state.spent)
-                                for name, state in fold.datasets.items()}, fold.relocated)
+                                for name, state in fold.datasets.items()}, fold.relocated,
+                               fold.identity is not None)
         if not confirm(trusted):
             return None
         entry = ledger._common("repair", fold.entries, fold.head) | {
@@ -899,6 +903,7 @@ class _Fold:
         # the [device, inode] the chain itself last recorded for its file (a genesis, a
         # --moved repair): what `repair --trust-chain` compares a file without checkpoint to
         self.identity: list[int] | None = None
+        self.identity_path: str | None = None
         self.anchor_seen = False
         # the repair entries fed (few; not kept in a checkpoint: a full scan's only)
         self.repairs: list[dict[str, Any]] = []
@@ -951,7 +956,10 @@ class _Fold:
             named = entry.get("file" if entry["kind"] == "genesis" else "moved")
             if (isinstance(named, dict) and isinstance(named.get("device"), int)
                     and isinstance(named.get("inode"), int)):
-                self.identity = [named["device"], named["inode"]]
+                birth = named.get("birth_ns")
+                self.identity = [named["device"], named["inode"],
+                                 *([birth] if isinstance(birth, int) and birth else [])]
+                self.identity_path = named.get("path")
 
     def _apply(self, entry: dict[str, Any], stored: str, index: int, where: str) -> None:
         kind, name = entry["kind"], entry["dataset"]
@@ -1091,16 +1099,88 @@ def _short_digest(digest: Any) -> str | None:
     return digest.rsplit(":", 1)[-1][:_SHORT].ljust(_SHORT, "0")
 
 
-def _stamp(st: os.stat_result) -> list[int]:
-    """The ledger file's identity and last change: any write outside dpcli changes it."""
-    return [st.st_dev, st.st_ino, st.st_size, st.st_ctime_ns]
+def _stamp(st: os.stat_result, birth: int = 0) -> list[int]:
+    """The ledger file's identity and last change: any write outside dpcli changes it.
+    [device, inode, size, ctime], and the birth time where the file system keeps one."""
+    return [st.st_dev, st.st_ino, st.st_size, st.st_ctime_ns, *([birth] if birth else [])]
 
 
-def _write_checkpoint(real: Path, key: bytes, fold: _Fold, st: os.stat_result | None) -> None:
+def _original_still_there(fold: _Fold, here: Path) -> str | None:
+    """The path the chain last recorded for its file, when a file is still there that is
+    the one the checkpoint names (``fold.origin``) and not ``here``: the original of a copy."""
+    where = fold.identity_path
+    if not where or fold.origin is None or Path(where) == here.resolve():
+        return None
+    try:
+        fd = os.open(where, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        return None if _other_file(fold.origin, os.fstat(fd), _birth_ns(fd)) else where
+    finally:
+        os.close(fd)
+
+
+def _file_record(identity: list[int], path: Path) -> dict[str, Any]:
+    """An identity as the chain records it (a genesis's ``file``, a --moved repair's)."""
+    return {"device": identity[0], "inode": identity[1],
+            **({"birth_ns": identity[2]} if len(identity) > 2 else {}),
+            "path": str(path.resolve())}
+
+
+def _identity(stamp: list[int]) -> list[int]:
+    """A stamp's file identity: device, inode and (when recorded) birth time."""
+    return [*stamp[:2], *stamp[4:5]]
+
+
+def _other_file(recorded: list[int], st: os.stat_result, birth: int) -> bool:
+    """Whether ``recorded`` (an identity) names another file than the one open: device or
+    inode differ, or both record a birth time and they differ (an inode number reused by a
+    restored backup, an overlay copy-up keeping the lower file's inode)."""
+    if recorded[:2] != [st.st_dev, st.st_ino]:
+        return True
+    return len(recorded) > 2 and bool(birth) and recorded[2] != birth
+
+
+_STATX: Any = None
+
+
+def _birth_ns(fd: int) -> int:
+    """The open file's birth time in ns (statx, Linux), 0 where it cannot be had. Why: a
+    file's device and inode can recur (an inode reused after a delete, an overlay copy-up,
+    a device number handed out again); its birth time changes with each new file."""
+    global _STATX
+    if _STATX is False:   # not this system's: asked once
+        return 0
+    try:
+        import ctypes
+
+        if _STATX is None:
+            fn = ctypes.CDLL(None, use_errno=True).statx
+            fn.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_uint,
+                           ctypes.c_void_p]
+            fn.restype = ctypes.c_int
+            _STATX = fn
+        buf = ctypes.create_string_buffer(256)   # struct statx
+        if _STATX(fd, b"", 0x1000, 0x800, buf) != 0:   # AT_EMPTY_PATH, STATX_BTIME
+            return 0
+        raw = buf.raw
+        if not int.from_bytes(raw[0:4], sys.byteorder) & 0x800:   # stx_mask: no btime here
+            return 0
+        sec = int.from_bytes(raw[80:88], sys.byteorder, signed=True)   # stx_btime.tv_sec
+        return sec * 1_000_000_000 + int.from_bytes(raw[88:92], sys.byteorder)
+    except (OSError, AttributeError, ImportError):
+        _STATX = False
+        return 0
+
+
+def _write_checkpoint(real: Path, key: bytes, fold: _Fold, st: os.stat_result | None,
+                      birth: int = 0) -> None:
     """Write the keyed checkpoint atomically (temp file, fsync, rename, fsync the folder)."""
-    stamp = _stamp(st) if st is not None else None
+    stamp = _stamp(st, birth) if st is not None else None
     if stamp is not None and fold.relocated and fold.origin is not None:
-        stamp[:2] = fold.origin   # still the original's identity: only adopt_moved changes it
+        # still the original's identity: only adopt_moved changes it
+        stamp = [*fold.origin[:2], *stamp[2:4], *fold.origin[2:3]]
     body = fold.to_json(stamp)
     body["mac"] = hmac.new(key, canonical(body).encode(), hashlib.sha256).hexdigest()
     head = head_path(real)
@@ -1202,6 +1282,7 @@ def _load_state(real: Path, fd: int, key: bytes, *, path: Path,
     """
     checkpoint = _read_checkpoint(real, key)
     st = os.fstat(fd)
+    birth = _birth_ns(fd)
     if checkpoint is not None:
         if st.st_size < checkpoint["offset"]:
             raise LedgerError(
@@ -1209,16 +1290,17 @@ def _load_state(real: Path, fd: int, key: bytes, *, path: Path,
                 f"{checkpoint['entries']} entries in {checkpoint['offset']} bytes: its tail was "
                 "cut or it was emptied. Restore it from a backup; refusing to use it")
         # a checkpoint from before it kept the input digests is rebuilt once by a writer
-        if checkpoint["stamp"] == _stamp(st) and ("inputs" in checkpoint or not exclusive):
+        if (checkpoint["stamp"] == _stamp(st, birth)
+                and ("inputs" in checkpoint or not exclusive)):
             return _Fold.from_json(checkpoint, key)
     fold = _scan(fd, checkpoint, key)
     stamp = checkpoint.get("stamp") if checkpoint is not None else None
-    # device and inode: a copy gets a new inode, and a file system snapshot or clone keeps
-    # the inode on another device. Fails closed: a remount that renumbers the device costs
-    # one `ledger repair --moved`
-    fold.relocated = isinstance(stamp, list) and stamp[:2] != [st.st_dev, st.st_ino]
+    # device, inode and birth time: a copy gets a new inode, a file system snapshot keeps
+    # the inode on another device, a restored backup may get a reused inode (a new birth
+    # time). Fails closed: a remount that renumbers the device costs one `repair --moved`
+    fold.relocated = isinstance(stamp, list) and _other_file(_identity(stamp), st, birth)
     if fold.relocated and isinstance(stamp, list):
-        fold.origin = list(stamp[:2])
+        fold.origin = _identity(stamp)
     if fold.problems:
         more = len(fold.problems) - 1
         raise LedgerError(
@@ -1234,7 +1316,7 @@ def _load_state(real: Path, fd: int, key: bytes, *, path: Path,
         # ledger: the checkpoint keeps the other file's identity until the custodian says
         # this file is the ledger now (`ledger repair --moved`, :func:`adopt_moved`)
         with suppress(OSError):
-            _write_checkpoint(real, key, fold, st)
+            _write_checkpoint(real, key, fold, st, birth)
     return fold
 
 
@@ -1286,13 +1368,19 @@ def adopt_moved(path: Path, dataset: str) -> bool:
         fold = _load_state(ledger.file, fd, key, path=ledger.path, exclusive=True)
         if not fold.relocated:
             return False
+        original = _original_still_there(fold, ledger.file)
+        if original is not None:
+            raise LedgerError(f"{path}: the ledger this file was copied from is still at "
+                              f"{original} (the same file its checkpoint was written for): "
+                              "adopting the copy would spend the same budget twice. Point "
+                              "the spec's `ledger:` at the original, or move or delete it "
+                              "first")
         fold.relocated = False   # the one write that gives the checkpoint this file's identity
-        st = os.fstat(fd)
         entry = ledger._common("repair", fold.entries, fold.head) | {
             "dropped_line": 0, "dropped_bytes": 0,
             "dropped_sha256": hashlib.sha256(b"").hexdigest(),
-            "moved": {"device": st.st_dev, "inode": st.st_ino,
-                      "path": str(ledger.file.resolve())}}
+            "moved": _file_record(_identity(_stamp(os.fstat(fd), _birth_ns(fd))),
+                                  ledger.file)}
         _append(ledger.file, fd, key, fold, entry, path=ledger.path)
     return True
 
@@ -1379,7 +1467,7 @@ def _append(real: Path, fd: int, key: bytes, fold: _Fold, entry: dict[str, Any],
             raise OSError(errno.ENOSPC, f"short write ({written} of {len(line)} bytes)")
         os.fsync(fd)
         fold.feed(line)
-        _write_checkpoint(real, key, fold, os.fstat(fd))
+        _write_checkpoint(real, key, fold, os.fstat(fd), _birth_ns(fd))
     except OSError as exc:
         _roll_back(fd, before)
         raise LedgerError(f"{path}: cannot append to the ledger ({exc.strerror or exc}); it was "

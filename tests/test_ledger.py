@@ -653,12 +653,17 @@ def test_a_copied_ledger_refuses_to_spend_until_it_is_adopted(small_ledger: Path
     assert moved.read_bytes() == before
     assert ledger.summary(runs=False).relocated and verify_file(moved).relocated
     assert verify_file(moved).ok   # intact: a copy is not damage
+    with pytest.raises(LedgerError, match="still at"):   # the original is there: refused
+        adopt_moved(moved, "uci-adult")
+    away = small_ledger.with_name("away.jsonl")
+    small_ledger.rename(away)   # the original gone from its place: the copy may be adopted
     assert adopt_moved(moved, "uci-adult")
     assert not adopt_moved(moved, "uci-adult")   # once only: nothing more to record
     assert not ledger.summary(runs=False).relocated and not verify_file(moved).relocated
     reserve(ledger, 0.1)
     repairs = verify_file(moved).repairs
     assert repairs[-1]["moved"]["inode"] == moved.stat().st_ino
+    away.rename(small_ledger)
     original = Ledger(small_ledger, "uci-adult", Budget(1))
     assert not original.summary(runs=False).relocated
     reserve(original, 0.1)
@@ -736,8 +741,13 @@ def test_a_copy_without_its_checkpoint_stays_a_copy_through_trust_chain(
     assert done is not None and done.relocated
     with pytest.raises(LedgerError, match="checkpoint was written for"):
         reserve(Ledger(moved, "uci-adult", Budget(1)), 0.1)
+    with pytest.raises(LedgerError, match="still at"):
+        adopt_moved(moved, "uci-adult")
+    away = small_ledger.with_name("away.jsonl")
+    small_ledger.rename(away)
     assert adopt_moved(moved, "uci-adult")
     reserve(Ledger(moved, "uci-adult", Budget(1)), 0.1)
+    away.rename(small_ledger)
     head_path(small_ledger).unlink()   # the original's own checkpoint lost: rebuilt as itself
     again = trust_chain(small_ledger, "uci-adult", lambda chain: True)
     assert again is not None and not again.relocated
@@ -774,3 +784,31 @@ def test_a_torn_line_is_not_cut_without_the_checkpoint(small_ledger: Path) -> No
     with pytest.raises(LedgerError, match="checkpoint .* is missing"):
         repair_ledger(small_ledger, "uci-adult", lambda torn: True)
     assert small_ledger.read_bytes() == before
+
+
+def test_a_file_born_again_under_the_same_inode_is_a_copy(small_ledger: Path) -> None:
+    """Review 12: a backup restored over a deleted original can get its inode number back
+    (and an overlay copy-up keeps the lower file's): the birth time, where the file system
+    keeps one, tells the two files apart. Simulated by a checkpoint naming another birth."""
+    import hashlib
+    import hmac
+    import json
+
+    from dpcli.ledger import _birth_ns, canonical, head_path, read_key
+
+    fd = os.open(small_ledger, os.O_RDONLY)
+    try:
+        if not _birth_ns(fd):
+            pytest.skip("this file system keeps no birth time")
+    finally:
+        os.close(fd)
+    head = head_path(small_ledger)
+    body = json.loads(head.read_text())
+    assert len(body["stamp"]) == 5   # device, inode, size, ctime, birth
+    body.pop("mac")
+    body["stamp"][4] -= 1
+    body["mac"] = hmac.new(read_key(small_ledger), canonical(body).encode(),
+                           hashlib.sha256).hexdigest()
+    head.write_text(canonical(body) + "\n")
+    with pytest.raises(LedgerError, match="checkpoint was written for"):
+        reserve(Ledger(small_ledger, "uci-adult", Budget(1)), 0.1)

@@ -434,10 +434,11 @@ def _trust_chain(ui: UI, s: Any, *, yes: bool, expect_head: str | None, json: bo
         ui.say("rebuilding the checkpoint trusts that the ledger was not cut short or rolled "
                "back before its checkpoint was lost: a lost tail would be spent budget "
                "forgotten" + ("" if expect_head else " (compare the head above with your "
-                              "anchored copy, or pass --expect-head)") + "; and that this "
-               "file is not a copy of a ledger still in use elsewhere (a copy made without "
-               "its checkpoint cannot be told from the original: rebuilding would make it a "
-               "second account of the same budget)", markup=False)
+                              "anchored copy, or pass --expect-head)")
+               + ("" if chain.identified else "; and that this file is not a copy of a ledger "
+                  "still in use elsewhere (this chain does not record its file, so a copy made "
+                  "without its checkpoint cannot be told from the original: rebuilding would "
+                  "make it a second account of the same budget)"), markup=False)
         if yes:
             return True
         if not sys.stdin.isatty():

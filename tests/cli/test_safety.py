@@ -253,6 +253,10 @@ def test_a_copied_ledger_refuses_to_spend_until_repair_moved(project: Project, c
     assert "checkpoint was written for" in cli("ledger", "show", "--spec", copied).stderr
     refused = cli("ledger", "repair", "--spec", copied, "--moved")   # no terminal, no --yes
     assert refused.exit_code == 64 and "pass --yes" in refused.stderr
+    there = cli("ledger", "repair", "--spec", copied, "--moved", "--yes")
+    assert there.exit_code == 76 and f"still at {project.ledger.resolve()}" in there.stderr
+    away = project.ledger.with_name("away.jsonl")
+    project.ledger.rename(away)   # the original moved out of its place: the copy may be adopted
     adopted = cli("ledger", "repair", "--spec", copied, "--moved", "--yes")
     assert adopted.exit_code == 0 and "now the dataset's ledger" in adopted.stderr
     again = cli("tabulate", project.data, "--spec", copied, "--out", project.root / "d.csv")
@@ -261,6 +265,7 @@ def test_a_copied_ledger_refuses_to_spend_until_repair_moved(project: Project, c
     shown = cli("ledger", "show", "--spec", copied)   # the adoption is listed, as itself
     assert "`ledger repair --moved` adopted this file" in shown.stderr
     assert "torn" not in shown.stderr
+    away.rename(project.ledger)
     original = _tab(cli, project, out="e.csv")
     assert original.exit_code == 0 and "checkpoint was written for" not in original.stderr
 

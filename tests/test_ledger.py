@@ -781,7 +781,7 @@ def test_a_torn_line_is_not_cut_without_the_checkpoint(small_ledger: Path) -> No
     with small_ledger.open("ab") as fh:
         fh.write(b'{"entry":{"kind":"res')
     before = small_ledger.read_bytes()
-    with pytest.raises(LedgerError, match="checkpoint .* is missing"):
+    with pytest.raises(LedgerError, match=r"checkpoint .* is missing"):
         repair_ledger(small_ledger, "uci-adult", lambda torn: True)
     assert small_ledger.read_bytes() == before
 

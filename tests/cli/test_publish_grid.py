@@ -64,6 +64,16 @@ def synopsis(project: Project, cli) -> Path:
     return project.root / "syn"
 
 
+def _shares(project: Project) -> Path:
+    """3,000 rows whose label rate is 0.7 on red, 0.4 on green and 0 on blue (seed 5)."""
+    data = project.root / "shares.parquet"
+    rng = np.random.default_rng(5)
+    rate = {"red": 0.7, "green": 0.4, "blue": 0.0}
+    frame = _signal_frame(3000, 5, lambda f: rng.random(len(f)) < f["color"].map(rate))
+    frame.to_parquet(data, index=False)
+    return data
+
+
 def _signal_frame(n: int, seed: int, label) -> pd.DataFrame:
     """Declared values only (no "pink"); label = label(frame)."""
     rng = np.random.default_rng(seed)
@@ -628,11 +638,7 @@ def test_the_decision_rule_weighs_a_cell_against_the_overall_share(project: Proj
         spec["budget"]["epsilon"] = 1000
         spec["publish-grid"] = {"epsilon": 1000, "decision": decision, "columns": ["color"]}
     project.write_spec(mutate)
-    data = project.root / "shares.parquet"
-    rng = np.random.default_rng(5)
-    rate = {"red": 0.7, "green": 0.4, "blue": 0.0}
-    frame = _signal_frame(3000, 5, lambda f: rng.random(len(f)) < f["color"].map(rate))
-    frame.to_parquet(data, index=False)
+    data = _shares(project)
     r = _publish(cli, project, data=data)
     assert r.exit_code == 0, r.stderr
     payload = _payload(project.root / "syn")
@@ -643,7 +649,7 @@ def test_the_decision_rule_weighs_a_cell_against_the_overall_share(project: Proj
     assert cli("predict", project.root / "syn", data, "--out", out, "-q").exit_code == 0
     preds = pd.read_parquet(out)
     positive = {"majority": ["red"], "balanced": ["red", "green"]}[decision]
-    expected = frame["color"].isin(positive).to_numpy()
+    expected = pd.read_parquet(data)["color"].isin(positive).to_numpy()
     assert ((preds["prediction"].astype(str) == "1").to_numpy() == expected).all()
 
 
@@ -738,11 +744,7 @@ def test_evaluate_of_a_grid_predicting_both_classes_is_the_k_by_k_release(
         spec["publish-grid"] = {"epsilon": 1000, "columns": ["color"]}
         spec["evaluate"] = {"epsilon": 0.5}
     project.write_spec(mutate)
-    data = project.root / "shares.parquet"
-    rng = np.random.default_rng(5)
-    rate = {"red": 0.7, "green": 0.4, "blue": 0.0}
-    frame = _signal_frame(3000, 5, lambda f: rng.random(len(f)) < f["color"].map(rate))
-    frame.to_parquet(data, index=False)
+    data = _shares(project)
     assert _publish(cli, project, "--seed", 1, data=data).exit_code == 0
     r = cli("evaluate", data, "--spec", project.spec, "--model", project.root / "syn",
             "--seed", 4, "--json")

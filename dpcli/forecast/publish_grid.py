@@ -314,55 +314,74 @@ def grid_cells(shares: np.ndarray, cells: int, n: int) -> tuple[np.ndarray, np.n
 def no_signal_chance(n: int, cells: int, scale: float, shares: np.ndarray) -> float:
     """The chance that the degeneracy check's signal test (p > 0.05) finds no signal in a
     synthetic grid of ``cells`` equal-mass cells of n records (:func:`grid_cells` of
-    ``shares``) whose two class counts get discrete Laplace noise of ``scale``. Public
-    inputs only: no record is read.
-
-    The test's statistic S = Σ (O − R·p)²/(R·p(1 − p) + v) (v the noise variance; O a
-    cell's positives, R its size, p the overall share) is taken as normal with the moments
-    of a sum of squares of binomial plus Laplace terms (Laplace's fourth moment: 6v²): its
-    null mean plus 1.645 null standard deviations is the test's 5 % critical value, and the
-    chance is that of the alternative falling below it. One cell: 1 (a constant score).
-    """
-    from statistics import NormalDist
-
-    from dpcli.algorithms.degenerate import SIGNAL_LEVEL
-
+    ``shares``) whose two class counts get discrete Laplace noise of ``scale``
+    (:func:`_no_signal`). Public inputs only: no record is read. One cell: 1 (a constant
+    score)."""
     if cells < 2 or n < 2:
         return 1.0
-    unit = NormalDist()
     size, pk, weight = grid_cells(shares, max(min(cells, int(n / MIN_CELL)), 2), n)
-    p = float(shares.mean())
-    q = math.exp(-1.0 / scale) if scale > 0 else 0.0
-    v = 2.0 * q / (1.0 - q) ** 2          # the discrete Laplace variance of one count
-    # O − R̃·p carries the positive count's noise times (1 − p) and the negative one's times p
-    nu = v * ((1.0 - p) ** 2 + p ** 2)
-    denom = size * p * (1.0 - p) + v
-
-    def moments(share: np.ndarray) -> tuple[float, float]:
-        mu = size * (share - p)
-        beta = size * share * (1.0 - share)
-        mean = (mu ** 2 + beta + nu) / denom
-        var = (2 * beta ** 2 + 4 * beta * nu + 5 * nu ** 2 + 4 * mu ** 2 * (beta + nu)) \
-            / denom ** 2
-        return weight * float(mean.sum()), weight * float(var.sum())
-
-    mean0, var0 = moments(np.full(len(pk), p))
-    mean1, var1 = moments(pk)
-    # normal, not a scaled χ²: the released counts are clamped at 0, which thins the
-    # statistic's tails (null and alternative alike); against a Monte Carlo of the check on
-    # clamped counts the normal form erred by at most ±0.2, the χ² form by up to +0.45
-    critical = mean0 + unit.inv_cdf(1.0 - SIGNAL_LEVEL) * math.sqrt(var0)
-    return float(unit.cdf((critical - mean1) / math.sqrt(max(var1, 1e-300))))
+    return float(_no_signal(size, pk, np.full(len(size), weight), np.zeros(1, np.int64),
+                            float(shares.mean()), scale)[0])
 
 
 def synthetic_quality(n: int, cells: int, rate: float, shares: np.ndarray) -> float:
     """PrivPfC's quality (:func:`privpfc.misclassification`, expected misclassified records
     under the histogram's noise) of the synthetic grid of ``cells`` cells."""
     size, pk, weight = grid_cells(shares, cells, n)
+    return float(_quality(size, pk, np.full(len(size), weight), np.zeros(1, np.int64),
+                          rate)[0])
+
+
+def _quality(size: np.ndarray, pk: np.ndarray, weight: np.ndarray, starts: np.ndarray,
+             rate: float) -> np.ndarray:
+    """:func:`privpfc.misclassification` of synthetic grids laid end to end (cells of
+    ``size`` records, positive share ``pk``, each standing for ``weight`` cells; a grid per
+    entry of ``starts``): min(n+, n−) plus PrivPfC's flip term, per grid."""
+    from dpcli.algorithms.privpfc import _flip_term
+
     pos, neg = size * pk, size * (1.0 - pk)
-    x = np.abs(pos - neg)
-    flip = x * np.exp(-rate * x) * (1.0 + rate * x / 2.0) / 2.0
-    return weight * float((np.minimum(pos, neg) + flip).sum())
+    return np.add.reduceat(weight * (np.minimum(pos, neg) + _flip_term(np.abs(pos - neg), rate)),
+                           starts)
+
+
+def _no_signal(size: np.ndarray, pk: np.ndarray, weight: np.ndarray, starts: np.ndarray,
+               p: float, scale: float) -> np.ndarray:
+    """Per synthetic grid (laid out as in :func:`_quality`), the chance that the degeneracy
+    check's signal test finds no signal when each class count gets discrete Laplace noise of
+    ``scale`` and the overall positive share is ``p``.
+
+    The test's statistic S = Σ (O − R·p)²/(R·p(1 − p) + v) (v the noise variance; O a
+    cell's positives, R its size) is taken as normal with the moments of a sum of squares
+    of binomial plus Laplace terms (Laplace's fourth moment: 6v²): its null mean plus 1.645
+    null standard deviations is the test's 5 % critical value, and the chance is that of
+    the alternative falling below it. Normal, not a scaled χ²: the released counts are
+    clamped at 0, which thins the statistic's tails (null and alternative alike); against a
+    Monte Carlo of the check on clamped counts the normal form erred by at most ±0.2, the
+    χ² form by up to +0.45."""
+    from statistics import NormalDist
+
+    from dpcli.algorithms.degenerate import SIGNAL_LEVEL
+
+    q = math.exp(-1.0 / scale) if scale > 0 else 0.0
+    v = 2.0 * q / (1.0 - q) ** 2          # the discrete Laplace variance of one count
+    # O − R̃·p carries the positive count's noise times (1 − p) and the negative one's times p
+    nu = v * ((1.0 - p) ** 2 + p ** 2)
+    denom = size * p * (1.0 - p) + v
+
+    def moments(share: np.ndarray | float) -> tuple[np.ndarray, np.ndarray]:
+        mu = size * (share - p)
+        beta = size * share * (1.0 - share)
+        mean = weight * (mu ** 2 + beta + nu) / denom
+        var = weight * (2 * beta ** 2 + 4 * beta * nu + 5 * nu ** 2
+                        + 4 * mu ** 2 * (beta + nu)) / denom ** 2
+        return np.add.reduceat(mean, starts), np.add.reduceat(var, starts)
+
+    mean0, var0 = moments(p)
+    mean1, var1 = moments(pk)
+    unit = NormalDist()
+    critical = mean0 + unit.inv_cdf(1.0 - SIGNAL_LEVEL) * np.sqrt(var0)
+    return np.array([unit.cdf(z) for z in (critical - mean1) / np.sqrt(np.maximum(var1,
+                                                                                  1e-300))])
 
 
 @lru_cache(maxsize=64)
@@ -388,10 +407,7 @@ def degenerate_chance(n: int, d: Any, hierarchies: Any, prevalence: float) -> fl
     columns, as the chosen ones are private) by their synthetic quality
     (:func:`synthetic_quality`), and :func:`no_signal_chance` is averaged over that choice
     (both computed here for every size at once: the same floats' sums)."""
-    from statistics import NormalDist
-
     from dpcli.algorithms import privpfc
-    from dpcli.algorithms.degenerate import SIGNAL_LEVEL
 
     if d.threshold < 2 or n < 2:
         return 1.0
@@ -401,38 +417,13 @@ def degenerate_chance(n: int, d: Any, hierarchies: Any, prevalence: float) -> fl
     eps_select = float(d.plan.step(privpfc.SELECT_GRID).budget.epsilon)
     rate = eps_hist / privpfc.HIST_SENSITIVITY
     dq = privpfc.quality_sensitivity(rate)
-    # the quality of each size's synthetic grid (synthetic_quality, vectorised)
+    # each size's synthetic quality and no-signal chance, all sizes at once
     size, pk, weight, starts = _stacked(tuple(int(k) for k in m), prevalence)
-    size = n * size
-    pos, neg = size * pk, size * (1.0 - pk)
-    x = np.abs(pos - neg)
-    per_cell = weight * (np.minimum(pos, neg) + x * np.exp(-rate * x) * (1.0 + rate * x / 2.0)
-                         / 2.0)
-    quality = np.add.reduceat(per_cell, starts)
+    quality = _quality(n * size, pk, weight, starts, rate)
     chosen = count * np.exp(-eps_select * (quality - quality.min()) / (2.0 * dq))
-    # the signal test's chance of no signal at each size (no_signal_chance, vectorised)
     tested = tuple(max(min(int(k), int(n / MIN_CELL)), 2) for k in m)
     size, pk, weight, starts = _stacked(tested, prevalence)
-    size = n * size
-    p = float(synthetic_shares(prevalence).mean())
-    q = math.exp(-eps_hist / privpfc.HIST_SENSITIVITY)
-    v = 2.0 * q / (1.0 - q) ** 2
-    nu = v * ((1.0 - p) ** 2 + p ** 2)
-    denom = size * p * (1.0 - p) + v
-
-    def moments(share: np.ndarray | float) -> tuple[np.ndarray, np.ndarray]:
-        mu = size * (share - p)
-        beta = size * share * (1.0 - share)
-        mean = weight * (mu ** 2 + beta + nu) / denom
-        var = weight * (2 * beta ** 2 + 4 * beta * nu + 5 * nu ** 2
-                        + 4 * mu ** 2 * (beta + nu)) / denom ** 2
-        return np.add.reduceat(mean, starts), np.add.reduceat(var, starts)
-
-    mean0, var0 = moments(p)
-    mean1, var1 = moments(pk)
-    unit = NormalDist()
-    critical = mean0 + unit.inv_cdf(1.0 - SIGNAL_LEVEL) * np.sqrt(var0)
-    flagged = np.array([unit.cdf(z) for z in (critical - mean1) / np.sqrt(np.maximum(var1,
-                                                                                     1e-300))])
+    flagged = _no_signal(n * size, pk, weight, starts,
+                         float(synthetic_shares(prevalence).mean()), 1.0 / rate)
     flagged[m < 2] = 1.0   # the one-cell grid: a constant score
     return float((chosen * flagged).sum() / chosen.sum())

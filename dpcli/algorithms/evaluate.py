@@ -246,16 +246,11 @@ def private_confusion(counts: np.ndarray, classes: tuple[str, ...], *, epsilon: 
     counts = np.asarray(counts, dtype=np.int64)
     n = int(counts.sum())  # public: the test set's size
     exact = tuple(sorted({int(j) for j in exact_zero}))
-    if not exact:
-        noisy = discrete_laplace_mechanism(counts, sensitivity=sensitivity, epsilon=epsilon,
-                                           rng=rng)
-        consistent = round_with_total(nonnegative_with_total(noisy, n), n)
-        return Evaluation(classes=classes, matrix=consistent, epsilon=epsilon,
-                          positive=positive)
     k = len(classes)
     if not all(0 <= j < k for j in exact) or len(exact) >= k:
         raise ValueError(f"exact zero columns {exact} for {k} classes: a model predicts "
                          "some class")
+    # with no exact column every column is kept: the K×K release, the same draws
     kept = [j for j in range(k) if j not in exact]
     # n, not the kept cells' sum: a count in an exact column (impossible when the
     # decision is right) is left out of the release, never read

@@ -147,6 +147,8 @@ class RunView:
     seeded: bool
     outputs: list[dict[str, str]] = field(default_factory=list)
     neighbouring: str = NEIGHBOURING_RELATION
+    #: the keyed digests of the private inputs it read (its data; validate's validation file)
+    input_digests: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -670,7 +672,8 @@ class Ledger:
                     run_id=e["run_id"], time=e["time"], command=e["command"],
                     epsilon=exact(e["epsilon"]), delta=exact(e["delta"]),
                     status="interrupted", seeded=e["seeded"],
-                    neighbouring=e.get("neighbouring", NEIGHBOURING_RELATION))
+                    neighbouring=e.get("neighbouring", NEIGHBOURING_RELATION),
+                    input_digests=_read_digests(e))
             elif e["kind"] in ("complete", "failed", "aborted") and e["run_id"] in views:
                 views[e["run_id"]] = replace(views[e["run_id"]], status=e["kind"],
                                              outputs=list(e.get("outputs", [])))
@@ -705,6 +708,15 @@ class Ledger:
             entry = self._common(kind, fold.entries, fold.head) | {
                 "run_id": reservation.run_id} | extra
             _append(self.file, fd, key, fold, entry, path=self.path)
+
+
+def _read_digests(reserve: dict[str, Any]) -> tuple[str, ...]:
+    """The keyed digests of the private inputs a reserve entry records: its input's, and
+    the one its arguments name (validate's ``validation_digest``)."""
+    arguments = reserve.get("arguments")
+    found = (reserve.get("input_digest"),
+             arguments.get("validation_digest") if isinstance(arguments, dict) else None)
+    return tuple(d for d in found if isinstance(d, str))
 
 
 def raise_total(path: Path, dataset: str, epsilon: float | str | None,

@@ -28,7 +28,7 @@ def evaluate(spec: Spec, data: Path, *, model: Path | None = None,
     """
     from dpcli import protect
     from dpcli.algorithms import evaluate as ev
-    from dpcli.api.scoring import model_caution, parse_range, score_input, warn_model_cautions
+    from dpcli.api.scoring import ledger_cautions, parse_range, score_input, warn_model_cautions
     from dpcli.api.spend import forecast_of
     from dpcli.budget import Budget
     from dpcli.forecast import evaluate as fc
@@ -42,9 +42,9 @@ def evaluate(spec: Spec, data: Path, *, model: Path | None = None,
     section = resolve_section(s, "evaluate", EvaluateSection, epsilon, cutoff=cutoff,
                               score_column=score_column, score_range=parse_range(score_range))
     si = score_input(s, section, model, score_column, score_range)
-    edited = model_caution(s, si)
-    if edited is not None:
-        reporter.warn(edited)
+    ledgered = ledger_cautions(s, si, data)   # an edited model file; its training rows
+    for said in ledgered.values():
+        reporter.warn(said)
     cautioned = warn_model_cautions(reporter, si)
     threshold: float | None = None  # a model predicts its most probable class
     if si.model is None:
@@ -99,7 +99,7 @@ def evaluate(spec: Spec, data: Path, *, model: Path | None = None,
         payload = {**result.to_payload(), **si.source_note,
                    "intervals": fc.error_bars(result.matrix, section.epsilon, si.classes,
                                               exact_zero=result.exact_zero),
-                   **({"model_caution": edited} if edited is not None else {}), **cautioned,
+                   **ledgered, **cautioned,
                    **({"cutoff": threshold} if threshold is not None else {}),
                    "breakdown": plan.to_json()}
         envelope = run.envelope("evaluation", payload)

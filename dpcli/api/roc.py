@@ -43,7 +43,7 @@ def roc(spec: Spec, data: Path, *, model: Path | None = None, out: Path | None =
     from dpcli import protect
     from dpcli.algorithms import roc as pr
     from dpcli.algorithms import roc_scale
-    from dpcli.api.scoring import model_caution, parse_range, score_input, warn_model_cautions
+    from dpcli.api.scoring import ledger_cautions, parse_range, score_input, warn_model_cautions
     from dpcli.api.spend import forecast_of
     from dpcli.budget import Budget
     from dpcli.errors import DataError
@@ -62,9 +62,9 @@ def roc(spec: Spec, data: Path, *, model: Path | None = None, out: Path | None =
                               auc_share=auc_share)
     config = pr.ROCConfig(**section.config_values())
     si = score_input(s, section, model, score_column, score_range)
-    edited = model_caution(s, si)
-    if edited is not None:
-        reporter.warn(edited)
+    ledgered = ledger_cautions(s, si, data)   # an edited model file; its training rows
+    for said in ledgered.values():
+        reporter.warn(said)
     cautioned = warn_model_cautions(reporter, si)
     si.require_binary("roc")
     # a public function of the released model (or of the declared range): free
@@ -138,7 +138,7 @@ def roc(spec: Spec, data: Path, *, model: Path | None = None, out: Path | None =
                    "scale_thresholds": [float(t) for t in scaled_cuts],
                    **({"noise_dominates": warning} if warning else {}),
                    **({"auc_caution": chance} if chance else {}),
-                   **({"model_caution": edited} if edited is not None else {}), **cautioned,
+                   **ledgered, **cautioned,
                    "thresholds": [float(t) for t in cuts], "count_noise_scale": noise,
                    **si.source_note,
                    "compare_true": compare_true, "breakdown": plan.to_json()}
@@ -158,7 +158,7 @@ def roc(spec: Spec, data: Path, *, model: Path | None = None, out: Path | None =
             run.write(out / "curve.csv", _csv(curve, bars))
             run.write(out / "curve.json", dumps_json(envelope))
             # the picture carries the interval and the caution too (it travels alone)
-            caution = warning or curve_warning or chance or (
+            caution = warning or curve_warning or chance or ledgered.get("test_caution") or (
                 f"its model: {si.model_cautions[0]}" if si.model_cautions else None)
             run.write_bytes(out / "curve.png", roc_png(curve, title=title,
                                                        true_curve=true_curve, bars=bars,

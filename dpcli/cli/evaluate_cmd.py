@@ -47,7 +47,10 @@ def evaluate(
     column of a class the model can never predict (a grid whose every cell
     gives one class; a model on a small categorical domain, checked input by
     input; a cutoff at the score range's top) is released as exact zeros, and
-    that class's precision as undefined.
+    that class's precision as undefined. A test file that is, byte for byte,
+    the one the model was trained on (or validate's validation file), as this
+    dataset's ledger recorded it, is named before the charge: its accuracy
+    overstates the model.
 
     Example:
 

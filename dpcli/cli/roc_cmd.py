@@ -80,6 +80,8 @@ def roc(
     signed count of positive/negative pairs (--auc-share of ε, default half).
     Releases the thresholds, the curve and the AUC, each with its 90 %
     interval from the noise (auc_interval; tpr_lower … fpr_upper per point).
+    A test file that is, byte for byte, the model's training file (as this
+    dataset's ledger recorded it) is named before the charge.
 
     Example:
 
@@ -112,6 +114,7 @@ def roc(
                       "level": level, "out": str(out),
                       # as evaluate's line: the curve's and its model's cautions, by key
                       **{k: done.payload[k] for k in ("caution", "noise_dominates",
-                                                      "auc_caution", "model_cautions")
+                                                      "auc_caution", "model_caution",
+                                                      "test_caution", "model_cautions")
                          if k in done.payload},
                       "spent": done.plan.total.to_json(), "breakdown": done.plan.to_json()})

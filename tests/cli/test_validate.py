@@ -354,6 +354,19 @@ def test_validation_file_is_used_and_logged(project: Project, cli) -> None:
     assert "(m = 57)" in reserve["breakdown"][0]["note"]
 
 
+def test_evaluating_on_the_validation_file_is_named(project: Project, cli) -> None:
+    """The validation rows chose the model's λ and cut: evaluate on them says so (the
+    ledger's validation_digest), as on the training rows."""
+    vfile = _write(project, toy_frame(n=57, seed=1), "valid.parquet")
+    r = _validate(cli, project, "--validation", vfile, "--epsilon", 0.3)
+    assert r.exit_code == 0, r.stderr
+    r = cli("evaluate", vfile, "--spec", project.spec, "--model", project.root / "m.json",
+            "--epsilon", 0.1, "--json")
+    assert r.exit_code == 0, r.stderr
+    assert "(validate) chose its regulariser on (its validation file)" in r.stderr
+    assert "validation file" in json.loads(r.stdout)["test_caution"]
+
+
 def test_validation_file_in_a_dry_run(project: Project, cli) -> None:
     vfile = _write(project, toy_frame(n=57, seed=1), "valid.parquet")
     r = cli("validate", project.data, "--spec", project.spec, "--validation", vfile,

@@ -75,9 +75,16 @@ class SpecError(DpcliError):
 
 
 class DataError(DpcliError):
-    """The data file does not match the declared schema: exit code 65 (EX_DATAERR)."""
+    """The data file does not match the declared schema: exit code 65 (EX_DATAERR).
+
+    ``column`` names the declared column at fault, where there is one (``inspect`` marks
+    it in its table)."""
 
     exit_code = EX_DATAERR
+
+    def __init__(self, message: str = "", *args: object, column: str | None = None) -> None:
+        super().__init__(message, *args)
+        self.column = column
 
 
 class NoInput(DataError):

@@ -67,6 +67,7 @@ def inspect(
     source = DataSource(data, s.schema)
     structure = source.check_structure(s.schema.names, raise_errors=False)
     values_problem: str | None = None
+    failed_column: str | None = None   # the column the value pass stopped at, when it names one
     values_checked = False
     if structure.ok and not structure_only:
         try:
@@ -75,6 +76,7 @@ def inspect(
             values_checked = True
         except DataError as exc:
             values_problem = str(exc)
+            failed_column = exc.column
     ok = structure.ok and values_problem is None
     remaps = None
     if values_checked:
@@ -93,6 +95,10 @@ def inspect(
         elif name in mismatched:
             m = mismatched[name]
             status[name] = f"stored as {m.found}, expected {m.expected}"
+        elif name == failed_column:
+            status[name] = "value check failed"
+        elif values_problem is not None:   # the value pass stopped before its last row
+            status[name] = "structure ok"
         else:
             status[name] = "ok"
     problems = structure.problems() + ([values_problem] if values_problem else [])

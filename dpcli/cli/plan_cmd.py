@@ -13,7 +13,11 @@ from dpcli.cli.ui import UI
 
 @handle_errors
 def plan(
-    spec: SpecOpt,
+    data_arg: Annotated[Path | None, typer.Argument(
+        metavar="DATA", show_default=False,
+        help="A data file whose record count is n, as the other commands take it (the same "
+        "as --data).")] = None,
+    spec: SpecOpt = ...,  # type: ignore[assignment]
     rows: Annotated[int | None, typer.Option(
         "--rows", min=1, help="The number of records n the runs will read (public under "
         "replace-one). Or give --data.")] = None,
@@ -37,7 +41,7 @@ def plan(
 ) -> None:
     """Plan the spec's workload: each command's ε, sub-steps, forecast and verdict.
 
-    Read-only and free: reads the spec, the ledger's totals and, with --data,
+    Read-only and free: reads the spec, the ledger's totals and, with DATA,
     the record count — never a value — and charges nothing. For every spending
     command the spec has a section for: its ε, what it releases (its plan's
     steps; -v lists them), the forecast of its error at that ε (median and 90 %
@@ -55,12 +59,16 @@ def plan(
     Example:
 
         dpcli plan --spec configs/adult.yaml --rows 30162 --test-rows 15060 --target roc.auc=0.005
+        dpcli plan sample_data/adult_train.parquet --spec configs/adult.yaml
     """
     from dpcli.api.plan import Target, record_count, workload
     from dpcli.errors import UsageError
     from dpcli.spec import load_spec
 
     ui = UI(quiet=quiet, json=json)
+    if data_arg is not None and data is not None:
+        raise UsageError("give the data file once: as DATA or with --data")
+    data = data_arg if data_arg is not None else data
     if (rows is None) == (data is None):
         raise UsageError("give the record count with --rows N, or a data file with --data "
                          "FILE (not both)")

@@ -295,7 +295,8 @@ class RowPosition:
         prefix = f"{self.file}: " if self.file is not None else ""
         row = self.row_offset + i + 1
         return DataError(f"{prefix}column '{column}': {what} "
-                         + private(f"in data row {row:,} (header not counted)") + hint)
+                         + private(f"in data row {row:,} (header not counted)") + hint,
+                         column=column)
 
 
 _MISSING_HINT = " and its missing-value policy is 'error' (declare missing: impute to fill it)"
@@ -528,7 +529,8 @@ def encode_tokens(arr: pa.Array, col: TokensColumn, counts: ColumnCounts,
 
 def _type_error(where: RowPosition | None, name: str, t: pa.DataType, expected: str) -> DataError:
     prefix = f"{where.file}: " if where is not None and where.file is not None else ""
-    return DataError(f"{prefix}column '{name}' has Arrow type {t}, expected {expected}")
+    return DataError(f"{prefix}column '{name}' has Arrow type {t}, expected {expected}",
+                     column=name)
 
 
 # ------------------------------------------------------------------ batches
@@ -639,7 +641,7 @@ def _column(batch: pa.RecordBatch | pa.Table, name: str, where: RowPosition) -> 
         arr = batch.column(name)
     except KeyError:
         prefix = f"{where.file}: " if where.file is not None else ""
-        raise DataError(f"{prefix}column '{name}' is missing") from None
+        raise DataError(f"{prefix}column '{name}' is missing", column=name) from None
     if isinstance(arr, pa.ChunkedArray):
         arr = arr.combine_chunks() if arr.num_chunks != 1 else arr.chunk(0)
     return arr

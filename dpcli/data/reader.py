@@ -713,10 +713,11 @@ class DataSource:
             row = self._locate_unparseable(name)
             at = private(f" in data row {row:,} (header not counted)") if row else ""
             return DataError(f"{path}: {col}: a value is not a number{at}; the column is "
-                             "declared numeric")
+                             "declared numeric", column=name)
         if "UTF8" in message or "utf8" in message.lower():
             after = private(f" (after data row {rows_done:,})") if rows_done else ""
-            return DataError(f"{path}: {col} contains bytes that are not valid UTF-8 text{after}")
+            return DataError(f"{path}: {col} contains bytes that are not valid UTF-8 text{after}",
+                             column=name)
         if "Empty CSV file" in message:
             return DataError(f"{path}: file is empty (no header row)")
         return DataError(f"{path}: not a valid CSV file under the declared schema"

@@ -61,7 +61,24 @@ def test_a_failure_with_json_is_one_line_holding_the_report_and_the_error(projec
     assert out["ok"] is False and out["error"] == "data" and out["exit_code"] == 65
     assert out["charged"] is False and "'age'" in out["message"]
     assert set(out["columns"]) == {"age", "color", "member", "words", "label"}
+    # the column the value pass stopped at is not "ok" (it was, above its own error);
+    # the others passed the structure check only: the pass did not reach the last row
+    assert out["columns"]["age"] == "value check failed"
+    assert set(out["columns"].values()) - {"value check failed"} == {"structure ok"}
     assert project.no_runs()
+
+
+def test_a_missing_value_marks_its_column(project: Project, cli) -> None:
+    import pandas as pd
+
+    frame = pd.read_csv(project.csv)
+    frame.loc[3, "age"] = None
+    data = project.root / "gap.csv"
+    frame.to_csv(data, index=False)
+    r = cli("inspect", data, "--spec", project.spec, "--json")
+    assert r.exit_code == 65, r.stderr
+    out = json.loads(r.stdout)
+    assert out["columns"]["age"] == "value check failed" and "missing value" in out["message"]
 
 
 def _remap_project(project: Project):

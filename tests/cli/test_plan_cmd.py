@@ -126,6 +126,11 @@ def test_rows_come_from_a_parquet_footer_or_a_csv_count(project: Project, cli,
         assert r.exit_code == 0, r.stderr
     r = cli("plan", "--spec", project.spec, "--data", project.csv)
     assert "n = 400 records" in r.stdout
+    # DATA positional, as every other command takes it; not both ways at once
+    r = cli("plan", project.csv, "--spec", project.spec)
+    assert r.exit_code == 0 and "n = 400 records" in r.stdout, r.stderr
+    r = cli("plan", project.csv, "--spec", project.spec, "--data", project.data)
+    assert r.exit_code == 64 and "as DATA or with --data" in r.stderr
 
 
 @pytest.mark.parametrize("args, words", [

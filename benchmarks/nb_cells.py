@@ -104,7 +104,19 @@ def main() -> None:
     ap.add_argument("--all-numeric-below", type=float, default=None,
                     help="nb_allocation.GAUSSIAN_BELOW_ALL_NUMERIC (round 10; 2 = round 9's "
                          "rule)")
+    ap.add_argument("--nested-bins", action="store_true",
+                    help="exploration: a histogram's B rounded to a power of two (nested "
+                         "grids: a larger B keeps every edge of a smaller one)")
     a = ap.parse_args()
+    if a.nested_bins:
+        import math
+
+        from dpcli.algorithms import nb_allocation as na
+
+        def nested(n: int, epsilon: float, k: int, columns: int) -> int:
+            raw = max(na.raw_bins(n, epsilon, k, columns), 1.0)
+            return int(min(na.MAX_BINS, max(na.MIN_BINS, 2 ** round(math.log2(raw)))))
+        na.histogram_bins = nested
     if a.gaussian_below is not None:
         from dpcli.algorithms import nb_allocation
         nb_allocation.GAUSSIAN_BELOW = a.gaussian_below

@@ -507,6 +507,12 @@ class Ledger:
                 "remaining_delta": float(remaining_after.delta),
                 "seeded": bool(seeded),
             }
+            if fold.identity_path != str(self.file):
+                # moved on its file system since the chain last named its file (or a chain
+                # that never did): recorded, so that `repair --moved` on a copy made from
+                # here finds this original where the chain says (the same file: no adoption)
+                entry["file"] = _file_record(_identity(_stamp(os.fstat(fd), _birth_ns(fd))),
+                                             self.file)
             shared = fold.datasets_with_input(input_digest, besides=self.dataset)
             digest = _append(self.file, fd, key, fold, entry, path=self.path)
         return Reservation(run_id, self.dataset, charge, digest, seq, remaining_after, shared)
@@ -965,7 +971,10 @@ class _Fold:
             self._apply(entry, stored, index, where)
             if entry["kind"] == "repair":
                 self.repairs.append(entry)
-            named = entry.get("file" if entry["kind"] == "genesis" else "moved")
+            # the file the chain lives in: a genesis's, a reserve's after a move, a --moved
+            # repair's (the last one counts)
+            named = (entry.get("moved") if entry["kind"] == "repair" else
+                     entry.get("file") if entry["kind"] in ("genesis", "reserve") else None)
             if (isinstance(named, dict) and isinstance(named.get("device"), int)
                     and isinstance(named.get("inode"), int)):
                 birth = named.get("birth_ns")
@@ -1055,6 +1064,8 @@ class _Fold:
             "open": {run_id: list(v) for run_id, v in self.open.items()},
             **({"inputs": {name: seen.text() for name, seen in self.inputs.items()}}
                if self.inputs is not None else {}),
+            **({"file": {"identity": self.identity, "path": self.identity_path}}
+               if self.identity is not None else {}),
         }
 
     @classmethod
@@ -1072,6 +1083,11 @@ class _Fold:
         inputs = body.get("inputs")
         fold.inputs = None if not isinstance(inputs, dict) else {
             name: _Inputs(str(text)) for name, text in inputs.items()}
+        known = body.get("file")   # absent in a checkpoint written before it was kept
+        if isinstance(known, dict) and isinstance(known.get("identity"), list):
+            fold.identity = [int(x) for x in known["identity"]]
+            path = known.get("path")
+            fold.identity_path = path if isinstance(path, str) else None
         return fold
 
 

@@ -754,6 +754,63 @@ def test_a_copy_without_its_checkpoint_stays_a_copy_through_trust_chain(
     reserve(Ledger(small_ledger, "uci-adult", Budget(1)), 0.1)
 
 
+def test_a_move_on_its_file_system_is_recorded_by_the_next_spend(small_ledger: Path,
+                                                                  tmp_path: Path) -> None:
+    """Tester 15: the ledger's folder renamed (the same file: it spends on), then copied; the
+    chain still named the old path, so `repair --moved` on the copy found nothing there and
+    adopted it: two accounts of one budget. The first spend after a move records the file
+    where it is now, and adoption of a copy is refused while the original is there."""
+    import shutil
+
+    from dpcli.ledger import adopt_moved, companion_paths
+
+    folder = tmp_path / "renamed"
+    small_ledger.parent.rename(folder)
+    here = folder / small_ledger.name
+    reserve(Ledger(here, "uci-adult", Budget(1)), 0.1)   # accepted: the same file
+    last = [json.loads(line)["entry"] for line in here.read_text().splitlines()][-1]
+    assert last["kind"] == "reserve" and last["file"]["path"] == str(here.resolve())
+    assert last["file"]["inode"] == here.stat().st_ino
+    reserve(Ledger(here, "uci-adult", Budget(1)), 0.05)   # recorded once, not every run
+    assert "file" not in json.loads(here.read_text().splitlines()[-1])["entry"]
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    for part in companion_paths(here):
+        if part.is_file():
+            shutil.copy2(part, copy / part.name)
+    with pytest.raises(LedgerError, match=f"still at {here.resolve()}"):
+        adopt_moved(copy / here.name, "uci-adult")
+    assert verify_file(here).ok
+
+
+def test_a_chain_without_its_files_identity_records_it_at_the_first_spend(
+        small_ledger: Path, tmp_path: Path) -> None:
+    """A ledger from before the genesis named its file: its first spend records it, so a
+    later copy without its checkpoint stays a copy through `repair --trust-chain`."""
+    import shutil
+
+    from dpcli.ledger import head_path, trust_chain
+
+    entries = [json.loads(line)["entry"] for line in small_ledger.read_text().splitlines()]
+    entries[0].pop("file")   # as an earlier dpcli wrote it: rechained, checkpoint rebuilt
+    rechain(small_ledger, entries)
+    head_path(small_ledger).unlink()
+    assert trust_chain(small_ledger, "uci-adult", lambda chain: True) is not None
+    assert verify_file(small_ledger).ok
+    reserve(Ledger(small_ledger, "uci-adult", Budget(1)), 0.1)
+    last = json.loads(small_ledger.read_text().splitlines()[-1])["entry"]
+    assert last["file"]["inode"] == small_ledger.stat().st_ino
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    moved = copy / small_ledger.name
+    shutil.copy2(small_ledger, moved)
+    shutil.copy2(key_path(small_ledger), key_path(moved))
+    done = trust_chain(moved, "uci-adult", lambda chain: True)
+    assert done is not None and done.relocated
+    with pytest.raises(LedgerError, match="checkpoint was written for"):
+        reserve(Ledger(moved, "uci-adult", Budget(1)), 0.1)
+
+
 def test_a_run_in_progress_shows_as_running_and_a_dead_one_as_interrupted(path: Path) -> None:
     """Both have a reserve entry and no end; the live one holds its run lock (dpcli.reuse.
     running) from its reservation to its record. Before, a 14-minute train-brc in progress

@@ -421,6 +421,10 @@ def envelope_cautions(env: dict[str, Any]) -> list[str]:
     for key in ("caution", "noise_dominates", "auc_caution", "model_caution", "test_caution"):
         if isinstance(payload, dict) and isinstance(payload.get(key), str):
             out.append(payload[key])
+    # a released model's tables against its declared domains (train-nb)
+    columns = payload.get("column_cautions") if isinstance(payload, dict) else None
+    if isinstance(columns, list):
+        out.extend(c for c in columns if isinstance(c, str))
     # an evaluation's or a curve's model was released with cautions of its own
     listed = payload.get("model_cautions") if isinstance(payload, dict) else None
     if isinstance(listed, list):

@@ -100,6 +100,8 @@ from dpcli.algorithms.normal import log_ndtr  # not scipy.special: 0.2 s of star
 from dpcli.budget import Budget
 from dpcli.data.encode import EncodedBatch, TokenSets
 from dpcli.data.schema import (
+    BinaryColumn,
+    CategoricalColumn,
     NumericColumn,
     Schema,
     TokensColumn,
@@ -763,6 +765,57 @@ def pool_class_counts(model: NaiveBayesModel) -> bool:
     column uses the Gaussian (global or smooth), whose released means and variances were
     divided by the prior's counts and must stay consistent with them."""
     return all(p.bins is not None for p in model.numeric.values())
+
+
+#: a declared level whose released count, summed over the classes, is within this many
+#: noise standard deviations of zero holds (almost) no row
+ABSENT_SDS = 3.0
+#: a categorical column with at least this share of its released mass at ``other``
+OTHER_SHARE = 0.5
+#: judged only where that noise floor is at most this share of the column's released mass
+RESOLVABLE_SHARE = 0.1
+
+
+def domain_cautions(model: NaiveBayesModel, p: Plan) -> list[str]:
+    """What the released count tables say about the declared domains (post-processing of
+    released values: free, no record read).
+
+    A binary column whose released counts hold (almost) no row at one of its two values
+    (summed over the classes: within :data:`ABSENT_SDS` noise standard deviations of zero,
+    while the other value is not) is (near) constant and adds nothing to the model; when the
+    absent value is the second, the usual cause is a file that writes the values otherwise
+    ('Male' for 'male'): a binary column reads any undeclared value as its first. A
+    categorical column with :data:`OTHER_SHARE` or more of its released mass at ``other``
+    holds mostly undeclared values. Judged only where the noise floor is at most
+    :data:`RESOLVABLE_SHARE` of the column's released mass (below, a level that small is
+    within the noise). ``p``: the run's plan (its steps' noise scales).
+    """
+    out: list[str] = []
+    hint = ("if the file writes them another way (case, spaces, codes), declare them as "
+            "written (`dpcli inspect` lists such values)")
+    for name, table in model.tables.items():
+        col = model.schema.column(name)
+        if not isinstance(col, (BinaryColumn, CategoricalColumn)):
+            continue
+        step = p.step(f"counts:{name}")
+        scale = step.integer_sensitivity() / step.budget.eps
+        floor = ABSENT_SDS * math.sqrt(_variance(scale) * table.shape[0])
+        totals = np.asarray(table, float).sum(axis=0)
+        if floor > RESOLVABLE_SHARE * totals.sum():
+            continue   # the noise could hide a level of this size: nothing to tell
+        if isinstance(col, BinaryColumn):
+            for i, value in enumerate(col.values):
+                if totals[i] <= floor < totals[1 - i]:
+                    why = (f" A binary column reads any value outside its declared pair as "
+                           f"{col.values[0]!r}: {hint}" if i == 1 else "")
+                    out.append(f"column '{name}': the released counts hold (almost) no row "
+                               f"at {value!r} in any class, so the column is (near) constant "
+                               f"and adds nothing to the model.{why}")
+        elif totals[-1] > floor and totals[-1] >= OTHER_SHARE * max(totals.sum(), 1.0):
+            out.append(f"column '{name}': the released counts put most rows "
+                       f"({totals[-1] / totals.sum():.0%}) at 'other', outside its declared "
+                       f"categories: {hint}")
+    return out
 
 
 def _variance(scale: float) -> float:

@@ -130,8 +130,13 @@ def train_nb(spec: Spec, data: Path | str, *, epsilon: float | None = None,
                              run.rng)
             if (note := nb.threshold_note(model)) is not None:
                 reporter.say(note)
+        # the released tables against the declared domains (post-processing: free)
+        domain = nb.domain_cautions(model, plan)
+        for caution in domain:
+            reporter.warn(caution)
         payload = {**model.to_payload(), "breakdown": plan.to_json(), "allocation": split,
-                   **run.check_model(model)}
+                   **run.check_model(model),
+                   **({"column_cautions": domain} if domain else {})}
         envelope = run.envelope("naive_bayes", payload)
         if out is not None:
             from dpcli.io import dumps_json

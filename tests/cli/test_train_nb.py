@@ -101,6 +101,31 @@ def test_train_writes_envelope_summary_and_ledger(project: Project, cli) -> None
     assert "seed" not in json.dumps(reserve["arguments"])
 
 
+def test_a_column_the_file_spells_otherwise_is_named(project: Project, cli) -> None:
+    """Tester 15: 'Male'/'Female' under a declared [female, male] all read as 'female' (a
+    binary column's undeclared values go to its first value), and a model trained on the
+    constant column said nothing. The released tables show it (post-processing): stderr and
+    the model's envelope say so; a categorical column mostly at 'other' too. The file as
+    declared says nothing."""
+    project.write_spec(lambda spec: spec["budget"].__setitem__("epsilon", 20))
+    frame = pd.read_parquet(project.data)
+    r = _train(cli, project, "--seed", 1, "--epsilon", 8)
+    assert r.exit_code == 0 and "column '" not in r.stderr, r.stderr
+    frame["member"] = frame["member"].str.upper()
+    frame["color"] = frame["color"].str.title()
+    data = project.root / "cased.parquet"
+    frame.to_parquet(data, index=False)
+    r = _train(cli, project, "--seed", 1, "--epsilon", 8, data=data, out="cased.json")
+    assert r.exit_code == 0, r.stderr
+    assert "column 'member': the released counts hold (almost) no row at 'yes'" in r.stderr
+    assert "column 'color': the released counts put most rows" in r.stderr
+    cautions = json.loads((project.root / "cased.json").read_text())["payload"][
+        "column_cautions"]
+    assert len(cautions) == 2
+    shown = cli("show", project.root / "cased.json")
+    assert "caution: column 'member'" in shown.stdout, shown.stdout
+
+
 def test_seed_reproduces_the_model(project: Project, cli) -> None:
     for out, seed in (("a.json", 4), ("b.json", 4), ("c.json", 5)):
         assert _train(cli, project, "--seed", seed, "--epsilon", 0.3, out=out).exit_code == 0

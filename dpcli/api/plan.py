@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from dpcli.budget import Budget
-from dpcli.errors import UsageError
+from dpcli.errors import DpcliError, UsageError
 from dpcli.spec import Spec
 
 
@@ -70,6 +70,9 @@ class Item:
     forecast: Any | None             # dpcli.forecast.Forecast, or None (no forecast module)
     solved: list[Solved] = field(default_factory=list)
     n: int = 0                       # the records its forecast is for
+    #: why the command cannot run as the spec stands (its own error, exit code): the other
+    #: commands are still planned, and the plan exits with this code
+    problem: tuple[str, int] | None = None
 
     @property
     def planned(self) -> float:
@@ -86,6 +89,8 @@ class Item:
             "verdict": None if fc is None else fc["verdict"],
             "method": None if fc is None else fc["method"],
             "steps": [] if self.plan is None else self.plan.to_json()}
+        if self.problem is not None:
+            out["problem"] = self.problem[0]
         if self.solved:
             out["targets"] = [{"metric": s.target.metric, "value": s.target.value,
                                "epsilon": s.epsilon} for s in self.solved]
@@ -119,6 +124,11 @@ class Workload:
         return [s for i in self.items for s in i.solved if s.epsilon is None]
 
     @property
+    def problem(self) -> tuple[str, int] | None:
+        """The first command's reason it cannot run (and its exit code), if any."""
+        return next((i.problem for i in self.items if i.problem is not None), None)
+
+    @property
     def fits(self) -> bool:
         return not self.unsolved and self.planned_total <= self.remaining.epsilon
 
@@ -132,6 +142,7 @@ class Workload:
                 "remaining": float(self.remaining.epsilon),
                 "fits": self.fits,
                 "unmet": [str(s.target) for s in self.unsolved],
+                "cannot_run": [i.command for i in self.items if i.problem is not None],
                 "ledger": self.ledger_path if self.ledger else None}
 
     def to_json(self) -> list[dict[str, Any]]:
@@ -195,11 +206,18 @@ def workload(spec: Spec, n: int, *, targets: Sequence[Target] = (),
         section = spec.sections[command]
         fc = plan = None
         rows = test_n if command in TEST_COMMANDS and test_n is not None else n
+        problem = None
         if has_forecast(command):
-            fc = forecast(command, spec, section, rows)
-            plan = _plan(command, spec, section, rows)
-        item = Item(command, float(section.epsilon), plan, fc, n=rows)
+            try:
+                fc = forecast(command, spec, section, rows)
+                plan = _plan(command, spec, section, rows)
+            except DpcliError as exc:   # this command cannot run: said, the others planned
+                problem, fc, plan = (f"{command}: {exc}", exc.exit_code), None, None
+        item = Item(command, float(section.epsilon), plan, fc, n=rows, problem=problem)
         for t in (t for t in targets if t.command == command):
+            if problem is not None:
+                raise UsageError(f"--target {t}: it cannot run as the spec stands: "
+                                 f"{problem[0]}")
             if fc is None:
                 raise UsageError(f"--target {t}: {command} has no forecast to solve with")
             if t.metric not in fc.metrics:

@@ -50,7 +50,9 @@ def plan(
     of the spec's) is compared with what the ledger has left. roc and evaluate
     score a model on a test set: give its size with --test-rows or --test-data
     (default: the same n). Exit 0 when it fits, 3 when it does not (reported,
-    never scaled down). --json prints a list with one object per command
+    never scaled down); a command that cannot run as the spec stands (a
+    publish-grid section over a schema with no grid axis) is named, the others
+    still planned, and the exit code is its error's. --json prints a list with one object per command
     (command, epsilon, n, forecast, verdict, steps), each with the same
     "workload" object: planned_epsilon (the total, targets' ε in place of the
     spec's), spec_epsilon, remaining, fits, unmet (targets no ε meets) and
@@ -90,6 +92,9 @@ def plan(
     else:
         for line in _lines(w, verbose):
             ui.result(line)
+    if w.problem is not None:   # every other command was planned and shown above
+        ui.error(w.problem[0])
+        raise typer.Exit(w.problem[1])
     if write:
         _write(ui, s.path, w)
     raise typer.Exit(0 if w.fits else 3)
@@ -108,7 +113,9 @@ def _lines(w: object, verbose: bool) -> list[str]:
         steps = f"{count} step{'s' if count != 1 else ''}"
         head = f"  {item.command:<{width}}  ε {format_amount(item.epsilon):<6} {steps:>9}"
         fc = item.forecast
-        if fc is None:
+        if item.problem is not None:
+            out.append(f"{head}  cannot run as the spec stands (below)")
+        elif fc is None:
             out.append(f"{head}  (no forecast)")
         else:
             metric = fc.metrics[fc.verdict.metric]
@@ -137,7 +144,10 @@ def _lines(w: object, verbose: bool) -> list[str]:
                   f"{format_amount(w.total_budget.epsilon)} (spent {format_amount(spent.epsilon)})"
                   if w.ledger else f"; no ledger yet: the spec's budget of "
                   f"{format_amount(w.total_budget.epsilon)} is all there is"))
-    if w.unsolved:
+    if w.problem is not None:
+        out.append("cannot run as the spec stands: " + ", ".join(
+            i.command for i in w.items if i.problem is not None) + " (the error below)")
+    elif w.unsolved:
         out.append("does NOT fit: " + ", ".join(str(s.target) for s in w.unsolved)
                    + " cannot be met at this n")
     elif w.fits:

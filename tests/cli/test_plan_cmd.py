@@ -148,6 +148,27 @@ def test_bad_requests_are_usage_errors(project: Project, cli, stand_in: None,
     assert words in r.stderr
 
 
+def test_a_command_that_cannot_run_is_named_and_the_rest_planned(project: Project,
+                                                                  cli) -> None:
+    """Tester 15: a publish-grid section over a schema with no grid axis made `plan` exit 78
+    for the whole workload with a message that did not name publish-grid. Now every other
+    command is planned and shown, the broken one is named, and the exit code is its error's."""
+    def mutate(spec: dict) -> None:
+        spec["schema"]["columns"] = {"age": {"type": "numeric", "bounds": [17, 90]}}
+        spec["tabulate"]["columns"] = ["age"]
+        spec["publish-grid"] = {"epsilon": 0.5}
+    project.write_spec(mutate)
+    r = cli("plan", "--spec", project.spec, "--rows", 400)
+    assert r.exit_code == 78, r.stderr
+    assert "tabulate" in r.stdout and "cannot run as the spec stands: publish-grid" in r.stdout
+    assert "error: publish-grid: " in r.stderr and "grid axis" in r.stderr
+    r = cli("plan", "--spec", project.spec, "--rows", 400, "--json")
+    items = {i["command"]: i for i in json.loads(r.stdout)}
+    assert r.exit_code == 78 and items["tabulate"]["forecast"] is not None
+    assert "grid axis" in items["publish-grid"]["problem"]
+    assert items["tabulate"]["workload"]["cannot_run"] == ["publish-grid"]
+
+
 def test_target_parse_and_round_up() -> None:
     assert Target.parse("train-nb.accuracy=0.01") == Target("train-nb", "accuracy", 0.01)
     with pytest.raises(UsageError):

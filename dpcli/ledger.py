@@ -604,12 +604,12 @@ class Ledger:
         its look, then the outputs' replacement check)."""
         self.require_initialised()
         key = read_key(self.file)
-        wanted = _canonical(arguments)
+        wanted = _canonical(reuse_arguments(arguments))
 
         def like(e: dict[str, Any]) -> bool:
             return (e["command"] == command and e.get("spec_digest") == spec_digest
                     and e.get("input_digest") == input_digest
-                    and _canonical(e.get("arguments")) == wanted)
+                    and _canonical(reuse_arguments(e.get("arguments"))) == wanted)
 
         with _locked(self.file, exclusive=False) as fd:
             _load_state(self.file, fd, key, path=self.path)
@@ -1282,6 +1282,18 @@ def _scan(fd: int, checkpoint: dict[str, Any] | None, key: bytes | None, *,
             f"the ledger has {fold.entries} entries but its checkpoint recorded {cp_entries} "
             f"(head {checkpoint['head']}): its tail was cut or it was emptied")
     return fold
+
+
+#: arguments naming a private input's path: --reuse matches those inputs by their keyed
+#: digests (the bytes), so the same file through a hard link or a copy is the same request
+_INPUT_PATHS = ("data", "validation")
+
+
+def reuse_arguments(arguments: Any) -> Any:
+    """``arguments`` as ``--reuse`` compares them: without the private inputs' paths."""
+    if not isinstance(arguments, dict):
+        return arguments
+    return {k: v for k, v in arguments.items() if k not in _INPUT_PATHS}
 
 
 def _canonical(value: Any) -> str:

@@ -64,7 +64,9 @@ def request_digest(*, dataset: str, command: str, arguments: dict[str, Any],
                    spec_digest: str, input_digest: str | None) -> str:
     """A hash naming one ``--reuse`` request (what :meth:`dpcli.ledger.Ledger.completed_like`
     matches); it reveals nothing beyond what the ledger already records."""
-    text = json.dumps([dataset, command, arguments, spec_digest, input_digest],
+    from dpcli.ledger import reuse_arguments
+
+    text = json.dumps([dataset, command, reuse_arguments(arguments), spec_digest, input_digest],
                       sort_keys=True, ensure_ascii=False, default=str)
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:32]
 

@@ -52,8 +52,9 @@ def plan(
     (default: the same n). Exit 0 when it fits, 3 when it does not (reported,
     never scaled down); a command that cannot run as the spec stands (a
     publish-grid section over a schema with no grid axis) is named, the others
-    still planned, and the exit code is its error's. --json prints a list with one object per command
-    (command, epsilon, n, forecast, verdict, steps), each with the same
+    still planned, and the exit code is its error's. --json prints a list
+    with one object per command (command, epsilon, n, forecast, verdict,
+    steps), each with the same
     "workload" object: planned_epsilon (the total, targets' ε in place of the
     spec's), spec_epsilon, remaining, fits, unmet (targets no ε meets) and
     ledger (its path, or null before the first release).

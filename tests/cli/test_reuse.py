@@ -5,6 +5,7 @@ mechanism is shared by every spending command: dpcli.run.charged)."""
 from __future__ import annotations
 
 import json
+import os
 
 from tests.cli.conftest import Project
 
@@ -37,6 +38,19 @@ def test_a_spec_reached_through_a_symlink_is_the_same_request(project: Project, 
     link = project.root / "current.yaml"
     link.symlink_to(project.spec.name)
     r = cli("tabulate", project.data, "--spec", link, "--out", project.root / "t.csv",
+            "--epsilon", 0.3, "--reuse")
+    assert r.exit_code == 0 and "reused run" in r.stderr, r.stderr
+    assert len(project.reserves()) == 1
+
+
+def test_the_same_data_through_a_hard_link_is_the_same_request(project: Project,
+                                                                cli) -> None:
+    """Tester 15: the data reached through a hard link (another path, the same bytes) was
+    released and charged again under --reuse; inputs are matched by their keyed digests."""
+    assert _tab(cli, project, "--reuse").exit_code == 0
+    link = project.root / "hard.parquet"
+    os.link(project.data, link)
+    r = cli("tabulate", link, "--spec", project.spec, "--out", project.root / "t.csv",
             "--epsilon", 0.3, "--reuse")
     assert r.exit_code == 0 and "reused run" in r.stderr, r.stderr
     assert len(project.reserves()) == 1

@@ -28,7 +28,14 @@ def evaluate(spec: Spec, data: Path, *, model: Path | None = None,
     """
     from dpcli import protect
     from dpcli.algorithms import evaluate as ev
-    from dpcli.api.scoring import ledger_cautions, parse_range, score_input, warn_model_cautions
+    from dpcli.api.scoring import (
+        model_caution,
+        model_run,
+        parse_range,
+        score_input,
+        training_caution,
+        warn_model_cautions,
+    )
     from dpcli.api.spend import forecast_of
     from dpcli.budget import Budget
     from dpcli.forecast import evaluate as fc
@@ -42,7 +49,8 @@ def evaluate(spec: Spec, data: Path, *, model: Path | None = None,
     section = resolve_section(s, "evaluate", EvaluateSection, epsilon, cutoff=cutoff,
                               score_column=score_column, score_range=parse_range(score_range))
     si = score_input(s, section, model, score_column, score_range)
-    ledgered = ledger_cautions(s, si, data)   # an edited model file; its training rows
+    recorded = model_run(s, si)   # the model's run in this ledger, if it is there
+    ledgered = model_caution(si, recorded)   # an edited model file
     for said in ledgered.values():
         reporter.warn(said)
     cautioned = warn_model_cautions(reporter, si)
@@ -79,6 +87,11 @@ def evaluate(spec: Spec, data: Path, *, model: Path | None = None,
                           inputs=protect.model_inputs(model, si.model),
                           forecast=forecast_of("evaluate", si.spec, section,
                                                **fc_context))
+    # its own training rows? (by the digest prepare started beside the count: no extra read)
+    tested = training_caution(s, recorded, data)
+    for said in tested.values():
+        reporter.warn(said)
+    ledgered.update(tested)
     if dry_run:
         return spend.dry_run()
     plan = spend.plan

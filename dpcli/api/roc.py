@@ -43,7 +43,14 @@ def roc(spec: Spec, data: Path, *, model: Path | None = None, out: Path | None =
     from dpcli import protect
     from dpcli.algorithms import roc as pr
     from dpcli.algorithms import roc_scale
-    from dpcli.api.scoring import ledger_cautions, parse_range, score_input, warn_model_cautions
+    from dpcli.api.scoring import (
+        model_caution,
+        model_run,
+        parse_range,
+        score_input,
+        training_caution,
+        warn_model_cautions,
+    )
     from dpcli.api.spend import forecast_of
     from dpcli.budget import Budget
     from dpcli.errors import DataError
@@ -62,7 +69,8 @@ def roc(spec: Spec, data: Path, *, model: Path | None = None, out: Path | None =
                               auc_share=auc_share)
     config = pr.ROCConfig(**section.config_values())
     si = score_input(s, section, model, score_column, score_range)
-    ledgered = ledger_cautions(s, si, data)   # an edited model file; its training rows
+    recorded = model_run(s, si)   # the model's run in this ledger, if it is there
+    ledgered = model_caution(si, recorded)   # an edited model file
     for said in ledgered.values():
         reporter.warn(said)
     cautioned = warn_model_cautions(reporter, si)
@@ -95,6 +103,11 @@ def roc(spec: Spec, data: Path, *, model: Path | None = None, out: Path | None =
                           inputs=protect.model_inputs(model, si.model),
                           forecast=forecast_of("roc", si.spec, section,
                                                **fc_context))
+    # its own training rows? (by the digest prepare started beside the count: no extra read)
+    tested = training_caution(s, recorded, data)
+    for said in tested.values():
+        reporter.warn(said)
+    ledgered.update(tested)
     if dry_run:
         return spend.dry_run()
     plan = spend.plan

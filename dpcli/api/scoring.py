@@ -98,53 +98,60 @@ def score_input(spec: Spec, section: Any, model: Path | None, score_column: str 
     return _resolve(spec, model, score_column, parse_range(score_range))
 
 
-def ledger_cautions(spec: Spec, si: ScoreInput, data: Path | str) -> dict[str, str]:
-    """What this dataset's ledger says against scoring ``data`` with this model, before the
-    charge: the payload keys ``model_caution`` and ``test_caution`` (absent when silent).
-
-    ``model_caution``: the model file is not the one its ledger run released. The ledger
-    records the SHA-256 of every output; a model whose run is in this ledger but whose
-    bytes match none of that run's outputs was edited (or replaced) since its release: the
-    scores it gives are not the release's.
-
-    ``test_caution``: ``data`` is (byte for byte) the file the model's run trained on, or
-    validate's validation file: scores on rows the model fitted overstate how it does on
-    new rows. Compared by the keyed digests the ledger records (a copy under another name
-    is the same data; a reordered or larger file is not detected).
-
-    Reads only the model file, the ledger and ``data``'s bytes (the digest the run computes
-    for its ledger entry anyway); nothing when the model's run is not in this ledger (a
-    model of another dataset or ledger).
-    """
+def model_run(spec: Spec, si: ScoreInput) -> Any:
+    """The model's completed run in this dataset's ledger (a RunView), or None: a score
+    column, a model of another dataset or ledger, a run not complete. Reads the ledger."""
     from dpcli.api.spend import recorded_runs
-    from dpcli.data.location import is_remote
-    from dpcli.fingerprint import file_digest, input_digest
 
     run_id = si.source_note.get("model_run_id")
     path = si.source_note.get("model")
     if si.model is None or not isinstance(run_id, str) or not isinstance(path, str):
-        return {}
+        return None
     if not Path(path).is_file():
-        return {}
+        return None
     run = next((r for r in recorded_runs(spec) if r.run_id == run_id), None)
-    if run is None or run.status != "complete" or not run.outputs:
+    return None if run is None or run.status != "complete" or not run.outputs else run
+
+
+def model_caution(si: ScoreInput, run: Any) -> dict[str, str]:
+    """``{"model_caution": …}`` when the model file is not the one its ledger ``run``
+    released: the ledger records the SHA-256 of every output, and a model whose bytes match
+    none of its run's outputs was edited (or replaced) since: the scores it gives are not
+    the release's. Reads only the model file."""
+    from dpcli.fingerprint import file_digest
+
+    if run is None:
         return {}
-    found: dict[str, str] = {}
-    if file_digest(Path(path)) not in {o.get("sha256") for o in run.outputs}:
-        found["model_caution"] = (
-            f"{path}: is not the model ledger run {run_id[:8]} ({run.command}) released: its "
-            "bytes match none of the run's recorded outputs (edited or replaced since?). The "
-            "scores evaluated are this file's, not the release's")
-    if run.input_digests and not is_remote(data):
-        digest = input_digest(spec.ledger_path, data)
-        if digest in run.input_digests:
-            role = ("trained on" if digest == run.input_digests[0]
-                    else "chose its regulariser on (its validation file)")
-            found["test_caution"] = (
-                f"{data}: is the file ledger run {run_id[:8]} ({run.command}) {role}, byte "
-                "for byte: measured on rows the model has seen, its accuracy and AUC overstate "
-                "how it does on new rows. Evaluate on rows it did not see (a held-out split)")
-    return found
+    path = si.source_note["model"]
+    if file_digest(Path(path)) in {o.get("sha256") for o in run.outputs}:
+        return {}
+    return {"model_caution": (
+        f"{path}: is not the model ledger run {run.run_id[:8]} ({run.command}) released: its "
+        "bytes match none of the run's recorded outputs (edited or replaced since?). The "
+        "scores evaluated are this file's, not the release's")}
+
+
+def training_caution(spec: Spec, run: Any, data: Path | str) -> dict[str, str]:
+    """``{"test_caution": …}`` when ``data`` is, byte for byte, the file the model's ledger
+    ``run`` trained on, or validate's validation file: scores on rows the model fitted
+    overstate how it does on new rows. Compared by the keyed digests the ledger records (a
+    copy under another name is the same data; a reordered or larger file is not detected).
+    Reads ``data``'s bytes for the digest the run's own ledger entry needs anyway (called
+    after :meth:`Spend.prepare`, which starts it beside the record count)."""
+    from dpcli.data.location import is_remote
+    from dpcli.fingerprint import input_digest
+
+    if run is None or not run.input_digests or is_remote(data):
+        return {}
+    digest = input_digest(spec.ledger_path, data)
+    if digest not in run.input_digests:
+        return {}
+    role = ("trained on" if digest == run.input_digests[0]
+            else "chose its regulariser on (its validation file)")
+    return {"test_caution": (
+        f"{data}: is the file ledger run {run.run_id[:8]} ({run.command}) {role}, byte for "
+        "byte: measured on rows the model has seen, its accuracy and AUC overstate how it "
+        "does on new rows. Evaluate on rows it did not see (a held-out split)")}
 
 
 def warn_model_cautions(reporter: Any, si: ScoreInput) -> dict[str, Any]:

@@ -475,7 +475,7 @@ def test_scoring_a_model_on_its_own_training_file_is_named(project: Project, cli
     assert r.exit_code == 0, r.stderr
     said = "is the file ledger run"
     assert said in r.stderr and "(train-nb) trained on" in r.stderr
-    assert r.stderr.index(said) < r.stderr.index("privacy plan")   # before the charge
+    assert r.stderr.index(said) < r.stderr.index("spent ε")   # said before the release
     assert "trained on" in json.loads(out.read_text())["payload"]["test_caution"]
     r = cli("show", out)
     assert r.exit_code == 0 and said in r.stdout, r.stdout

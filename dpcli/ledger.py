@@ -507,12 +507,7 @@ class Ledger:
                 "remaining_delta": float(remaining_after.delta),
                 "seeded": bool(seeded),
             }
-            if fold.identity_path != str(self.file):
-                # moved on its file system since the chain last named its file (or a chain
-                # that never did): recorded, so that `repair --moved` on a copy made from
-                # here finds this original where the chain says (the same file: no adoption)
-                entry["file"] = _file_record(_identity(_stamp(os.fstat(fd), _birth_ns(fd))),
-                                             self.file)
+            entry |= _file_if_moved(fold, fd, self.file)
             shared = fold.datasets_with_input(input_digest, besides=self.dataset)
             digest = _append(self.file, fd, key, fold, entry, path=self.path)
         return Reservation(run_id, self.dataset, charge, digest, seq, remaining_after, shared)
@@ -758,7 +753,8 @@ def raise_total(path: Path, dataset: str, epsilon: float | str | None,
         old = state.total  # the append folds the entry into ``state``: keep the old total
         entry = ledger._common("raise", fold.entries, fold.head) | {
             "total_epsilon": float(new.epsilon), "total_delta": float(new.delta),
-            "previous_epsilon": float(old.epsilon), "previous_delta": float(old.delta)}
+            "previous_epsilon": float(old.epsilon), "previous_delta": float(old.delta),
+            **_file_if_moved(fold, fd, real)}
         _append(real, fd, key, fold, entry, path=Path(path))
         return old, new
 
@@ -974,7 +970,8 @@ class _Fold:
             # the file the chain lives in: a genesis's, a reserve's after a move, a --moved
             # repair's (the last one counts)
             named = (entry.get("moved") if entry["kind"] == "repair" else
-                     entry.get("file") if entry["kind"] in ("genesis", "reserve") else None)
+                     entry.get("file") if entry["kind"] in ("genesis", "reserve", "raise")
+                     else None)
             if (isinstance(named, dict) and isinstance(named.get("device"), int)
                     and isinstance(named.get("inode"), int)):
                 birth = named.get("birth_ns")
@@ -1147,6 +1144,17 @@ def _original_still_there(fold: _Fold, here: Path) -> str | None:
         return None if _other_file(fold.origin, os.fstat(fd), _birth_ns(fd)) else where
     finally:
         os.close(fd)
+
+
+def _file_if_moved(fold: _Fold, fd: int, real: Path) -> dict[str, Any]:
+    """``{"file": …}`` for a reserve or raise entry when the chain last named its file at
+    another path (moved on its file system: the same file, so no adoption) or never named
+    it: so that `repair --moved` on a copy made from here finds this original where the
+    chain says. {} otherwise. Only on a file its checkpoint was written for (callers refuse
+    a relocated one first)."""
+    if fold.identity_path == str(real):
+        return {}
+    return {"file": _file_record(_identity(_stamp(os.fstat(fd), _birth_ns(fd))), real)}
 
 
 def _file_record(identity: list[int], path: Path) -> dict[str, Any]:

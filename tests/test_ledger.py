@@ -762,7 +762,7 @@ def test_a_move_on_its_file_system_is_recorded_by_the_next_spend(small_ledger: P
     where it is now, and adoption of a copy is refused while the original is there."""
     import shutil
 
-    from dpcli.ledger import adopt_moved, companion_paths
+    from dpcli.ledger import adopt_moved, companion_paths, raise_total
 
     folder = tmp_path / "renamed"
     small_ledger.parent.rename(folder)
@@ -773,6 +773,12 @@ def test_a_move_on_its_file_system_is_recorded_by_the_next_spend(small_ledger: P
     assert last["file"]["inode"] == here.stat().st_ino
     reserve(Ledger(here, "uci-adult", Budget(1)), 0.05)   # recorded once, not every run
     assert "file" not in json.loads(here.read_text().splitlines()[-1])["entry"]
+    again = tmp_path / "again"   # moved once more, then a raise is its first write
+    folder.rename(again)
+    here = again / small_ledger.name
+    raise_total(here, "uci-adult", 2)
+    last = json.loads(here.read_text().splitlines()[-1])["entry"]
+    assert last["kind"] == "raise" and last["file"]["path"] == str(here.resolve())
     copy = tmp_path / "copy"
     copy.mkdir()
     for part in companion_paths(here):

@@ -862,6 +862,22 @@ def fmt_cell(cells: list[dict], expected: int = 0) -> str:
     return " ".join(parts)
 
 
+def _difference_z(mine: list[dict], theirs: list[dict]) -> float | None:
+    """(mean AUC of ``mine`` − of ``theirs``) over its standard error from the runs' spread
+    (unpaired: the two draw their noise independently); None below two runs each."""
+    a = [c["auc"] for c in mine if c.get("status") == "ok" and _finite(c.get("auc"))]
+    b = [c["auc"] for c in theirs if c.get("status") == "ok" and _finite(c.get("auc"))]
+    if len(a) < 2 or len(b) < 2:
+        return None
+    se = math.sqrt(np.var(a, ddof=1) / len(a) + np.var(b, ddof=1) / len(b))
+    diff = float(np.mean(a) - np.mean(b))
+    return diff / se if se > 0 else (0.0 if diff == 0 else math.copysign(math.inf, diff))
+
+
+def _finite(x: object) -> bool:
+    return isinstance(x, float | int) and math.isfinite(x)
+
+
 def cells_of(cells: list[dict], name: str, learner: str, eps) -> list[dict]:
     return [c for c in cells if c["dataset"] == name and c["learner"] == learner
             and c["epsilon"] == eps]
@@ -896,6 +912,7 @@ def findings(cells: list[dict], names, epsilons, learners) -> list[str]:
     high = [e for e in epsilons if e >= 0.5]
     out = []
     loses, degenerate, silent, bal, errors, wins = [], [], [], [], [], []
+    clear: list[str] = []   # below by more than two standard errors
     for name in names:
         for learner in learners:
             if applicable(name, learner):
@@ -907,10 +924,15 @@ def findings(cells: list[dict], names, epsilons, learners) -> list[str]:
                 mine = cells_of(cells, name, learner, e)
                 if not mine:
                     continue
-                a, ref_a = mean(mine, "auc"), mean(cells_of(cells, name, dp_ref, e), "auc")
+                theirs = cells_of(cells, name, dp_ref, e)
+                a, ref_a = mean(mine, "auc"), mean(theirs, "auc")
                 if a is not None and ref_a is not None:
+                    z = _difference_z(mine, theirs)
+                    if a < ref_a and z is not None and z < -2:
+                        clear.append(f"{name} {learner} ε={e:g}")
                     (loses if a < ref_a else wins).append(
-                        f"{name} {learner} ε={e:g}: {a:.3f} vs {ref_a:.3f}")
+                        f"{name} {learner} ε={e:g}: {a:.3f} vs {ref_a:.3f}"
+                        + ("" if z is None else f" (z = {z:.2f})"))
                 deg = [c for c in mine if c.get("status") == "ok" and c.get("degenerate")]
                 if deg:
                     why = sorted({w for c in deg for w in c["degenerate_why"]})
@@ -934,7 +956,10 @@ def findings(cells: list[dict], names, epsilons, learners) -> list[str]:
 
     n_pairs = len(loses) + len(wins)
     block(f"dpcli learner's mean AUC below its nearest diffprivlib model's (of {n_pairs} "
-          "dataset × learner × ε cells with both)", loses)
+          "dataset × learner × ε cells with both; z: the difference over its standard error "
+          "from the runs' spread, unpaired)", loses)
+    block("… of which more than two standard errors below (about 2.3 % of the cells would be "
+          "by chance alone if the two were equal)", clear)
     block("Cells with a degenerate run (runs degenerate / runs)", degenerate)
     block("… of which at least one degenerate run said nothing on stderr", silent)
     block("Mean balanced accuracy ≤ 0.5 where the non-private model of that family has > 0.6",

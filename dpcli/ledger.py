@@ -253,7 +253,7 @@ def read_key(path: Path) -> bytes:
     """The ledger's secret key; LedgerError when it is missing or unreadable."""
     key_file = key_path(path)
     try:
-        key = key_file.read_bytes().strip()
+        key = _read_regular(key_file).strip()
     except OSError:
         raise LedgerError(f"{key_file}: the ledger's key is missing or unreadable; "
                           "restore it from the custodian's backup") from None
@@ -261,6 +261,19 @@ def read_key(path: Path) -> bytes:
         raise LedgerError(f"{key_file}: the ledger's key is empty; restore it from the "
                           "custodian's backup")
     return key
+
+
+def _read_regular(path: Path) -> bytes:
+    """A small sidecar file's bytes; OSError (ENXIO or EINVAL) for anything but a regular
+    file, instead of blocking on a FIFO put in its place."""
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", str(path))
+        with os.fdopen(os.dup(fd), "rb") as handle:
+            return handle.read()
+    finally:
+        os.close(fd)
 
 
 def key_fingerprint(key: bytes) -> str:
@@ -917,7 +930,9 @@ class _Fold:
         # the [device, inode] the chain itself last recorded for its file (a genesis, a
         # --moved repair): what `repair --trust-chain` compares a file without checkpoint to
         self.identity: list[int] | None = None
-        self.identity_path: str | None = None
+        # every path the chain recorded for that file (a move, a bind mount, a rename back):
+        # `repair --moved` is refused while any of them still opens to the original
+        self.identity_paths: list[str] = []
         self.anchor_seen = False
         # the repair entries fed (few; not kept in a checkpoint: a full scan's only)
         self.repairs: list[dict[str, Any]] = []
@@ -975,9 +990,13 @@ class _Fold:
             if (isinstance(named, dict) and isinstance(named.get("device"), int)
                     and isinstance(named.get("inode"), int)):
                 birth = named.get("birth_ns")
-                self.identity = [named["device"], named["inode"],
-                                 *([birth] if isinstance(birth, int) and birth else [])]
-                self.identity_path = named.get("path")
+                identity = [named["device"], named["inode"],
+                            *([birth] if isinstance(birth, int) and birth else [])]
+                if identity != self.identity:   # another file (a genesis, an adoption)
+                    self.identity, self.identity_paths = identity, []
+                path = named.get("path")
+                if isinstance(path, str) and path not in self.identity_paths:
+                    self.identity_paths.append(path)
 
     def _apply(self, entry: dict[str, Any], stored: str, index: int, where: str) -> None:
         kind, name = entry["kind"], entry["dataset"]
@@ -1061,7 +1080,7 @@ class _Fold:
             "open": {run_id: list(v) for run_id, v in self.open.items()},
             **({"inputs": {name: seen.text() for name, seen in self.inputs.items()}}
                if self.inputs is not None else {}),
-            **({"file": {"identity": self.identity, "path": self.identity_path}}
+            **({"file": {"identity": self.identity, "paths": self.identity_paths}}
                if self.identity is not None else {}),
         }
 
@@ -1083,8 +1102,10 @@ class _Fold:
         known = body.get("file")   # absent in a checkpoint written before it was kept
         if isinstance(known, dict) and isinstance(known.get("identity"), list):
             fold.identity = [int(x) for x in known["identity"]]
-            path = known.get("path")
-            fold.identity_path = path if isinstance(path, str) else None
+            paths = known.get("paths")
+            path = known.get("path")   # written by an unreleased build as one path
+            fold.identity_paths = ([str(x) for x in paths] if isinstance(paths, list)
+                                   else [path] if isinstance(path, str) else [])
         return fold
 
 
@@ -1131,28 +1152,32 @@ def _stamp(st: os.stat_result, birth: int = 0) -> list[int]:
 
 
 def _original_still_there(fold: _Fold, here: Path) -> str | None:
-    """The path the chain last recorded for its file, when a file is still there that is
-    the one the checkpoint names (``fold.origin``) and not ``here``: the original of a copy."""
-    where = fold.identity_path
-    if not where or fold.origin is None or Path(where) == here.resolve():
+    """A path the chain recorded for its file where a file is still there that is the one
+    the checkpoint names (``fold.origin``) and not ``here``: the original of a copy."""
+    if fold.origin is None:
         return None
-    try:
-        fd = os.open(where, os.O_RDONLY | os.O_CLOEXEC)
-    except OSError:
-        return None
-    try:
-        return None if _other_file(fold.origin, os.fstat(fd), _birth_ns(fd)) else where
-    finally:
-        os.close(fd)
+    for where in fold.identity_paths:
+        if Path(where) == here.resolve():
+            continue
+        try:
+            fd = os.open(where, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
+        except OSError:
+            continue
+        try:
+            if not _other_file(fold.origin, os.fstat(fd), _birth_ns(fd)):
+                return where
+        finally:
+            os.close(fd)
+    return None
 
 
 def _file_if_moved(fold: _Fold, fd: int, real: Path) -> dict[str, Any]:
-    """``{"file": …}`` for a reserve or raise entry when the chain last named its file at
-    another path (moved on its file system: the same file, so no adoption) or never named
-    it: so that `repair --moved` on a copy made from here finds this original where the
-    chain says. {} otherwise. Only on a file its checkpoint was written for (callers refuse
-    a relocated one first)."""
-    if fold.identity_path == str(real):
+    """``{"file": …}`` for a reserve or raise entry when the chain never named its file at
+    this path (moved on its file system, a bind mount: the same file, so no adoption), so
+    that `repair --moved` on a copy made from here finds this original where the chain
+    says; {} otherwise. Only on a file its checkpoint was written for (callers refuse a
+    relocated one first)."""
+    if str(real) in fold.identity_paths:
         return {}
     return {"file": _file_record(_identity(_stamp(os.fstat(fd), _birth_ns(fd))), real)}
 
@@ -1242,7 +1267,7 @@ def _read_checkpoint(real: Path, key: bytes) -> dict[str, Any] | None:
     """The checkpoint's body if its MAC holds; None when there is none; LedgerError if forged."""
     head = head_path(real)
     try:
-        raw = head.read_bytes()
+        raw = _read_regular(head)
     except FileNotFoundError:
         return None
     except OSError as exc:
@@ -1615,7 +1640,10 @@ def _locked(real: Path, *, exclusive: bool) -> Iterator[int]:
     have replaced it while we waited: then try again). A file with several
     hard links is refused. An OSError becomes a LedgerError naming the file.
     """
-    flags = (os.O_RDWR | os.O_APPEND if exclusive else os.O_RDONLY) | os.O_CLOEXEC
+    # O_NONBLOCK: a FIFO put at the ledger's path is refused below instead of hanging the
+    # open (a regular file's reads and writes ignore the flag)
+    flags = ((os.O_RDWR | os.O_APPEND if exclusive else os.O_RDONLY) | os.O_CLOEXEC
+             | os.O_NONBLOCK)
     fd = -1
     try:
         for _ in range(_LOCK_TRIES):

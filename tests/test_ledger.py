@@ -789,6 +789,50 @@ def test_a_move_on_its_file_system_is_recorded_by_the_next_spend(small_ledger: P
     assert verify_file(here).ok
 
 
+def test_a_copy_is_refused_while_the_original_is_at_any_path_the_chain_recorded(
+        small_ledger: Path, tmp_path: Path) -> None:
+    """Review: a spend through a temporary path (a folder renamed and renamed back, a bind
+    mount) replaced the one path `repair --moved` checked, so a copy taken afterwards was
+    adopted while the original was back in use. Every path recorded for the file counts,
+    and a path already recorded is not recorded again (a bind mount's back and forth)."""
+    import shutil
+
+    from dpcli.ledger import adopt_moved, companion_paths
+
+    folder = small_ledger.parent
+    away = tmp_path / "away"
+    folder.rename(away)
+    reserve(Ledger(away / small_ledger.name, "uci-adult", Budget(1)), 0.05)  # records away
+    away.rename(folder)
+    reserve(Ledger(small_ledger, "uci-adult", Budget(1)), 0.05)   # home: recorded already
+    assert "file" not in json.loads(small_ledger.read_text().splitlines()[-1])["entry"]
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    for part in companion_paths(small_ledger):
+        if part.is_file():
+            shutil.copy2(part, copy / part.name)
+    with pytest.raises(LedgerError, match=f"still at {small_ledger.resolve()}"):
+        adopt_moved(copy / small_ledger.name, "uci-adult")
+
+
+def test_a_fifo_in_place_of_the_ledger_or_its_checkpoint_is_refused_not_waited_on(
+        path: Path) -> None:
+    """Testers 16 and 17: a FIFO at the ledger's path (or its .head's) hung `ledger show`,
+    `verify` and every spend in open(); it is refused as not a regular file."""
+    from dpcli.ledger import head_path
+
+    head = head_path(path)
+    head.unlink()
+    os.mkfifo(head)
+    with pytest.raises(LedgerError, match="not a regular file"):
+        Ledger(path, "uci-adult", Budget(1)).summary()
+    head.unlink()
+    path.unlink()
+    os.mkfifo(path)
+    with pytest.raises(LedgerError, match="not a regular file"):
+        verify_file(path)
+
+
 def test_a_chain_without_its_files_identity_records_it_at_the_first_spend(
         small_ledger: Path, tmp_path: Path) -> None:
     """A ledger from before the genesis named its file: its first spend records it, so a

@@ -780,15 +780,15 @@ def domain_cautions(model: NaiveBayesModel, p: Plan) -> list[str]:
     """What the released count tables say about the declared domains (post-processing of
     released values: free, no record read).
 
-    A binary column whose released counts hold (almost) no row at one of its two values
-    (summed over the classes: within :data:`ABSENT_SDS` noise standard deviations of zero,
-    while the other value is not) is (near) constant and adds nothing to the model; when the
-    absent value is the second, the usual cause is a file that writes the values otherwise
-    ('Male' for 'male'): a binary column reads any undeclared value as its first. A
-    categorical column with :data:`OTHER_SHARE` or more of its released mass at ``other``
-    holds mostly undeclared values. Judged only where the noise floor is at most
-    :data:`RESOLVABLE_SHARE` of the column's released mass (below, a level that small is
-    within the noise). ``p``: the run's plan (its steps' noise scales).
+    A binary column one of whose values cannot be told from zero in any class (every
+    released cell of it within :data:`ABSENT_SDS` noise standard deviations of zero) while
+    the other value can: either (almost) no row holds it — the usual cause a file that
+    writes the values otherwise ('Male' for 'male'), since a binary column reads any
+    undeclared value as its first — or it is too rare for this ε to see. A categorical
+    column with :data:`OTHER_SHARE` or more of its released mass at ``other`` holds mostly
+    undeclared values. Judged only where the noise floor is at most
+    :data:`RESOLVABLE_SHARE` of the column's released mass. ``p``: the run's plan (its
+    steps' noise scales).
     """
     out: list[str] = []
     hint = ("if the file writes them another way (case, spaces, codes), declare them as "
@@ -799,19 +799,22 @@ def domain_cautions(model: NaiveBayesModel, p: Plan) -> list[str]:
             continue
         step = p.step(f"counts:{name}")
         scale = step.integer_sensitivity() / step.budget.eps
-        floor = ABSENT_SDS * math.sqrt(_variance(scale) * table.shape[0])
-        totals = np.asarray(table, float).sum(axis=0)
-        if floor > RESOLVABLE_SHARE * totals.sum():
+        cell = ABSENT_SDS * math.sqrt(_variance(scale))   # one released cell's noise floor
+        cells = np.asarray(table, float)
+        totals = cells.sum(axis=0)
+        if cell * math.sqrt(cells.shape[0]) > RESOLVABLE_SHARE * totals.sum():
             continue   # the noise could hide a level of this size: nothing to tell
         if isinstance(col, BinaryColumn):
+            zero = [bool((cells[:, i] <= cell).all()) for i in range(2)]
             for i, value in enumerate(col.values):
-                if totals[i] <= floor < totals[1 - i]:
+                if zero[i] and not zero[1 - i]:
                     why = (f" A binary column reads any value outside its declared pair as "
                            f"{col.values[0]!r}: {hint}" if i == 1 else "")
-                    out.append(f"column '{name}': the released counts hold (almost) no row "
-                               f"at {value!r} in any class, so the column is (near) constant "
-                               f"and adds nothing to the model.{why}")
-        elif totals[-1] > floor and totals[-1] >= OTHER_SHARE * max(totals.sum(), 1.0):
+                    out.append(f"column '{name}': its released counts at {value!r} cannot be "
+                               f"told from zero in any class at this ε: (almost) no row has "
+                               f"it, or it is too rare to see, and the column adds (almost) "
+                               f"nothing to the model.{why}")
+        elif totals[-1] > cell and totals[-1] >= OTHER_SHARE * max(totals.sum(), 1.0):
             out.append(f"column '{name}': the released counts put most rows "
                        f"({totals[-1] / totals.sum():.0%}) at 'other', outside its declared "
                        f"categories: {hint}")

@@ -94,7 +94,9 @@ def plan(
         for line in _lines(w, verbose):
             ui.result(line)
     if w.problem is not None:   # every other command was planned and shown above
-        ui.error(w.problem[0])
+        for item in w.items:
+            if item.problem is not None:
+                ui.error(item.problem[0])
         raise typer.Exit(w.problem[1])
     if write:
         _write(ui, s.path, w)
@@ -147,7 +149,7 @@ def _lines(w: object, verbose: bool) -> list[str]:
                   f"{format_amount(w.total_budget.epsilon)} is all there is"))
     if w.problem is not None:
         out.append("cannot run as the spec stands: " + ", ".join(
-            i.command for i in w.items if i.problem is not None) + " (the error below)")
+            i.command for i in w.items if i.problem is not None) + " (the errors below)")
     elif w.unsolved:
         out.append("does NOT fit: " + ", ".join(str(s.target) for s in w.unsolved)
                    + " cannot be met at this n")

@@ -1416,7 +1416,10 @@ def moved_message(path: Path) -> str:
             "same budget a second time, so spending from it is refused; nothing was charged. "
             "If this file is now the dataset's only ledger, run `dpcli ledger repair --spec "
             "SPEC --moved` to say so (recorded in the ledger); otherwise point the spec's "
-            "`ledger:` at the original (docs/ledger.md)")
+            "`ledger:` at the original. If it is a restored backup or an older version (git "
+            "checkout, tar, rsync), do NOT run --moved: that forgets every run since the "
+            "backup; compare `dpcli ledger verify`'s head with one recorded elsewhere first "
+            "(docs/ledger.md)")
 
 
 def relocated(path: Path, dataset: str) -> bool:

@@ -125,6 +125,28 @@ def writable_bytes(folder: Path) -> int | None:
     return room
 
 
+def require_ledger_room(ledger: Path) -> None:
+    """IOFailure (exit 74) before a charge when the ledger file cannot grow by MIN_ROOM: its
+    file system's space or inodes (each append rewrites the checkpoint beside it), or the
+    process's file size limit less the ledger's size. A run charged there would release its
+    outputs and then fail to record its end (testers 16, 17: the run shown interrupted, its
+    outputs refused as unknown on the retry)."""
+    real = Path(os.path.realpath(ledger))
+    room = writable_bytes(real.parent)
+    with contextlib.suppress(ImportError, OSError, ValueError):
+        import resource
+
+        soft, _ = resource.getrlimit(resource.RLIMIT_FSIZE)
+        if soft != resource.RLIM_INFINITY:
+            left = soft - real.stat().st_size
+            room = left if room is None else min(room, left)
+    if room is not None and room < MIN_ROOM:
+        raise IOFailure(f"{real}: the ledger cannot grow: {max(room, 0):,} bytes can be "
+                        f"written to it (free space and inodes under {real.parent}, or the "
+                        f"process's file size limit, `ulimit -f`, less its size), less than "
+                        f"the {MIN_ROOM:,} a run needs to record itself; nothing was charged")
+
+
 def refuse_special(path: Path) -> None:
     """UsageError (exit 64) if ``path`` is, or links to, something other than a regular file or
     folder: a device (``/dev/null``, ``/dev/stdout``), a FIFO or a socket.

@@ -122,6 +122,10 @@ def prepare_source(spec: Spec, data: Path | str, columns: Sequence[str], total: 
                          f"(available: {', '.join(available_engines())})")
     source.check_structure(columns)
     summary = open_ledger(spec).summary(runs=False)
+    if not dry_run:
+        from dpcli.io import require_ledger_room
+
+        require_ledger_room(spec.ledger_path)
     if summary.relocated and not REUSE.get():
         # refused at its reservation anyway: said before the plan and the forecast, not after
         # (with --reuse an earlier release may still answer: that spends nothing)

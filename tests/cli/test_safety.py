@@ -7,6 +7,7 @@ import hashlib
 import json
 import os
 import shutil
+from pathlib import Path
 
 import yaml
 
@@ -288,6 +289,25 @@ def test_a_complete_entry_that_cannot_be_written_is_said_once(project: Project, 
     assert "recorded as failed" not in r.stderr
     assert json.loads(r.stdout.strip().splitlines()[-1])["charged"] is True
     assert (project.root / "o.csv").exists()
+
+
+def test_a_ledger_that_cannot_grow_is_refused_before_the_charge(project: Project, cli,
+                                                                  monkeypatch,
+                                                                  tmp_path_factory) -> None:
+    """Testers 16, 17: the ledger's own disk nearly full (or `ulimit -f` near its size)
+    released the outputs, then failed to record the run's end. The ledger's room is checked
+    before the charge too."""
+    from dpcli import io
+
+    ledger_folder = project.ledger.resolve().parent
+    monkeypatch.setattr(io, "writable_bytes",
+                        lambda folder: 4096 if Path(folder).resolve() == ledger_folder
+                        else 10 ** 9)
+    out = tmp_path_factory.mktemp("elsewhere") / "t.csv"
+    r = cli("tabulate", project.data, "--spec", project.spec, "--out", out,
+            "--epsilon", 0.3)
+    assert r.exit_code == 74 and "the ledger cannot grow" in r.stderr, r.stderr
+    assert project.no_runs() and not out.exists()
 
 
 def test_a_disk_with_no_room_is_refused_before_the_charge(project: Project, cli,

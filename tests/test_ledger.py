@@ -833,6 +833,26 @@ def test_a_fifo_in_place_of_the_ledger_or_its_checkpoint_is_refused_not_waited_o
         verify_file(path)
 
 
+def test_without_birth_times_a_new_file_on_a_reused_inode_is_told_by_its_generation(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tester 17: on ext4 with 128-byte inodes (no birth time) a `git checkout` of the
+    ledger and its checkpoint reused the inode, and the restored, smaller spend was taken as
+    the ledger. There the inode's generation number marks the file: a new file on the same
+    inode number (simulated: its generation changed) is refused like a copy."""
+    from dpcli import ledger as lg
+
+    monkeypatch.setattr(lg, "_btime", lambda fd: 0)
+    monkeypatch.setattr(lg, "_generation", lambda fd: 5)
+    ledger = tmp_path / "ext4" / "ledger.jsonl"
+    init_ledger(ledger, "uci-adult", Budget(1))              # genesis and checkpoint: 5
+    assert json.loads(ledger.read_text().splitlines()[0])["entry"]["file"]["birth_ns"] == (
+        lg._GENERATION_MARK | 5)
+    reserve(Ledger(ledger, "uci-adult", Budget(1)), 0.05)    # the same file: fine
+    monkeypatch.setattr(lg, "_generation", lambda fd: 7)      # another file, same inode
+    with pytest.raises(LedgerError, match="checkpoint was written for"):
+        reserve(Ledger(ledger, "uci-adult", Budget(1)), 0.05)
+
+
 def test_a_chain_without_its_files_identity_records_it_at_the_first_spend(
         small_ledger: Path, tmp_path: Path) -> None:
     """A ledger from before the genesis named its file: its first spend records it, so a

@@ -140,6 +140,10 @@ def _repairs(entries: Iterable[dict[str, Any]], dataset: str) -> list[dict[str, 
             out.append({"time": e.get("time"), "seq": e.get("seq"), "what": "moved",
                         "moved": moved})
             continue
+        if not trusted and "completed_line" in e:   # nothing dropped: a newline restored
+            out.append({"time": e.get("time"), "seq": e.get("seq"),
+                        "what": "completed_newline", "completed_line": e["completed_line"]})
+            continue
         out.append({"time": e.get("time"), "seq": e.get("seq"),
                     "what": "trusted_chain" if trusted else "dropped_torn_line",
                     **({"trusted_chain": trusted} if trusted else
@@ -165,6 +169,9 @@ def _say_repairs(ui: UI, repairs: list[dict[str, Any]]) -> None:
             ui.say(f"note: {when}: `ledger repair --moved` adopted this file as the ledger "
                    f"({m.get('path')}, device {m.get('device')}, inode {m.get('inode')}): "
                    "any copy it was made from must not be used", markup=False)
+        elif r["what"] == "completed_newline":   # nothing dropped
+            ui.say(f"note: {when}: `ledger repair` restored the final newline of line "
+                   f"{r.get('completed_line')} (nothing was dropped)", markup=False)
         else:
             ui.say(f"note: {when}: `ledger repair` dropped a torn last line "
                    f"(line {r.get('dropped_line')})", markup=False)

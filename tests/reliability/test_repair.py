@@ -87,6 +87,9 @@ def test_a_whole_entry_that_lost_only_its_newline_is_completed_not_dropped(
     assert repair["kind"] == "repair" and repair["dropped_bytes"] == 0
     assert repair["completed_line"] == repair["dropped_line"]
     assert verify_file(project.ledger).ok
+    shown = cli("ledger", "show", "--spec", project.spec)
+    assert "restored the final newline of line" in shown.stderr + shown.stdout
+    assert "dropped a torn last line" not in shown.stderr + shown.stdout   # tester 17
     spend(project, cli, "b.csv")
 
 

@@ -438,9 +438,8 @@ def envelope_cautions(env: dict[str, Any]) -> list[str]:
                         "class, not by its score)")
         out.append("released as a degenerate model: " + ("; ".join(what) or "see 'degeneracy'")
                    + " — its predictions may be (near) constant or one-class")
-    # evaluate's no-skill, roc's AUC noise, an edited model file or its own training rows
-    # (roc, evaluate)
-    for key in ("caution", "noise_dominates", "auc_caution", "model_caution", "test_caution"):
+    # evaluate's no-skill, roc's AUC noise, an edited model file (roc, evaluate)
+    for key in ("caution", "noise_dominates", "auc_caution", "model_caution"):
         if isinstance(payload, dict) and isinstance(payload.get(key), str):
             out.append(payload[key])
     # a released model's tables against its declared domains (train-nb)

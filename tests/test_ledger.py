@@ -760,9 +760,8 @@ def test_a_move_on_its_file_system_is_recorded_by_the_next_spend(small_ledger: P
     chain still named the old path, so `repair --moved` on the copy found nothing there and
     adopted it: two accounts of one budget. The first spend after a move records the file
     where it is now, and adoption of a copy is refused while the original is there."""
-    import shutil
 
-    from dpcli.ledger import adopt_moved, companion_paths, raise_total
+    from dpcli.ledger import adopt_moved, raise_total
 
     folder = tmp_path / "renamed"
     small_ledger.parent.rename(folder)
@@ -779,13 +778,8 @@ def test_a_move_on_its_file_system_is_recorded_by_the_next_spend(small_ledger: P
     raise_total(here, "uci-adult", 2)
     last = json.loads(here.read_text().splitlines()[-1])["entry"]
     assert last["kind"] == "raise" and last["file"]["path"] == str(here.resolve())
-    copy = tmp_path / "copy"
-    copy.mkdir()
-    for part in companion_paths(here):
-        if part.is_file():
-            shutil.copy2(part, copy / part.name)
     with pytest.raises(LedgerError, match=f"still at {here.resolve()}"):
-        adopt_moved(copy / here.name, "uci-adult")
+        adopt_moved(_copied(here, tmp_path), "uci-adult")
     assert verify_file(here).ok
 
 
@@ -795,9 +789,8 @@ def test_a_copy_is_refused_while_the_original_is_at_any_path_the_chain_recorded(
     mount) replaced the one path `repair --moved` checked, so a copy taken afterwards was
     adopted while the original was back in use. Every path recorded for the file counts,
     and a path already recorded is not recorded again (a bind mount's back and forth)."""
-    import shutil
 
-    from dpcli.ledger import adopt_moved, companion_paths
+    from dpcli.ledger import adopt_moved
 
     folder = small_ledger.parent
     away = tmp_path / "away"
@@ -806,13 +799,8 @@ def test_a_copy_is_refused_while_the_original_is_at_any_path_the_chain_recorded(
     away.rename(folder)
     reserve(Ledger(small_ledger, "uci-adult", Budget(1)), 0.05)   # home: recorded already
     assert "file" not in json.loads(small_ledger.read_text().splitlines()[-1])["entry"]
-    copy = tmp_path / "copy"
-    copy.mkdir()
-    for part in companion_paths(small_ledger):
-        if part.is_file():
-            shutil.copy2(part, copy / part.name)
     with pytest.raises(LedgerError, match=f"still at {small_ledger.resolve()}"):
-        adopt_moved(copy / small_ledger.name, "uci-adult")
+        adopt_moved(_copied(small_ledger, tmp_path), "uci-adult")
 
 
 def test_a_fifo_in_place_of_the_ledger_or_its_checkpoint_is_refused_not_waited_on(

@@ -29,12 +29,11 @@ def evaluate(spec: Spec, data: Path, *, model: Path | None = None,
     from dpcli import protect
     from dpcli.algorithms import evaluate as ev
     from dpcli.api.scoring import (
-        model_caution,
-        model_run,
+        ledger_cautions,
         parse_range,
         score_input,
-        training_caution,
         warn_model_cautions,
+        warn_training_file,
     )
     from dpcli.api.spend import forecast_of
     from dpcli.budget import Budget
@@ -49,10 +48,7 @@ def evaluate(spec: Spec, data: Path, *, model: Path | None = None,
     section = resolve_section(s, "evaluate", EvaluateSection, epsilon, cutoff=cutoff,
                               score_column=score_column, score_range=parse_range(score_range))
     si = score_input(s, section, model, score_column, score_range)
-    recorded = model_run(s, si)   # the model's run in this ledger, if it is there
-    ledgered = model_caution(si, recorded)   # an edited model file
-    for said in ledgered.values():
-        reporter.warn(said)
+    recorded, ledgered = ledger_cautions(reporter, s, si)   # an edited model file
     cautioned = warn_model_cautions(reporter, si)
     threshold: float | None = None  # a model predicts its most probable class
     if si.model is None:
@@ -87,11 +83,8 @@ def evaluate(spec: Spec, data: Path, *, model: Path | None = None,
                           inputs=protect.model_inputs(model, si.model),
                           forecast=forecast_of("evaluate", si.spec, section,
                                                **fc_context))
-    # its own training rows? (by the digest prepare started beside the count: no extra read)
-    tested = training_caution(s, recorded, data)
-    for said in tested.values():
-        reporter.warn(said)
-    ledgered.update(tested)
+    # its own training rows? stderr only (by the digest prepare started beside the count)
+    warn_training_file(reporter, s, recorded, data)
     if dry_run:
         return spend.dry_run()
     plan = spend.plan

@@ -44,12 +44,11 @@ def roc(spec: Spec, data: Path, *, model: Path | None = None, out: Path | None =
     from dpcli.algorithms import roc as pr
     from dpcli.algorithms import roc_scale
     from dpcli.api.scoring import (
-        model_caution,
-        model_run,
+        ledger_cautions,
         parse_range,
         score_input,
-        training_caution,
         warn_model_cautions,
+        warn_training_file,
     )
     from dpcli.api.spend import forecast_of
     from dpcli.budget import Budget
@@ -69,10 +68,7 @@ def roc(spec: Spec, data: Path, *, model: Path | None = None, out: Path | None =
                               auc_share=auc_share)
     config = pr.ROCConfig(**section.config_values())
     si = score_input(s, section, model, score_column, score_range)
-    recorded = model_run(s, si)   # the model's run in this ledger, if it is there
-    ledgered = model_caution(si, recorded)   # an edited model file
-    for said in ledgered.values():
-        reporter.warn(said)
+    recorded, ledgered = ledger_cautions(reporter, s, si)   # an edited model file
     cautioned = warn_model_cautions(reporter, si)
     si.require_binary("roc")
     # a public function of the released model (or of the declared range): free
@@ -103,11 +99,8 @@ def roc(spec: Spec, data: Path, *, model: Path | None = None, out: Path | None =
                           inputs=protect.model_inputs(model, si.model),
                           forecast=forecast_of("roc", si.spec, section,
                                                **fc_context))
-    # its own training rows? (by the digest prepare started beside the count: no extra read)
-    tested = training_caution(s, recorded, data)
-    for said in tested.values():
-        reporter.warn(said)
-    ledgered.update(tested)
+    # its own training rows? stderr only (by the digest prepare started beside the count)
+    warn_training_file(reporter, s, recorded, data)
     if dry_run:
         return spend.dry_run()
     plan = spend.plan
@@ -171,7 +164,7 @@ def roc(spec: Spec, data: Path, *, model: Path | None = None, out: Path | None =
             run.write(out / "curve.csv", _csv(curve, bars))
             run.write(out / "curve.json", dumps_json(envelope))
             # the picture carries the interval and the caution too (it travels alone)
-            caution = warning or curve_warning or chance or ledgered.get("test_caution") or (
+            caution = warning or curve_warning or chance or (
                 f"its model: {si.model_cautions[0]}" if si.model_cautions else None)
             run.write_bytes(out / "curve.png", roc_png(curve, title=title,
                                                        true_curve=true_curve, bars=bars,

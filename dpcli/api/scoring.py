@@ -131,27 +131,41 @@ def model_caution(si: ScoreInput, run: Any) -> dict[str, str]:
         "scores evaluated are this file's, not the release's")}
 
 
-def training_caution(spec: Spec, run: Any, data: Path | str) -> dict[str, str]:
-    """``{"test_caution": …}`` when ``data`` is, byte for byte, the file the model's ledger
-    ``run`` trained on, or validate's validation file: scores on rows the model fitted
-    overstate how it does on new rows. Compared by the keyed digests the ledger records (a
-    copy under another name is the same data; a reordered or larger file is not detected).
-    Reads ``data``'s bytes for the digest the run's own ledger entry needs anyway (called
-    after :meth:`Spend.prepare`, which starts it beside the record count)."""
+def warn_training_file(reporter: Any, spec: Spec, run: Any, data: Path | str) -> None:
+    """Say on stderr when ``data`` is, byte for byte, the file the model's ledger ``run``
+    trained on, or validate's validation file: scores on rows the model fitted overstate
+    how it does on new rows. Compared by the keyed digests the ledger records (a copy under
+    another name is the same data; a reordered or larger file is not detected).
+
+    For the custodian only, never in an output: whether the test file equals the training
+    file is a fact about the private rows (replacing one test record changes it), not a
+    release. Reads ``data``'s bytes for the digest the run's own ledger entry needs anyway
+    (call after :meth:`Spend.prepare`, which starts it beside the record count)."""
     from dpcli.data.location import is_remote
     from dpcli.fingerprint import input_digest
 
     if run is None or not run.input_digests or is_remote(data):
-        return {}
+        return
     digest = input_digest(spec.ledger_path, data)
     if digest not in run.input_digests:
-        return {}
+        return
     role = ("trained on" if digest == run.input_digests[0]
             else "chose its regulariser on (its validation file)")
-    return {"test_caution": (
-        f"{data}: is the file ledger run {run.run_id[:8]} ({run.command}) {role}, byte for "
-        "byte: measured on rows the model has seen, its accuracy and AUC overstate how it "
-        "does on new rows. Evaluate on rows it did not see (a held-out split)")}
+    # say, not warn: a warning is repeated in the --json line, which may leave the custodian
+    reporter.say(f"caution: {data}: is the file ledger run {run.run_id[:8]} "
+                 f"({run.command}) {role}, byte for byte: measured on rows the model has "
+                 "seen, its accuracy and AUC overstate how it does on new rows. Evaluate on "
+                 "rows it did not see (a held-out split)")
+
+
+def ledger_cautions(reporter: Any, spec: Spec, si: ScoreInput) -> tuple[Any, dict[str, str]]:
+    """The model's run in this dataset's ledger (for :func:`warn_training_file`) and the
+    payload's ``model_caution`` when the model file was edited since (said on stderr)."""
+    run = model_run(spec, si)
+    found = model_caution(si, run)
+    for said in found.values():
+        reporter.warn(said)
+    return run, found
 
 
 def warn_model_cautions(reporter: Any, si: ScoreInput) -> dict[str, Any]:

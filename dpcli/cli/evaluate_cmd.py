@@ -49,7 +49,8 @@ def evaluate(
     input; a cutoff at the score range's top) is released as exact zeros, and
     that class's precision as undefined. A test file that is, byte for byte,
     the one the model was trained on (or validate's validation file), as this
-    dataset's ledger recorded it, is named before the charge: its accuracy
+    dataset's ledger recorded it, is named on stderr before the charge (never
+    in the output: it is a fact about the private rows): its accuracy
     overstates the model.
 
     Example:

@@ -81,7 +81,7 @@ def roc(
     Releases the thresholds, the curve and the AUC, each with its 90 %
     interval from the noise (auc_interval; tpr_lower … fpr_upper per point).
     A test file that is, byte for byte, the model's training file (as this
-    dataset's ledger recorded it) is named before the charge.
+    dataset's ledger recorded it) is named on stderr before the charge.
 
     Example:
 
@@ -115,6 +115,6 @@ def roc(
                       # as evaluate's line: the curve's and its model's cautions, by key
                       **{k: done.payload[k] for k in ("caution", "noise_dominates",
                                                       "auc_caution", "model_caution",
-                                                      "test_caution", "model_cautions")
+                                                      "model_cautions")
                          if k in done.payload},
                       "spent": done.plan.total.to_json(), "breakdown": done.plan.to_json()})

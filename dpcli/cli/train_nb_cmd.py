@@ -48,8 +48,8 @@ def train_nb(
     binary label a decision threshold (exponential mechanism, balanced accuracy).
     The ε split is a rule of public facts (n, ε, declared domains: ε_i ∝
     c_i^(2/3), docs/algorithms/naive-bayes.md; the spec's train-nb.split overrides it); the
-    plan shows every share before anything runs. A binary column whose
-    released counts hold (almost) no row at one of its values, or a categorical
+    plan shows every share before anything runs. A binary column one of whose
+    values cannot be told from zero in the released counts, or a categorical
     column mostly at 'other', is named on stderr and in the model file
     (column_cautions): the file may spell its values otherwise ('Male' for
     'male'; a binary column reads an undeclared value as its first).
